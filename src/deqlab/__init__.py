@@ -1,0 +1,13 @@
+"""deqlab — a laboratory for deep equilibrium models and the theory of their training.
+
+The public API is re-exported here explicitly; see DESIGN.md for the layout.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("deqlab")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = ["__version__"]
