@@ -1,0 +1,1 @@
+"""Datasets: synthetic generators, MNIST / Fashion-MNIST / CIFAR-10 / digits readers, downloads, preprocessing."""

@@ -1,0 +1,1 @@
+"""Reports: matplotlib figures and the self-contained HTML report of a run."""

@@ -1,0 +1,1 @@
+"""Run store (run directories + SQLite index, atomic writes, resume) and sweep executors."""

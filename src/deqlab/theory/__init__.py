@@ -1,0 +1,1 @@
+"""Theory toolkit: kernels, eigenvalues, conditions and bounds of the theorems, as pure functions of tensors."""

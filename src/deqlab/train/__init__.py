@@ -1,0 +1,1 @@
+"""Trainers: full-batch gradient descent with warm starts and instrumentation."""
