@@ -10,4 +10,37 @@ try:
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__"]
+from deqlab.implicit import (
+    DEQ,
+    FixedPointStats,
+    Implicit,
+    JacobianFree,
+    Unrolled,
+    fixed_point,
+)
+from deqlab.solvers import (
+    Anderson,
+    Broyden,
+    Picard,
+    Solution,
+    SolverError,
+    Status,
+    get_solver,
+)
+
+__all__ = [
+    "DEQ",
+    "Anderson",
+    "Broyden",
+    "FixedPointStats",
+    "Implicit",
+    "JacobianFree",
+    "Picard",
+    "Solution",
+    "SolverError",
+    "Status",
+    "Unrolled",
+    "__version__",
+    "fixed_point",
+    "get_solver",
+]

@@ -56,6 +56,13 @@ def check_int(name: str, value: object, *, min_value: int | None = None) -> int:
     return int(value)
 
 
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value`` if it is a bool (not merely truthy)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"`{name}` must be a bool; got {type(value).__name__} {value!r}")
+    return value
+
+
 def check_real(
     name: str,
     value: object,

@@ -1,0 +1,284 @@
+"""Differentiable fixed points: ``z* = f(z*)`` with exact implicit gradients.
+
+By the implicit function theorem (Hieu 2022, Eq. 2.3), for ``z* = f(z*, θ)`` with
+``I - J_f(z*)`` invertible, ``∂z*/∂θ = (I - J_f)⁻¹ ∂f/∂θ``. For a loss with gradient
+``g = ∂ℓ/∂z*`` the parameter gradient is ``uᵀ ∂f/∂θ`` where the adjoint ``u`` solves
+the linear fixed point (Hieu 2022, Eq. 2.4 and the RBP equation after it)
+
+    u = g + J_f(z*)ᵀ u,
+
+one vector-Jacobian product per iteration. :func:`fixed_point` implements this with a
+``torch.autograd.Function``: the forward solve runs under ``torch.no_grad``; one tracked
+call ``f(z*)`` connects ``z*`` to every tensor ``f`` closes over (module parameters,
+inputs), and the Function's backward replaces ``g`` by ``u`` on that edge, so autograd
+delivers ``uᵀ ∂f/∂θ`` to all of them. How to differentiate is an object:
+
+* :class:`Implicit` (default) — the exact gradient above.
+* :class:`Unrolled` — backpropagation through the forward solver's iterations (memory
+  grows with the step count); the test oracle.
+* :class:`JacobianFree` — ``u ≈ g`` (Fung et al. 2022, "JFB"): APPROXIMATE, a descent
+  direction for contractive ``f`` but not the gradient.
+
+Only first-order gradients are supported (no ``create_graph`` through ``Implicit``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from deqlab._checks import check_bool, check_int
+from deqlab.solvers import Anderson, Solution, Solver, SolverError
+
+Map = Callable[[torch.Tensor], torch.Tensor]
+Hint = str | Callable[[], str] | None
+
+
+@dataclass(frozen=True)
+class Implicit:
+    """Exact implicit gradient: solve the adjoint ``u = g + J_fᵀ u`` with VJPs.
+
+    Args:
+        solver: solver of the adjoint fixed point; None uses the forward solver.
+        warm_start: start from the previous adjoint stored in the ``stats`` object
+            passed to :func:`fixed_point` (when its shape matches), instead of zero.
+    """
+
+    solver: Solver | None = None
+    warm_start: bool = False
+
+    def __post_init__(self) -> None:
+        if self.solver is not None and not isinstance(self.solver, Solver):
+            raise TypeError(
+                f"`solver` must be a Solver (Picard, Anderson, Broyden) or None; "
+                f"got {type(self.solver).__name__}"
+            )
+        check_bool("warm_start", self.warm_start)
+
+
+@dataclass(frozen=True)
+class Unrolled:
+    """Backpropagate through the forward solver's iterations (autograd records each one).
+
+    Args:
+        steps: cap on the recorded iterations (replaces the solver's ``max_iter``);
+            None keeps the solver's own.
+    """
+
+    steps: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.steps is not None:
+            check_int("steps", self.steps, min_value=1)
+
+
+@dataclass(frozen=True)
+class JacobianFree:
+    """APPROXIMATE one-step gradient ``u ≈ g`` (Fung et al. 2022, Jacobian-free backprop).
+
+    Drops the ``(I - J_f)⁻¹`` factor; cheap, and a descent direction when ``f`` is
+    contractive, but not the true gradient (the theory in this package needs that).
+    """
+
+
+Backward = Implicit | Unrolled | JacobianFree
+
+
+@dataclass
+class FixedPointStats:
+    """Solver statistics of the last solves, filled in by :func:`fixed_point`.
+
+    ``forward``: the Solution of the last forward solve. ``backward``: the Solution of
+    the last adjoint solve (``Implicit`` only; its ``z`` is the adjoint ``u``, used by
+    ``Implicit(warm_start=True)``).
+    """
+
+    forward: Solution | None = None
+    backward: Solution | None = None
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """Everything the autograd Function needs besides tensors."""
+
+    f: Map
+    solver: Solver
+    backward: Backward
+    stats: FixedPointStats
+    hint: Hint
+
+
+def _solve(solver: Solver, f: Map, z0: torch.Tensor, hint: Hint, what: str) -> Solution:
+    """``solver(f, z0)``, adding the caller's hint and which solve failed to a SolverError."""
+    try:
+        return solver(f, z0)
+    except SolverError as err:
+        context = hint() if callable(hint) else hint
+        context = what if not context else f"{context}; {what}"
+        raise err.with_context(context) from None
+
+
+class _ImplicitGradient(torch.autograd.Function):
+    """Identity on values (returns ``z*``); backward maps ``g`` to the adjoint ``u``."""
+
+    @staticmethod
+    def forward(ctx: Any, z_out: torch.Tensor, z_star: torch.Tensor, spec: _Spec) -> torch.Tensor:
+        # z_out = f(z*) carries the graph to the closed-over tensors; z_star the values.
+        ctx.save_for_backward(z_star)
+        ctx.spec = spec
+        return z_star.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
+        spec: _Spec = ctx.spec
+        if isinstance(spec.backward, JacobianFree):
+            return grad, None, None
+        if not bool(torch.isfinite(grad).all()):
+            raise ValueError("the gradient reaching the fixed point z* must be finite; got NaN/Inf")
+        (z_star,) = ctx.saved_tensors
+        with torch.enable_grad():
+            z_leaf = z_star.detach().requires_grad_()
+            f_z = spec.f(z_leaf)
+
+        def adjoint_map(u: torch.Tensor) -> torch.Tensor:  # u ↦ g + J_fᵀ u
+            (vjp,) = torch.autograd.grad(f_z, z_leaf, u, retain_graph=True, allow_unused=True)
+            return grad if vjp is None else grad + vjp
+
+        previous = spec.stats.backward
+        warm = (
+            spec.backward.warm_start
+            and previous is not None
+            and previous.z.shape == grad.shape
+            and previous.z.dtype == grad.dtype
+            and previous.z.device == grad.device
+        )
+        u0 = previous.z if warm else torch.zeros_like(grad)
+        solver = spec.backward.solver or spec.solver
+        with torch.no_grad():
+            solution = _solve(solver, adjoint_map, u0, spec.hint, "adjoint solve u = g + J_fᵀu")
+        spec.stats.backward = solution
+        return solution.z, None, None
+
+
+def fixed_point(
+    f: Map,
+    z0: torch.Tensor,
+    *,
+    solver: Solver | None = None,
+    backward: Backward | None = None,
+    stats: FixedPointStats | None = None,
+    hint: Hint = None,
+) -> torch.Tensor:
+    """The fixed point ``z* = f(z*)``, differentiable w.r.t. every tensor ``f`` closes over.
+
+    Args:
+        f: maps a tensor of ``z0``'s shape to that shape.
+        z0: starting point (e.g. the previous equilibrium, to warm-start); receives no
+            gradient except through ``Unrolled``.
+        solver: forward solver; default ``Anderson()``.
+        backward: ``Implicit()`` (default, exact), ``Unrolled(...)`` or ``JacobianFree()``.
+        stats: a :class:`FixedPointStats` to receive the forward / backward Solutions.
+        hint: extra context for a :class:`SolverError` (a string, or a zero-argument
+            callable evaluated only on failure), e.g. ``"‖W‖₂ = 1.3 >= 1"``.
+
+    Returns:
+        ``z*`` with ``z0``'s shape (the forward solver's best iterate).
+
+    Raises:
+        TypeError / ValueError: bad arguments (see :meth:`Solver.__call__`).
+        SolverError: the forward (or, during ``.backward()``, the adjoint) solve failed
+            and the solver has ``throw=True``.
+    """
+    solver = Anderson() if solver is None else solver
+    backward = Implicit() if backward is None else backward
+    stats = FixedPointStats() if stats is None else stats
+    if not isinstance(solver, Solver):
+        raise TypeError(f"`solver` must be a Solver (Picard, Anderson, Broyden); got {solver!r}")
+    if not isinstance(backward, Implicit | Unrolled | JacobianFree):
+        raise TypeError(
+            f"`backward` must be Implicit(), Unrolled() or JacobianFree(); got {backward!r}"
+        )
+    if not isinstance(stats, FixedPointStats):
+        raise TypeError(f"`stats` must be a FixedPointStats; got {type(stats).__name__}")
+    if isinstance(backward, Unrolled):
+        if backward.steps is not None:
+            solver = dataclasses.replace(solver, max_iter=backward.steps)
+        stats.forward = _solve(solver, f, z0, hint, "forward solve (unrolled)")
+        return stats.forward.z
+    with torch.no_grad():
+        stats.forward = _solve(solver, f, z0.detach(), hint, "forward solve")
+    z_star = stats.forward.z
+    if not torch.is_grad_enabled():
+        return z_star
+    z_out = f(z_star)  # one tracked step: the edge to every tensor f closes over
+    if not z_out.requires_grad:
+        return z_star
+    return _ImplicitGradient.apply(z_out, z_star, _Spec(f, solver, backward, stats, hint))
+
+
+class DEQ(nn.Module):
+    """Deep equilibrium layer ``z* = cell(z*, x)`` (Hieu 2022, §2.1).
+
+    Args:
+        cell: callable ``cell(z, x) -> z`` (an ``nn.Module`` is registered as a submodule).
+        solver, backward, hint: as in :func:`fixed_point`.
+
+    ``forward(x, z0=None)``: if ``z0`` is None the starting point is
+    ``cell.initial_state(x)`` when the cell defines that method, else ``zeros_like(x)``
+    (for cells whose state has the input's shape). The Solutions of the last solves are
+    ``.last_forward`` and ``.last_backward``; ``Implicit(warm_start=True)`` reuses the
+    previous adjoint across calls.
+    """
+
+    def __init__(
+        self,
+        cell: Callable[[torch.Tensor, Any], torch.Tensor],
+        *,
+        solver: Solver | None = None,
+        backward: Backward | None = None,
+        hint: Hint = None,
+    ) -> None:
+        super().__init__()
+        if not callable(cell):
+            raise TypeError(f"`cell` must be callable as cell(z, x); got {type(cell).__name__}")
+        self.cell = cell
+        self.solver = Anderson() if solver is None else solver
+        self.backward = Implicit() if backward is None else backward
+        self.hint = hint
+        self.stats = FixedPointStats()
+
+    def initial_state(self, x: Any) -> torch.Tensor:
+        """Default ``z0``: ``cell.initial_state(x)`` if defined, else ``zeros_like(x)``."""
+        init = getattr(self.cell, "initial_state", None)
+        if callable(init):
+            return init(x)
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(
+                "`z0` is needed: the cell has no initial_state(x) and `x` is not a tensor "
+                f"(got {type(x).__name__})"
+            )
+        return torch.zeros_like(x)
+
+    def forward(self, x: Any, z0: torch.Tensor | None = None) -> torch.Tensor:
+        z0 = self.initial_state(x) if z0 is None else z0
+        return fixed_point(
+            lambda z: self.cell(z, x),
+            z0,
+            solver=self.solver,
+            backward=self.backward,
+            stats=self.stats,
+            hint=self.hint,
+        )
+
+    @property
+    def last_forward(self) -> Solution | None:
+        return self.stats.forward
+
+    @property
+    def last_backward(self) -> Solution | None:
+        return self.stats.backward

@@ -1,0 +1,27 @@
+"""Fixed-point solvers: frozen dataclasses of hyper-parameters, ``solver(f, z0) -> Solution``."""
+
+from deqlab.solvers.anderson import Anderson
+from deqlab.solvers.base import Solver
+from deqlab.solvers.broyden import Broyden
+from deqlab.solvers.picard import Picard
+from deqlab.solvers.solution import (
+    Solution,
+    SolverError,
+    Status,
+    get_solver,
+    residual_norms,
+    solver_names,
+)
+
+__all__ = [
+    "Anderson",
+    "Broyden",
+    "Picard",
+    "Solution",
+    "Solver",
+    "SolverError",
+    "Status",
+    "get_solver",
+    "residual_norms",
+    "solver_names",
+]

@@ -1,0 +1,85 @@
+"""Anderson acceleration (Anderson 1965; Walker & Ni 2011), safeguarded and batched.
+
+With the last ``n <= m`` iterates ``x_i`` and their images ``f_i = f(x_i)``, residuals
+``g_i = f_i - x_i`` stacked as the rows of ``G`` (``n × N``), the mixing weights solve
+
+    α = argmin ‖Gᵀα‖²  s.t.  1ᵀα = 1   ⇔   (G Gᵀ + λ I) y = 1,  α = y / 1ᵀy,
+
+with Tikhonov ``λ = tikhonov · tr(G Gᵀ) / n`` (relative, so scale-free), and the next
+iterate is ``x⁺ = β Σ α_i f_i + (1 - β) Σ α_i x_i``. Safeguard (cf. locuslab/deq issue
+#20): where the small system is singular or its solution is not finite, that sample takes
+the plain damped step ``x + β (f(x) - x)`` instead — the solve never crashes. The best
+iterate seen is returned (shared loop, :mod:`deqlab.solvers.base`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from deqlab._checks import check_int, check_real
+from deqlab.solvers.base import Solver, Stepper
+from deqlab.solvers.picard import damped_step
+from deqlab.solvers.solution import register
+
+
+@register("anderson")
+@dataclass(frozen=True, kw_only=True)
+class Anderson(Solver):
+    """Anderson acceleration with history ``m``, Tikhonov regularization and damping.
+
+    Args:
+        history: number ``m`` of past iterates mixed (``m = 1`` is damped Picard).
+        tikhonov: relative regularization ``λ / (tr(GGᵀ)/n)`` of the least-squares system.
+        damping: mixing ``β`` in ``(0, 1]``.
+        (others: see :class:`deqlab.solvers.base.Solver`)
+
+    With ``per_sample=True`` every sample has its own weights ``α`` (one batched
+    ``m × m`` solve per step, no Python loop over samples).
+    """
+
+    history: int = 5
+    tikhonov: float = 1e-8
+    damping: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("history", self.history, min_value=1)
+        check_real("tikhonov", self.tikhonov, low=0.0)
+        check_real("damping", self.damping, low=0.0, high=1.0, low_inclusive=False)
+
+    def _stepper(self) -> Stepper:
+        xs: list[torch.Tensor] = []  # last m iterates, each (B, N)
+        fs: list[torch.Tensor] = []  # their images under f
+
+        def step(z: torch.Tensor, fz: torch.Tensor) -> torch.Tensor:
+            xs.append(z)
+            fs.append(fz)
+            if len(xs) > self.history:
+                del xs[0], fs[0]
+            plain = damped_step(z, fz, self.damping)  # (B, N)
+            n = len(xs)
+            if n == 1:
+                return plain
+            X = torch.stack(xs, dim=1)  # (B, n, N)
+            F = torch.stack(fs, dim=1)  # (B, n, N)
+            G = F - X  # (B, n, N)
+            H = G @ G.transpose(1, 2)  # (B, n, n)
+            scale = H.diagonal(dim1=1, dim2=2).mean(dim=1)  # (B,)
+            eye = torch.eye(n, dtype=H.dtype, device=H.device)
+            H = H + (self.tikhonov * scale)[:, None, None] * eye
+            ones = torch.ones(H.shape[0], n, 1, dtype=H.dtype, device=H.device)
+            y, info = torch.linalg.solve_ex(H, ones)  # (B, n, 1), (B,)
+            alpha = (y / y.sum(dim=1, keepdim=True)).transpose(1, 2)  # (B, 1, n)
+            ok = (info == 0) & torch.isfinite(alpha).all(dim=2)[:, 0]  # (B,)
+            alpha = torch.where(ok[:, None, None], alpha, 0.0)  # keep NaN out of the mix
+            mixed_f = (alpha @ F)[:, 0]  # (B, N)
+            mixed = (
+                mixed_f
+                if self.damping == 1.0
+                else damped_step((alpha @ X)[:, 0], mixed_f, self.damping)
+            )
+            return torch.where(ok[:, None], mixed, plain)
+
+        return step

@@ -1,0 +1,179 @@
+"""The solver base class: shared hyper-parameters, validation and the iteration loop.
+
+Every solver is a frozen dataclass of hyper-parameters with one call signature,
+``solver(f, z0) -> Solution``. The loop (:meth:`Solver.__call__`) is shared: evaluate
+``f``, record the residual, keep the best iterate, stop or step. A subclass only says how
+to step, through :meth:`Solver._stepper`.
+
+Internally iterates are ``(B, N)``: ``B = z0.shape[0]`` with ``per_sample=True``, else
+``B = 1`` (the whole tensor is one problem). The solve runs in the caller's grad mode:
+:func:`deqlab.fixed_point` runs it under ``torch.no_grad`` (and with autograd on for the
+``Unrolled`` oracle, which is why the steps are out-of-place).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from deqlab._checks import check_bool, check_choice, check_int, check_positive, check_real
+from deqlab.solvers.solution import (
+    STOP_RULES,
+    Solution,
+    SolverError,
+    Status,
+    residual_norms,
+)
+
+Map = Callable[[torch.Tensor], torch.Tensor]
+Stepper = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Solver:
+    """Hyper-parameters shared by every solver.
+
+    Args:
+        tol: stop when the residual (rule ``stop``) is ``<= tol``.
+        max_iter: maximum number of evaluations of ``f``.
+        stop: ``"rel"`` or ``"abs"`` residual (see :mod:`deqlab.solvers.solution`).
+        per_sample: dim 0 is the batch; stop when every sample meets ``tol``. Assumes
+            ``f`` acts on each sample independently (the best iterate is kept per sample).
+        throw: raise :class:`SolverError` when the solve does not converge.
+        divergence_factor: an absolute residual larger than this times the least one
+            seen (for a sample that has not yet met ``tol``) is divergence.
+    """
+
+    tol: float = 1e-8
+    max_iter: int = 500
+    stop: str = "rel"
+    per_sample: bool = False
+    throw: bool = True
+    divergence_factor: float = 1e6
+
+    def __post_init__(self) -> None:
+        check_positive("tol", self.tol)
+        check_int("max_iter", self.max_iter, min_value=1)
+        check_choice("stop", self.stop, STOP_RULES)
+        check_bool("per_sample", self.per_sample)
+        check_bool("throw", self.throw)
+        check_real("divergence_factor", self.divergence_factor, low=1.0, low_inclusive=False)
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """The hyper-parameters this solver accepts."""
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def _stepper(self) -> Stepper:
+        """A fresh ``step(z, fz) -> z_next`` on ``(B, N)`` iterates (may keep history)."""
+        raise NotImplementedError
+
+    def __call__(self, f: Map, z0: torch.Tensor) -> Solution:
+        """Solve ``z = f(z)`` from ``z0``; ``f`` maps tensors of ``z0``'s shape to that shape.
+
+        Raises:
+            TypeError: ``f`` not callable, ``z0`` not a floating tensor, ``f`` returns a
+                non-tensor.
+            ValueError: non-finite ``z0`` or ``f(z0)``; ``f(z0)`` shaped unlike ``z0``;
+                ``per_sample`` with a 0-d ``z0``.
+            SolverError: not converged (status MAX_STEPS or DIVERGED) and ``throw=True``.
+        """
+        if not callable(f):
+            raise TypeError(f"`f` must be callable; got {type(f).__name__}")
+        if not isinstance(z0, torch.Tensor):
+            raise TypeError(f"`z0` must be a torch.Tensor; got {type(z0).__name__}")
+        if not z0.is_floating_point():
+            raise TypeError(f"`z0` must be a floating-point tensor; got dtype {z0.dtype}")
+        if not bool(torch.isfinite(z0).all()):
+            raise ValueError(f"`z0` must be finite; got {int((~torch.isfinite(z0)).sum())} NaN/Inf")
+        if self.per_sample and z0.ndim == 0:
+            raise ValueError("`z0` must have a batch dim 0 when per_sample=True; got a 0-d tensor")
+        shape = z0.shape
+        batch = shape[0] if self.per_sample else 1
+
+        def f_flat(z: torch.Tensor) -> torch.Tensor:  # (B, N) -> (B, N)
+            return f(z.reshape(shape)).reshape(batch, -1)
+
+        z = z0.reshape(batch, -1)  # (B, N)
+        trace = _Trace(self, _first_eval(f, z0).reshape(batch, -1), z)
+        step = self._stepper()
+        while not trace.done:
+            z = step(z, trace.fz)
+            trace.observe(z, f_flat(z))
+        solution = trace.solution(shape)
+        if self.throw and not solution.converged:
+            raise SolverError(self.name, solution, tol=self.tol, stop=self.stop)
+        return solution
+
+
+def _first_eval(f: Map, z0: torch.Tensor) -> torch.Tensor:
+    """``f(z0)``, checked: a tensor of ``z0``'s shape with finite entries."""
+    fz = f(z0)
+    if not isinstance(fz, torch.Tensor):
+        raise TypeError(f"`f` must return a torch.Tensor; got {type(fz).__name__}")
+    if fz.shape != z0.shape:
+        raise ValueError(
+            f"`f(z0)` must have the shape of `z0` {tuple(z0.shape)}; got {tuple(fz.shape)}"
+        )
+    if not bool(torch.isfinite(fz).all()):
+        n_bad = int((~torch.isfinite(fz)).sum())
+        raise ValueError(f"`f(z0)` must be finite; got {n_bad} NaN/Inf entries")
+    return fz
+
+
+class _Trace:
+    """Residual trace, best iterate per row, and the stopping decision of one solve.
+
+    Divergence is judged on the absolute residual ``‖f(z) - z‖`` whatever the stopping
+    rule (the relative one stays bounded while the iterates blow up).
+    """
+
+    def __init__(self, solver: Solver, fz0: torch.Tensor, z0: torch.Tensor) -> None:
+        self.solver = solver
+        self.residuals: list[float] = []
+        self.status = Status.MAX_STEPS
+        self.done = False
+        self.best_z = z0
+        inf = torch.full((z0.shape[0],), math.inf, dtype=z0.dtype, device=z0.device)
+        self.best_r = inf  # (B,) residual (rule `stop`) of best_z
+        self.least_abs = inf  # (B,) least absolute residual seen
+        self.observe(z0, fz0)
+
+    def observe(self, z: torch.Tensor, fz: torch.Tensor) -> None:
+        """Record ``f(z) = fz`` (both ``(B, N)``) and decide whether to stop."""
+        self.fz = fz
+        r_abs = residual_norms(z.detach(), fz.detach(), "abs")  # (B,)
+        r = r_abs if self.solver.stop == "abs" else residual_norms(z.detach(), fz.detach(), "rel")
+        worst = float(r.max())  # one device sync per step
+        self.residuals.append(worst)
+        if not (math.isfinite(worst) and bool(torch.isfinite(r_abs).all())):
+            self.status, self.done = Status.DIVERGED, True
+            return
+        improved = r < self.best_r  # (B,)
+        self.best_z = torch.where(improved[:, None], z, self.best_z)
+        self.best_r = torch.where(improved, r, self.best_r)
+        self.least_abs = torch.minimum(self.least_abs, r_abs)
+        pending = self.best_r > self.solver.tol  # (B,) samples still to converge
+        if not bool(pending.any()):
+            self.status, self.done = Status.CONVERGED, True
+        elif bool((pending & (r_abs > self.solver.divergence_factor * self.least_abs)).any()):
+            self.status, self.done = Status.DIVERGED, True
+        elif len(self.residuals) >= self.solver.max_iter:
+            self.done = True
+
+    def solution(self, shape: torch.Size) -> Solution:
+        return Solution(
+            z=self.best_z.reshape(shape),
+            status=self.status,
+            n_steps=len(self.residuals),
+            residuals=self.residuals,
+            residual=float(self.best_r.max()),
+        )

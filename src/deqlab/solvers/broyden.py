@@ -1,0 +1,79 @@
+"""Limited-memory "good" Broyden on ``g(z) = f(z) - z`` (Broyden 1965; Bai et al. 2019).
+
+``B ≈ J_g⁻¹`` starts at ``-I`` (so the first step is a Picard step) and is kept as
+``B = -I + Σ_i u_i v_iᵀ``; when ``memory`` pairs are stored, ``B`` restarts from ``-I``
+(each pair was built on the ones before it, so dropping only the oldest would leave an
+inconsistent ``B``; in our tests that variant diverges on well-posed linear problems).
+With ``Δz = z_k - z_{k-1}``, ``Δg = g_k - g_{k-1}``, the good-Broyden update of the
+inverse (Sherman–Morrison form)
+
+    B⁺ = B + (Δz - B Δg) (Δzᵀ B) / (Δzᵀ B Δg)
+
+appends ``u = (Δz - BΔg) / (ΔzᵀBΔg)``, ``v = Bᵀ Δz``; the step is ``z⁺ = z - B g(z)``.
+An update whose denominator vanishes (relative to ``‖v‖‖Δg‖``) or is not finite is
+skipped for that sample. The best iterate seen is returned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from deqlab._checks import check_int
+from deqlab.solvers.base import Solver, Stepper
+from deqlab.solvers.solution import register
+
+
+def _apply(us: list[torch.Tensor], vs: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """``(-I + Σ u_i v_iᵀ) x`` for a batch: ``us``, ``vs`` hold ``(B, N)``, ``x`` is ``(B, N)``."""
+    if not us:
+        return -x
+    U = torch.stack(us, dim=2)  # (B, N, m)
+    V = torch.stack(vs, dim=1)  # (B, m, N)
+    return -x + (U @ (V @ x[:, :, None]))[:, :, 0]
+
+
+@register("broyden")
+@dataclass(frozen=True, kw_only=True)
+class Broyden(Solver):
+    """Limited-memory good Broyden.
+
+    Args:
+        memory: number of rank-one updates kept before restarting from ``B = -I``.
+        (others: see :class:`deqlab.solvers.base.Solver`)
+
+    With ``per_sample=True`` every sample has its own ``B`` (batched products, no Python
+    loop over samples).
+    """
+
+    memory: int = 30
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("memory", self.memory, min_value=1)
+
+    def _stepper(self) -> Stepper:
+        us: list[torch.Tensor] = []  # (B, N) each
+        vs: list[torch.Tensor] = []
+        previous: list[torch.Tensor] = []  # [z_{k-1}, g_{k-1}]
+
+        def step(z: torch.Tensor, fz: torch.Tensor) -> torch.Tensor:
+            g = fz - z  # (B, N)
+            if previous:
+                dz, dg = z - previous[0], g - previous[1]  # (B, N)
+                b_dg = _apply(us, vs, dg)  # (B, N)
+                v = _apply(vs, us, dz)  # Bᵀ Δz, (B, N)
+                denom = (v * dg).sum(dim=1, keepdim=True)  # (B, 1)
+                scale = v.norm(dim=1, keepdim=True) * dg.norm(dim=1, keepdim=True)
+                ok = (denom.abs() > torch.finfo(z.dtype).eps * scale) & torch.isfinite(denom)
+                u = torch.where(ok, (dz - b_dg) / torch.where(ok, denom, 1.0), 0.0)
+                if len(us) == self.memory:  # restart: dropping only the oldest pair
+                    us.clear()  # leaves an inconsistent B and can diverge
+                    vs.clear()
+                us.append(u)
+                vs.append(v)
+            previous[:] = [z, g]
+            return z - _apply(us, vs, g)
+
+        return step

@@ -1,0 +1,168 @@
+"""What a fixed-point solve returns, how it stops, how it fails, and the solver registry.
+
+A solver looks for ``z*`` with ``g(z*) = f(z*) - z* = 0`` (Hieu 2022, Eq. 2.2). Its
+answer is a :class:`Solution`; a solve that does not converge has a :class:`Status`
+other than ``CONVERGED`` and, with ``throw=True``, raises :class:`SolverError`.
+
+Stopping rules (``stop=``), with ``‖·‖`` the Euclidean (Frobenius) norm:
+
+* ``"abs"``: ``r(z) = ‖f(z) - z‖``
+* ``"rel"``: ``r(z) = ‖f(z) - z‖ / (‖f(z)‖ + 1e-12)`` (the ``1e-12`` keeps ``r`` finite
+  at a fixed point ``z* = 0``).
+
+With ``per_sample=False`` the norm runs over the whole tensor (one problem, e.g. the full
+batch matrix ``Z`` of the theory experiments). With ``per_sample=True`` dim 0 is the
+batch: ``r_i`` is the norm over all other dims of sample ``i``, and the solve stops when
+every ``r_i <= tol``; the reported residual is then ``max_i r_i``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+import torch
+
+if TYPE_CHECKING:
+    from deqlab.solvers.base import Solver
+
+STOP_RULES = ("abs", "rel")
+_REL_FLOOR = 1e-12  # added to ‖f(z)‖ in the relative residual
+
+
+class Status(enum.Enum):
+    """Outcome of a solve."""
+
+    CONVERGED = "converged"
+    MAX_STEPS = "max_steps"  # max_iter evaluations of f without meeting the tolerance
+    DIVERGED = "diverged"  # non-finite values, or the residual grew by orders of magnitude
+
+
+@dataclass(frozen=True)
+class Solution:
+    """Result of a fixed-point solve.
+
+    Attributes:
+        z: the returned point, shaped like ``z0`` (the best iterate seen).
+        status: :class:`Status` of the solve.
+        n_steps: number of evaluations of ``f`` (each followed by a residual check).
+        residuals: residual after each evaluation, ``len(residuals) == n_steps``;
+            ``residuals[0]`` is the residual at ``z0``.
+        residual: residual at the returned ``z`` (max over samples when per-sample).
+    """
+
+    z: torch.Tensor
+    status: Status
+    n_steps: int
+    residuals: list[float]
+    residual: float
+
+    @property
+    def converged(self) -> bool:
+        """True when the tolerance was met."""
+        return self.status is Status.CONVERGED
+
+
+_DEFAULT_HINTS = {
+    Status.MAX_STEPS: (
+        "raise max_iter, loosen tol, or try Anderson/Broyden; if the residual stalls, "
+        "the map may not be contractive near the fixed point"
+    ),
+    Status.DIVERGED: (
+        "the iterates blew up: the map may not be contractive (e.g. ‖J_f‖ >= 1); "
+        "try damping < 1 or Anderson, or check the model's weights"
+    ),
+}
+
+
+class SolverError(RuntimeError):
+    """A solve that did not converge, raised when the solver has ``throw=True``.
+
+    Attributes:
+        solver: the solver's name, e.g. ``"Anderson"``.
+        solution: the :class:`Solution` (best iterate, status, residual trace).
+        tol, stop: the tolerance and stopping rule that were not met.
+        context: extra caller context (e.g. ``"‖W‖₂ = 1.3 >= 1"``), or None.
+    """
+
+    def __init__(
+        self,
+        solver: str,
+        solution: Solution,
+        *,
+        tol: float,
+        stop: str,
+        context: str | None = None,
+    ) -> None:
+        self.solver = solver
+        self.solution = solution
+        self.tol = tol
+        self.stop = stop
+        self.context = context
+        hint = _DEFAULT_HINTS[solution.status]
+        if context:
+            hint = f"{context}; {hint}"
+        super().__init__(
+            f"{solver} {solution.status.value} after {solution.n_steps} steps: "
+            f"final {stop} residual {solution.residual:.3e} (tol {tol:.1e}). Hint: {hint}"
+        )
+
+    def with_context(self, context: str) -> SolverError:
+        """The same error with ``context`` prepended to the hint."""
+        joined = context if not self.context else f"{context}; {self.context}"
+        return SolverError(self.solver, self.solution, tol=self.tol, stop=self.stop, context=joined)
+
+
+def residual_norms(z: torch.Tensor, fz: torch.Tensor, stop: str) -> torch.Tensor:
+    """Residual of each row of ``z``, ``fz`` (both ``(B, N)``) under rule ``stop``; ``(B,)``."""
+    r = torch.linalg.vector_norm(fz - z, dim=1)  # (B,)
+    if stop == "rel":
+        r = r / (torch.linalg.vector_norm(fz, dim=1) + _REL_FLOOR)
+    return r
+
+
+# ---- registry ----------------------------------------------------------------------
+
+_REGISTRY: dict[str, type[Solver]] = {}
+S = TypeVar("S", bound="type[Solver]")
+
+
+def register(name: str) -> Callable[[S], S]:
+    """Class decorator: make a solver class available as ``get_solver(name)``."""
+
+    def add(cls: S) -> S:
+        _REGISTRY[name] = cls
+        return cls
+
+    return add
+
+
+def solver_names() -> list[str]:
+    """Names accepted by :func:`get_solver`, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get_solver(name: str, **options: object) -> Solver:
+    """Build a solver by name, e.g. ``get_solver("anderson", tol=1e-10, history=6)``.
+
+    Raises:
+        ValueError: unknown ``name`` (the message lists the valid names).
+        TypeError: an option the solver does not have (named; never silently dropped).
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"`name` must be a str; got {type(name).__name__}")
+    key = name.lower()
+    if key not in _REGISTRY:
+        valid = ", ".join(repr(n) for n in solver_names())
+        raise ValueError(f"unknown solver {name!r}; valid names: {valid}")
+    cls = _REGISTRY[key]
+    fields = cls.option_names()
+    unknown = [k for k in options if k not in fields]
+    if unknown:
+        raise TypeError(
+            f"unknown option(s) {', '.join(map(repr, unknown))} for solver {name!r}; "
+            f"valid options: {', '.join(fields)}"
+        )
+    return cls(**options)

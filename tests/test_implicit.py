@@ -1,0 +1,235 @@
+"""Implicit gradients against closed forms, gradcheck and the unrolled oracle; the DEQ module."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from deqlab import (
+    DEQ,
+    Anderson,
+    Broyden,
+    FixedPointStats,
+    Implicit,
+    JacobianFree,
+    Picard,
+    SolverError,
+    Unrolled,
+    fixed_point,
+)
+
+EXACT = {"tol": 1e-13, "stop": "abs", "max_iter": 2000}
+
+
+def contraction(d: int, rate: float) -> torch.Tensor:
+    W = torch.randn(d, d)
+    return rate * W / torch.linalg.matrix_norm(W, 2)
+
+
+@pytest.mark.parametrize(
+    "solver", [Picard(**EXACT), Anderson(**EXACT), Broyden(**EXACT)], ids=lambda s: s.name
+)
+def test_affine_gradient_equals_closed_form(solver):
+    # z* = (I - M)⁻¹ b, L = cᵀz*  ⇒  ∂L/∂b = u := (I - M)⁻ᵀ c,  ∂L/∂M = u z*ᵀ
+    M = contraction(7, 0.8).requires_grad_()
+    b, c = torch.randn(7, requires_grad=True), torch.randn(7)
+    stats = FixedPointStats()
+    z = fixed_point(lambda z: M @ z + b, torch.zeros(7), solver=solver, stats=stats)
+    (c @ z).backward()
+    eye = torch.eye(7)
+    z_exact = torch.linalg.solve(eye - M.detach(), b.detach())
+    u = torch.linalg.solve((eye - M.detach()).T, c)
+    torch.testing.assert_close(z.detach(), z_exact, atol=1e-10, rtol=0)
+    torch.testing.assert_close(b.grad, u, atol=1e-10, rtol=0)
+    torch.testing.assert_close(M.grad, torch.outer(u, z_exact), atol=1e-10, rtol=0)
+    assert stats.forward.converged and stats.backward.converged
+    torch.testing.assert_close(stats.backward.z, u, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("per_sample", [False, True])
+def test_gradcheck_tanh_cell(per_sample):
+    # z = tanh(z Wᵀ + x Uᵀ + β), a batch of 3 samples of width 4
+    W = contraction(4, 0.7).requires_grad_()
+    U = torch.randn(4, 2, requires_grad=True)
+    beta = torch.randn(4, requires_grad=True)
+    x = torch.randn(3, 2, requires_grad=True)
+    solver = Anderson(tol=1e-13, stop="abs", per_sample=per_sample)
+
+    def equilibrium(W, U, beta, x):
+        return fixed_point(
+            lambda z: torch.tanh(z @ W.T + x @ U.T + beta), torch.zeros(3, 4), solver=solver
+        )
+
+    assert torch.autograd.gradcheck(equilibrium, (W, U, beta, x))
+
+
+def test_implicit_agrees_with_unrolled_oracle():
+    W, x = contraction(16, 0.9).requires_grad_(), torch.randn(16, 5, requires_grad=True)
+
+    def f(z):  # (16, 5): the whole batch matrix is one problem
+        return torch.tanh(W @ z + x) + 0.1 * torch.sin(z)
+
+    def grads(backward):
+        z = fixed_point(
+            f, torch.zeros(16, 5), solver=Picard(tol=1e-12, stop="abs"), backward=backward
+        )
+        loss = (z**3).sum() + z[0].sum()
+        return torch.autograd.grad(loss, (W, x))
+
+    for exact, oracle in zip(grads(Implicit()), grads(Unrolled()), strict=True):
+        torch.testing.assert_close(exact, oracle, atol=1e-8, rtol=0)
+
+
+def test_jacobian_free_is_the_one_step_approximation():
+    M = contraction(5, 0.6)
+    b, c = torch.randn(5, requires_grad=True), torch.randn(5)
+    z = fixed_point(
+        lambda z: M @ z + b, torch.zeros(5), solver=Picard(**EXACT), backward=JacobianFree()
+    )
+    (c @ z).backward()
+    torch.testing.assert_close(b.grad, c)  # u ≈ g: the (I - M)⁻ᵀ factor is dropped
+    exact = torch.linalg.solve((torch.eye(5) - M).T, c)
+    assert (b.grad - exact).norm() > 1e-2
+
+
+def test_double_use_and_retain_graph():
+    W, x = contraction(6, 0.5).requires_grad_(), torch.randn(6)
+    z = fixed_point(lambda z: torch.tanh(W @ z + x), torch.zeros(6), solver=Anderson(**EXACT))
+    loss = z.sum() * z[0] + (z**2).sum()  # z* used in several places
+    loss.backward(retain_graph=True)
+    once = W.grad.clone()
+    loss.backward()  # the second backward accumulates the same gradient
+    torch.testing.assert_close(W.grad, 2 * once)
+    W_ = W.detach().clone().requires_grad_()
+    z_ = fixed_point(
+        lambda z: torch.tanh(W_ @ z + x),
+        torch.zeros(6),
+        solver=Picard(**EXACT),
+        backward=Unrolled(),
+    )
+    (z_.sum() * z_[0] + (z_**2).sum()).backward()
+    torch.testing.assert_close(once, W_.grad, atol=1e-10, rtol=0)
+
+
+def test_warm_started_adjoint_reuses_the_previous_one():
+    W, x = contraction(8, 0.9).requires_grad_(), torch.randn(8)
+    stats = FixedPointStats()
+
+    def backward_steps() -> int:
+        z = fixed_point(
+            lambda z: torch.tanh(W @ z + x),
+            torch.zeros(8),
+            solver=Picard(tol=1e-10),
+            backward=Implicit(warm_start=True),
+            stats=stats,
+        )
+        z.sum().backward()
+        return stats.backward.n_steps
+
+    cold = backward_steps()
+    assert backward_steps() == 1 < cold  # the same problem again: starts at its adjoint
+
+
+def test_no_graph_without_grad():
+    W = contraction(4, 0.5).requires_grad_()
+    with torch.no_grad():
+        z = fixed_point(lambda z: W @ z + 1.0, torch.zeros(4))
+    assert not z.requires_grad
+    z = fixed_point(lambda z: 0.5 * z + 1.0, torch.zeros(4))  # nothing to differentiate
+    assert not z.requires_grad
+
+
+def test_forward_failure_carries_caller_hint():
+    R = torch.tensor([[0.0, -1.3], [1.3, 0.0]])  # ‖R‖₂ = 1.3
+    with pytest.raises(
+        SolverError, match=r"Picard max_steps after 50 steps.*Hint: ‖W‖₂ = 1.3 >= 1; forward solve"
+    ):
+        fixed_point(
+            lambda z: R @ z + 1.0,
+            torch.zeros(2),
+            solver=Picard(max_iter=50),
+            hint=lambda: "‖W‖₂ = 1.3 >= 1",
+        )
+
+
+def test_adjoint_failure_is_reported_at_backward():
+    # Anderson finds the fixed point of a non-contractive map; Picard cannot solve its adjoint
+    R = 1.0 * torch.tensor([[math.cos(2.0), -math.sin(2.0)], [math.sin(2.0), math.cos(2.0)]])
+    b = torch.ones(2, requires_grad=True)
+    z = fixed_point(
+        lambda z: R @ z + b,
+        torch.zeros(2),
+        solver=Anderson(**EXACT),
+        backward=Implicit(solver=Picard(max_iter=40)),
+    )
+    with pytest.raises(SolverError, match=r"Picard max_steps after 40 steps.*adjoint solve"):
+        z.sum().backward()
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match=r"`solver` must be a Solver"):
+        fixed_point(torch.tanh, torch.zeros(2), solver="anderson")
+    with pytest.raises(
+        TypeError, match=r"`backward` must be Implicit\(\), Unrolled\(\) or JacobianFree\(\)"
+    ):
+        fixed_point(torch.tanh, torch.zeros(2), backward="implicit")
+    with pytest.raises(TypeError, match=r"`solver` must be a Solver .* or None"):
+        Implicit(solver="picard")
+    with pytest.raises(ValueError, match=r"`steps` must be >= 1; got 0"):
+        Unrolled(steps=0)
+    with pytest.raises(ValueError, match=r"`f\(z0\)` must have the shape of `z0`"):
+        fixed_point(lambda z: z.sum(), torch.zeros(2))
+    with pytest.raises(ValueError, match=r"`z0` must be finite"):
+        fixed_point(torch.tanh, torch.tensor([math.inf]))
+
+
+class TanhCell(nn.Module):
+    """z ↦ tanh(W z + U x + β) on column batches: z (4, n), x (3, n)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.W = nn.Parameter(contraction(4, 0.8))
+        self.U = nn.Parameter(torch.randn(4, 3))
+        self.beta = nn.Parameter(torch.randn(4, 1))
+
+    def initial_state(self, x):
+        return x.new_zeros(4, x.shape[1])
+
+    def forward(self, z, x):
+        return torch.tanh(self.W @ z + self.U @ x + self.beta)
+
+
+def test_deq_module_matches_unrolled_and_exposes_stats():
+    x = torch.randn(3, 5)
+    deq = DEQ(TanhCell(), solver=Broyden(tol=1e-12, stop="abs"))
+    assert deq.last_forward is None and set(dict(deq.named_parameters())) == {
+        "cell.W",
+        "cell.U",
+        "cell.beta",
+    }
+    deq(x).square().sum().backward()
+    assert deq.last_forward.converged and deq.last_backward.converged
+    assert deq.last_forward.z.shape == (4, 5)
+    exact = [p.grad.clone() for p in deq.parameters()]
+    deq.zero_grad()
+    deq.backward = Unrolled()
+    deq.solver = Picard(tol=1e-13, stop="abs")
+    deq(x).square().sum().backward()
+    for g_exact, p in zip(exact, deq.parameters(), strict=True):
+        torch.testing.assert_close(g_exact, p.grad, atol=1e-9, rtol=0)
+
+
+def test_deq_default_z0_is_zeros_like_x_and_shape_errors_are_clear():
+    W = contraction(3, 0.5)
+    deq = DEQ(lambda z, x: torch.tanh(z @ W.T + x), solver=Anderson(**EXACT))
+    x = torch.randn(2, 3)
+    z = deq(x)
+    torch.testing.assert_close(z, torch.tanh(z @ W.T + x), atol=1e-12, rtol=0)
+    assert deq.last_forward.residuals[0] == pytest.approx(x.tanh().norm().item())  # z0 = 0
+    with pytest.raises(
+        ValueError, match=r"`f\(z0\)` must have the shape of `z0` \(2, 3\); got \(2, 2\)"
+    ):
+        DEQ(lambda z, x: z[:, :2])(x)
+    with pytest.raises(TypeError, match=r"`z0` is needed: the cell has no initial_state"):
+        DEQ(lambda z, x: z)((x, x))
