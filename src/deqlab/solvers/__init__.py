@@ -12,10 +12,14 @@ from deqlab.solvers.solution import (
     residual_norms,
     solver_names,
 )
+from deqlab.solvers.splitting import ForwardBackward, MonotoneOperator, PeacemanRachford
 
 __all__ = [
     "Anderson",
     "Broyden",
+    "ForwardBackward",
+    "MonotoneOperator",
+    "PeacemanRachford",
     "Picard",
     "Solution",
     "Solver",
