@@ -49,12 +49,13 @@ CLAIMS = [
     {"name": "condition 1 holds", "passed": None, "measured": None, "expected": None},
 ]
 TASKS = [
-    {"key": "width=32", "status": "finished", "error": None, "wall_s": 1.5},
+    {"key": "width=32", "status": "finished", "error": None, "wall_s": 1.5, "reused": True},
     {"key": "width=64", "status": "finished", "error": None, "wall_s": 2.5},
     {
         "key": "width=128",
         "status": "failed",
-        "error": "RuntimeError: solver diverged <at step 12>\n  File 'gd.py', line 3",
+        "error": "RuntimeError: solver diverged <at step 12>",
+        "traceback": "Traceback (most recent call last):\n  File 'gd.py', line 3",
         "wall_s": 0.7,
     },
 ]
@@ -102,7 +103,11 @@ def _build_run_dir(run_dir: Path) -> Path:
         "wall_s": 185.0,
         "tasks": TASKS,
         "claims": CLAIMS,
-        "figures": ["figures/loss.png", {"path": "figures/w_norm.png", "caption": "‖W(τ)‖₂"}],
+        "figures": [  # the PDF beside a listed PNG is linked, not shown twice
+            "figures/loss.png",
+            "figures/loss.pdf",
+            {"path": "figures/w_norm.png", "caption": "‖W(τ)‖₂"},
+        ],
         "environment": collect_environment(),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
@@ -232,11 +237,11 @@ def test_tasks_table_shows_failed_task_with_its_error(report: tuple[Path, str]) 
     page = _Page(report[1])
     tasks = next(rows for _, rows in page.tables if rows and rows[0][0] == "Task")
     assert [row[:2] for row in tasks[1:]] == [
-        ["width=32", "finished"],
+        ["width=32", "finished (reused)"],
         ["width=64", "finished"],
         ["width=128", "failed"],
     ]
-    assert tasks[3][3] == TASKS[2]["error"]
+    assert tasks[3][3] == f"{TASKS[2]['error']}traceback{TASKS[2]['traceback']}"
     assert tasks[1][3] == ""
 
 
@@ -272,6 +277,16 @@ def test_missing_optional_pieces_render_as_notes(tmp_path: Path) -> None:
     summary["figures"] = []
     (tmp_path / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
     assert "No figures yet." in _Page(write_report(tmp_path).read_text(encoding="utf-8")).notes
+
+
+def test_figure_that_is_not_a_png_is_a_note(tmp_path: Path) -> None:
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "only.pdf").write_bytes(b"%PDF-1.4")
+    summary = {"figures": ["figures/only.pdf"]}
+    (tmp_path / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    page = _Page(write_report(tmp_path).read_text(encoding="utf-8"))
+    assert page.images == []
+    assert "Figure 'figures/only.pdf' is not a PNG file and is not embedded." in page.notes
 
 
 def test_unparsable_config_is_a_note(tmp_path: Path) -> None:

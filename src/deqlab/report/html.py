@@ -32,7 +32,7 @@ from deqlab.report.rundir import (
 REPORT_FILE = "report.html"
 INDEX_FILE = "index.html"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-_STATUS_CLASS = {"finished": "ok", "failed": "bad", "running": "warn"}
+_STATUS_CLASS = {"finished": "ok", "failed": "bad", "running": "warn", "interrupted": "warn"}
 
 
 def write_report(run_dir: str | os.PathLike[str]) -> Path:
@@ -140,9 +140,13 @@ def _claims_section(claims: list[dict[str, Any]]) -> str:
 def _figures_section(run_dir: Path, figures: Sequence[FigureEntry]) -> str:
     if not figures:
         return _section("Figures", _note("No figures yet."))
+    # A plot step may list both files save_figure wrote; the PDF is linked from its PNG.
+    listed = {Path(entry.path) for entry in figures}
     parts = []
     for entry in figures:
         path = run_dir / entry.path
+        if path.suffix == ".pdf" and Path(entry.path).with_suffix(".png") in listed:
+            continue
         caption = escape(entry.caption)
         if not path.is_file():
             parts.append(_note(f"Figure {entry.path!r} is listed but the file is missing."))
@@ -169,13 +173,21 @@ def _tasks_section(tasks: list[dict[str, Any]]) -> str:
     rows, classes = [], []
     for task in tasks:
         status = task.get("status")
-        error = task.get("error")
+        error = (
+            f"<pre class='error'>{escape(str(task['error']))}</pre>" if task.get("error") else ""
+        )
+        if task.get("traceback"):
+            error += (
+                "<details><summary>traceback</summary>"
+                f"<pre class='error'>{escape(str(task['traceback']))}</pre></details>"
+            )
+        reused = " <small>(reused)</small>" if task.get("reused") else ""
         rows.append(
             [
                 f"<code>{escape(_format_value(task.get('key')))}</code>",
-                _status_badge(status),
+                _status_badge(status) + reused,
                 escape(_format_duration(task.get("wall_s"))),
-                f"<pre class='error'>{escape(str(error))}</pre>" if error else "",
+                error,
             ]
         )
         classes.append("fail" if status == "failed" else "")
