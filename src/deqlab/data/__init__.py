@@ -1,1 +1,47 @@
-"""Datasets: synthetic generators, MNIST / Fashion-MNIST / CIFAR-10 / digits readers, downloads, preprocessing."""
+"""Data sets: synthetic generators, MNIST / Fashion-MNIST / CIFAR-10 / digits readers,
+downloads with checksums, and the preprocessing of the papers.
+"""
+
+from deqlab.data.cifar import CifarFormatError, read_cifar10, write_cifar_batch
+from deqlab.data.diagnostics import InputDiagnostics, input_diagnostics
+from deqlab.data.download import ChecksumError, DownloadError, download_file, fetch, file_digest
+from deqlab.data.idx import IdxFormatError, read_idx, write_idx
+from deqlab.data.labelled import DataInfo, LabelledData
+from deqlab.data.locate import DatasetNotFoundError, data_root, search_dirs
+from deqlab.data.preprocess import normalize_columns, to_grayscale
+from deqlab.data.registry import DATASETS, RawImages, get_dataset, load_images, locate
+from deqlab.data.sources import SOURCES, RemoteFile, Source
+from deqlab.data.synthetic import synthetic_sphere, zou_synthetic
+
+__all__ = [
+    "DATASETS",
+    "SOURCES",
+    "ChecksumError",
+    "CifarFormatError",
+    "DataInfo",
+    "DatasetNotFoundError",
+    "DownloadError",
+    "IdxFormatError",
+    "InputDiagnostics",
+    "LabelledData",
+    "RawImages",
+    "RemoteFile",
+    "Source",
+    "data_root",
+    "download_file",
+    "fetch",
+    "file_digest",
+    "get_dataset",
+    "input_diagnostics",
+    "load_images",
+    "locate",
+    "normalize_columns",
+    "read_cifar10",
+    "read_idx",
+    "search_dirs",
+    "synthetic_sphere",
+    "to_grayscale",
+    "write_cifar_batch",
+    "write_idx",
+    "zou_synthetic",
+]
