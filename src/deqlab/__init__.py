@@ -10,6 +10,7 @@ try:
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0.0.0+unknown"
 
+from deqlab.data import LabelledData, get_dataset, synthetic_sphere, zou_synthetic
 from deqlab.implicit import (
     DEQ,
     FixedPointStats,
@@ -35,6 +36,7 @@ __all__ = [
     "FixedPointStats",
     "Implicit",
     "JacobianFree",
+    "LabelledData",
     "Picard",
     "Solution",
     "SolverError",
@@ -42,5 +44,8 @@ __all__ = [
     "Unrolled",
     "__version__",
     "fixed_point",
+    "get_dataset",
     "get_solver",
+    "synthetic_sphere",
+    "zou_synthetic",
 ]
