@@ -188,6 +188,12 @@ def test_bad_input_is_a_clear_error(mnist_root, tmp_path):
         get_dataset("mnist", d=5, data_dir=root)
     with pytest.raises(ValueError, match="`split` must be one of 'train', 'test'; got 'val'"):
         get_dataset("mnist", split="val", data_dir=root)
+    with pytest.raises(TypeError, match=r"`dtype` must be a floating-point torch\.dtype"):
+        get_dataset("mnist", dtype=torch.int64, data_dir=root)
+    with pytest.raises(TypeError, match=r"`dtype` must be a floating-point torch\.dtype"):
+        get_dataset("sphere", n=3, d=2, dtype="float64")
+    with pytest.raises(ValueError, match="`split` must be one of 'train'; got 'test'"):
+        get_dataset("digits", n_per_class=5, split="test")
     with pytest.raises(TypeError, match="`classes` must be a sequence of ints; got int"):
         get_dataset("mnist", classes=1, data_dir=root)
 

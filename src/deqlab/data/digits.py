@@ -13,11 +13,16 @@ import numpy as np
 PIXEL_MAX = 16
 
 
-def read_digits() -> tuple[np.ndarray, np.ndarray, Path]:
-    """``(images (1797, 1, 8, 8) uint8, labels (1797,) int64, path of the bundled file)``."""
+def digits_path() -> Path:
+    """The file scikit-learn reads ``load_digits`` from (for provenance)."""
     import sklearn.datasets
 
-    bunch = sklearn.datasets.load_digits()
-    images = bunch.images.astype(np.uint8)[:, None]  # (N, 1, 8, 8), values 0..16
-    source = Path(sklearn.datasets.__file__).parent / "data" / "digits.csv.gz"
-    return images, bunch.target.astype(np.int64), source
+    return Path(sklearn.datasets.__file__).parent / "data" / "digits.csv.gz"
+
+
+def read_digits() -> tuple[np.ndarray, np.ndarray]:
+    """``(images (1797, 1, 8, 8) uint8 with values 0..16, labels (1797,) int64)``."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    return bunch.images.astype(np.uint8)[:, None], bunch.target.astype(np.int64)

@@ -28,7 +28,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from deqlab._checks import check_choice
+from deqlab._checks import check_choice, check_positive
 from deqlab.data.locate import data_root
 from deqlab.data.sources import SOURCES, RemoteFile, Source
 
@@ -187,6 +187,7 @@ def fetch(
     with the right digest are kept; others are downloaded, verified and moved into place.
     Returns the paths of the data set's files.
     """
+    check_positive("timeout", timeout)
     table = SOURCES if sources is None else sources
     check_choice("name", name, list(table))
     source = table[name]

@@ -105,6 +105,13 @@ def make_labels(
     return torch.rand(n, generator=generator, dtype=torch.float64).to(dtype)
 
 
+def check_float_dtype(dtype: object) -> torch.dtype:
+    """``dtype`` if it is a floating-point ``torch.dtype`` (the dtype of X and of the labels)."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"`dtype` must be a floating-point torch.dtype; got {dtype!r}")
+    return dtype
+
+
 def check_classes(classes: object, n_classes: int) -> tuple[int, ...]:
     """``classes`` as a tuple of distinct ints in 0..n_classes-1 (at least one)."""
     if isinstance(classes, (str, bytes)) or not isinstance(classes, Sequence):

@@ -18,13 +18,14 @@ import torch
 
 from deqlab._checks import check_choice, check_int
 from deqlab.data import cifar
-from deqlab.data.digits import read_digits
+from deqlab.data.digits import PIXEL_MAX, digits_path, read_digits
 from deqlab.data.idx import read_idx
 from deqlab.data.labelled import DataInfo, LabelledData
 from deqlab.data.locate import not_found, search_dirs
 from deqlab.data.preprocess import (
     LABEL_KINDS,
     check_classes,
+    check_float_dtype,
     make_labels,
     normalize_columns,
     select_per_class,
@@ -68,7 +69,7 @@ def locate(name: str, split: str = "train", data_dir: str | os.PathLike[str] | N
     check_choice("name", name, IMAGE_DATASETS)
     check_choice("split", split, SPLITS if name != "digits" else ("train",))
     if name == "digits":
-        return read_digits()[2]
+        return digits_path()
     problems: list[str] = []
     for directory in search_dirs(name, data_dir):
         if name == "cifar10":
@@ -92,34 +93,40 @@ def locate(name: str, split: str = "train", data_dir: str | os.PathLike[str] | N
     raise not_found(name, split, expected, data_dir, problems)
 
 
+def _read_idx_split(path: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """Images (N, 1, H, W) and labels (N,) from an IDX images file and its labels file."""
+    labels_path = _existing(path.parent, _IDX_FILES[split][1])
+    images, labels = read_idx(path), read_idx(labels_path).astype(np.int64)
+    if images.ndim != 3 or images.dtype != np.uint8:
+        raise ValueError(
+            f"{path}: expected uint8 images of shape (N, H, W); got {images.dtype} "
+            f"{images.shape} — is this an images file?"
+        )
+    if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
+        raise ValueError(
+            f"{path} holds {images.shape[0]} images but {labels_path} holds labels of "
+            f"shape {labels.shape}; the two files do not belong together"
+        )
+    return images[:, None], labels
+
+
 @functools.lru_cache(maxsize=4)
 def _read_cached(name: str, split: str, path: Path, mtime_ns: int) -> RawImages:
+    """The split stored at ``path`` (``mtime_ns`` is part of the key: edits invalidate)."""
+    pixel_max = PIXEL_MAX if name == "digits" else 255
     if name == "digits":
-        images, labels, _ = read_digits()
-        return RawImages(images, labels, path, pixel_max=16)
-    if name == "cifar10":
+        images, labels = read_digits()
+    elif name == "cifar10":
         images, labels = cifar.read_cifar10(path, split)
     else:
-        labels_path = _existing(path.parent, _IDX_FILES[split][1])
-        images, labels = read_idx(path), read_idx(labels_path).astype(np.int64)
-        if images.ndim != 3 or images.dtype != np.uint8:
-            raise ValueError(
-                f"{path}: expected uint8 images of shape (N, H, W); got {images.dtype} "
-                f"{images.shape} — is this an images file?"
-            )
-        if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
-            raise ValueError(
-                f"{path} holds {images.shape[0]} images but {labels_path} holds labels of "
-                f"shape {labels.shape}; the two files do not belong together"
-            )
-        images = images[:, None]
+        images, labels = _read_idx_split(path, split)
     if labels.size and (labels.min() < 0 or labels.max() >= N_CLASSES):
         raise ValueError(
             f"{path}: labels must lie in 0..{N_CLASSES - 1}; got {labels.min()}..{labels.max()}"
         )
     images.flags.writeable = False
     labels.flags.writeable = False
-    return RawImages(images, labels, path, pixel_max=255)
+    return RawImages(images, labels, path, pixel_max=pixel_max)
 
 
 def load_images(
@@ -195,6 +202,7 @@ def get_dataset(
         return data.to(device=device) if device is not None else data
     if d is not None:
         raise ValueError(f"`d` applies only to 'sphere'; {name!r} has a fixed input size")
+    check_float_dtype(dtype)
     labels = check_choice("labels", "class" if labels is None else labels, LABEL_KINDS)
     classes = check_classes((0, 1) if classes is None else classes, N_CLASSES)
     k = _check_sizes(name, n, n_per_class, len(classes))

@@ -15,7 +15,7 @@ import torch
 
 from deqlab._checks import check_choice, check_int, check_real
 from deqlab.data.labelled import DataInfo, LabelledData
-from deqlab.data.preprocess import make_labels
+from deqlab.data.preprocess import check_float_dtype, make_labels
 
 ZOU_INPUTS = ("gaussian", "uniform")
 
@@ -41,6 +41,7 @@ def synthetic_sphere(
     n = check_int("n", n, min_value=1)
     d = check_int("d", d, min_value=1)
     check_choice("labels", labels, ("gaussian", "uniform"))
+    check_float_dtype(dtype)
     generator = _generator(seed)
     g = torch.randn(d, n, generator=generator, dtype=torch.float64)  # (d, n)
     X = g * (math.sqrt(d) / torch.linalg.vector_norm(g, dim=0))
@@ -67,6 +68,7 @@ def zou_synthetic(
     d = check_int("d", d, min_value=1)
     check_choice("inputs", inputs, ZOU_INPUTS)
     noise = check_real("noise", noise, low=0.0)
+    check_float_dtype(dtype)
     generator = _generator(seed)
     if inputs == "gaussian":
         X = torch.randn(d, n, generator=generator, dtype=torch.float64)  # (d, n)
