@@ -174,7 +174,9 @@ def get_dataset(
 
     ``name``: ``"sphere"`` (``n`` points, default 1000, on the sphere of radius √d in
     R^d, default d = 1000; labels ``"gaussian"`` by default) or an image data set
-    ``"mnist"``, ``"fashion-mnist"``, ``"cifar10"``, ``"digits"``.
+    ``"mnist"``, ``"fashion-mnist"``, ``"cifar10"``, ``"digits"``. For ``"sphere"`` the
+    image options (``split``, ``grayscale``, ``normalize``, ``data_dir``) have no effect:
+    its points already have norm √d.
 
     Image data sets: ``n_per_class`` images of each of ``classes`` (default 500 of classes
     (0, 1), the paper's n = 1000; ``n`` may be given instead and is split equally), drawn
