@@ -1,1 +1,17 @@
 """Run store (run directories + SQLite index, atomic writes, resume) and sweep executors."""
+
+from deqlab.runs.executors import LocalExecutor, RayExecutor, make_executor
+from deqlab.runs.runner import RunOutcome, reproduce
+from deqlab.runs.store import RunDir, RunStore, RunStoreError, read_rows_csv
+
+__all__ = [
+    "LocalExecutor",
+    "RayExecutor",
+    "RunDir",
+    "RunOutcome",
+    "RunStore",
+    "RunStoreError",
+    "make_executor",
+    "read_rows_csv",
+    "reproduce",
+]

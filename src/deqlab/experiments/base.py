@@ -1,0 +1,161 @@
+"""The experiment contract: a config dataclass, presets, tasks, a tidy run, plots and claims.
+
+An experiment reproduces one figure or claim of a paper. It is a subclass of
+:class:`Experiment` with
+
+- ``Config``: a frozen dataclass whose defaults are the paper's settings (seed included);
+- ``presets``: named partial overrides; ``tiny`` (seconds, used by the tests), ``quick``
+  (minutes on 2 CPU cores) and ``paper`` (the paper's sizes) are required;
+- :meth:`Experiment.tasks`: the independent units of a sweep (one per width, dataset, seed…),
+  run by an executor, possibly in other processes;
+- :meth:`Experiment.run_task`: computes one task and returns tidy rows (one ``dict`` per
+  measurement), checkpointing through :class:`TaskContext` so that an interrupted task
+  resumes with identical numbers;
+- :meth:`Experiment.plot` and :meth:`Experiment.claims`: read the tidy table back (compute
+  and plotting are separate) and return figures and named pass/fail :class:`Claim` s.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from deqlab.experiments.config import ConfigError, read_config_file, resolve_config
+
+REQUIRED_PRESETS = ("tiny", "quick", "paper")
+
+Row = dict[str, object]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One independent unit of a sweep. ``key`` is unique in the run and safe as a file name."""
+
+    key: str
+    params: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.key or not all(c.isalnum() or c in "-_." for c in self.key):
+            raise ValueError(
+                f"`Task.key` must be non-empty and use only letters, digits, '-', '_', '.'; "
+                f"got {self.key!r}"
+            )
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A named pass/fail check of a paper's statement: what was measured against what."""
+
+    name: str
+    passed: bool
+    measured: str
+    expected: str
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "passed": bool(self.passed),
+            "measured": self.measured,
+            "expected": self.expected,
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class TaskContext:
+    """What a running task may use: its device, checkpoints and a progress callback.
+
+    ``resume()`` returns the ``(state, rows)`` of the last checkpoint or ``None``;
+    ``checkpoint(state, rows)`` persists them atomically (the store decides where);
+    ``progress(done, total)`` reports steps. ``checkpoint_every`` is a hint in steps.
+    """
+
+    device: str
+    checkpoint_every: int
+    load: Callable[[], tuple[Any, list[Row]] | None]
+    save: Callable[[Any, list[Row]], None]
+    progress: Callable[[int, int], None] = lambda done, total: None
+
+    def resume(self) -> tuple[Any, list[Row]] | None:
+        return self.load()
+
+    def checkpoint(self, state: Any, rows: list[Row]) -> None:
+        self.save(state, rows)
+
+
+class Experiment(ABC):
+    """Base class of a reproducible experiment; see the module docstring for the contract."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    paper: ClassVar[str]
+    Config: ClassVar[type]
+    presets: ClassVar[Mapping[str, Mapping[str, object]]]
+    #: Column name -> meaning, for the tidy ``metrics.csv`` (shown by ``deqlab list``).
+    metric_columns: ClassVar[Mapping[str, str]] = {}
+    default_checkpoint_every: ClassVar[int] = 50
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if getattr(cls, "__abstractmethods__", None):
+            return
+        missing = [p for p in REQUIRED_PRESETS if p not in getattr(cls, "presets", {})]
+        if missing:
+            raise TypeError(f"experiment {cls.__name__} lacks the presets {missing}")
+
+    def resolve(
+        self,
+        preset: str = "quick",
+        *,
+        config_file: Path | str | None = None,
+        overrides: Sequence[str] = (),
+    ) -> Any:
+        """The config of ``preset``, then TOML ``config_file``, then ``key=value`` overrides."""
+        if preset not in self.presets:
+            valid = ", ".join(self.presets)
+            raise ConfigError(f"unknown preset {preset!r} for {self.name}; valid presets: {valid}")
+        layers: list[Mapping[str, object]] = [self.presets[preset]]
+        if config_file is not None:
+            layers.append(read_config_file(config_file))
+        return resolve_config(self.Config, *layers, overrides=overrides)
+
+    @abstractmethod
+    def tasks(self, config: Any) -> list[Task]:
+        """The independent tasks of this config, in the order the report shows them."""
+
+    @abstractmethod
+    def run_task(self, config: Any, task: Task, ctx: TaskContext) -> list[Row]:
+        """Compute ``task`` and return its tidy rows; resume from ``ctx.resume()`` if set."""
+
+    @abstractmethod
+    def plot(self, config: Any, rows: list[Row], directory: Path) -> list[Path]:
+        """Draw the figures from the tidy rows into ``directory``; return the files written."""
+
+    @abstractmethod
+    def claims(self, config: Any, rows: list[Row]) -> list[Claim]:
+        """The named pass/fail checks, computed from the tidy rows."""
+
+
+def linear_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float]:
+    """Least-squares line ``y ≈ slope·x + intercept``; returns ``(slope, intercept, r2)``.
+
+    ``r2 = 1 − SS_res / SS_tot`` (1 when ``y`` is constant and fitted exactly).
+    """
+    n = len(x)
+    if n != len(y) or n < 2:
+        raise ValueError(f"`x` and `y` must have the same length >= 2; got {n} and {len(y)}")
+    mx, my = math.fsum(x) / n, math.fsum(y) / n
+    sxx = math.fsum((a - mx) ** 2 for a in x)
+    if sxx == 0:
+        raise ValueError("`x` must not be constant")
+    slope = math.fsum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / sxx
+    intercept = my - slope * mx
+    ss_res = math.fsum((b - slope * a - intercept) ** 2 for a, b in zip(x, y, strict=True))
+    ss_tot = math.fsum((b - my) ** 2 for b in y)
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    return slope, intercept, r2
