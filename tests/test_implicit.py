@@ -64,21 +64,22 @@ def test_gradcheck_tanh_cell(per_sample):
     assert torch.autograd.gradcheck(equilibrium, (W, U, beta, x))
 
 
-def test_implicit_agrees_with_unrolled_oracle():
+@pytest.mark.parametrize("unrolled_solver", [Picard, Anderson, Broyden])
+def test_implicit_agrees_with_unrolled_oracle(unrolled_solver):
     W, x = contraction(16, 0.9).requires_grad_(), torch.randn(16, 5, requires_grad=True)
 
     def f(z):  # (16, 5): the whole batch matrix is one problem
         return torch.tanh(W @ z + x) + 0.1 * torch.sin(z)
 
-    def grads(backward):
-        z = fixed_point(
-            f, torch.zeros(16, 5), solver=Picard(tol=1e-12, stop="abs"), backward=backward
-        )
+    def grads(solver, backward):
+        z = fixed_point(f, torch.zeros(16, 5), solver=solver, backward=backward)
         loss = (z**3).sum() + z[0].sum()
         return torch.autograd.grad(loss, (W, x))
 
-    for exact, oracle in zip(grads(Implicit()), grads(Unrolled()), strict=True):
-        torch.testing.assert_close(exact, oracle, atol=1e-8, rtol=0)
+    exact = grads(Picard(tol=1e-12, stop="abs"), Implicit())
+    oracle = grads(unrolled_solver(tol=1e-12, stop="abs"), Unrolled())  # autograd through steps
+    for g_exact, g_oracle in zip(exact, oracle, strict=True):
+        torch.testing.assert_close(g_exact, g_oracle, atol=1e-8, rtol=0)
 
 
 def test_jacobian_free_is_the_one_step_approximation():
@@ -233,3 +234,12 @@ def test_deq_default_z0_is_zeros_like_x_and_shape_errors_are_clear():
         DEQ(lambda z, x: z[:, :2])(x)
     with pytest.raises(TypeError, match=r"`z0` is needed: the cell has no initial_state"):
         DEQ(lambda z, x: z)((x, x))
+
+
+def test_higher_order_gradients_are_refused_not_wrong():
+    W = contraction(3, 0.5).requires_grad_()
+    z = fixed_point(lambda z: torch.tanh(W @ z + 1.0), torch.zeros(3), solver=Picard(**EXACT))
+    with pytest.raises(RuntimeError, match=r"first-order gradients only .* use backward=Unrolled"):
+        torch.autograd.grad(z.sum(), W, create_graph=True)
+    with pytest.raises(TypeError, match=r"`backward` must be Implicit\(\)"):
+        DEQ(lambda z, x: z, backward=Unrolled)

@@ -136,6 +136,11 @@ class _ImplicitGradient(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
         spec: _Spec = ctx.spec
+        if torch.is_grad_enabled():  # backward(create_graph=True)
+            raise RuntimeError(
+                "fixed_point supports first-order gradients only with Implicit/JacobianFree "
+                "(create_graph=True was requested); use backward=Unrolled() for higher order"
+            )
         if isinstance(spec.backward, JacobianFree):
             return grad, None, None
         if not bool(torch.isfinite(grad).all()):
@@ -163,6 +168,19 @@ class _ImplicitGradient(torch.autograd.Function):
             solution = _solve(solver, adjoint_map, u0, spec.hint, "adjoint solve u = g + J_fᵀu")
         spec.stats.backward = solution
         return solution.z, None, None
+
+
+def _resolve(solver: Solver | None, backward: Backward | None) -> tuple[Solver, Backward]:
+    """Defaults (``Anderson()``, ``Implicit()``) and type checks of solver and backward."""
+    solver = Anderson() if solver is None else solver
+    backward = Implicit() if backward is None else backward
+    if not isinstance(solver, Solver):
+        raise TypeError(f"`solver` must be a Solver (Picard, Anderson, Broyden); got {solver!r}")
+    if not isinstance(backward, Implicit | Unrolled | JacobianFree):
+        raise TypeError(
+            f"`backward` must be Implicit(), Unrolled() or JacobianFree(); got {backward!r}"
+        )
+    return solver, backward
 
 
 def fixed_point(
@@ -194,15 +212,8 @@ def fixed_point(
         SolverError: the forward (or, during ``.backward()``, the adjoint) solve failed
             and the solver has ``throw=True``.
     """
-    solver = Anderson() if solver is None else solver
-    backward = Implicit() if backward is None else backward
+    solver, backward = _resolve(solver, backward)
     stats = FixedPointStats() if stats is None else stats
-    if not isinstance(solver, Solver):
-        raise TypeError(f"`solver` must be a Solver (Picard, Anderson, Broyden); got {solver!r}")
-    if not isinstance(backward, Implicit | Unrolled | JacobianFree):
-        raise TypeError(
-            f"`backward` must be Implicit(), Unrolled() or JacobianFree(); got {backward!r}"
-        )
     if not isinstance(stats, FixedPointStats):
         raise TypeError(f"`stats` must be a FixedPointStats; got {type(stats).__name__}")
     if isinstance(backward, Unrolled):
@@ -247,8 +258,7 @@ class DEQ(nn.Module):
         if not callable(cell):
             raise TypeError(f"`cell` must be callable as cell(z, x); got {type(cell).__name__}")
         self.cell = cell
-        self.solver = Anderson() if solver is None else solver
-        self.backward = Implicit() if backward is None else backward
+        self.solver, self.backward = _resolve(solver, backward)
         self.hint = hint
         self.stats = FixedPointStats()
 

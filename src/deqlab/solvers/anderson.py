@@ -6,7 +6,8 @@ With the last ``n <= m`` iterates ``x_i`` and their images ``f_i = f(x_i)``, res
     α = argmin ‖Gᵀα‖²  s.t.  1ᵀα = 1   ⇔   (G Gᵀ + λ I) y = 1,  α = y / 1ᵀy,
 
 with Tikhonov ``λ = tikhonov · tr(G Gᵀ) / n`` (relative, so scale-free), and the next
-iterate is ``x⁺ = β Σ α_i f_i + (1 - β) Σ α_i x_i``. Safeguard (cf. locuslab/deq issue
+iterate is ``x⁺ = β Σ α_i f_i + (1 - β) Σ α_i x_i = Σ α_i (x_i + β g_i)``. ``G Gᵀ`` is
+updated by one row per step (``O(mN)``, not ``O(m²N)``). Safeguard (cf. locuslab/deq issue
 #20): where the small system is singular or its solution is not finite, that sample takes
 the plain damped step ``x + β (f(x) - x)`` instead — the solve never crashes. The best
 iterate seen is returned (shared loop, :mod:`deqlab.solvers.base`).
@@ -19,8 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from deqlab._checks import check_int, check_real
-from deqlab.solvers.base import Solver, Stepper
-from deqlab.solvers.picard import damped_step
+from deqlab.solvers.base import History, Solver, Stepper
 from deqlab.solvers.solution import register
 
 
@@ -50,22 +50,25 @@ class Anderson(Solver):
         check_real("damping", self.damping, low=0.0, high=1.0, low_inclusive=False)
 
     def _stepper(self) -> Stepper:
-        xs: list[torch.Tensor] = []  # last m iterates, each (B, N)
-        fs: list[torch.Tensor] = []  # their images under f
+        xs, gs = History(self.history), History(self.history)  # iterates x_i, residuals g_i
+        gram: list[torch.Tensor] = []  # [G Gᵀ] as (B, m, m), updated one row per step
 
         def step(z: torch.Tensor, fz: torch.Tensor) -> torch.Tensor:
-            xs.append(z)
-            fs.append(fz)
-            if len(xs) > self.history:
-                del xs[0], fs[0]
-            plain = damped_step(z, fz, self.damping)  # (B, N)
-            n = len(xs)
+            g = fz - z  # (B, N)
+            xs.push(z)
+            slot = gs.push(g)
+            plain = z + self.damping * g  # (B, N)
+            n = len(gs)
             if n == 1:
+                gram[:] = [z.new_zeros(z.shape[0], self.history, self.history)]
                 return plain
-            X = torch.stack(xs, dim=1)  # (B, n, N)
-            F = torch.stack(fs, dim=1)  # (B, n, N)
-            G = F - X  # (B, n, N)
-            H = G @ G.transpose(1, 2)  # (B, n, n)
+            X, G = xs.stacked(), gs.stacked()  # (B, n, N)
+            row = (G @ g[:, :, None])[:, :, 0]  # (B, n): g_i · g_new
+            H = gram[0].clone()  # (B, m, m)
+            H[:, slot, :n] = row
+            H[:, :n, slot] = row
+            gram[0] = H
+            H = H[:, :n, :n]
             scale = H.diagonal(dim1=1, dim2=2).mean(dim=1)  # (B,)
             eye = torch.eye(n, dtype=H.dtype, device=H.device)
             H = H + (self.tikhonov * scale)[:, None, None] * eye
@@ -74,12 +77,7 @@ class Anderson(Solver):
             alpha = (y / y.sum(dim=1, keepdim=True)).transpose(1, 2)  # (B, 1, n)
             ok = (info == 0) & torch.isfinite(alpha).all(dim=2)[:, 0]  # (B,)
             alpha = torch.where(ok[:, None, None], alpha, 0.0)  # keep NaN out of the mix
-            mixed_f = (alpha @ F)[:, 0]  # (B, N)
-            mixed = (
-                mixed_f
-                if self.damping == 1.0
-                else damped_step((alpha @ X)[:, 0], mixed_f, self.damping)
-            )
+            mixed = (alpha @ X + self.damping * (alpha @ G))[:, 0]  # Σα(x + βg): (B, N)
             return torch.where(ok[:, None], mixed, plain)
 
         return step

@@ -26,6 +26,7 @@ from deqlab.solvers.solution import (
     Solution,
     SolverError,
     Status,
+    relative_residual,
     residual_norms,
 )
 
@@ -114,6 +115,44 @@ class Solver:
         return solution
 
 
+class History:
+    """The last ``capacity`` iterates ``(B, N)`` of a solve, stored as one ``(B, m, N)`` buffer.
+
+    A ring: :meth:`push` overwrites the oldest slot once full (the solvers' sums are
+    order-free). Writes are in place, except when autograd records the solve
+    (``Unrolled``), where they are out-of-place so that saved tensors stay valid.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.count = 0
+        self.buffer: torch.Tensor | None = None
+
+    def push(self, x: torch.Tensor) -> int:
+        """Store ``x`` ``(B, N)``; return its slot."""
+        slot = self.count % self.capacity
+        if self.buffer is None:
+            self.buffer = x.new_empty(x.shape[0], self.capacity, x.shape[1])  # (B, m, N)
+        if torch.is_grad_enabled() and (x.requires_grad or self.buffer.requires_grad):
+            index = torch.tensor([slot], device=x.device)
+            self.buffer = self.buffer.index_copy(1, index, x[:, None])
+        else:
+            self.buffer[:, slot] = x
+        self.count += 1
+        return slot
+
+    def __len__(self) -> int:
+        return min(self.count, self.capacity)
+
+    def stacked(self) -> torch.Tensor:
+        """The stored iterates, ``(B, len(self), N)`` (slots ``0 .. len-1``)."""
+        assert self.buffer is not None
+        return self.buffer[:, : len(self)]
+
+    def clear(self) -> None:
+        self.count = 0
+
+
 def _first_eval(f: Map, z0: torch.Tensor) -> torch.Tensor:
     """``f(z0)``, checked: a tensor of ``z0``'s shape with finite entries."""
     fz = f(z0)
@@ -151,21 +190,22 @@ class _Trace:
         """Record ``f(z) = fz`` (both ``(B, N)``) and decide whether to stop."""
         self.fz = fz
         r_abs = residual_norms(z.detach(), fz.detach(), "abs")  # (B,)
-        r = r_abs if self.solver.stop == "abs" else residual_norms(z.detach(), fz.detach(), "rel")
-        worst = float(r.max())  # one device sync per step
-        self.residuals.append(worst)
-        if not (math.isfinite(worst) and bool(torch.isfinite(r_abs).all())):
-            self.status, self.done = Status.DIVERGED, True
-            return
-        improved = r < self.best_r  # (B,)
+        r = r_abs if self.solver.stop == "abs" else relative_residual(r_abs, fz.detach())
+        improved = r < self.best_r  # (B,); False where r is NaN
         self.best_z = torch.where(improved[:, None], z, self.best_z)
         self.best_r = torch.where(improved, r, self.best_r)
-        self.least_abs = torch.minimum(self.least_abs, r_abs)
+        self.least_abs = torch.fmin(self.least_abs, r_abs)
         pending = self.best_r > self.solver.tol  # (B,) samples still to converge
-        if not bool(pending.any()):
-            self.status, self.done = Status.CONVERGED, True
-        elif bool((pending & (r_abs > self.solver.divergence_factor * self.least_abs)).any()):
+        blown_up = pending & (r_abs > self.solver.divergence_factor * self.least_abs)
+        flags = torch.stack(
+            [r.max(), torch.isfinite(r_abs).all(), pending.any(), blown_up.any()]
+        ).tolist()  # the one device sync of the step
+        worst, finite, any_pending, any_blown_up = flags
+        self.residuals.append(worst)
+        if not finite or any_blown_up:
             self.status, self.done = Status.DIVERGED, True
+        elif not any_pending:
+            self.status, self.done = Status.CONVERGED, True
         elif len(self.residuals) >= self.solver.max_iter:
             self.done = True
 

@@ -21,17 +21,16 @@ from dataclasses import dataclass
 import torch
 
 from deqlab._checks import check_int
-from deqlab.solvers.base import Solver, Stepper
+from deqlab.solvers.base import History, Solver, Stepper
 from deqlab.solvers.solution import register
 
 
-def _apply(us: list[torch.Tensor], vs: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    """``(-I + Σ u_i v_iᵀ) x`` for a batch: ``us``, ``vs`` hold ``(B, N)``, ``x`` is ``(B, N)``."""
-    if not us:
+def _apply(us: History, vs: History, x: torch.Tensor) -> torch.Tensor:
+    """``(-I + Σ u_i v_iᵀ) x`` for a batch: ``x`` is ``(B, N)``, the pairs ``(B, m, N)``."""
+    if not len(us):
         return -x
-    U = torch.stack(us, dim=2)  # (B, N, m)
-    V = torch.stack(vs, dim=1)  # (B, m, N)
-    return -x + (U @ (V @ x[:, :, None]))[:, :, 0]
+    U, V = us.stacked(), vs.stacked()  # (B, m, N)
+    return -x + ((V @ x[:, :, None]).transpose(1, 2) @ U)[:, 0]
 
 
 @register("broyden")
@@ -54,8 +53,7 @@ class Broyden(Solver):
         check_int("memory", self.memory, min_value=1)
 
     def _stepper(self) -> Stepper:
-        us: list[torch.Tensor] = []  # (B, N) each
-        vs: list[torch.Tensor] = []
+        us, vs = History(self.memory), History(self.memory)  # B = -I + Σ u_i v_iᵀ
         previous: list[torch.Tensor] = []  # [z_{k-1}, g_{k-1}]
 
         def step(z: torch.Tensor, fz: torch.Tensor) -> torch.Tensor:
@@ -71,8 +69,8 @@ class Broyden(Solver):
                 if len(us) == self.memory:  # restart: dropping only the oldest pair
                     us.clear()  # leaves an inconsistent B and can diverge
                     vs.clear()
-                us.append(u)
-                vs.append(v)
+                us.push(u)
+                vs.push(v)
             previous[:] = [z, g]
             return z - _apply(us, vs, g)
 

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from deqlab._checks import check_real
 from deqlab.solvers.base import Solver, Stepper
 from deqlab.solvers.solution import register
-
-
-def damped_step(z: torch.Tensor, fz: torch.Tensor, damping: float) -> torch.Tensor:
-    """``z + β (f(z) - z)``; with ``β = 1`` exactly ``f(z)``."""
-    return fz if damping == 1.0 else z + damping * (fz - z)
 
 
 @register("picard")
@@ -34,4 +27,6 @@ class Picard(Solver):
         check_real("damping", self.damping, low=0.0, high=1.0, low_inclusive=False)
 
     def _stepper(self) -> Stepper:
-        return lambda z, fz: damped_step(z, fz, self.damping)
+        if self.damping == 1.0:
+            return lambda z, fz: fz
+        return lambda z, fz: z + self.damping * (fz - z)

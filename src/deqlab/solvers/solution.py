@@ -117,10 +117,13 @@ class SolverError(RuntimeError):
 
 def residual_norms(z: torch.Tensor, fz: torch.Tensor, stop: str) -> torch.Tensor:
     """Residual of each row of ``z``, ``fz`` (both ``(B, N)``) under rule ``stop``; ``(B,)``."""
-    r = torch.linalg.vector_norm(fz - z, dim=1)  # (B,)
-    if stop == "rel":
-        r = r / (torch.linalg.vector_norm(fz, dim=1) + _REL_FLOOR)
-    return r
+    r_abs = torch.linalg.vector_norm(fz - z, dim=1)  # (B,)
+    return relative_residual(r_abs, fz) if stop == "rel" else r_abs
+
+
+def relative_residual(r_abs: torch.Tensor, fz: torch.Tensor) -> torch.Tensor:
+    """``‖f(z) - z‖ / (‖f(z)‖ + 1e-12)`` per row, from the absolute residuals ``(B,)``."""
+    return r_abs / (torch.linalg.vector_norm(fz, dim=1) + _REL_FLOOR)
 
 
 # ---- registry ----------------------------------------------------------------------
