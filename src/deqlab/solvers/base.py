@@ -20,7 +20,14 @@ from dataclasses import dataclass
 
 import torch
 
-from deqlab._checks import check_bool, check_choice, check_int, check_positive, check_real
+from deqlab._checks import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_positive,
+    check_real,
+    check_tensor,
+)
 from deqlab.solvers.solution import (
     STOP_RULES,
     Solution,
@@ -81,20 +88,14 @@ class Solver:
         """Solve ``z = f(z)`` from ``z0``; ``f`` maps tensors of ``z0``'s shape to that shape.
 
         Raises:
-            TypeError: ``f`` not callable, ``z0`` not a floating tensor, ``f`` returns a
-                non-tensor.
+            TypeError: ``f`` not callable; ``z0`` or ``f(z0)`` not a floating tensor.
             ValueError: non-finite ``z0`` or ``f(z0)``; ``f(z0)`` shaped unlike ``z0``;
                 ``per_sample`` with a 0-d ``z0``.
             SolverError: not converged (status MAX_STEPS or DIVERGED) and ``throw=True``.
         """
         if not callable(f):
             raise TypeError(f"`f` must be callable; got {type(f).__name__}")
-        if not isinstance(z0, torch.Tensor):
-            raise TypeError(f"`z0` must be a torch.Tensor; got {type(z0).__name__}")
-        if not z0.is_floating_point():
-            raise TypeError(f"`z0` must be a floating-point tensor; got dtype {z0.dtype}")
-        if not bool(torch.isfinite(z0).all()):
-            raise ValueError(f"`z0` must be finite; got {int((~torch.isfinite(z0)).sum())} NaN/Inf")
+        check_tensor("z0", z0)
         if self.per_sample and z0.ndim == 0:
             raise ValueError("`z0` must have a batch dim 0 when per_sample=True; got a 0-d tensor")
         shape = z0.shape
@@ -154,18 +155,13 @@ class History:
 
 
 def _first_eval(f: Map, z0: torch.Tensor) -> torch.Tensor:
-    """``f(z0)``, checked: a tensor of ``z0``'s shape with finite entries."""
-    fz = f(z0)
-    if not isinstance(fz, torch.Tensor):
-        raise TypeError(f"`f` must return a torch.Tensor; got {type(fz).__name__}")
+    """``f(z0)``, checked: a floating tensor of ``z0``'s shape with finite entries."""
+    fz = check_tensor("f(z0)", f(z0), finite=False)
     if fz.shape != z0.shape:
         raise ValueError(
             f"`f(z0)` must have the shape of `z0` {tuple(z0.shape)}; got {tuple(fz.shape)}"
         )
-    if not bool(torch.isfinite(fz).all()):
-        n_bad = int((~torch.isfinite(fz)).sum())
-        raise ValueError(f"`f(z0)` must be finite; got {n_bad} NaN/Inf entries")
-    return fz
+    return check_tensor("f(z0)", fz)
 
 
 class _Trace:

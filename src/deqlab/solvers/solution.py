@@ -40,7 +40,7 @@ class Status(enum.Enum):
     DIVERGED = "diverged"  # non-finite values, or the residual grew by orders of magnitude
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Solution:
     """Result of a fixed-point solve.
 
@@ -63,6 +63,12 @@ class Solution:
     def converged(self) -> bool:
         """True when the tolerance was met."""
         return self.status is Status.CONVERGED
+
+    def __repr__(self) -> str:
+        return (
+            f"Solution(status={self.status.value}, n_steps={self.n_steps}, "
+            f"residual={self.residual:.3e}, z: {tuple(self.z.shape)} {self.z.dtype})"
+        )
 
 
 _DEFAULT_HINTS = {
@@ -109,10 +115,19 @@ class SolverError(RuntimeError):
             f"final {stop} residual {solution.residual:.3e} (tol {tol:.1e}). Hint: {hint}"
         )
 
+    def __reduce__(self) -> tuple:  # picklable (e.g. across Ray workers)
+        return (_rebuild_error, (self.solver, self.solution, self.tol, self.stop, self.context))
+
     def with_context(self, context: str) -> SolverError:
         """The same error with ``context`` prepended to the hint."""
         joined = context if not self.context else f"{context}; {self.context}"
         return SolverError(self.solver, self.solution, tol=self.tol, stop=self.stop, context=joined)
+
+
+def _rebuild_error(
+    solver: str, solution: Solution, tol: float, stop: str, context: str | None
+) -> SolverError:
+    return SolverError(solver, solution, tol=tol, stop=stop, context=context)
 
 
 def residual_norms(z: torch.Tensor, fz: torch.Tensor, stop: str) -> torch.Tensor:
