@@ -188,15 +188,19 @@ class _Trace:
         r_abs = residual_norms(z.detach(), fz.detach(), "abs")  # (B,)
         r = r_abs if self.solver.stop == "abs" else relative_residual(r_abs, fz.detach())
         improved = r < self.best_r  # (B,); False where r is NaN
-        self.best_z = torch.where(improved[:, None], z, self.best_z)
         self.best_r = torch.where(improved, r, self.best_r)
         self.least_abs = torch.fmin(self.least_abs, r_abs)
         pending = self.best_r > self.solver.tol  # (B,) samples still to converge
         blown_up = pending & (r_abs > self.solver.divergence_factor * self.least_abs)
-        flags = torch.stack(
-            [r.max(), torch.isfinite(r_abs).all(), pending.any(), blown_up.any()]
+        flags = [r.max(), torch.isfinite(r_abs).all(), pending.any(), blown_up.any()]
+        flags += [improved.all(), improved.any()]
+        worst, finite, any_pending, any_blown_up, all_improved, any_improved = torch.stack(
+            flags
         ).tolist()  # the one device sync of the step
-        worst, finite, any_pending, any_blown_up = flags
+        if all_improved:  # no copy: iterates are never modified in place
+            self.best_z = z
+        elif any_improved:
+            self.best_z = torch.where(improved[:, None], z, self.best_z)
         self.residuals.append(worst)
         if not finite or any_blown_up:
             self.status, self.done = Status.DIVERGED, True
