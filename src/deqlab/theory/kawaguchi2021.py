@@ -1,0 +1,234 @@
+"""Convergence theory of deep equilibrium linear models (Kawaguchi, ICLR 2021, Section 3.1).
+
+Notation of the paper: A (m, m), B (m_y, m), γ ∈ (0, 1), U = I − γσ(A), Z = B U⁻¹ (the
+equivalent linear predictor), Φ (m, n) the feature matrix (samples are columns), and the
+softmax Jacobians (J_k)_ij = ∂σ(A)_ik / ∂A_jk = diag(s_k) − s_k s_kᵀ with s_k = σ(A)_{*k}.
+
+Under gradient flow (Eq. 6) the predictor moves as d vec(Z_t)/dt = −D_t vec(∇L₀(Z_t))
+(Appendix A.1.5, Eq. 26), with vec the column-stacking vectorization and
+
+    D_t = Σ_k (U_t⁻ᵀ)_{*k} (U_t⁻¹)_{k*} ⊗ (I_{m_y} + γ² Z_t J_{k,t} J_{k,t}ᵀ Z_tᵀ)    (Eq. 8),
+
+positive definite with λ_min(D_t) ≥ 1/(m(1+γ)²) (Eq. 33).  Theorem 1 then gives, for a
+loss whose linear-model objective L₀ satisfies the PL inequality with parameter κ,
+
+    L(A_T, B_T) ≤ L*_R + (L(A₀, B₀) − L*_{0,R}) exp(−2κ λ_T T),  λ_T = inf_{t≤T} λ_min(D_t)  (Eq. 7)
+
+with κ = 2σ_min(Φ)² for the square loss (Corollary 1, R = ∞, L*_R = L*_{0,R} = L*) and
+κ = (2τ + ρ(R)) σ_min(Φ)² for the logistic loss (Corollary 2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from scipy.optimize import minimize
+
+from deqlab._checks import check_int, check_real, check_tensor
+from deqlab.models.delm import check_gamma, column_softmax
+
+
+def _check_AB(A: object, B: object) -> tuple[torch.Tensor, torch.Tensor]:
+    check_tensor("A", A, ndim=2)
+    m = A.shape[0]
+    check_tensor("A", A, shape=(m, m))
+    check_tensor("B", B, shape=(None, m))
+    return A, B
+
+
+def check_radius(radius: object) -> float:
+    """R ∈ (0, ∞]: a positive real or ``math.inf``."""
+    if isinstance(radius, float) and radius == math.inf:
+        return radius
+    return check_real("radius", radius, low=0.0, low_inclusive=False)
+
+
+def softmax_jacobians(A: torch.Tensor) -> torch.Tensor:
+    """J (m, m, m) with J[k] = J_k = diag(s_k) − s_k s_kᵀ, s_k = σ(A)_{*k} (Section 3.1.1)."""
+    check_tensor("A", A, ndim=2)
+    S = column_softmax(A)  # (m, m), column k = s_k
+    s = S.mT  # (m, m), row k = s_k
+    return torch.diag_embed(s) - s[:, :, None] * s[:, None, :]
+
+
+def dynamics_matrix(A: torch.Tensor, B: torch.Tensor, gamma: float) -> torch.Tensor:
+    """D of Eq. (8), shape (m·m_y, m·m_y), acting on column-stacked vec(W) for W (m_y, m).
+
+    Computed as D[(a, c), (b, d)] = Σ_k V_ka V_kb M_k[c, d] with V = U⁻¹ and
+    M_k = I + γ² (Z J_k)(Z J_k)ᵀ, which is the Kronecker sum of Eq. (8) with the row-major
+    index a·m_y + c of the Kronecker product.
+    """
+    A, B = _check_AB(A, B)
+    gamma = check_gamma(gamma)
+    m, m_y = A.shape[0], B.shape[0]
+    S = column_softmax(A)  # (m, m)
+    U = torch.eye(m, dtype=A.dtype, device=A.device) - gamma * S
+    V = torch.linalg.inv(U)  # (m, m), row k = (U⁻¹)_{k*}
+    Z = B @ V  # (m_y, m)
+    s = S.mT  # (m, m), row k = s_k
+    # Z J_k = Z diag(s_k) − (Z s_k) s_kᵀ, stacked over k: (m, m_y, m)
+    ZJ = Z[None, :, :] * s[:, None, :] - (Z @ S).mT[:, :, None] * s[:, None, :]
+    eye_y = torch.eye(m_y, dtype=A.dtype, device=A.device)
+    M = eye_y + gamma**2 * ZJ @ ZJ.mT  # (m, m_y, m_y)
+    D = torch.einsum("ka,kb,kcd->acbd", V, V, M)  # (m, m_y, m, m_y)
+    return D.reshape(m * m_y, m * m_y)
+
+
+def lambda_min_dynamics(A: torch.Tensor, B: torch.Tensor, gamma: float) -> torch.Tensor:
+    """λ_min(D) of Eq. (8), a 0-D tensor (symmetrized before eigvalsh)."""
+    D = dynamics_matrix(A, B, gamma)
+    return torch.linalg.eigvalsh(0.5 * (D + D.mT))[0]
+
+
+def lambda_lower_bound(m: int, gamma: float) -> float:
+    """The initialization-independent bound λ_T ≥ 1/(m(1+γ)²) of Theorem 1 (Eq. 33)."""
+    m = check_int("m", m, min_value=1)
+    gamma = check_gamma(gamma)
+    return 1.0 / (m * (1.0 + gamma) ** 2)
+
+
+def square_loss(Q: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+    """Σ_i ‖q_i − y_i‖² = ‖Q − Y‖_F² for predictions and targets of shape (m_y, n) (Cor. 1)."""
+    check_tensor("Q", Q, ndim=2)
+    check_tensor("Y", Y, shape=tuple(Q.shape))
+    return ((Q - Y) ** 2).sum()
+
+
+def logistic_loss(q: torch.Tensor, y: torch.Tensor, tau: float = 0.0) -> torch.Tensor:
+    """Σ_i [−y_i log s(q_i) − (1 − y_i) log(1 − s(q_i)) + τ q_i²], q and y of shape (1, n) (Cor. 2).
+
+    s is the logistic sigmoid; log s(q) = −softplus(−q), so the sum is computed stably as
+    Σ_i [y_i softplus(−q_i) + (1 − y_i) softplus(q_i) + τ q_i²].
+    """
+    check_tensor("q", q, ndim=2)
+    if q.shape[0] != 1:
+        raise ValueError(
+            f"`q` must have shape (1, n) (scalar outputs, m_y = 1); got {tuple(q.shape)}"
+        )
+    check_tensor("y", y, shape=tuple(q.shape))
+    tau = check_real("tau", tau, low=0.0)
+    if bool(((y != 0) & (y != 1)).any()):
+        raise ValueError("`y` must hold labels in {0, 1}")
+    nll = y * torch.nn.functional.softplus(-q) + (1 - y) * torch.nn.functional.softplus(q)
+    return (nll + tau * q**2).sum()
+
+
+def feature_sigma_min(Phi: torch.Tensor, *, require_full_row_rank: bool = False) -> float:
+    """σ_min(Φ), the min(m, n)-th singular value of Φ (m, n) (Section 3.1.1).
+
+    Corollary 1 assumes rank(Φ) = min(n, m); Corollary 2 assumes rank(Φ) = m
+    (``require_full_row_rank=True``, which needs n ≥ m).  A rank-deficient Φ is an error
+    because the bounds are then vacuous.
+    """
+    check_tensor("Phi", Phi, ndim=2)
+    m, n = Phi.shape
+    if require_full_row_rank and n < m:
+        raise ValueError(f"`Phi` must have rank m = {m} (Corollary 2), impossible with n = {n} < m")
+    sv = torch.linalg.svdvals(Phi)
+    smin = float(sv[-1])
+    if smin <= sv[0].item() * max(m, n) * torch.finfo(Phi.dtype).eps:
+        raise ValueError(
+            f"`Phi` must have full rank min(m, n) = {min(m, n)}; got σ_min = {smin:.3g}, "
+            f"σ_max = {float(sv[0]):.3g}"
+        )
+    return smin
+
+
+def square_loss_optimum(Phi: torch.Tensor, Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(W*, L*) with W* = Y Φ⁺ minimizing L₀(W) = ‖WΦ − Y‖_F² (Eq. 2, Appendix A.3).
+
+    Because Z = B U⁻¹ ranges over all of R^{m_y×m} (B = W U), L* = inf_{A,B} L(A, B) equals
+    the linear-model optimum L*₀ (Corollary 1).  Returns W* (m_y, m) and L* (0-D tensor).
+    """
+    check_tensor("Phi", Phi, ndim=2)
+    check_tensor("Y", Y, shape=(None, Phi.shape[1]))
+    W = Y @ torch.linalg.pinv(Phi)  # (m_y, m)
+    return W, square_loss(W @ Phi, Y)
+
+
+def logistic_rho(Phi: torch.Tensor, radius: float) -> float:
+    """ρ(R) = inf_{‖W‖₁<R, i} p_i(1 − p_i), p_i = s(W φ(x_i)), for m_y = 1 (Corollary 2).
+
+    For W (1, m) the induced 1-norm is max_j |W_1j|, so sup |W φ(x_i)| = R ‖φ(x_i)‖₁ and,
+    p(1 − p) decreasing in |q|, ρ(R) = min_i s(R‖φ(x_i)‖₁)(1 − s(R‖φ(x_i)‖₁)); ρ(∞) = 0.
+    """
+    check_tensor("Phi", Phi, ndim=2)
+    radius = check_radius(radius)
+    if radius == math.inf:
+        return 0.0
+    q = radius * Phi.abs().sum(dim=0).max()
+    p = torch.sigmoid(q)
+    return float(p * torch.sigmoid(-q))
+
+
+def logistic_loss_optimum(
+    Phi: torch.Tensor, y: torch.Tensor, *, tau: float = 0.0, radius: float = math.inf
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(W*, L*_{0,R}) = argmin/min of L₀(W) over max_j |W_1j| ≤ R for the logistic loss (Cor. 2).
+
+    L₀ is convex, so L-BFGS-B (scipy, float64, box constraints for finite R) finds the
+    global minimum; the infimum over the open ball equals the minimum over its closure.
+    With τ = 0, R = ∞ and separable data the infimum 0 is not attained: the returned value
+    is then the (small) loss where L-BFGS-B stops.  By Theorem 1's proof (Eq. 31) the bound
+    holds with L*_{0,R} ≤ L*_R in place of L*_R.
+    """
+    check_tensor("Phi", Phi, ndim=2)
+    check_tensor("y", y, shape=(1, Phi.shape[1]))
+    tau = check_real("tau", tau, low=0.0)
+    radius = check_radius(radius)
+    Phi_np = Phi.detach().cpu().double().numpy()
+    y_np = y.detach().cpu().double().numpy()[0]
+    logistic_loss(Phi.new_zeros(1, Phi.shape[1]), y, tau)  # validates the labels
+
+    def objective(w: np.ndarray) -> tuple[float, np.ndarray]:
+        q = w @ Phi_np  # (n,)
+        nll = y_np * np.logaddexp(0.0, -q) + (1 - y_np) * np.logaddexp(0.0, q)
+        dq = 1.0 / (1.0 + np.exp(-q)) - y_np + 2 * tau * q  # dℓ/dq
+        return float(nll.sum() + tau * (q**2).sum()), Phi_np @ dq
+
+    bounds = None if radius == math.inf else [(-radius, radius)] * Phi_np.shape[0]
+    result = minimize(
+        objective, np.zeros(Phi_np.shape[0]), jac=True, method="L-BFGS-B", bounds=bounds,
+        options={"maxiter": 10_000, "ftol": 1e-15, "gtol": 1e-10},
+    )  # fmt: skip
+    W = torch.as_tensor(result.x, dtype=Phi.dtype, device=Phi.device)[None, :]
+    return W, logistic_loss(W @ Phi, y, tau)
+
+
+def corollary1_kappa(Phi: torch.Tensor) -> float:
+    """κ = 2 σ_min(Φ)², the PL parameter of the square loss (Corollary 1, Appendix A.3)."""
+    return 2.0 * feature_sigma_min(Phi) ** 2
+
+
+def corollary2_kappa(Phi: torch.Tensor, *, tau: float, radius: float = math.inf) -> float:
+    """κ = (2τ + ρ(R)) σ_min(Φ)², the PL parameter of the logistic loss (Cor. 2, App. A.4)."""
+    tau = check_real("tau", tau, low=0.0)
+    return (2.0 * tau + logistic_rho(Phi, radius)) * feature_sigma_min(
+        Phi, require_full_row_rank=True
+    ) ** 2
+
+
+def convergence_bound(
+    loss_init: float,
+    loss_star: float,
+    kappa: float,
+    lambda_T: torch.Tensor | float,
+    T: torch.Tensor | float,
+    *,
+    loss_star_linear: float | None = None,
+) -> torch.Tensor:
+    """L*_R + (L(A₀, B₀) − L*_{0,R}) exp(−2κ λ_T T), the right side of Theorem 1 (Eq. 7).
+
+    ``lambda_T`` and ``T`` broadcast (a trajectory of running infima and times gives the
+    bound along the trajectory).  ``loss_star_linear`` is L*_{0,R}; it defaults to
+    ``loss_star`` (both equal L* for the square loss, Corollary 1).
+    """
+    kappa = check_real("kappa", kappa, low=0.0)
+    loss_star_linear = loss_star if loss_star_linear is None else loss_star_linear
+    lam = torch.as_tensor(lambda_T, dtype=torch.float64)
+    T = torch.as_tensor(T, dtype=torch.float64)
+    if bool((lam <= 0).any()) or bool((T < 0).any()):
+        raise ValueError("`lambda_T` must be > 0 and `T` must be >= 0")
+    return loss_star + (loss_init - loss_star_linear) * torch.exp(-2.0 * kappa * lam * T)

@@ -1,0 +1,242 @@
+"""Theorem 1 and Corollaries 1–2 of Kawaguchi (2021): D_t (Eq. 8), its bound, L*, the bounds."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from deqlab.models.delm import DELM
+from deqlab.theory.kawaguchi2021 import (
+    convergence_bound,
+    corollary1_kappa,
+    corollary2_kappa,
+    dynamics_matrix,
+    feature_sigma_min,
+    lambda_lower_bound,
+    lambda_min_dynamics,
+    logistic_loss,
+    logistic_loss_optimum,
+    logistic_rho,
+    softmax_jacobians,
+    square_loss,
+    square_loss_optimum,
+)
+from deqlab.train.delm_gd import DELMGradientDescent
+
+
+def _vec(M):
+    """Column-stacking vectorization vec(M) used by the paper (Appendix A.1.5)."""
+    return M.mT.reshape(-1)
+
+
+def _predictor(A, B, gamma):
+    """Z = B U⁻¹, U = I − γσ(A): the linear map the DELM represents."""
+    U = torch.eye(A.shape[0]) - gamma * torch.softmax(A, dim=0)
+    return torch.linalg.solve(U.mT, B.mT).mT
+
+
+def test_softmax_jacobians_match_autograd():
+    """(J_k)_ij = ∂σ(A)_ik / ∂A_jk (Section 3.1.1), against autograd on each column."""
+    A = 2 * torch.randn(5, 5)
+    J = softmax_jacobians(A)
+    for k in range(5):
+        Jk = torch.autograd.functional.jacobian(lambda a: torch.softmax(a, dim=0), A[:, k])
+        torch.testing.assert_close(J[k], Jk)
+
+
+def test_dynamics_matrix_equals_the_literal_kronecker_sum():
+    """Eq. (8) term by term with torch.kron."""
+    m, m_y, gamma = 4, 3, 0.6
+    A, B = 2 * torch.randn(m, m), torch.randn(m_y, m)
+    V = torch.linalg.inv(torch.eye(m) - gamma * torch.softmax(A, dim=0))
+    Z, J = B @ V, softmax_jacobians(A)
+    D = sum(
+        torch.kron(torch.outer(V[k], V[k]), torch.eye(m_y) + gamma**2 * Z @ J[k] @ J[k].T @ Z.T)
+        for k in range(m)
+    )
+    torch.testing.assert_close(dynamics_matrix(A, B, gamma), D)
+
+
+@pytest.mark.parametrize("loss", ["square", "logistic"])
+def test_gradient_flow_moves_the_predictor_by_D(loss):
+    """d vec(Z_t)/dt = −D_t vec(∇L₀(Z_t)) (Eq. 26): the JVP of Z(A, B) along −∇L equals −D ∇L₀."""
+    m, n, gamma = 5, 9, 0.8
+    m_y = 3 if loss == "square" else 1
+    A, B, Phi = 1.5 * torch.randn(m, m), torch.randn(m_y, m), torch.randn(m, n)
+    Y = torch.randn(m_y, n) if loss == "square" else (torch.rand(1, n) > 0.5).double()
+
+    def L0(W):
+        Q = W @ Phi
+        return square_loss(Q, Y) if loss == "square" else logistic_loss(Q, Y, tau=0.3)
+
+    A_, B_ = A.clone().requires_grad_(), B.clone().requires_grad_()
+    grad_A, grad_B = torch.autograd.grad(L0(_predictor(A_, B_, gamma)), (A_, B_))
+    _, dZ = torch.autograd.functional.jvp(
+        lambda a, b: _predictor(a, b, gamma), (A, B), (-grad_A, -grad_B)
+    )
+    W = _predictor(A, B, gamma).requires_grad_()
+    (grad_L0,) = torch.autograd.grad(L0(W), W)
+    torch.testing.assert_close(_vec(dZ), -dynamics_matrix(A, B, gamma) @ _vec(grad_L0))
+
+
+@pytest.mark.parametrize("scale", [0.1, 1.0, 10.0])
+def test_dynamics_matrix_is_positive_definite_above_the_bound(scale):
+    """λ_min(D) ≥ 1/(m(1+γ)²) > 0 (Theorem 1, Eq. 33) on random instances, incl. peaked σ(A)."""
+    generator = torch.Generator().manual_seed(1)
+    for m, m_y in [(2, 1), (6, 1), (5, 4), (12, 3)]:
+        for gamma in (0.05, 0.5, 0.99):
+            A = scale * torch.randn(m, m, generator=generator)
+            B = scale * torch.randn(m_y, m, generator=generator)
+            D = dynamics_matrix(A, B, gamma)
+            torch.testing.assert_close(D, D.mT)
+            eigenvalues = torch.linalg.eigvalsh(D)
+            assert eigenvalues[0] >= lambda_lower_bound(m, gamma) * (1 - 1e-10)
+            torch.testing.assert_close(lambda_min_dynamics(A, B, gamma), eigenvalues[0])
+
+
+def test_lower_bound_value_and_errors():
+    assert lambda_lower_bound(10, 0.8) == pytest.approx(1 / (10 * 1.8**2))
+    with pytest.raises(ValueError, match=r"`gamma` must be in \(0, 1\); got 1"):
+        lambda_lower_bound(3, 1.0)
+    with pytest.raises(ValueError, match=r"`gamma` must be in \(0, 1\)"):
+        dynamics_matrix(torch.zeros(3, 3), torch.zeros(1, 3), -0.5)
+    with pytest.raises(ValueError, match=r"`B` must have shape \('any', 3\)"):
+        dynamics_matrix(torch.zeros(3, 3), torch.zeros(1, 4), 0.5)
+    with pytest.raises(ValueError, match=r"`A` must have shape \(3, 3\)"):
+        dynamics_matrix(torch.zeros(3, 2), torch.zeros(1, 2), 0.5)
+
+
+@pytest.mark.parametrize("n", [30, 4])
+def test_square_loss_optimum_is_least_squares(n):
+    """L*₀ against numpy's lstsq; m > n (over-parameterized) interpolates, L* = 0."""
+    Phi, Y = torch.randn(6, n), torch.randn(2, n)
+    W, L_star = square_loss_optimum(Phi, Y)
+    W_np = np.linalg.lstsq(Phi.T.numpy(), Y.T.numpy(), rcond=None)[0].T
+    residual = ((W_np @ Phi.numpy() - Y.numpy()) ** 2).sum()
+    assert float(L_star) == pytest.approx(residual, rel=1e-10, abs=1e-20)
+    np.testing.assert_allclose((W @ Phi).numpy(), W_np @ Phi.numpy(), rtol=1e-9, atol=1e-9)
+    if n < 6:
+        assert float(L_star) < 1e-20
+
+
+def test_feature_sigma_min_and_rank_errors():
+    Phi = torch.randn(4, 9)
+    assert feature_sigma_min(Phi) == pytest.approx(np.linalg.svd(Phi.numpy())[1][-1])
+    assert corollary1_kappa(Phi) == pytest.approx(2 * feature_sigma_min(Phi) ** 2)
+    with pytest.raises(ValueError, match="must have full rank min"):
+        feature_sigma_min(torch.ones(4, 9))
+    with pytest.raises(ValueError, match=r"must have rank m = 4 \(Corollary 2\)"):
+        feature_sigma_min(torch.randn(4, 3), require_full_row_rank=True)
+
+
+def test_logistic_rho_is_the_infimum_over_the_ball():
+    """ρ(R) ≤ p(1 − p) for W in the 1-norm ball, with near-equality at W = R(1−ε) sign(φ_i)."""
+    Phi, R = torch.randn(5, 8), 0.3
+    rho = logistic_rho(Phi, R)
+    W = R * (2 * torch.rand(2000, 5) - 1)  # ‖W‖₁ = max_j |W_1j| < R for 1 × m matrices
+    p = torch.sigmoid(W @ Phi)
+    assert rho <= float((p * (1 - p)).min())
+    i = int(Phi.abs().sum(dim=0).argmax())
+    p_edge = torch.sigmoid(R * (1 - 1e-9) * Phi[:, i].sign() @ Phi[:, i])
+    assert float(p_edge * (1 - p_edge)) == pytest.approx(rho, rel=1e-7)
+    assert logistic_rho(Phi, math.inf) == 0.0
+    with pytest.raises(ValueError, match="`radius` must be in"):
+        logistic_rho(Phi, -1.0)
+
+
+def test_logistic_optimum_satisfies_the_optimality_conditions():
+    """τ > 0: ∇L₀(W*) = 0; finite R: projected gradient 0 with active box constraints."""
+    Phi, y = torch.randn(3, 40), (torch.rand(1, 40) > 0.5).double()
+    Phi[:, y[0] == 1] += 1.0  # nearly separable: the unconstrained W* is large
+
+    def gradient(W):
+        W = W.clone().requires_grad_()
+        return torch.autograd.grad(logistic_loss(W @ Phi, y, tau=0.01), W)[0]
+
+    W, L = logistic_loss_optimum(Phi, y, tau=0.01)
+    assert float(gradient(W).abs().max()) < 1e-6
+    R = 0.5 * float(W.abs().max())
+    W_R, L_R = logistic_loss_optimum(Phi, y, tau=0.01, radius=R)
+    assert float(L_R) > float(L) and float(W_R.abs().max()) <= R + 1e-12
+    g = gradient(W_R)[0]
+    active = W_R[0].abs() > R * (1 - 1e-9)
+    assert bool(active.any())
+    assert bool((g[~active].abs() < 1e-6).all())
+    assert bool((g[active] * W_R[0][active].sign() <= 1e-9).all())  # pushing outward only
+
+
+def test_loss_functions_validate_input():
+    with pytest.raises(ValueError, match=r"`Y` must have shape \(2, 3\)"):
+        square_loss(torch.zeros(2, 3), torch.zeros(3, 2))
+    with pytest.raises(ValueError, match="labels in"):
+        logistic_loss(torch.zeros(1, 3), torch.tensor([[0.0, 1.0, 0.5]]))
+    with pytest.raises(ValueError, match=r"`q` must have shape \(1, n\)"):
+        logistic_loss(torch.zeros(2, 3), torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="`tau` must be in"):
+        logistic_loss(torch.zeros(1, 3), torch.zeros(1, 3), tau=-1.0)
+    with pytest.raises(ValueError, match="`lambda_T` must be > 0"):
+        convergence_bound(10.0, 1.0, 1.0, 0.0, 1.0)
+
+
+def test_convergence_bound_closed_form():
+    T = torch.tensor([0.0, 0.5, 2.0])
+    bound = convergence_bound(10.0, 1.0, 3.0, 0.25, T, loss_star_linear=0.5)
+    torch.testing.assert_close(bound, 1.0 + 9.5 * torch.exp(-1.5 * T))
+
+
+def _zou_like(n, generator):
+    X = torch.randn(4, n, generator=generator)
+    return X, -X + 0.1 * torch.randn(4, n, generator=generator)
+
+
+def test_corollary1_bounds_hold_along_gd():
+    """Square loss: L(A_T, B_T) ≤ both bounds along GD with a small step; the init-dependent
+    λ_T gives the tighter bound; GD reaches L*."""
+    generator = torch.Generator().manual_seed(0)
+    X, Y = _zou_like(60, generator)
+    model = DELM(4, 4, gamma=0.8, generator=generator)
+    trainer = DELMGradientDescent(model, X, Y, lr=2e-4, record_every=10)
+    h = trainer.run(600)
+    assert h["loss"][0] == h["bound_dependent"][0] == h["bound_independent"][0]
+    assert bool((h["loss"] <= h["bound_dependent"] * (1 + 1e-9)).all())
+    assert bool((h["bound_dependent"] <= h["bound_independent"] + 1e-9).all())
+    assert bool((h["lambda_T"] >= lambda_lower_bound(4, 0.8)).all())
+    assert float(h["loss"][-1]) == pytest.approx(trainer.loss_star, rel=1e-6)
+
+
+def test_corollary2_bounds_hold_along_gd_and_resume():
+    """Logistic loss (τ > 0, R = ∞): both bounds hold; resuming from state_dict continues
+    the same trajectory."""
+    generator = torch.Generator().manual_seed(1)
+    X = torch.randn(3, 50, generator=generator)
+    y = (X[:1] + 0.5 * torch.randn(1, 50, generator=generator) > 0).double()
+    kwargs = {"lr": 5e-3, "loss": "logistic", "tau": 0.05, "record_every": 20}
+    model = DELM(3, 1, gamma=0.5, generator=generator)
+    A0, B0 = model.A.detach().clone(), model.B.detach().clone()
+    trainer = DELMGradientDescent(model, X, y, **kwargs)
+    h = trainer.run(400)
+    assert trainer.kappa == pytest.approx(corollary2_kappa(X, tau=0.05))
+    assert bool((h["loss"] <= h["bound_dependent"] * (1 + 1e-9)).all())
+    assert bool((h["bound_dependent"] < h["bound_independent"])[1:].all())
+    assert bool((h["loss"] >= trainer.loss_star - 1e-9).all())
+
+    fresh = DELMGradientDescent(DELM.from_matrices(A0, B0, gamma=0.5), X, y, **kwargs)
+    fresh.run(200)
+    resumed = DELMGradientDescent(DELM(3, 1, gamma=0.5), X, y, **kwargs)
+    resumed.load_state_dict(fresh.state_dict())
+    h_resumed = resumed.run(200)
+    for key in ("step", "loss", "lambda_T", "bound_dependent"):
+        torch.testing.assert_close(h_resumed[key], h[key], rtol=1e-12, atol=0)
+
+
+def test_trainer_rejects_bad_input():
+    model = DELM(3, 2)
+    with pytest.raises(ValueError, match=r"`Y` must have shape \(2, 5\)"):
+        DELMGradientDescent(model, torch.randn(3, 5), torch.randn(2, 4), lr=0.1)
+    with pytest.raises(ValueError, match="`lr` must be in"):
+        DELMGradientDescent(model, torch.randn(3, 5), torch.randn(2, 5), lr=0.0)
+    with pytest.raises(ValueError, match="`loss` must be one of"):
+        DELMGradientDescent(model, torch.randn(3, 5), torch.randn(2, 5), lr=0.1, loss="hinge")
+    with pytest.raises(TypeError, match="`model` must be a DELM"):
+        DELMGradientDescent(torch.nn.Linear(3, 2), torch.randn(3, 5), torch.randn(2, 5), lr=0.1)
