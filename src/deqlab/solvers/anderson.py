@@ -59,15 +59,16 @@ class Anderson(Solver):
             slot = gs.push(g)
             plain = z + self.damping * g  # (B, N)
             n = len(gs)
-            if n == 1:
-                gram[:] = [z.new_zeros(z.shape[0], self.history, self.history)]
-                return plain
+            if not gram:
+                gram.append(z.new_zeros(z.shape[0], self.history, self.history))
             X, G = xs.stacked(), gs.stacked()  # (B, n, N)
             row = (G @ g[:, :, None])[:, :, 0]  # (B, n): g_i · g_new
             H = gram[0].clone()  # (B, m, m)
             H[:, slot, :n] = row
             H[:, :n, slot] = row
             gram[0] = H
+            if n == 1:
+                return plain
             H = H[:, :n, :n]
             scale = H.diagonal(dim1=1, dim2=2).mean(dim=1)  # (B,)
             eye = torch.eye(n, dtype=H.dtype, device=H.device)
