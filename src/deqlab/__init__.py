@@ -19,6 +19,7 @@ from deqlab.implicit import (
     Unrolled,
     fixed_point,
 )
+from deqlab.models.delm import DELM
 from deqlab.solvers import (
     Anderson,
     Broyden,
@@ -30,6 +31,7 @@ from deqlab.solvers import (
 )
 
 __all__ = [
+    "DELM",
     "DEQ",
     "Anderson",
     "Broyden",
