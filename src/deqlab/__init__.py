@@ -20,6 +20,7 @@ from deqlab.implicit import (
     fixed_point,
 )
 from deqlab.models.delm import DELM
+from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.solvers import (
     Anderson,
     Broyden,
@@ -29,6 +30,7 @@ from deqlab.solvers import (
     Status,
     get_solver,
 )
+from deqlab.train.gd import GDConfig, GDTrainer
 
 __all__ = [
     "DELM",
@@ -36,10 +38,13 @@ __all__ = [
     "Anderson",
     "Broyden",
     "FixedPointStats",
+    "GDConfig",
+    "GDTrainer",
     "Implicit",
     "JacobianFree",
     "LabelledData",
     "Picard",
+    "ReLUDEQ",
     "Solution",
     "SolverError",
     "Status",

@@ -6,13 +6,18 @@ The ReLU DEQ (Ling et al. 2023), the monotone DEQ (thesis), the DELM (Kawaguchi 
 from deqlab.models.baselines import LinearModel, LinearResNet, ReLUMLP
 from deqlab.models.delm import DELM, column_softmax
 from deqlab.models.mondeq import MonDEQ, monotone_fixed_point
+from deqlab.models.relu_deq import Gradients, ReLUDEQ
+from deqlab.models.relu_deq_solve import SolveError
 
 __all__ = [
     "DELM",
+    "Gradients",
     "LinearModel",
     "LinearResNet",
     "MonDEQ",
+    "ReLUDEQ",
     "ReLUMLP",
+    "SolveError",
     "column_softmax",
     "monotone_fixed_point",
 ]

@@ -1,0 +1,299 @@
+"""Full-batch gradient descent on the ReLU DEQ, instrumented for Theorem 1 of Ling et al.
+
+θ_{τ+1} = θ_τ − η ∇Φ(θ_τ) (Section 2.1, after Eq. (2)), Φ = ½‖ŷ − y‖², with the exact
+implicit gradient of Lemma 2 from the structured solves of
+:mod:`deqlab.models.relu_deq_solve`. Each call of :meth:`GDTrainer.step` evaluates
+everything at θ_τ, appends one tidy record (a dict of plain floats/ints/str) and then
+moves to θ_{τ+1}.
+
+Warm starts and the rank-n trick. One GD step changes W by ``−η G Zᵀ`` (G = D⊙V, m×n).
+The state keeps, for both solves, the last input and its product (``P = W Z_in``,
+``Q = Wᵀ (D ⊙ C_in)``); after the update they are corrected by thin products only,
+``W' Z_in = P − η G (Zᵀ Z_in)`` and ``W'ᵀ (D⊙C_in) = Q − η Z (Gᵀ (D⊙C_in))`` (cost ≈ 2n/m of an
+m×m by m×n product each), so a warm start that is already within tolerance costs no full
+product. After ``refresh_every`` consecutive corrections the product is recomputed
+exactly, bounding round-off drift. The adjoint is solved for C, c_i = (I − WᵀD_i)⁻¹a
+(``adjoint="C"``, independent of r) by default, or for V (``adjoint="V"``); when the
+new step's mask D' differs from D, Q is moved to Wᵀ(D' ⊙ C_in) through the flipped
+entries only (``mask_flips`` in the record).
+
+Record fields (NaN where not measured at that step):
+    step, loss Φ(τ), lambda_min λ_τ (every ``metrics_every`` steps and at step 0),
+    grad_norm ‖∇Φ‖, dist_from_init ‖θ(τ) − θ(0)‖ (every ``metrics_every`` steps),
+    W_norm ‖W(τ)‖₂ and U_norm ‖U(τ)‖₂ (every ``spectral_every`` steps, at step 0, and
+    whenever W_norm_bound reaches 1; warm-started Lanczos, see :mod:`deqlab.theory.spectra`),
+    W_norm_bound = ‖W(s)‖₂ + ‖W(τ) − W(s)‖_F (Weyl, s = last measurement; every step),
+    a_norm, forward_/adjoint_ steps/products/residual, products (m×m by m×n products
+    of this step, including the W update G Zᵀ), product_equivalents (all matrix products
+    of the step in units of m·m·n multiply-adds), wall_time_s, elapsed_s, status.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+
+from deqlab._checks import check_choice, check_int, check_positive
+from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.models.relu_deq_solve import (
+    DEFAULT_MAX_ITER,
+    remask_product,
+    solve_adjoint,
+    solve_forward,
+)
+from deqlab.theory.spectra import gram_lambda_min, spectral_norm_lanczos
+
+#: Values of ``GDTrainer.status``; anything but "ok" means the run has stopped.
+STATUSES = ("ok", "W_norm_ge_1", "forward_failed", "adjoint_failed", "loss_not_finite")
+
+_STATE_TENSORS = ("Z_in", "P", "C_in", "Q", "Q_mask", "W_ref", "v_W", "v_U", "W0", "U0", "a0")
+
+
+@dataclass(frozen=True)
+class GDConfig:
+    """Hyper-parameters of full-batch GD; see the module docstring for the fields' effects."""
+
+    lr: float
+    tol: float = 1e-6
+    max_iter: int = DEFAULT_MAX_ITER
+    metrics_every: int = 1
+    spectral_every: int = 10
+    spectral_tol: float = 1e-10
+    rank_n_updates: bool = True
+    refresh_every: int = 20
+    adjoint: str = "C"
+
+    def __post_init__(self) -> None:
+        check_positive("lr", self.lr)
+        check_positive("tol", self.tol)
+        check_int("max_iter", self.max_iter, min_value=1)
+        check_int("metrics_every", self.metrics_every, min_value=0)
+        check_int("spectral_every", self.spectral_every, min_value=0)
+        check_positive("spectral_tol", self.spectral_tol)
+        if not isinstance(self.rank_n_updates, bool):
+            raise TypeError(f"`rank_n_updates` must be a bool; got {self.rank_n_updates!r}")
+        check_int("refresh_every", self.refresh_every, min_value=1)
+        check_choice("adjoint", self.adjoint, ("C", "V"))
+
+
+def _due(step: int, every: int) -> bool:
+    """Measured at step 0 and every ``every`` steps (never after step 0 if every == 0)."""
+    return step == 0 or (every > 0 and step % every == 0)
+
+
+class GDTrainer:
+    """Full-batch GD on ``model`` for data ``X`` (d, n) and labels ``y`` (n,).
+
+    The model's parameters are updated in place. ``step()`` returns the record of step τ;
+    ``run(steps)`` repeats it. ``state_dict()``/``load_state_dict()`` capture everything
+    the next step depends on, so a resumed run reproduces an uninterrupted one exactly
+    (same device, dtype and thread count). A run stops (``status`` != "ok", ``message``
+    says why) when ‖W‖₂ >= 1, a solve fails, or the loss is not finite; the records up to
+    and including the failing step are kept.
+    """
+
+    def __init__(self, model: ReLUDEQ, X: torch.Tensor, y: torch.Tensor, config: GDConfig) -> None:
+        if not isinstance(model, ReLUDEQ):
+            raise TypeError(f"`model` must be a ReLUDEQ; got {type(model).__name__}")
+        if not isinstance(config, GDConfig):
+            raise TypeError(f"`config` must be a GDConfig; got {type(config).__name__}")
+        self.model, self.config = model, config
+        self.X, self.y = model.check_data(X, y)
+        W, U, a = (p.detach() for p in (model.W, model.U, model.a))
+        zeros = torch.zeros(model.m, self.X.shape[1], dtype=W.dtype, device=W.device)
+        # Warm starts (input, product); Z = 0 and C = 0 have zero products for free.
+        self.Z_in, self.P, self.C_in, self.Q = zeros, zeros.clone(), zeros.clone(), zeros
+        self.Q_mask: torch.Tensor | None = None  # Q = Wᵀ(Q_mask ⊙ C_in); None: C_in = 0
+        self.W0, self.U0, self.a0 = W.clone(), U.clone(), a.clone()
+        self.W_ref, self.W_ref_norm = W.clone(), math.nan
+        self.v_W: torch.Tensor | None = None
+        self.v_U: torch.Tensor | None = None
+        self.n_corrections = (0, 0)  # consecutive rank-n corrections of P and Q
+        self.step_count = 0
+        self.elapsed_s = 0.0
+        self.status, self.message = "ok", ""
+        self.records: list[dict] = []
+
+    # ------------------------------------------------------------------ stepping
+    def step(self) -> dict:
+        """Evaluate at θ_τ, record, and take one GD step to θ_{τ+1}. Returns the record."""
+        if self.status != "ok":
+            raise RuntimeError(f"the run has stopped ({self.status}): {self.message}")
+        start = time.perf_counter()
+        cfg, X, y = self.config, self.X, self.y
+        W, U, a = (p.detach() for p in (self.model.W, self.model.U, self.model.a))
+        m, n, d = W.shape[0], X.shape[1], X.shape[0]
+        tau = self.step_count
+        rec = self._empty_record(tau)
+        thin = 0.0  # multiply-adds of thin products, in units of m·m·n
+
+        W_norm_bound = self.W_ref_norm + float(torch.dist(W, self.W_ref))
+        if _due(tau, cfg.spectral_every) or not W_norm_bound < 1.0:
+            self._measure_spectra(W, U, rec)
+            W_norm_bound = self.W_ref_norm
+        rec["W_norm_bound"] = W_norm_bound
+        rec["a_norm"] = float(a.norm())
+        if not rec["W_norm"] < 1.0 and not math.isnan(rec["W_norm"]):
+            return self._stop(rec, start, "W_norm_ge_1", f"‖W‖₂ = {rec['W_norm']:.6g} >= 1")
+
+        B = U @ X  # (m, n)
+        thin += d / m
+        fwd = solve_forward(W, B, self.Z_in, self.P, tol=cfg.tol, max_iter=cfg.max_iter)
+        rec.update(forward_steps=fwd.n_steps, forward_products=fwd.n_products,
+                   forward_residual=fwd.residual)  # fmt: skip
+        if not fwd.converged:
+            return self._stop(rec, start, "forward_failed", f"forward solve {fwd.message}")
+        Z = fwd.Z  # (m, n)
+        r = a @ Z - y  # (n,)
+        rec["loss"] = 0.5 * float(r @ r)
+        if not math.isfinite(rec["loss"]):
+            return self._stop(rec, start, "loss_not_finite", f"loss is {rec['loss']}")
+
+        source = a[:, None] if cfg.adjoint == "C" else a[:, None] * r  # (m, 1) | (m, n)
+        if self.Q_mask is not None:  # Q = Wᵀ(Q_mask ⊙ C_in) → Wᵀ(D ⊙ C_in): flipped rows only
+            self.Q, flips = remask_product(W, self.C_in, self.Q_mask, fwd.mask, self.Q)
+            rec["mask_flips"] = flips
+            thin += flips / (m * n)
+        adj = solve_adjoint(
+            W, fwd.mask, source, self.C_in, self.Q, tol=cfg.tol, max_iter=cfg.max_iter
+        )
+        rec.update(adjoint_steps=adj.n_steps, adjoint_products=adj.n_products,
+                   adjoint_residual=adj.residual)  # fmt: skip
+        if not adj.converged:
+            return self._stop(rec, start, "adjoint_failed", f"adjoint solve {adj.message}")
+        DC = adj.x * fwd.mask  # (m, n) D ⊙ C, or D ⊙ V
+        G = DC * r if cfg.adjoint == "C" else DC  # (m, n) = D ⊙ V
+        grad_a = Z @ r  # (m,)
+
+        if _due(tau, cfg.metrics_every):
+            self._measure_metrics(W, U, a, Z, G, grad_a, rec)
+
+        # Warm starts for θ_{τ+1}: corrected products (thin) or recomputed exactly.
+        self.Z_in, self.C_in, self.Q_mask = fwd.x_in, adj.x_in, fwd.mask
+        n_P = 0 if fwd.n_products else self.n_corrections[0]  # corrections since exact
+        n_Q = 0 if adj.n_products else self.n_corrections[1]
+        correct_P = cfg.rank_n_updates and n_P < cfg.refresh_every
+        correct_Q = cfg.rank_n_updates and n_Q < cfg.refresh_every
+        if correct_P:
+            self.P = fwd.product - cfg.lr * (G @ (Z.T @ fwd.x_in))  # (m, n)
+            thin += 2 * n / m
+        if correct_Q:
+            self.Q = adj.product - cfg.lr * (Z @ (G.T @ (adj.x_in * fwd.mask)))  # (m, n)
+            thin += 2 * n / m
+        self.n_corrections = (n_P + 1 if correct_P else 0, n_Q + 1 if correct_Q else 0)
+        with torch.no_grad():
+            self.model.W.addmm_(G, Z.T, alpha=-cfg.lr)  # the W update: one m·m·n product
+            self.model.U.addmm_(G, X.T, alpha=-cfg.lr)
+            self.model.a.add_(grad_a, alpha=-cfg.lr)
+        thin += d / m
+        W_new = self.model.W.detach()
+        if not correct_P:
+            self.P = W_new @ self.Z_in  # (m, n)
+        if not correct_Q:
+            self.Q = W_new.T @ (self.C_in * fwd.mask)  # (m, n)
+        extra = (not correct_P) + (not correct_Q)
+        rec["products"] = fwd.n_products + adj.n_products + 1 + extra
+        rec["product_equivalents"] = rec["products"] + thin
+        return self._finish(rec, start)
+
+    def run(self, steps: int, callback: Callable[[dict], object] | None = None) -> list[dict]:
+        """Take up to ``steps`` steps (fewer if the run stops); return their records."""
+        steps = check_int("steps", steps, min_value=0)
+        out = []
+        for _ in range(steps):
+            if self.status != "ok":
+                break
+            out.append(self.step())
+            if callback is not None:
+                callback(out[-1])
+        return out
+
+    # ------------------------------------------------------------------ measurements
+    def _measure_spectra(self, W: torch.Tensor, U: torch.Tensor, rec: dict) -> None:
+        tol = self.config.spectral_tol
+        rec["W_norm"], self.v_W = spectral_norm_lanczos(W, self.v_W, tol=tol, max_iter=300)
+        rec["U_norm"], self.v_U = spectral_norm_lanczos(U, self.v_U, tol=tol, max_iter=300)
+        self.W_ref, self.W_ref_norm = W.clone(), rec["W_norm"]
+
+    def _measure_metrics(self, W, U, a, Z, G, grad_a, rec: dict) -> None:
+        rec["lambda_min"] = gram_lambda_min(Z)
+        f64 = torch.float64
+        Z64, G64, X64 = Z.to(f64), G.to(f64), self.X.to(f64)
+        # ‖G Zᵀ‖_F² = ⟨GᵀG, ZᵀZ⟩ and ‖G Xᵀ‖_F² = ⟨GᵀG, XᵀX⟩ without forming m×m matrices.
+        GtG = G64.T @ G64
+        grad_sq = (GtG * (Z64.T @ Z64)).sum() + (GtG * (X64.T @ X64)).sum()
+        rec["grad_norm"] = float(grad_sq + grad_a.to(f64).square().sum()) ** 0.5
+        dist_sq = sum(
+            float(torch.dist(p.to(f64), p0.to(f64))) ** 2
+            for p, p0 in ((W, self.W0), (U, self.U0), (a, self.a0))
+        )
+        rec["dist_from_init"] = dist_sq**0.5
+
+    # ------------------------------------------------------------------ bookkeeping
+    @staticmethod
+    def _empty_record(step: int) -> dict:
+        nan = math.nan
+        return {
+            "step": step, "loss": nan, "lambda_min": nan, "grad_norm": nan,
+            "dist_from_init": nan, "W_norm": nan, "W_norm_bound": nan, "U_norm": nan,
+            "a_norm": nan, "forward_steps": 0, "forward_products": 0,
+            "forward_residual": nan, "adjoint_steps": 0, "adjoint_products": 0,
+            "adjoint_residual": nan, "mask_flips": 0, "products": 0, "product_equivalents": nan,
+            "wall_time_s": nan, "elapsed_s": nan, "status": "ok",
+        }  # fmt: skip
+
+    def _finish(self, rec: dict, start: float) -> dict:
+        rec["wall_time_s"] = time.perf_counter() - start
+        self.elapsed_s += rec["wall_time_s"]
+        rec["elapsed_s"] = self.elapsed_s
+        rec["status"] = self.status
+        self.records.append(rec)
+        if self.status == "ok":
+            self.step_count += 1
+        return rec
+
+    def _stop(self, rec: dict, start: float, status: str, message: str) -> dict:
+        self.status, self.message = status, f"step {rec['step']}: {message}"
+        return self._finish(rec, start)
+
+    # ------------------------------------------------------------------ checkpointing
+    def state_dict(self) -> dict:
+        """Everything the next step depends on (tensors cloned), plus the records."""
+        tensors = {k: None if getattr(self, k) is None else getattr(self, k).clone()
+                   for k in _STATE_TENSORS}  # fmt: skip
+        return {
+            "config": asdict(self.config),
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            **tensors,
+            "W_ref_norm": self.W_ref_norm,
+            "n_corrections": self.n_corrections,
+            "step_count": self.step_count,
+            "elapsed_s": self.elapsed_s,
+            "status": self.status,
+            "message": self.message,
+            "records": [dict(r) for r in self.records],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a :meth:`state_dict`; the trainer's config must equal the saved one."""
+        if not isinstance(state, dict):
+            raise TypeError(f"`state` must be a dict; got {type(state).__name__}")
+        missing = {"config", "model", *_STATE_TENSORS} - state.keys()
+        if missing:
+            raise ValueError(f"`state` is missing keys {sorted(missing)}")
+        if state["config"] != asdict(self.config):
+            raise ValueError(
+                f"`state` was saved with config {state['config']}; this trainer has "
+                f"{asdict(self.config)}"
+            )
+        self.model.load_state_dict(state["model"])
+        for k in _STATE_TENSORS:
+            setattr(self, k, None if state[k] is None else state[k].clone())
+        for k in ("W_ref_norm", "n_corrections", "step_count", "elapsed_s", "status",
+                  "message"):  # fmt: skip
+            setattr(self, k, state[k])
+        self.records = [dict(r) for r in state["records"]]
