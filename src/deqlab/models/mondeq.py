@@ -76,7 +76,7 @@ class MonDEQ(nn.Module):
         in_features: input dimension ``d``.
         width: hidden width ``n``.
         m: monotonicity parameter ``m > 0`` of Eq. (3.3).
-        solver: `PeacemanRachford` (default, α = 1) or `ForwardBackward`: the adjoint of the
+        solver: `PeacemanRachford` (default, α = 1/√(mL)) or `ForwardBackward`: the adjoint of the
             backward pass is solved by the same splitting, on the same factorisation. Any
             generic `Solver` (e.g. `Anderson`) instead takes the generic path
             :func:`deqlab.fixed_point` on ``Z ↦ relu(W Z + U X)`` with ``backward``.

@@ -19,10 +19,12 @@ from deqlab.theory.ling2023 import (
     lemma2_gradients,
     theorem1_claims,
 )
+from deqlab.theory.mondeq import MonDEQConstants, mondeq_constants
 from deqlab.theory.spectra import gram_lambda_min, spectral_norm, spectral_norm_lanczos
 
 __all__ = [
     "Condition1",
+    "MonDEQConstants",
     "Theorem1Claims",
     "condition1",
     "convergence_bound",
@@ -33,6 +35,7 @@ __all__ = [
     "learning_rate",
     "lemma2_gradients",
     "logistic_loss_optimum",
+    "mondeq_constants",
     "spectral_norm",
     "spectral_norm_lanczos",
     "square_loss_optimum",

@@ -1,0 +1,302 @@
+"""Conditions and linear rates of GD on monotone DEQs (thesis, Chapter 3).
+
+Notation of the thesis (Section 3.3): ``λ_0 = σ_min(Z(0))`` with ``Z(0)`` the ``(n, N)``
+equilibrium at initialisation (``n ≥ N``); balls ``B(·(0), R_·)`` around the initial
+A, B, U, u; ``λ̄_· = ‖·(0)‖₂ + R_·`` bounds the operator norm of each parameter in its ball
+and ``λ̄_{ab} = λ̄_a λ̄_b``. The loss is ``L(θ) = ½‖ŷ − y‖²`` (Eq. 3.4), ``ŷ = Zᵀu``.
+
+Every check returns tidy rows ``{"name", "lhs", "relation", "rhs", "holds"}`` with both sides
+of the inequality as floats, so a user (or an experiment) can tabulate how far each one is
+from holding. The formulas are transcribed as printed, including (3.17), which has no ``m``.
+
+Two facts worth knowing when reading the results:
+
+* Lemma 3.3.3 gives ``λ_0 ≤ ‖Z(0)‖_F ≤ ‖X‖_F‖U(0)‖₂/m`` while the right side of (3.18) is
+  at least ``20‖X‖_F² λ̄_U² > 20‖X‖_F²‖U(0)‖₂²``: condition (3.18) can only hold when
+  ``m < 1/√20 ≈ 0.224``.
+* Lemma 3.3.2 / C.0.4, ``‖(I − WᵀD)⁻¹u‖ ≤ ‖u‖/m``, holds for ``D = I`` but not for every
+  0/1 diagonal ``D`` (see :func:`lemma_3_3_2`); the gradient bounds of Lemma 3.3.7 rest on it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from deqlab._checks import check_int, check_positive, check_real, check_tensor
+from deqlab.theory.spectra import gram_lambda_min, spectral_norm
+
+PARAMETERS = ("A", "B", "U", "u")
+Row = dict[str, object]
+
+
+def _row(name: str, lhs: float, relation: str, rhs: float) -> Row:
+    holds = lhs >= rhs if relation == ">=" else lhs <= rhs
+    return {
+        "name": name,
+        "lhs": float(lhs),
+        "relation": relation,
+        "rhs": float(rhs),
+        "holds": holds,
+    }
+
+
+def sigma_min(Z: torch.Tensor) -> float:
+    """``σ_min(Z) = √λ_min(ZᵀZ)`` of the ``(n, N)`` feature matrix (``n ≥ N``), in float64."""
+    Z = check_tensor("Z", Z, ndim=2)
+    if Z.shape[0] < Z.shape[1]:
+        raise ValueError(
+            f"`Z` must have at least as many rows (width n) as columns (samples N); got "
+            f"{tuple(Z.shape)} — the thesis assumes n >= N (Eq. 3.14)"
+        )
+    return math.sqrt(max(gram_lambda_min(Z), 0.0))
+
+
+def _check_radius(radius: float | Mapping[str, float]) -> dict[str, float]:
+    if isinstance(radius, Mapping):
+        if set(radius) != set(PARAMETERS):
+            raise ValueError(
+                f"`radius` must have exactly the keys {PARAMETERS}; got {tuple(radius)}"
+            )
+        return {k: check_positive(f"radius[{k!r}]", radius[k]) for k in PARAMETERS}
+    value = check_positive("radius", radius)
+    return dict.fromkeys(PARAMETERS, value)
+
+
+@dataclass(frozen=True)
+class MonDEQConstants:
+    """The constants of Conditions 1–2 at initialisation (thesis, Section 3.3).
+
+    Attributes:
+        m: monotonicity parameter; lambda0: ``σ_min(Z(0))``; x_norm: ``‖X‖_F``;
+        loss0: ``L(θ(0)) = ½‖Z(0)ᵀu(0) − y‖²``; norms: ``‖·(0)‖₂`` of A, B, U, u;
+        radii: ``R_·``; bars: ``λ̄_· = ‖·(0)‖₂ + R_·``.
+    """
+
+    m: float
+    lambda0: float
+    x_norm: float
+    loss0: float
+    norms: dict[str, float]
+    radii: dict[str, float]
+    bars: dict[str, float]
+
+    def bar(self, *keys: str) -> float:
+        """``λ̄_{ab…} = λ̄_a λ̄_b …``."""
+        return math.prod(self.bars[k] for k in keys)
+
+
+def mondeq_constants(
+    *,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    U: torch.Tensor,
+    u: torch.Tensor,
+    Z: torch.Tensor,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    m: float,
+    radius: float | Mapping[str, float],
+) -> MonDEQConstants:
+    """Evaluate λ_0, ‖X‖_F, L(θ_0) and the λ̄'s from the initial parameters and ``Z(0)``.
+
+    Shapes: A, B (n, n); U (n, d); u (n,); Z (n, N) the equilibrium; X (d, N); y (N,).
+    ``radius`` is one ``R`` for all four balls or a mapping with keys A, B, U, u.
+    """
+    n = check_tensor("A", A, ndim=2).shape[0]
+    check_tensor("B", B, shape=(n, n))
+    d = check_tensor("U", U, shape=(n, None)).shape[1]
+    check_tensor("u", u, shape=(n,))
+    N = check_tensor("X", X, shape=(d, None)).shape[1]
+    check_tensor("Z", Z, shape=(n, N))
+    check_tensor("y", y, shape=(N,))
+    m = check_positive("m", m)
+    radii = _check_radius(radius)
+    with torch.no_grad():
+        norms = {
+            "A": spectral_norm(A),
+            "B": spectral_norm(B),
+            "U": spectral_norm(U),
+            "u": float(torch.linalg.vector_norm(u)),
+        }
+        loss0 = 0.5 * float(torch.sum((Z.T @ u - y) ** 2))
+        x_norm = float(torch.linalg.matrix_norm(X))
+        lambda0 = sigma_min(Z.detach())
+    bars = {k: norms[k] + radii[k] for k in PARAMETERS}
+    return MonDEQConstants(m, lambda0, x_norm, loss0, norms, radii, bars)
+
+
+def _ball_terms(c: MonDEQConstants) -> float:
+    """``max{2λ̄_{UuA}/(m²R_A), 2λ̄_{Uu}/(m²R_B), λ̄_u/(mR_U), λ̄_U/(mR_u)}``."""
+    m, R = c.m, c.radii
+    return max(
+        2 * c.bar("U", "u", "A") / (m**2 * R["A"]),
+        2 * c.bar("U", "u") / (m**2 * R["B"]),
+        c.bars["u"] / (m * R["U"]),
+        c.bars["U"] / (m * R["u"]),
+    )
+
+
+def condition_1(c: MonDEQConstants) -> list[Row]:
+    """Condition 1, Eqs. (3.8)–(3.9), of Theorem 3.3.1 (gradient flow)."""
+    root = math.sqrt(2 * c.loss0)
+    rhs_39 = (
+        8
+        * c.x_norm**2
+        * root
+        * c.bars["u"]
+        / c.m**2
+        * (4 * (c.bar("U", "A") ** 2 + c.bars["U"] ** 2) / c.m**2 + 1)
+    )
+    return [
+        _row("Eq. (3.8)", c.lambda0**2, ">=", 4 * c.x_norm * root * _ball_terms(c)),
+        _row("Eq. (3.9)", c.lambda0**3, ">=", rhs_39),
+    ]
+
+
+def condition_2(c: MonDEQConstants) -> list[Row]:
+    """Condition 2, Eqs. (3.16)–(3.18), of Theorem 3.3.5 (gradient descent)."""
+    root = math.sqrt(2 * c.loss0)
+    rhs_317 = (
+        8 * c.x_norm**2 * root * c.bars["u"] * (1 + 6 * c.bar("U", "A") ** 2 + 4 * c.bars["U"] ** 2)
+    )
+    rhs_318 = 20 * c.x_norm**2 * _c11_sum(c)
+    return [
+        _row("Eq. (3.16)", c.lambda0**2, ">=", 8 * c.x_norm * root * _ball_terms(c)),
+        _row("Eq. (3.17)", c.lambda0**3, ">=", rhs_317),
+        _row("Eq. (3.18)", c.lambda0**2, ">=", rhs_318),
+    ]
+
+
+def _c11_sum(c: MonDEQConstants) -> float:
+    """``λ̄_u² + 4λ̄_{Uu}² + 4λ̄_{UuA}² + λ̄_U²`` (C_11 of Lemma 3.3.8 without ``‖X‖_F²``)."""
+    return (
+        c.bars["u"] ** 2
+        + 4 * c.bar("U", "u") ** 2
+        + 4 * c.bar("U", "u", "A") ** 2
+        + c.bars["U"] ** 2
+    )
+
+
+def step_size_bound(c: MonDEQConstants) -> float:
+    """The largest η allowed by Theorem 3.3.5.
+
+    ``min{4/λ_0², ‖X‖_F⁻²(λ̄_u² + 4λ̄_{Uu}² + 4λ̄_{UuA}² + λ̄_U²)⁻¹,
+    ½‖X‖_F⁻¹λ_0⁻¹λ̄_{UuA}⁻¹, ⅙λ_0⁻²λ̄_{uA}⁻²}``.
+    """
+    lam = c.lambda0
+    if lam == 0.0:
+        return 0.0
+    return min(
+        4 / lam**2,
+        1 / (c.x_norm**2 * _c11_sum(c)),
+        0.5 / (c.x_norm * lam * c.bar("U", "u", "A")),
+        1 / (6 * lam**2 * c.bar("u", "A") ** 2),
+    )
+
+
+def gradient_flow_bound(c: MonDEQConstants, t: torch.Tensor | float) -> torch.Tensor:
+    """Theorem 3.3.1: ``L(θ(t)) ≤ exp(−λ_0² t / 2) L(θ(0))`` at times ``t ≥ 0``."""
+    t = torch.as_tensor(t, dtype=torch.float64)
+    if bool((t < 0).any()):
+        raise ValueError("`t` must be >= 0")
+    return torch.exp(-(c.lambda0**2) * t / 2) * c.loss0
+
+
+def gd_bound(c: MonDEQConstants, k: torch.Tensor | int, eta: float) -> torch.Tensor:
+    """Theorem 3.3.5 / Eq. (3.20): ``L(θ(k)) ≤ (1 − η λ_0²/4)^k L(θ(0))`` at steps ``k``."""
+    eta = check_positive("eta", eta)
+    k = torch.as_tensor(k, dtype=torch.float64)
+    if bool((k < 0).any()):
+        raise ValueError("`k` must be >= 0")
+    rate = 1 - eta * c.lambda0**2 / 4
+    if rate < 0:
+        raise ValueError(
+            f"`eta` = {eta:g} makes the rate 1 − ηλ_0²/4 = {rate:.3g} negative; Theorem 3.3.5 "
+            f"needs eta <= 4/λ_0² = {4 / c.lambda0**2:.4g}"
+        )
+    return rate**k * c.loss0
+
+
+def hypotheses(
+    c: MonDEQConstants,
+    *,
+    initial: Mapping[str, torch.Tensor],
+    current: Mapping[str, torch.Tensor],
+    Z: torch.Tensor,
+    loss: float,
+    k: int,
+    eta: float,
+) -> list[Row]:
+    """Induction hypotheses 1–3 of the proof of Theorem 3.3.5 at GD step ``k``.
+
+    ``initial`` / ``current`` map A, B, U, u to their values at steps 0 and ``k``; ``Z`` is
+    the equilibrium at step ``k`` and ``loss`` its ``L(θ(k))``. Rows: ``‖·(k) − ·(0)‖_F ≤ R_·``
+    (Hypothesis 1), ``σ_min(Z(k)) ≥ λ_0/2`` (Hypothesis 2), Eq. (3.20) (Hypothesis 3).
+    """
+    k = check_int("k", k, min_value=0)
+    loss = check_real("loss", loss, low=0.0)
+    rows = [
+        _row(
+            f"Hypothesis 1 ({name})",
+            float(torch.linalg.vector_norm((current[name] - initial[name]).detach())),
+            "<=",
+            c.radii[name],
+        )
+        for name in PARAMETERS
+    ]
+    rows.append(_row("Hypothesis 2", sigma_min(Z.detach()), ">=", c.lambda0 / 2))
+    rows.append(_row("Hypothesis 3 / Eq. (3.20)", loss, "<=", float(gd_bound(c, k, eta))))
+    return rows
+
+
+def lemma_3_3_3(Z: torch.Tensor, X: torch.Tensor, U: torch.Tensor, m: float) -> Row:
+    """Lemma 3.3.3: ``‖Z*‖_F ≤ ‖X‖_F ‖U‖₂ / m`` for the equilibrium ``Z*`` (n, N)."""
+    m = check_positive("m", m)
+    return _row(
+        "Lemma 3.3.3",
+        float(torch.linalg.matrix_norm(Z.detach())),
+        "<=",
+        float(torch.linalg.matrix_norm(X)) * spectral_norm(U.detach()) / m,
+    )
+
+
+def lemma_3_3_2(W: torch.Tensor, u: torch.Tensor, mask: torch.Tensor, m: float) -> Row:
+    """Lemma 3.3.2 / C.0.4 as printed: ``max_j ‖(I − Wᵀ D_j)⁻¹ u‖ ≤ ‖u‖ / m``.
+
+    ``D_j = diag(mask[:, j])`` is the ReLU derivative of sample ``j`` (``mask`` (n, N));
+    ``(uᵀ ⊗ I_N) Q⁻¹`` is block diagonal over samples, so its norm is the max over ``j``.
+    The left side is computed exactly (one linear solve per sample). The inequality holds
+    when every ``D_j = I`` (``σ_min(I − W) ≥ m``) but fails for some 0/1 masks, even at
+    equilibria of random monotone DEQs: the complement rows of ``v`` pick up ``W``.
+    """
+    m = check_positive("m", m)
+    n = check_tensor("W", W, ndim=2).shape[0]
+    check_tensor("mask", mask, shape=(n, None))
+    eye = torch.eye(n, dtype=W.dtype, device=W.device)
+    systems = eye - W.detach().T.unsqueeze(0) * mask.T.unsqueeze(1)  # (N, n, n): I − Wᵀ D_j
+    v = torch.linalg.solve(systems, u.detach().expand(mask.shape[1], n))  # (N, n)
+    lhs = float(torch.linalg.vector_norm(v, dim=1).max())
+    return _row("Lemma 3.3.2", lhs, "<=", float(torch.linalg.vector_norm(u)) / m)
+
+
+def lemma_3_3_4(
+    X: torch.Tensor,
+    *,
+    Z: tuple[torch.Tensor, torch.Tensor],
+    W: tuple[torch.Tensor, torch.Tensor],
+    U: tuple[torch.Tensor, torch.Tensor],
+    m: float,
+) -> Row:
+    """Lemma 3.3.4, Eq. (3.15): ``‖Z(k) − Z(s)‖_F ≤ ‖X‖_F(‖ΔU‖₂/m + ‖ΔW‖₂‖U(s)‖₂/m²)``.
+
+    Each pair holds the values at steps ``(k, s)``.
+    """
+    m = check_positive("m", m)
+    dU = spectral_norm((U[0] - U[1]).detach())
+    dW = spectral_norm((W[0] - W[1]).detach())
+    rhs = float(torch.linalg.matrix_norm(X)) * (dU / m + dW * spectral_norm(U[1].detach()) / m**2)
+    return _row("Lemma 3.3.4", float(torch.linalg.matrix_norm((Z[0] - Z[1]).detach())), "<=", rhs)

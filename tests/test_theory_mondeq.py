@@ -1,0 +1,149 @@
+"""Conditions, rates and lemmas of the monotone-DEQ convergence theory (thesis, Chapter 3)."""
+
+import math
+
+import pytest
+import torch
+
+from deqlab.models.mondeq import MonDEQ
+from deqlab.solvers.splitting import PeacemanRachford
+from deqlab.theory.mondeq import (
+    MonDEQConstants,
+    condition_1,
+    condition_2,
+    gd_bound,
+    gradient_flow_bound,
+    hypotheses,
+    lemma_3_3_2,
+    lemma_3_3_3,
+    lemma_3_3_4,
+    mondeq_constants,
+    sigma_min,
+    step_size_bound,
+)
+
+TIGHT = PeacemanRachford(tol=1e-12, max_iter=5000)
+
+
+def setup(m=0.5, width=12, N=5, d=3, seed=0, scale=1.0):
+    torch.manual_seed(seed)
+    model = MonDEQ(d, width, m=m, solver=TIGHT, sigma_A=scale, sigma_B=scale)
+    X, y = torch.randn(d, N), torch.randn(N)
+    with torch.no_grad():
+        Z = model.equilibrium(X)
+    return model, X, y, Z
+
+
+def constants(model, X, y, Z, radius=1.0):
+    p = dict(model.named_parameters())
+    return mondeq_constants(**p, Z=Z, X=X, y=y, m=model.m, radius=radius)
+
+
+def unit_constants(lambda0=2.0):
+    """All λ̄ = 2 (norm 1 + radius 1), m = 1, ‖X‖_F = 1, L(θ0) = 1/2 so √(2L0) = 1."""
+    ones = dict.fromkeys("ABUu", 1.0)
+    twos = dict.fromkeys("ABUu", 2.0)
+    return MonDEQConstants(1.0, lambda0, 1.0, 0.5, ones, ones, twos)
+
+
+def test_constants_at_initialisation():
+    model, X, y, Z = setup()
+    c = constants(model, X, y, Z, radius={"A": 0.1, "B": 0.2, "U": 0.3, "u": 0.4})
+    assert c.lambda0 == pytest.approx(float(torch.linalg.svdvals(Z)[-1]), rel=1e-10)
+    with torch.no_grad():
+        assert c.loss0 == pytest.approx(0.5 * float(((model(X) - y) ** 2).sum()))
+    assert c.x_norm == pytest.approx(float(X.norm()))
+    assert c.bars["A"] == pytest.approx(float(torch.linalg.svdvals(model.A.detach())[0]) + 0.1)
+    assert c.bars["u"] == pytest.approx(float(model.u.detach().norm()) + 0.4)
+    assert c.bar("U", "u") == pytest.approx(c.bars["U"] * c.bars["u"])
+
+
+def test_conditions_by_hand():
+    """Hand evaluation with every λ̄ = 2, m = 1, ‖X‖_F = 1, √(2L0) = 1, R = 1."""
+    c = unit_constants(lambda0=2.0)
+    ball = max(2 * 8, 2 * 4, 2, 2)  # 2λ̄_UuA/R_A = 16 is the largest
+    rows = {r["name"]: r for r in condition_1(c) + condition_2(c)}
+    assert rows["Eq. (3.8)"]["rhs"] == pytest.approx(4 * ball)
+    assert rows["Eq. (3.9)"]["rhs"] == pytest.approx(8 * 2 * (4 * (16 + 4) + 1))
+    assert rows["Eq. (3.16)"]["rhs"] == pytest.approx(8 * ball)
+    assert rows["Eq. (3.17)"]["rhs"] == pytest.approx(8 * 2 * (1 + 6 * 16 + 4 * 4))
+    assert rows["Eq. (3.18)"]["rhs"] == pytest.approx(20 * (4 + 4 * 16 + 4 * 64 + 4))
+    assert rows["Eq. (3.8)"]["lhs"] == 4.0 and rows["Eq. (3.9)"]["lhs"] == 8.0
+    assert not any(r["holds"] for r in rows.values())
+    big = {r["name"]: r for r in condition_2(unit_constants(lambda0=100.0))}
+    assert all(r["holds"] for r in big.values())
+    assert step_size_bound(c) == pytest.approx(min(1.0, 1 / 328, 0.5 / 16, 1 / (6 * 4 * 16)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_condition_318_needs_small_m(seed):
+    """λ_0 ≤ ‖X‖_F‖U‖₂/m (Lemma 3.3.3) makes (3.18) impossible for m ≥ 1/√20."""
+    model, X, y, Z = setup(m=1 / math.sqrt(20), seed=seed, scale=0.1)
+    (row,) = [r for r in condition_2(constants(model, X, y, Z, radius=1e-3)) if "3.18" in r["name"]]
+    assert not row["holds"]
+
+
+def test_rates_closed_form():
+    c = unit_constants(lambda0=0.5)
+    t = torch.tensor([0.0, 1.0, 8.0])
+    assert torch.allclose(gradient_flow_bound(c, t), 0.5 * torch.exp(-0.125 * t))
+    assert float(gd_bound(c, 3, eta=0.4)) == pytest.approx(0.5 * (1 - 0.4 * 0.25 / 4) ** 3)
+    with pytest.raises(ValueError, match=r"makes the rate 1 − ηλ_0²/4 = .* negative"):
+        gd_bound(c, 1, eta=100.0)
+    with pytest.raises(ValueError, match="`eta` must be in"):
+        gd_bound(c, 1, eta=0.0)
+
+
+def test_hypotheses_hold_at_step_zero_and_detect_leaving_the_ball():
+    model, X, y, Z = setup()
+    c = constants(model, X, y, Z, radius=0.5)
+    params = {k: v.detach().clone() for k, v in model.named_parameters()}
+    rows = hypotheses(c, initial=params, current=params, Z=Z, loss=c.loss0, k=0, eta=0.01)
+    assert all(r["holds"] for r in rows) and len(rows) == 6
+    moved = dict(params, A=params["A"] + 1.0)  # ‖ΔA‖_F = 12 > R_A
+    rows = hypotheses(c, initial=params, current=moved, Z=Z, loss=c.loss0, k=0, eta=0.01)
+    assert [r["name"] for r in rows if not r["holds"]] == ["Hypothesis 1 (A)"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lemmas_3_3_3_and_3_3_4_on_random_instances(seed):
+    model, X, _, Z = setup(seed=seed, scale=2.0)
+    assert lemma_3_3_3(Z, X, model.U, model.m)["holds"]
+    torch.manual_seed(100 + seed)
+    other = MonDEQ(3, 12, m=model.m, solver=TIGHT)
+    with torch.no_grad():
+        for p, q in zip(model.parameters(), other.parameters(), strict=True):
+            q.copy_(p + 0.3 * torch.randn_like(p))
+        Z2 = other.equilibrium(X)
+        row = lemma_3_3_4(
+            X, Z=(Z2, Z), W=(other.weight(), model.weight()), U=(other.U, model.U), m=model.m
+        )
+    assert row["holds"] and row["lhs"] > 0
+
+
+def test_lemma_3_3_2_holds_for_identity_mask_and_fails_for_some_masks():
+    model, *_ = setup(m=0.3, scale=2.0, seed=3)
+    W, u = model.weight().detach(), model.u.detach()
+    full = lemma_3_3_2(W, u, torch.ones(12, 1), model.m)
+    assert full["holds"]
+    v = torch.linalg.solve(torch.eye(12) - W.T, u)  # independent: (I − Wᵀ)⁻¹u
+    assert full["lhs"] == pytest.approx(float(v.norm()))
+    # Counterexample to C.0.4: A = 0, B − Bᵀ = [[0, b], [−b, 0]], D = diag(1, 0), u = e₁ give
+    # v = (I − WᵀD)⁻¹u = (1, b)/m, so ‖v‖ = √(1 + b²)/m > ‖u‖/m.
+    m, b = 0.5, 1.0
+    W = (1 - m) * torch.eye(2) + torch.tensor([[0.0, b], [-b, 0.0]])
+    row = lemma_3_3_2(W, torch.tensor([1.0, 0.0]), torch.tensor([[1.0], [0.0]]), m)
+    assert row["lhs"] == pytest.approx(math.sqrt(1 + b**2) / m) and row["rhs"] == 1 / m
+    assert not row["holds"]
+
+
+def test_bad_input():
+    model, X, y, Z = setup()
+    with pytest.raises(ValueError, match="`radius` must have exactly the keys"):
+        constants(model, X, y, Z, radius={"A": 1.0})
+    with pytest.raises(ValueError, match="`radius` must be in"):
+        constants(model, X, y, Z, radius=0.0)
+    with pytest.raises(ValueError, match="the thesis assumes n >= N"):
+        sigma_min(torch.randn(3, 5))
+    with pytest.raises(ValueError, match=r"`y` must have shape \(5,\)"):
+        constants(model, X, y[:3], Z)
