@@ -195,7 +195,8 @@ def fixed_point(
     """The fixed point ``z* = f(z*)``, differentiable w.r.t. every tensor ``f`` closes over.
 
     Args:
-        f: maps a tensor of ``z0``'s shape to that shape.
+        f: maps a tensor of ``z0``'s shape to that shape; deterministic (``Implicit``
+            evaluates it again at ``z*`` in the backward pass for the VJPs).
         z0: starting point (e.g. the previous equilibrium, to warm-start); receives no
             gradient except through ``Unrolled``.
         solver: forward solver; default ``Anderson()``.
