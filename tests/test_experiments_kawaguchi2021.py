@@ -1,0 +1,67 @@
+"""Kawaguchi (2021) Figures 2–3 at the tiny preset: tasks, claims, and resume.
+
+(Plots and the run directory are exercised for every registered experiment by
+tests/test_cli_experiments.py.)"""
+
+import pytest
+
+from deqlab.experiments.base import TaskContext
+from deqlab.experiments.kawaguchi2021_fig2 import Kawaguchi2021Fig2, log_spaced_steps
+from deqlab.experiments.kawaguchi2021_fig3 import Kawaguchi2021Fig3
+
+
+class MemoryCheckpoints:
+    """A TaskContext whose checkpoints live in memory; ``stop_after`` interrupts a task."""
+
+    def __init__(self, stop_after: int | None = None):
+        self.saved, self.stop_after, self.count = None, stop_after, 0
+
+    def context(self, checkpoint_every: int) -> TaskContext:
+        return TaskContext("cpu", checkpoint_every, lambda: self.saved, self._save)
+
+    def _save(self, state, rows):
+        self.saved = (state, list(rows))
+        self.count += 1
+        if self.count == self.stop_after:
+            raise KeyboardInterrupt
+
+
+def _run_all(experiment, config):
+    rows = []
+    for task in experiment.tasks(config):
+        rows += experiment.run_task(config, task, MemoryCheckpoints().context(100))
+    return rows
+
+
+def test_fig2_tiny_claims():
+    experiment = Kawaguchi2021Fig2()
+    config = experiment.resolve("tiny")
+    rows = _run_all(experiment, config)
+    claims = {c.name: c for c in experiment.claims(config, rows)}
+    for name in (
+        "every DELM run reaches the global minimum value",
+        "the training trajectory stays under both bounds of Corollary 1",
+        "the initialization-dependent bound is the tighter one",
+    ):
+        assert claims[name].passed, claims[name]
+    assert {r["model"] for r in rows} == {"DELM", "LinearResNet"}
+    assert {r["panel"] for r in rows} == {"a", "b", "c"}
+
+
+def test_fig3_tiny_claims_and_bit_exact_resume():
+    experiment = Kawaguchi2021Fig3()
+    config = experiment.resolve("tiny")
+    (task,) = experiment.tasks(config)
+    rows = experiment.run_task(config, task, MemoryCheckpoints().context(100))
+    assert all(c.passed for c in experiment.claims(config, rows))
+    interrupted = MemoryCheckpoints(stop_after=5)
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run_task(config, task, interrupted.context(100))
+    interrupted.stop_after = None
+    assert experiment.run_task(config, task, interrupted.context(100)) == rows
+
+
+def test_log_spaced_steps():
+    steps = log_spaced_steps(1000, 4)
+    assert steps == [0, 1, 10, 100, 1000]
+    assert log_spaced_steps(0, 5) == [0]
