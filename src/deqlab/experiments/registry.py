@@ -12,7 +12,10 @@ from deqlab.experiments.base import Experiment
 from deqlab.experiments.config import ConfigError
 
 #: One line per built-in experiment module (each calls ``register`` at import).
-BUILTIN_MODULES: tuple[str, ...] = ()
+BUILTIN_MODULES: tuple[str, ...] = (
+    "deqlab.experiments.kawaguchi2021_fig2",
+    "deqlab.experiments.kawaguchi2021_fig3",
+)
 
 _REGISTRY: dict[str, type[Experiment]] = {}
 _builtins_loaded = False
