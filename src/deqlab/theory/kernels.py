@@ -1,0 +1,290 @@
+"""The arc-cosine function Q and the population Gram matrices K^(l), K of Ling et al. (2023).
+
+Scaling (Assumption 1): ``W_ij ~ N(0, 2σ_w²/m)``, ``U_ij ~ N(0, 2/d)``. The pre-activations
+of inputs i, j in one unit are then jointly Gaussian with covariance ``2 Λ_ij`` where
+``Λ_ij = σ_w² K_ij + x_iᵀx_j / d`` and ``K_ij = lim (1/m) z_iᵀ z_j``, hence Definition 1,
+``K_ij = 2 E_{(u,v)~N(0, Λ)}[φ(u) φ(v)]``. For a general 2×2 covariance, homogeneity of ReLU
+and Eq. (11) give ``2 E[φ(u)φ(v)] = √(Λ_ii Λ_jj) · Q(Λ_ij / √(Λ_ii Λ_jj))``.
+
+Completing the paper for inputs off the sphere: with ``ν_i = ‖x_i‖²/d`` the diagonal obeys
+``K_ii^(l) = σ_w² K_ii^(l-1) + ν_i`` (as Q(1) = 1), so ``K_ii^(l) = ρ_l ν_i`` with
+``ρ_l = (1 - σ_w^{2l}) / (1 - σ_w²)`` (Lemma 3). Writing ``K_ij^(l) = ρ_l √(ν_i ν_j) k_ij^(l)``
+and ``c_ij = x_iᵀx_j / (‖x_i‖ ‖x_j‖)`` every entry follows a scalar recursion
+
+    k^(l) = Q((σ_w² ρ_{l-1} k^(l-1) + c) / ρ_l),   k^(0) = 0,                 (Eq. 12-13)
+
+and at infinite depth ``k = Q(σ_w² k + (1 - σ_w²) c)``, ``K_ij = √(ν_i ν_j) k_ij / (1 - σ_w²)``
+(Eq. 14). On the sphere (ν = 1) these are the paper's equations, with one correction:
+Eq. (13) divides by ``ρ^(l-1)`` where the derivation (Appendix C.1, last display) gives
+``ρ^(l)``, and the denominator of ``cos θ^(l)`` in Lemma 3 is ``σ_w² K_ii^(l-1) + 1``, not
+``σ_w² K_ij^(l-1) + 1``. Because the entries decouple, the matrix is computed in row blocks
+(upper triangle, mirrored), using one n×n output buffer plus a few block-sized buffers.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from deqlab._checks import check_int, check_real, check_tensor
+
+__all__ = [
+    "AssumptionWarning",
+    "LeastEigenvalue",
+    "arccos_q",
+    "arccos_q_derivative",
+    "check_sigma_w2",
+    "least_eigenvalue",
+    "population_gram",
+]
+
+_ASSUMPTION1_MAX_SIGMA_W2 = 1.0 / 8.0
+_BLOCK_ENTRIES = 1 << 22  # entries per row block (32 MiB in float64)
+_NEWTON_MAX_STEPS = 60
+
+
+class AssumptionWarning(UserWarning):
+    """A theorem's assumption does not hold for the given arguments (results still computed)."""
+
+
+def check_sigma_w2(sigma_w2: object) -> float:
+    """Validate σ_w²: ValueError outside (0, 1), AssumptionWarning on [1/8, 1) (Assumption 1)."""
+    value = check_real(
+        "sigma_w2", sigma_w2, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False
+    )
+    if value >= _ASSUMPTION1_MAX_SIGMA_W2:
+        warnings.warn(
+            f"`sigma_w2` = {value:g} violates Assumption 1 of Ling et al. (2023), which takes "
+            "σ_w² < 1/8: the kernels are still well defined (σ_w² < 1), but Lemma 1 and "
+            "Theorems 2-5 give no guarantee",
+            AssumptionWarning,
+            stacklevel=3,
+        )
+    return value
+
+
+def check_inputs(X: object, name: str = "X") -> torch.Tensor:
+    """Validate X of shape (d, n), one point per column: finite, n, d >= 1, no zero column."""
+    X = check_tensor(name, X, ndim=2)
+    d, n = X.shape
+    if n == 0 or d == 0:
+        raise ValueError(
+            f"`{name}` must have shape (d, n) with d >= 1 features and n >= 1 columns (points); "
+            f"got {tuple(X.shape)}"
+        )
+    zero = (X == 0).all(dim=0).nonzero().flatten()
+    if zero.numel():
+        shown = ", ".join(str(int(i)) for i in zero[:5]) + (", ..." if zero.numel() > 5 else "")
+        raise ValueError(
+            f"`{name}` has {zero.numel()} all-zero column(s) (points {shown}); the kernels need "
+            "nonzero inputs (Assumption 2 takes ‖x_i‖ = √d)"
+        )
+    return X
+
+
+def _clamp_unit(x: torch.Tensor, name: str) -> torch.Tensor:
+    """Clamp ``x`` to [-1, 1], allowing a rounding excess of 64 eps; larger excesses raise."""
+    tol = 64 * torch.finfo(x.dtype).eps
+    excess = float((x.abs() - 1).max()) if x.numel() else 0.0
+    if excess > tol:
+        raise ValueError(
+            f"`{name}` must lie in [-1, 1] (up to rounding, {tol:.1e}); got an entry with "
+            f"|x| = 1 + {excess:.3g}"
+        )
+    return x.clamp(-1.0, 1.0)
+
+
+def q_and_slope(u: torch.Tensor, *, slope: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Q(u) and optionally Q'(u) for u already in [-1, 1]; one ``acos`` serves both.
+
+    ``√(1-u²)`` is formed as ``√((1-u)(1+u))``: near u = ±1 the two terms of Q cancel to
+    leading order, and ``1 - u·u`` would lose half the digits there.
+    """
+    q_slope = torch.acos(u).div_(-math.pi).add_(1.0)  # Q'(u) = 1 - arccos(u)/π
+    q = (1.0 - u).mul_(1.0 + u).sqrt_().div_(math.pi).addcmul_(u, q_slope)
+    return q, (q_slope if slope else None)
+
+
+def arccos_q(x: torch.Tensor) -> torch.Tensor:
+    """Q(x) = (√(1-x²) + (π - arccos x) x) / π of Ling et al. (2023), Eq. (11).
+
+    ``2 E[φ(u)φ(v)] = Q(x)`` for standard Gaussians with correlation x (Daniely et al. 2016).
+    Q(1) = 1 and Q(-1) = 0 exactly, Q(0) = 1/π; Q is increasing and convex with
+    Q'(x) = 1 - arccos(x)/π ∈ [0, 1]. Inputs outside [-1, 1] by rounding (64 eps) are
+    clamped; larger excursions raise ``ValueError``. Shape-preserving.
+    """
+    x = check_tensor("x", x)
+    return q_and_slope(_clamp_unit(x, "x"), slope=False)[0]
+
+
+def arccos_q_derivative(x: torch.Tensor) -> torch.Tensor:
+    """Q'(x) = 1 - arccos(x)/π = 2 P(u > 0, v > 0) for standard Gaussians with correlation x."""
+    x = check_tensor("x", x)
+    return q_and_slope(_clamp_unit(x, "x"), slope=True)[1]
+
+
+def _check_depth(depth: object) -> int | None:
+    if depth is None:
+        return None
+    return check_int("depth", depth, min_value=0)
+
+
+def depth_scale(sigma_w2: float, depth: int | None) -> float:
+    """ρ_l = (1 - σ_w^{2l}) / (1 - σ_w²) = K_ii^(l) on the sphere (Lemma 3); None → 1/(1-σ_w²)."""
+    if depth is None:
+        return 1.0 / (1.0 - sigma_w2)
+    rho = 0.0
+    for _ in range(depth):
+        rho = sigma_w2 * rho + 1.0
+    return rho
+
+
+def layer_entries(cos: torch.Tensor, sigma_w2: float, depth: int) -> torch.Tensor:
+    """k^(depth) of Eq. (13) (corrected index), entrywise, in place over the block ``cos``."""
+    k = torch.zeros_like(cos)
+    rho_prev = 0.0
+    for _ in range(depth):
+        rho = sigma_w2 * rho_prev + 1.0
+        u = k.mul_(sigma_w2 * rho_prev / rho).add_(cos, alpha=1.0 / rho).clamp_(-1.0, 1.0)
+        k = q_and_slope(u, slope=False)[0]  # (b, c)
+        rho_prev = rho
+    return k
+
+
+def infinite_depth_entries(cos: torch.Tensor, sigma_w2: float, tol: float) -> torch.Tensor:
+    """Solve k = Q(σ_w² k + (1-σ_w²) c) entrywise (Eq. 14) by safeguarded Newton steps.
+
+    g(k) = k - Q(σ_w² k + b) is increasing (g' ≥ 1 - σ_w² > 0) and concave (Q is convex), so
+    after the first step Newton's iterates increase monotonically to the root from below and
+    converge quadratically; clamping to [0, 1] (which holds the root, as 0 ≤ Q ≤ 1) keeps
+    that. The plain Picard map contracts only at rate σ_w² (Theorem 3); Newton needs ~5 steps.
+    """
+    b = cos.mul(1.0 - sigma_w2)  # (b, c)
+    k = q_and_slope(cos, slope=False)[0]  # start at k^(1) = Q(c)
+    for _ in range(_NEWTON_MAX_STEPS):
+        u = torch.add(b, k, alpha=sigma_w2).clamp_(-1.0, 1.0)
+        q, q_slope = q_and_slope(u, slope=True)
+        step = q.sub_(k).div_(q_slope.mul_(-sigma_w2).add_(1.0))  # (Q(u) - k) / (1 - σ² Q'(u))
+        k.add_(step).clamp_(0.0, 1.0)
+        if float(step.abs().max()) <= tol:
+            return k
+    raise RuntimeError(  # unreachable for σ_w² < 1: Newton converges in < 10 steps
+        f"population_gram: Newton did not reach tol={tol:g} in {_NEWTON_MAX_STEPS} steps"
+    )
+
+
+def population_gram(
+    X: torch.Tensor, sigma_w2: float = 0.08, depth: int | None = None, *, tol: float = 1e-14
+) -> torch.Tensor:
+    """Population Gram matrix K^(depth) (Definition 1, Lemma 3), or K = K^(∞) (Eq. 14) for None.
+
+    Args:
+        X: inputs, shape (d, n), one point per column; any norms (see the module docstring).
+        sigma_w2: σ_w² ∈ (0, 1); values ≥ 1/8 warn (Assumption 1).
+        depth: number of weight-untied layers l ≥ 0, or None for the infinite-depth limit,
+            solved to ``tol`` (absolute, on the normalised entries k_ij ∈ [0, 1]).
+
+    Returns:
+        (n, n) float64 tensor on ``X.device``; ``K_ii = ρ_l ‖x_i‖²/d`` (= 1/(1-σ_w²) at infinite
+        depth on the sphere ‖x_i‖ = √d).
+    """
+    X = check_inputs(X)
+    sigma_w2 = check_sigma_w2(sigma_w2)
+    depth = _check_depth(depth)
+    tol = check_real("tol", tol, low=0.0, low_inclusive=False)
+    if depth is None:
+        return assemble_gram(
+            X, lambda cos: infinite_depth_entries(cos, sigma_w2, tol), depth_scale(sigma_w2, None)
+        )
+    return assemble_gram(
+        X, lambda cos: layer_entries(cos, sigma_w2, depth), depth_scale(sigma_w2, depth)
+    )
+
+
+def assemble_gram(
+    X: torch.Tensor, entries: Callable[[torch.Tensor], torch.Tensor], factor: float
+) -> torch.Tensor:
+    """``M_ij = factor · √(ν_i ν_j) · entries(c)_ij`` with c the cosine matrix of the columns of X.
+
+    ``entries`` maps a block of cosines (clamped to [-1, 1], exactly 1 at i = j) to a block
+    of the same shape, entrywise; it may overwrite its argument. Row blocks of the upper
+    triangle are computed and mirrored: one (n, n) float64 output plus block-sized buffers.
+    """
+    X = X.to(torch.float64)
+    d, n = X.shape
+    norms = X.norm(dim=0)  # (n,)
+    unit = X / norms  # (d, n) unit columns
+    scale = norms / math.sqrt(d)  # √ν_i
+    out = torch.empty(n, n, dtype=torch.float64, device=X.device)
+    rows = max(1, _BLOCK_ENTRIES // n)
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        cos = (unit[:, r0:r1].T @ unit[:, r0:]).clamp_(-1.0, 1.0)  # (b, n - r0)
+        cos.diagonal().fill_(1.0)  # global entries (i, i)
+        block = entries(cos)  # (b, n - r0)
+        del cos
+        block.mul_(scale[r0:r1, None] * factor).mul_(scale[None, r0:])
+        square = block[:, : r1 - r0]  # (b, b) diagonal square: make it exactly symmetric
+        square.copy_(torch.triu(square) + torch.triu(square, 1).T)
+        out[r0:r1, r0:] = block
+        out[r1:, r0:r1] = block[:, r1 - r0 :].T  # mirror into the lower triangle
+    return out
+
+
+@dataclass(frozen=True)
+class LeastEigenvalue:
+    """λ_min of a PSD matrix with its round-off context.
+
+    ``value`` is the computed λ_min, replaced by 0.0 when it lies within ``tolerance`` of
+    zero (then ``singular`` is True and ``reason`` says why); ``computed`` is the raw value.
+    """
+
+    value: float
+    computed: float
+    max_eigenvalue: float
+    tolerance: float
+    singular: bool
+    reason: str
+
+    @property
+    def condition_number(self) -> float:
+        """λ_max / λ_min (inf when singular to working precision)."""
+        return math.inf if self.singular else self.max_eigenvalue / self.value
+
+
+def least_eigenvalue(K: torch.Tensor) -> LeastEigenvalue:
+    """λ* = λ_min(K) of a symmetric PSD matrix (Definition 1), with a PSD-aware tolerance.
+
+    ``eigvalsh`` is backward stable: each eigenvalue is exact for a matrix within
+    ``c·n·eps·‖K‖₂`` of K, so a computed λ_min with ``|λ_min| <= tol = n·eps·λ_max`` cannot be
+    told from 0 (duplicate or parallel inputs give exactly this): reported as 0.0,
+    ``singular=True``. ``λ_min < -tol`` means K is not PSD: ValueError. Computed in float64.
+    """
+    K = check_tensor("K", K, ndim=2)
+    if K.shape[0] != K.shape[1] or K.shape[0] == 0:
+        raise ValueError(f"`K` must be a non-empty square matrix; got shape {tuple(K.shape)}")
+    K = K.to(torch.float64)
+    n = K.shape[0]
+    scale = float(K.abs().max())
+    asym = float((K - K.T).abs().max())
+    if asym > 1e3 * torch.finfo(torch.float64).eps * max(scale, 1e-300):
+        raise ValueError(f"`K` must be symmetric; got max |K - Kᵀ| = {asym:.3g}")
+    eigs = torch.linalg.eigvalsh(K)
+    lo, hi = float(eigs[0]), float(eigs[-1])
+    tol = n * torch.finfo(torch.float64).eps * max(abs(hi), abs(lo))
+    if lo < -tol:
+        raise ValueError(
+            f"`K` must be positive semi-definite; got least eigenvalue {lo:.3g} < -{tol:.1e} "
+            "(the round-off tolerance n·eps·‖K‖₂)"
+        )
+    if lo <= tol:
+        reason = (
+            f"λ_min = {lo:.3g} lies within the round-off tolerance {tol:.1e} = n·eps·‖K‖₂ of 0: "
+            "K is singular to working precision (duplicate or parallel inputs give this)"
+        )
+        return LeastEigenvalue(0.0, lo, hi, tol, True, reason)
+    return LeastEigenvalue(lo, lo, hi, tol, False, "")

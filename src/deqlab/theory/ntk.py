@@ -1,0 +1,138 @@
+"""The neural tangent kernel of the ReLU DEQ of Ling et al. (2023): infinite width and empirical.
+
+Model (Eqs. 1-2): ``z_i = φ(W z_i + U x_i)``, ``ŷ_i = aᵀ z_i``, trainable θ = (W, U, a),
+initialised by Assumption 1. By implicit differentiation (Lemma 2),
+
+    ∂ŷ_i/∂a = z_i,   ∂ŷ_i/∂W = g_i z_iᵀ,   ∂ŷ_i/∂U = g_i x_iᵀ,
+    g_i = D_i (I - Wᵀ D_i)⁻¹ a,   i.e. the adjoint fixed point g_i = D_i (a + Wᵀ g_i),
+
+so the empirical NTK Θ = Σ_θ ∂ŷ/∂θ ∂ŷ/∂θᵀ has three blocks
+
+    Θ = ZᵀZ + (GᵀG) ⊙ (ZᵀZ) + (GᵀG) ⊙ (XᵀX),    G = [g_1, ..., g_n] (m × n).
+
+Width limits (derived here; the paper does not state the NTK). ``ZᵀZ/m → K`` (Theorems 3-5).
+For the adjoint, one unit of ``g_i ⊙ g_j`` is ``D_i D_j (a + Wᵀg_i)(a + Wᵀg_j)``; with a
+independent of the forward pass and the gradient-independence property of Gaussian weights
+(Yang 2020, Tensor Programs; Feng & Kolter 2020 for DEQs), ``E[D_i D_j] = Q'(u_ij)/2`` where
+``u_ij = σ_w² k_ij + (1 - σ_w²) c_ij`` is the pre-activation correlation at the fixed point of
+Eq. (14), ``a_k ~ N(0, 1/m)`` and ``(Wᵀg)_k`` has covariance ``2σ_w² g_iᵀg_j / m``. Hence
+
+    P_ij = lim g_iᵀ g_j = Q'(u_ij) (1 + 2σ_w² P_ij) / 2   ⇒   P = Q'(u) / (2 (1 - σ_w² Q'(u))).
+
+Normalisation. Assumption 1 is the standard parameterisation (``a ~ N(0, 1/m)``, no 1/√m in
+front of the read-out), in which the W and a blocks of Θ grow like m and the U block stays
+O(d): the limit that exists is
+
+    "standard":  Θ / m  →  K + P ⊙ K          (the U block is O(d/m) and vanishes).
+
+The same network written in the NTK parameterisation (W = σ_w √(2/m) W̃, U = √(2/d) Ũ,
+a = ã/√m with W̃, Ũ, ã ~ N(0, 1) trained) has the kernel of Feng & Kolter (2020):
+
+    "ntk":  (2σ_w²/m) Θ_W + (2/d) Θ_U + Θ_a / m  →  K + 2 P ⊙ (σ_w² K + XᵀX/d).
+
+Both follow the same entrywise pattern as K (see :func:`deqlab.theory.kernels.assemble_gram`):
+with ``ρ = 1/(1-σ_w²)`` and ``σ_w² K_ij + x_iᵀx_j/d = ρ √(ν_iν_j) u_ij`` they read
+``ρ √(ν_iν_j) k (1 + P)`` and ``ρ √(ν_iν_j) (k + 2 P u)``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from deqlab._checks import check_choice, check_real, check_tensor
+from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.solvers import Picard
+from deqlab.theory.kernels import (
+    assemble_gram,
+    check_inputs,
+    check_sigma_w2,
+    depth_scale,
+    infinite_depth_entries,
+    q_and_slope,
+)
+
+__all__ = ["PARAMETERIZATIONS", "deq_ntk", "empirical_ntk"]
+
+PARAMETERIZATIONS = ("standard", "ntk")
+
+
+def _ntk_entries(
+    cos: torch.Tensor, sigma_w2: float, parameterization: str, tol: float
+) -> torch.Tensor:
+    """Normalised NTK entries from a block of input cosines (module docstring)."""
+    k = infinite_depth_entries(cos, sigma_w2, tol)  # (b, c) Eq. (14)
+    u = cos.mul_(1.0 - sigma_w2).add_(k, alpha=sigma_w2).clamp_(-1.0, 1.0)  # (b, c)
+    q_slope = q_and_slope(u, slope=True)[1]
+    p = q_slope.div(q_slope.mul(-2.0 * sigma_w2).add_(2.0))  # P = Q'/(2(1 - σ² Q'))
+    if parameterization == "standard":
+        return p.add_(1.0).mul_(k)  # k (1 + P)
+    return p.mul_(u).mul_(2.0).add_(k)  # k + 2 P u
+
+
+def deq_ntk(
+    X: torch.Tensor,
+    sigma_w2: float = 0.08,
+    *,
+    parameterization: str = "standard",
+    tol: float = 1e-14,
+) -> torch.Tensor:
+    """Infinite-width NTK of the ReLU DEQ with trainable W, U, a (module docstring).
+
+    Args:
+        X: inputs, shape (d, n), one point per column.
+        sigma_w2: σ_w² ∈ (0, 1); values ≥ 1/8 warn (Assumption 1).
+        parameterization: ``"standard"`` → lim Θ/m = K + P⊙K for the Assumption 1 network;
+            ``"ntk"`` → K + 2 P⊙(σ_w² K + XᵀX/d), the kernel of the NTK parameterisation.
+        tol: tolerance of the fixed point of Eq. (14) on the normalised entries.
+
+    Returns:
+        (n, n) float64 PSD tensor; the limit of :func:`empirical_ntk` as m → ∞.
+    """
+    X = check_inputs(X)
+    sigma_w2 = check_sigma_w2(sigma_w2)
+    parameterization = check_choice("parameterization", parameterization, PARAMETERIZATIONS)
+    tol = check_real("tol", tol, low=0.0, low_inclusive=False)
+    return assemble_gram(
+        X,
+        lambda cos: _ntk_entries(cos, sigma_w2, parameterization, tol),
+        depth_scale(sigma_w2, None),
+    )
+
+
+@torch.no_grad()
+def empirical_ntk(
+    model: ReLUDEQ,
+    X: torch.Tensor,
+    *,
+    parameterization: str = "standard",
+    sigma_w2: float | None = None,
+    tol: float = 1e-12,
+) -> torch.Tensor:
+    """Empirical NTK of a finite ReLU DEQ, normalised like :func:`deq_ntk`.
+
+    Uses the exact implicit gradients (module docstring): the forward equilibrium Z and the
+    adjoint G = [g_1..g_n] (g_i = D_i (I - WᵀD_i)⁻¹ a) are solved to relative ``tol``.
+    ``"standard"`` returns Θ/m; ``"ntk"`` returns (2σ_w²/m)Θ_W + (2/d)Θ_U + Θ_a/m and needs the
+    ``sigma_w2`` the network was initialised with. Shape (n, n), in X's dtype.
+    """
+    if not isinstance(model, ReLUDEQ):
+        raise TypeError(f"`model` must be a deqlab ReLUDEQ; got {type(model).__name__}")
+    X = check_tensor("X", X, ndim=2)
+    parameterization = check_choice("parameterization", parameterization, PARAMETERIZATIONS)
+    if parameterization == "ntk":
+        if sigma_w2 is None:
+            raise ValueError("`sigma_w2` is required for parameterization='ntk'; got None")
+        sigma_w2 = check_real("sigma_w2", sigma_w2, low=0.0, low_inclusive=False)
+    fwd = model.equilibrium(X, tol=tol).raise_if_failed("forward")
+    Z = fwd.Z  # (m, n)
+    W, mask, a_col = model.W, fwd.mask, model.a[:, None]
+
+    def adjoint_map(E: torch.Tensor) -> torch.Tensor:  # E ↦ D ⊙ (a 1ᵀ + Wᵀ E), (m, n)
+        return mask * (a_col + (E.T @ W).T)  # (EᵀW)ᵀ: CPU BLAS is ~6x slower on Wᵀ E, n small
+
+    G = Picard(tol=tol, max_iter=10_000)(adjoint_map, torch.zeros_like(Z)).z  # (m, n)
+    m, d = model.m, model.d
+    gram_z, gram_g, gram_x = Z.T @ Z, G.T @ G, X.T @ X  # (n, n) each
+    if parameterization == "standard":
+        return (gram_z + gram_g * (gram_z + gram_x)) / m
+    return gram_z / m + gram_g * (gram_z * (2.0 * sigma_w2 / m) + gram_x * (2.0 / d))

@@ -1,0 +1,321 @@
+"""Q of Eq. (11), the population Gram matrices K^(l), K (Definition 1, Lemma 3, Eq. (14)),
+λ*, and the DEQ NTK — against quadrature, Monte Carlo, closed forms and autograd."""
+
+import math
+
+import mpmath
+import pytest
+import torch
+from scipy import integrate
+
+from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.theory.kernels import (
+    AssumptionWarning,
+    arccos_q,
+    arccos_q_derivative,
+    least_eigenvalue,
+    population_gram,
+)
+from deqlab.theory.ntk import deq_ntk, empirical_ntk
+
+
+def sphere(d, n, seed=0):
+    X = torch.randn(d, n, generator=torch.Generator().manual_seed(seed))
+    return X / X.norm(dim=0) * math.sqrt(d)
+
+
+def off_sphere(d, n, seed=0):
+    """Columns with norms between 0.5√d and 2√d, and two correlated columns."""
+    X = sphere(d, n, seed)
+    X[:, 1] = 0.8 * X[:, 0] + 0.6 * X[:, 1]
+    return X * torch.linspace(0.5, 2.0, n)
+
+
+def rel_fro(A, B):
+    return float((A - B).norm() / B.norm())
+
+
+# --- Q -------------------------------------------------------------------------------
+
+
+def test_q_special_values_are_exact():
+    q = arccos_q(torch.tensor([1.0, -1.0, 0.0]))
+    assert q[0].item() == 1.0 and q[1].item() == 0.0
+    assert q[2].item() == pytest.approx(1 / math.pi, abs=1e-16)
+
+
+def test_q_is_monotone_with_slope_in_unit_interval():
+    x = torch.linspace(-1, 1, 4001)
+    q, slope = arccos_q(x), arccos_q_derivative(x)
+    assert bool((q.diff() >= 0).all())
+    assert bool((slope >= 0).all()) and bool((slope <= 1).all())
+    h = 1e-6
+    inner = x[1:-1]
+    fd = (arccos_q(inner + h) - arccos_q(inner - h)) / (2 * h)
+    torch.testing.assert_close(fd, arccos_q_derivative(inner), atol=1e-7, rtol=0)
+
+
+def _relu_product_expectation(c11, c12, c22):
+    """E[φ(u)φ(v)] for (u, v) ~ N(0, [[c11, c12], [c12, c22]]) by 1-D quadrature.
+
+    u = √c11 z1, v = μ(z1) + s z2 with μ = c12 z1/√c11, s² = c22 - c12²/c11, and the inner
+    expectation E[φ(μ + s z2)] = μ Φ(μ/s) + s φ(μ/s) in closed form.
+    """
+    a, s = c12 / math.sqrt(c11), math.sqrt(max(c22 - c12 * c12 / c11, 0.0))
+
+    def cdf(t):
+        return 0.5 * math.erfc(-t / math.sqrt(2))
+
+    def pdf(t):
+        return math.exp(-0.5 * t * t) / math.sqrt(2 * math.pi)
+
+    def integrand(z):
+        mu = a * z
+        inner = max(mu, 0.0) if s == 0 else mu * cdf(mu / s) + s * pdf(mu / s)
+        return math.sqrt(c11) * z * inner * pdf(z)
+
+    return integrate.quad(integrand, 0, math.inf, epsabs=1e-13, epsrel=1e-12)[0]
+
+
+@pytest.mark.parametrize("x", [-0.999, -0.5, 0.0, 0.3, 0.9, 0.99999])
+def test_q_matches_twice_relu_expectation_by_quadrature(x):
+    assert arccos_q(torch.tensor(x)).item() == pytest.approx(
+        2 * _relu_product_expectation(1.0, x, 1.0), abs=1e-11
+    )
+
+
+@pytest.mark.parametrize("delta", [1e-4, 1e-8, 1e-12])
+def test_q_is_accurate_near_plus_and_minus_one(delta):
+    mpmath.mp.dps = 40
+    for x in (1 - delta, -1 + delta):
+        xm = mpmath.mpf(x)
+        exact = (mpmath.sqrt(1 - xm**2) + (mpmath.pi - mpmath.acos(xm)) * xm) / mpmath.pi
+        assert arccos_q(torch.tensor(x)).item() == pytest.approx(float(exact), abs=2e-16)
+
+
+def test_q_clamps_rounding_and_rejects_real_excursions():
+    assert arccos_q(torch.tensor(1 + 2e-16)).item() == 1.0
+    assert arccos_q(torch.tensor(-1 - 2e-16)).item() == 0.0
+    with pytest.raises(ValueError, match=r"`x` must lie in \[-1, 1\].*1 \+ 0.01"):
+        arccos_q(torch.tensor([0.5, 1.01]))
+
+
+# --- K^(l), K --------------------------------------------------------------------------
+
+
+def definition1_reference(X, sigma_w2, depth):
+    """Definition 1 literally: per pair, the general 2×2 covariance and quadrature."""
+    d, n = X.shape
+    inner = (X.T @ X / d).tolist()
+    K = [[0.0] * n for _ in range(n)]
+    for _ in range(depth):
+        cov = [[sigma_w2 * K[i][j] + inner[i][j] for j in range(n)] for i in range(n)]
+        for i in range(n):
+            for j in range(i, n):
+                K[i][j] = K[j][i] = 2 * _relu_product_expectation(cov[i][i], cov[i][j], cov[j][j])
+    return torch.tensor(K)
+
+
+def test_population_gram_matches_definition1_off_the_sphere():
+    X = off_sphere(7, 4)
+    for depth in (1, 3):
+        torch.testing.assert_close(
+            population_gram(X, 0.1, depth),
+            definition1_reference(X, 0.1, depth),
+            atol=1e-10,
+            rtol=1e-10,
+        )
+
+
+def untied_monte_carlo_gram(X, sigma_w2, depth, m, seed):
+    """(1/m) Z^(l)ᵀZ^(l) of l weight-untied layers z^(l) = φ(W_l z^(l-1) + U x).
+
+    Each W_l ~ N(0, 2σ_w²/m) is fresh and independent of Z^(l-1), so the rows of W_l Z^(l-1)
+    are i.i.d. N(0, (2σ_w²/m) Z^(l-1)ᵀZ^(l-1)): they are drawn from exactly that law (m×n
+    numbers instead of an m×m matrix per layer).
+    """
+    gen = torch.Generator().manual_seed(seed)
+    d, n = X.shape
+    B = (torch.randn(m, d, generator=gen) * math.sqrt(2 / d)) @ X  # (m, n) = U X
+    Z = torch.zeros(m, n)
+    for _ in range(depth):
+        evals, evecs = torch.linalg.eigh(Z.T @ Z)
+        root = evecs * evals.clamp_min(0).sqrt()  # root rootᵀ = ZᵀZ
+        WZ = torch.randn(m, n, generator=gen) @ root.T * math.sqrt(2 * sigma_w2 / m)
+        Z = torch.relu(WZ + B)
+    return Z.T @ Z / m
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4])
+def test_population_gram_matches_monte_carlo_of_untied_layers(depth):
+    """One width-20 000 network has a per-entry standard error of ≈ √5/√m ≈ 1.6% (the
+    diagonal: Var φ(h)² = 5 (E φ(h)²)²), so eight independent ones are averaged (≈ 0.6%)."""
+    X = off_sphere(10, 6)
+    K = population_gram(X, 0.1, depth)
+    draws = [untied_monte_carlo_gram(X, 0.1, depth, 20_000, seed=10 * depth + s) for s in range(8)]
+    assert rel_fro(torch.stack(draws).mean(0), K) < 0.02
+
+
+def test_infinite_depth_newton_agrees_with_the_layer_recursion():
+    X = off_sphere(12, 9)
+    torch.testing.assert_close(
+        population_gram(X, 0.1), population_gram(X, 0.1, depth=400), atol=2e-15, rtol=0
+    )
+
+
+def test_diagonal_follows_lemma3_closed_form():
+    sigma_w2 = 0.08
+    X = off_sphere(9, 5)
+    nu = (X * X).sum(0) / 9
+    for depth in (0, 1, 3):
+        rho = (1 - sigma_w2**depth) / (1 - sigma_w2)
+        torch.testing.assert_close(population_gram(X, sigma_w2, depth).diagonal(), rho * nu)
+    K = population_gram(sphere(9, 5), sigma_w2)
+    torch.testing.assert_close(K.diagonal(), torch.full((5,), 1 / (1 - sigma_w2)))
+
+
+def test_orthogonal_inputs_have_the_closed_form_least_eigenvalue():
+    """Assumption 2(i): c = 0 off the diagonal, so K = ρ((1 - k0) I + k0 11ᵀ), k0 = Q(σ² k0)."""
+    sigma_w2, n, d = 0.1, 6, 8
+    X = math.sqrt(d) * torch.eye(d)[:, :n]
+    k0 = 0.0
+    for _ in range(200):
+        k0 = arccos_q(torch.tensor(sigma_w2 * k0)).item()
+    K = population_gram(X, sigma_w2)
+    rho = 1 / (1 - sigma_w2)
+    torch.testing.assert_close(K, rho * ((1 - k0) * torch.eye(n) + k0))
+    lam = least_eigenvalue(K)
+    assert not lam.singular and lam.value == pytest.approx(rho * (1 - k0), rel=1e-12)
+    assert lam.condition_number == pytest.approx((1 + (n - 1) * k0) / (1 - k0), rel=1e-12)
+
+
+def test_population_gram_is_psd_and_symmetric_across_blocks(monkeypatch):
+    X = off_sphere(5, 40, seed=3)
+    full = population_gram(X, 0.1)
+    monkeypatch.setattr("deqlab.theory.kernels._BLOCK_ENTRIES", 7 * 40)  # 7-row blocks
+    torch.testing.assert_close(population_gram(X, 0.1), full, atol=1e-14, rtol=0)
+    assert torch.equal(full, full.T)
+    assert least_eigenvalue(full).value > 0
+
+
+# --- λ* --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("factor", [1.0, 2.5])
+def test_duplicate_or_parallel_inputs_give_zero_least_eigenvalue(factor):
+    X = sphere(6, 5)
+    X = torch.cat([X, factor * X[:, 2:3]], dim=1)
+    lam = least_eigenvalue(population_gram(X, 0.08))
+    assert lam.singular and lam.value == 0.0 and math.isinf(lam.condition_number)
+    assert abs(lam.computed) <= lam.tolerance and "duplicate or parallel" in lam.reason
+
+
+def test_least_eigenvalue_rejects_non_psd_and_asymmetric_matrices():
+    with pytest.raises(ValueError, match="`K` must be positive semi-definite; got least eig"):
+        least_eigenvalue(torch.tensor([[1.0, 2.0], [2.0, 1.0]]))
+    with pytest.raises(ValueError, match="`K` must be symmetric"):
+        least_eigenvalue(torch.tensor([[1.0, 0.5], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match="non-empty square matrix; got shape \\(2, 3\\)"):
+        least_eigenvalue(torch.ones(2, 3))
+
+
+# --- validation --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fn", [population_gram, deq_ntk])
+def test_bad_sigma_w2_and_inputs_raise_clear_errors(fn):
+    X = sphere(4, 3)
+    for bad in (0.0, -0.1, 1.0, 1.5):
+        with pytest.raises(ValueError, match=r"`sigma_w2` must be in \(0, 1\)"):
+            fn(X, bad)
+    with pytest.warns(AssumptionWarning, match="violates Assumption 1"):
+        fn(X, 0.2)
+    with pytest.raises(ValueError, match="`X` must be finite; got 1 NaN/Inf"):
+        fn(X.index_put((torch.tensor(0), torch.tensor(1)), torch.tensor(math.nan)), 0.08)
+    with pytest.raises(ValueError, match="`X` must be a 2-D tensor; got 1-D"):
+        fn(X[:, 0], 0.08)
+    with pytest.raises(ValueError, match=r"n >= 1 columns \(points\); got \(4, 0\)"):
+        fn(X[:, :0], 0.08)
+    with pytest.raises(ValueError, match=r"1 all-zero column\(s\) \(points 1\)"):
+        fn(X * torch.tensor([1.0, 0.0, 1.0]), 0.08)
+    with pytest.raises(TypeError, match="`X` must be a floating-point tensor"):
+        fn(X.long(), 0.08)
+
+
+def test_bad_depth_raises():
+    with pytest.raises(ValueError, match="`depth` must be >= 0; got -1"):
+        population_gram(sphere(3, 2), 0.08, -1)
+    with pytest.raises(TypeError, match="`depth` must be an int"):
+        population_gram(sphere(3, 2), 0.08, 2.0)
+
+
+# --- NTK ---------------------------------------------------------------------------------
+
+
+def test_empirical_ntk_matches_autograd_jacobian_of_the_unrolled_model():
+    d, n, m, sigma_w2 = 5, 3, 30, 0.08
+    X = off_sphere(d, n)
+    model = ReLUDEQ.init(d, m, sigma_w2=sigma_w2, seed=1)
+    params = {k: p.detach().clone() for k, p in model.named_parameters()}
+
+    def predict(W, U, a):
+        Z = torch.zeros(m, n)
+        for _ in range(200):  # ‖W‖₂ < 1: 200 layers reach the equilibrium to rounding
+            Z = torch.relu(W @ Z + U @ X)
+        return a @ Z
+
+    jac = torch.func.jacrev(predict, argnums=(0, 1, 2))(params["W"], params["U"], params["a"])
+    blocks = [J.reshape(n, -1) @ J.reshape(n, -1).T for J in jac]  # Θ_W, Θ_U, Θ_a
+    standard = empirical_ntk(model, X, tol=1e-14)
+    torch.testing.assert_close(standard, sum(blocks) / m, rtol=1e-9, atol=1e-12)
+    weights = (2 * sigma_w2 / m, 2 / d, 1 / m)
+    ntk = empirical_ntk(model, X, parameterization="ntk", sigma_w2=sigma_w2, tol=1e-14)
+    torch.testing.assert_close(
+        ntk, sum(w * B for w, B in zip(weights, blocks, strict=True)), rtol=1e-9, atol=1e-12
+    )
+
+
+def test_empirical_ntk_converges_to_deq_ntk_as_width_grows():
+    """Mean relative Frobenius error over 3 seeds (one draw fluctuates by ~m^(-1/2))."""
+    d, n, sigma_w2, widths = 20, 6, 0.08, (128, 512, 2048)
+    X = off_sphere(d, n)
+    for parameterization in ("standard", "ntk"):
+        limit = deq_ntk(X, sigma_w2, parameterization=parameterization)
+        errors = [
+            sum(
+                rel_fro(
+                    empirical_ntk(
+                        ReLUDEQ.init(d, m, sigma_w2=sigma_w2, seed=seed),
+                        X,
+                        parameterization=parameterization,
+                        sigma_w2=sigma_w2,
+                    ),
+                    limit,
+                )
+                for seed in range(3)
+            )
+            / 3
+            for m in widths
+        ]
+        assert errors[0] > errors[1] > errors[2] and errors[2] < 0.1, (parameterization, errors)
+
+
+def test_deq_ntk_diagonal_and_psd():
+    sigma_w2 = 0.1
+    rho, p = 1 / (1 - sigma_w2), 1 / (2 * (1 - sigma_w2))  # P_ii = Q'(1)/(2(1 - σ²))
+    X = sphere(8, 10)
+    standard = deq_ntk(X, sigma_w2)
+    torch.testing.assert_close(standard.diagonal(), torch.full((10,), rho * (1 + p)))
+    ntk = deq_ntk(X, sigma_w2, parameterization="ntk")
+    torch.testing.assert_close(ntk.diagonal(), torch.full((10,), rho * (1 + 2 * p)))
+    assert least_eigenvalue(standard).value > 0 and least_eigenvalue(ntk).value > 0
+
+
+def test_empirical_ntk_validates_its_arguments():
+    model = ReLUDEQ.init(3, 8, seed=0)
+    with pytest.raises(TypeError, match="`model` must be a deqlab ReLUDEQ; got dict"):
+        empirical_ntk({}, sphere(3, 2))
+    with pytest.raises(ValueError, match="`sigma_w2` is required for parameterization='ntk'"):
+        empirical_ntk(model, sphere(3, 2), parameterization="ntk")
+    with pytest.raises(ValueError, match="`parameterization` must be one of 'standard', 'ntk'"):
+        deq_ntk(sphere(3, 2), 0.08, parameterization="mup")
