@@ -1,0 +1,192 @@
+"""Figure 1 of Ling et al. (2023): full-batch GD on the ReLU DEQ for several widths m.
+
+Setting (Section 5): ``Z = relu(W Z + U X)``, ``ŷ = aᵀZ``, Φ = ½‖ŷ − y‖² (Eq. (2)),
+Assumption 1 initialization with σ_w² = 0.08, inputs scaled to ‖x_i‖ = √d (Assumption 2);
+data: n points uniform on the sphere of radius √d with N(0, 1) labels, and 500 + 500
+images of classes 0/1 of MNIST and CIFAR-10 (any data set of ``deqlab.data.get_dataset``
+may be named; image labels are ±1 by class).
+
+Learning rate. Eq. (10) bounds η by a quantity of order 1/(m n) that leaves the loss
+unchanged for thousands of steps, so — like the paper's experiments, which do not use it —
+the default ``eta_rule = "curvature"`` takes one η for every width of a data set:
+``η = eta_fraction · 2 / λ_max(G_w(0))`` with ``G_w(0) = Z(0)ᵀZ(0)`` of the *widest* model
+at initialization. ``G`` is the first of the three terms of the NTK Gram ``H`` (Section
+2.3), so this is the classical stability limit 2/λ_max of GD on the linearized model up
+to ``eta_fraction``; a fixed η across widths is what makes "wider is faster" a statement
+about m alone. ``eta_rule = "theorem1"`` uses, for each width, the theory helper's η
+(:func:`deqlab.theory.ling2023.learning_rate`, ``eta_fraction`` × Eq. (10)); ``eta`` sets
+η directly. Condition 1 and Eq. (10) are evaluated at initialization either way
+(:func:`deqlab.theory.ling2023.condition1`, with the δ that makes Condition 1 easiest).
+
+Tasks: one per (data set, width). Metrics (``metrics.csv``): every record of
+:class:`deqlab.train.gd.GDTrainer` (step, loss, lambda_min, W_norm, W_norm_bound, …)
+plus ``dataset``, ``m``, ``eta`` and, constant over a task, every field of
+:class:`deqlab.theory.ling2023.Condition1` prefixed ``cond1_`` (``cond1_holds``,
+``cond1_eq7_lhs``, …, ``cond1_lr_bound`` = Eq. (10)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+
+from deqlab._checks import check_choice, check_int, check_real
+from deqlab.data import get_dataset
+from deqlab.data.registry import DATASETS
+from deqlab.experiments.base import Claim, Experiment, Row, Task, TaskContext
+from deqlab.experiments.ling2023_fig1_claims import by_dataset, dataset_claims
+from deqlab.experiments.registry import register
+from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.theory.ling2023 import Condition1, condition1, learning_rate
+from deqlab.train.gd import GDConfig, GDTrainer
+
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+ETA_RULES = ("curvature", "theorem1")
+
+
+@dataclass(frozen=True)
+class Fig1Config:
+    """Defaults: the paper's Section 5 (n = d = 1000, σ_w² = 0.08, three data sets)."""
+
+    datasets: tuple[str, ...] = ("sphere", "mnist", "cifar10")
+    n: int = 1000
+    d: int = 1000  # input dimension of the synthetic sphere (image data sets fix their own)
+    widths: tuple[int, ...] = (1000, 2000, 4000, 8000)
+    sigma_w2: float = 0.08
+    steps: int = 1000
+    eta_rule: str = "curvature"
+    eta_fraction: float = 0.5
+    eta: float | None = None
+    seed: int = 0  # initialization (Assumption 1)
+    data_seed: int = 0  # sphere points and labels; image subset
+    tol: float = 1e-6  # relative residual of the forward and adjoint solves
+    metrics_every: int = 1  # λ_τ, ‖∇Φ‖, ‖θ − θ(0)‖ every k steps
+    spectral_every: int = 10  # ‖W‖₂ by Lanczos every k steps (a certified bound between)
+    dtype: str = "float64"
+
+    def __post_init__(self) -> None:
+        if not self.datasets:
+            raise ValueError("`datasets` must name at least one data set")
+        for name in self.datasets:
+            check_choice("datasets", name, DATASETS)
+        if not self.widths:
+            raise ValueError("`widths` must hold at least one width")
+        for m in self.widths:
+            check_int("widths", m, min_value=1)
+        if sorted(set(self.widths)) != list(self.widths):
+            raise ValueError(f"`widths` must be strictly increasing; got {list(self.widths)}")
+        check_int("n", self.n, min_value=2)
+        check_int("d", self.d, min_value=1)
+        check_real("sigma_w2", self.sigma_w2, low=0.0, high=1.0, high_inclusive=False)
+        check_int("steps", self.steps, min_value=1)
+        check_choice("eta_rule", self.eta_rule, ETA_RULES)
+        check_real("eta_fraction", self.eta_fraction, low=0.0, high=1.0, low_inclusive=False,
+                   high_inclusive=False)  # fmt: skip
+        if self.eta is not None:
+            check_real("eta", self.eta, low=0.0, low_inclusive=False)
+        check_choice("dtype", self.dtype, DTYPES)
+
+
+@register
+class Ling2023Fig1(Experiment):
+    """Width sweep of Figure 1 with the Theorem 1 checks (see the module docstring)."""
+
+    name = "ling2023-fig1"
+    title = "Figure 1: GD on over-parameterized ReLU DEQs of several widths"
+    paper = (
+        "Ling, Xie, Wang, Zhang, Lin — Global convergence of over-parameterized deep "
+        "equilibrium models, AISTATS 2023 (Figure 1, Theorem 1)"
+    )
+    Config = Fig1Config
+    presets: ClassVar = {
+        "tiny": {"datasets": ("sphere",), "n": 8, "d": 8, "widths": (32, 128),
+                 "steps": 30, "spectral_every": 5},
+        "quick": {"datasets": ("sphere",), "n": 60, "d": 60, "widths": (120, 240, 480),
+                  "steps": 300, "metrics_every": 2},
+        "paper": {},
+    }  # fmt: skip
+    metric_columns: ClassVar = {
+        "dataset": "data set name",
+        "m": "width",
+        "eta": "learning rate η",
+        "step": "GD step τ",
+        "loss": "Φ(τ) = ½‖ŷ − y‖²",
+        "lambda_min": "λ_τ = λ_min(Z(τ)ᵀZ(τ))",
+        "W_norm": "‖W(τ)‖₂ (Lanczos, every spectral_every steps)",
+        "W_norm_bound": "upper bound of ‖W(τ)‖₂ at every step (Weyl)",
+        "cond1_holds": "Condition 1 (Eqs. 7–9) holds at initialization",
+        "cond1_eq7_lhs": "λ_0, left side of Eq. (7) (likewise eq8/eq9, _lhs/_rhs/_holds)",
+        "cond1_delta": "the δ that makes Condition 1 easiest (deqlab.theory.ling2023)",
+        "cond1_lr_bound": "the learning-rate bound of Eq. (10)",
+    }
+    default_checkpoint_every = 25
+
+    def tasks(self, config: Fig1Config) -> list[Task]:
+        return [
+            Task(f"{name}-m{m}", {"dataset": name, "m": m})
+            for name in config.datasets
+            for m in config.widths
+        ]
+
+    def run_task(self, config: Fig1Config, task: Task, ctx: TaskContext) -> list[Row]:
+        dtype, device = DTYPES[config.dtype], torch.device(ctx.device)
+        name, m = str(task.params["dataset"]), int(task.params["m"])
+        data = _load(config, name, dtype, device)
+        model = ReLUDEQ.init(data.d, m, sigma_w2=config.sigma_w2, seed=config.seed,
+                             dtype=dtype, device=device)  # fmt: skip
+        cond = condition1(model, data.X, data.y, tol=config.tol)
+        eta = _learning_rate(config, data, cond, dtype, device)
+        trainer = GDTrainer(
+            model,
+            data.X,
+            data.y,
+            GDConfig(
+                lr=eta,
+                tol=config.tol,
+                metrics_every=config.metrics_every,
+                spectral_every=config.spectral_every,
+            ),
+        )
+        resumed = ctx.resume()
+        if resumed is not None:
+            trainer.load_state_dict(resumed[0])
+        while trainer.step_count < config.steps and trainer.status == "ok":
+            trainer.step()
+            if trainer.step_count % ctx.checkpoint_every == 0:
+                ctx.checkpoint(trainer.state_dict(), [])
+            ctx.progress(trainer.step_count, config.steps)
+        initial = {f"cond1_{key}": value for key, value in cond.as_dict().items()}
+        constant = {"dataset": name, "m": m, "eta": eta, **initial}
+        return [{**constant, **record} for record in trainer.records]
+
+    # ------------------------------------------------------------------ claims
+    def claims(self, config: Fig1Config, rows: list[Row]) -> list[Claim]:
+        return [c for runs in by_dataset(rows).values() for c in dataset_claims(runs)]
+
+    # ------------------------------------------------------------------ figures
+    def plot(self, config: Fig1Config, rows: list[Row], directory: Path) -> list[Path]:
+        from deqlab.experiments.ling2023_fig1_plots import plot_fig1
+
+        return plot_fig1(by_dataset(rows), directory)
+
+
+def _load(config: Fig1Config, name: str, dtype: torch.dtype, device: torch.device):
+    sizes = {"n": config.n, "d": config.d} if name == "sphere" else {"n": config.n}
+    return get_dataset(name, **sizes, seed=config.data_seed, dtype=dtype, device=device)
+
+
+def _learning_rate(config, data, cond: Condition1, dtype, device) -> float:
+    """η of the module docstring: ``eta``, else the curvature or the Theorem 1 rule."""
+    if config.eta is not None:
+        return config.eta
+    if config.eta_rule == "theorem1":
+        return learning_rate(cond, config.eta_fraction)
+    widest = ReLUDEQ.init(data.d, config.widths[-1], sigma_w2=config.sigma_w2,
+                          seed=config.seed, dtype=dtype, device=device)  # fmt: skip
+    Z = widest.equilibrium(data.X, tol=config.tol).raise_if_failed("forward").Z  # (m, n)
+    Z64 = Z.to(torch.float64)
+    lambda_max = float(torch.linalg.eigvalsh(Z64.T @ Z64)[-1])
+    return config.eta_fraction * 2.0 / lambda_max
