@@ -1,4 +1,4 @@
-"""Kawaguchi (2021) Figures 2–3 at the tiny preset: tasks, claims, and resume.
+"""Kawaguchi (2021) Figures 1–3 at the tiny preset: tasks, claims, and resume.
 
 (Plots and the run directory are exercised for every registered experiment by
 tests/test_cli_experiments.py.)"""
@@ -6,6 +6,7 @@ tests/test_cli_experiments.py.)"""
 import pytest
 
 from deqlab.experiments.base import TaskContext
+from deqlab.experiments.kawaguchi2021_fig1 import Kawaguchi2021Fig1, final_test_losses
 from deqlab.experiments.kawaguchi2021_fig2 import Kawaguchi2021Fig2, log_spaced_steps
 from deqlab.experiments.kawaguchi2021_fig3 import Kawaguchi2021Fig3
 
@@ -65,3 +66,20 @@ def test_log_spaced_steps():
     steps = log_spaced_steps(1000, 4)
     assert steps == [0, 1, 10, 100, 1000]
     assert log_spaced_steps(0, 5) == [0]
+
+
+def test_fig1_tiny_rows_claims_and_divergence():
+    """Linear model = DELM at initialization (W₀ = B₀U₀⁻¹); a diverging lr is counted."""
+    experiment = Kawaguchi2021Fig1()
+    config = experiment.resolve("tiny", overrides=["lrs=[1e30, 0.001]"])
+    rows = _run_all(experiment, config)
+    start = {(r["model"], r["lr"]): r for r in rows if r["epoch"] == 0}
+    for lr in config.lrs:
+        assert start[("Linear", lr)]["test_loss"] == pytest.approx(start[("DELM", lr)]["test_loss"])
+    summary = final_test_losses(config, rows)
+    assert summary["DELM"]["best"][0] == 0.001 and summary["Linear"]["diverged"] == 1
+    claims = experiment.claims(config, rows)
+    assert [c.name.split(":")[1].split("(best lr)")[1] for c in claims] == [
+        " ends with a lower test loss than Linear ",
+        " ends with a lower test loss than DNN-H2 ",
+    ]

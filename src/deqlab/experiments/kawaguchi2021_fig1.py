@@ -1,0 +1,296 @@
+"""Kawaguchi (2021), Figure 1 (Section 2.2, Appendix D.1): DELM vs linear models vs DNNs
+on teacher-generated targets.  An EMPIRICAL OBSERVATION of the paper, not a theorem.
+
+Data (Appendix D.1): 100 training images (train split) and 100 test images (test split; a
+disjoint half of one draw for ``digits``, which has a single split), projected to
+m_x = 150 by a fixed R with entries N(0, 1/m_x): x = R x_pre (pixels in [0, 1]).  Targets
+come from a teacher DELM: y = B* z*(x; A*) + δ, γ = 0.8, entries of A* (m×m) and B* (1×m)
+N(0, 1), δ ~ N(0, 1).  φ(x) = x, so m = m_x.
+
+Models: DELM (γ = 0.8, A and B entries N(0, 1/m)); the linear model W₀ = B₀ U₀⁻¹ equal to
+that DELM at initialization; ReLU DNNs of depth H ∈ {2, 3, 4} (entries N(0, 1/m), with
+bias terms unless ``dnn_bias=false``, Appendix D.2).  Training: SGD, minibatch 64,
+momentum 0.8, square loss (minibatch mean of (q − y)²; the reported losses are the mean
+over the train / test set), for every learning rate of
+S_LR = {0.01, 0.005, 0.001, 0.0005, 0.0001, 0.00005}, over several trials (initialization
+and minibatch order).  The paper uses CIFAR-10, CIFAR-100 and Kuzushiji-MNIST; we run on
+the image sets our loaders provide offline (``datasets``).  A run whose loss becomes
+non-finite is stopped and counted as diverged; best/worst learning rates are chosen among
+those whose runs all finished, by the mean final test loss.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+
+from deqlab.data.registry import get_dataset
+from deqlab.experiments.base import Claim, Experiment, Task, TaskContext
+from deqlab.experiments.registry import register
+from deqlab.models.baselines import LinearModel, ReLUMLP
+from deqlab.models.delm import DELM
+
+Row = dict[str, object]
+N_CLASSES = 10
+
+
+@dataclass(frozen=True)
+class Fig1Config:
+    datasets: tuple[str, ...] = ("fashion-mnist", "digits")
+    n_train: int = 100
+    n_test: int = 100
+    m_x: int = 150
+    gamma: float = 0.8
+    epochs: int = 5000
+    batch_size: int = 64
+    momentum: float = 0.8
+    lrs: tuple[float, ...] = (0.01, 0.005, 0.001, 0.0005, 0.0001, 0.00005)
+    trials: int = 5
+    depths: tuple[int, ...] = (2, 3, 4)
+    dnn_bias: bool = True
+    record_every: int = 50
+    seed: int = 0
+
+
+def teacher_data(config: Fig1Config, dataset: str, device: str) -> dict[str, torch.Tensor]:
+    """Projected images and teacher targets: X_train (m_x, n_train), y_train (1, n_train), …"""
+    generator = torch.Generator().manual_seed(config.seed)
+    per_class = {"n_per_class": None, "classes": tuple(range(N_CLASSES)), "labels": "index"}
+    options = {**per_class, "normalize": False, "seed": config.seed}
+    if dataset == "digits":  # one split: draw both sets at once and halve them at random
+        both = get_dataset(dataset, n=config.n_train + config.n_test, **options).X
+        order = torch.randperm(both.shape[1], generator=generator)
+        pre_train, pre_test = both[:, order[: config.n_train]], both[:, order[config.n_train :]]
+    else:
+        pre_train = get_dataset(dataset, n=config.n_train, split="train", **options).X
+        pre_test = get_dataset(dataset, n=config.n_test, split="test", **options).X
+    m = config.m_x
+    f64 = {"generator": generator, "dtype": torch.float64}
+    R = torch.randn(m, pre_train.shape[0], **f64) / math.sqrt(m)
+    A_star, B_star = torch.randn(m, m, **f64), torch.randn(1, m, **f64)
+    teacher = DELM.from_matrices(A_star, B_star, gamma=config.gamma)
+    data = {}
+    for split, pre in (("train", pre_train), ("test", pre_test)):
+        X = R @ pre  # (m_x, n)
+        with torch.no_grad():
+            y = teacher(X) + torch.randn(1, X.shape[1], **f64)  # (1, n)
+        data[f"X_{split}"], data[f"y_{split}"] = X.to(device), y.to(device)
+    return data
+
+
+def make_model(config: Fig1Config, model: str, trial: int, device: str) -> torch.nn.Module:
+    """The model ``model`` ("DELM", "Linear" or "DNN-H<k>") of trial ``trial`` at init (float64)."""
+    generator = torch.Generator().manual_seed(config.seed * 1000 + trial)
+    if model in ("DELM", "Linear"):
+        delm = DELM(config.m_x, 1, gamma=config.gamma, generator=generator, dtype=torch.float64)
+        built = delm if model == "DELM" else LinearModel.from_delm(delm)
+    else:
+        depth = int(model.removeprefix("DNN-H"))
+        built = ReLUMLP(
+            config.m_x, 1, depth=depth, bias=config.dnn_bias, generator=generator,
+            dtype=torch.float64,
+        )  # fmt: skip
+    return built.to(device)
+
+
+def _mean_square(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return ((model(X) - y) ** 2).mean()
+
+
+def train_sgd(
+    config: Fig1Config, model: torch.nn.Module, data: dict[str, torch.Tensor], lr: float, seed: int
+) -> list[tuple[int, float, float]]:
+    """SGD with heavy-ball momentum μ, as torch.optim.SGD: v ← μv + g, θ ← θ − lr·v (v₀ = g₀).
+
+    Returns (epoch, train loss, test loss) every ``record_every`` epochs; stops early (the
+    last record non-finite) when the loss becomes non-finite.
+    """
+    params = list(model.parameters())
+    velocity: list[torch.Tensor | None] = [None] * len(params)
+    generator = torch.Generator().manual_seed(seed)
+    X, y = data["X_train"], data["y_train"]
+    n = X.shape[1]
+    records = []
+    for epoch in range(config.epochs + 1):
+        if epoch % config.record_every == 0 or epoch == config.epochs:
+            with torch.no_grad():
+                train = _mean_square(model, X, y).item()
+                test = _mean_square(model, data["X_test"], data["y_test"]).item()
+            records.append((epoch, train, test))
+            if not (math.isfinite(train) and math.isfinite(test)):
+                break
+        if epoch == config.epochs:
+            break
+        order = torch.randperm(n, generator=generator).to(X.device)
+        for start in range(0, n, config.batch_size):
+            batch = order[start : start + config.batch_size]  # (b,)
+            grads = torch.autograd.grad(_mean_square(model, X[:, batch], y[:, batch]), params)
+            with torch.no_grad():
+                for i, (p, g) in enumerate(zip(params, grads, strict=True)):
+                    v = velocity[i]
+                    velocity[i] = g if v is None else v.mul_(config.momentum).add_(g)
+                    p.sub_(lr * velocity[i])
+    return records
+
+
+@register
+class Kawaguchi2021Fig1(Experiment):
+    """DELMs vs linear models and DNNs on DELM-teacher targets (an empirical observation)."""
+
+    name = "kawaguchi2021-fig1"
+    title = "DELM vs linear models vs ReLU DNNs on teacher targets (Figure 1, observation)"
+    paper = "Kawaguchi, On the theory of implicit deep learning, ICLR 2021 (Figure 1, App. D)"
+    Config = Fig1Config
+    presets: ClassVar = {
+        "tiny": {"datasets": ("digits",), "n_train": 20, "n_test": 20, "m_x": 12, "epochs": 6,
+                 "batch_size": 8, "lrs": (0.001, 0.0001), "trials": 1, "depths": (2,),
+                 "record_every": 2},
+        "quick": {"epochs": 300, "trials": 2, "record_every": 10},
+        "paper": {},
+    }  # fmt: skip
+    metric_columns: ClassVar = {
+        "dataset": "image set the inputs were drawn from",
+        "model": "DELM, Linear, or DNN-H<depth>",
+        "trial": "trial index (initialization and minibatch order)",
+        "lr": "SGD learning rate",
+        "epoch": "epoch",
+        "train_loss": "mean square loss on the 100 training points",
+        "test_loss": "mean square loss on the 100 test points",
+    }
+    default_checkpoint_every = 1  # in learning rates: one checkpoint per finished lr
+
+    def tasks(self, config: Fig1Config) -> list[Task]:
+        models = ["DELM", "Linear", *(f"DNN-H{h}" for h in config.depths)]
+        return [
+            Task(
+                f"{dataset}-{model}-t{trial}", {"dataset": dataset, "model": model, "trial": trial}
+            )
+            for dataset in config.datasets
+            for trial in range(config.trials)
+            for model in models
+        ]
+
+    def run_task(self, config: Fig1Config, task: Task, ctx: TaskContext) -> list[Row]:
+        dataset, model_name = str(task.params["dataset"]), str(task.params["model"])
+        trial = int(task.params["trial"])
+        data = teacher_data(config, dataset, ctx.device)
+        resumed = ctx.resume()
+        done, rows = (0, []) if resumed is None else (resumed[0]["lrs_done"], list(resumed[1]))
+        for index in range(done, len(config.lrs)):
+            lr = config.lrs[index]
+            model = make_model(config, model_name, trial, ctx.device)
+            seed = (config.seed * 1000 + trial) * 100 + index
+            base = {"task": task.key, "dataset": dataset, "model": model_name, "trial": trial}
+            rows += [
+                {**base, "lr": lr, "epoch": epoch, "train_loss": train, "test_loss": test}
+                for epoch, train, test in train_sgd(config, model, data, lr, seed)
+            ]
+            ctx.checkpoint({"lrs_done": index + 1}, rows)
+            ctx.progress(index + 1, len(config.lrs))
+        return rows
+
+    def claims(self, config: Fig1Config, rows: list[Row]) -> list[Claim]:
+        claims = []
+        for dataset in config.datasets:
+            summary = final_test_losses(config, [r for r in rows if r["dataset"] == dataset])
+            if "DELM" not in summary:
+                continue
+            delm_lr, delm_loss = summary["DELM"]["best"]
+            for model, entry in summary.items():
+                if model == "DELM" or entry["best"] is None:
+                    continue
+                lr, loss = entry["best"]
+                claims.append(
+                    Claim(
+                        f"{dataset}: DELM (best lr) ends with a lower test loss than {model} "
+                        "(best lr) — empirical observation",
+                        delm_loss < loss,
+                        f"DELM {delm_loss:.4g} (lr {delm_lr:g}) vs {model} {loss:.4g} (lr {lr:g})",
+                        "DELM lower (Figure 1)",
+                        f"mean over {config.trials} trials at epoch {config.epochs}; "
+                        f"diverged runs: {entry['diverged']} ({model}), "
+                        f"{summary['DELM']['diverged']} (DELM)",
+                    )
+                )
+        return claims
+
+    def plot(self, config: Fig1Config, rows: list[Row], directory: Path) -> list[Path]:
+        import matplotlib.pyplot as plt  # imported here: spawned workers never plot
+
+        from deqlab.report import CATEGORICAL_COLORS, figure_style, save_figure
+
+        paths: list[Path] = []
+        with figure_style():
+            for dataset in config.datasets:
+                mine = [r for r in rows if r["dataset"] == dataset]
+                summary = final_test_losses(config, mine)
+                fig, axes = plt.subplots(2, 2, figsize=(10.0, 7.0))
+                delm = [("DELM", "best"), ("DELM", "worst")]
+                linear = [("Linear", "best"), ("Linear", "worst"), *delm]
+                dnn = [*((m, "best") for m in summary if m.startswith("DNN")), *delm]
+                colors = dict(zip(dict.fromkeys(linear + dnn), CATEGORICAL_COLORS, strict=False))
+                for row_axes, curves, title in ((axes[0], linear, "Linear"), (axes[1], dnn, "DNN")):
+                    for ax, column in zip(row_axes, ("test_loss", "train_loss"), strict=True):
+                        for curve in curves:
+                            _plot_mean_std(ax, mine, summary, *curve, column, colors[curve])
+                        ax.set(xlabel="epoch", ylabel=column.replace("_", " "), yscale="log")
+                        ax.set_title(f"{title} vs DELM")
+                        ax.legend()
+                fig.suptitle(f"{dataset} (teacher targets, γ = {config.gamma:g})")
+                paths += save_figure(fig, directory, f"fig1-{dataset}")
+        return paths
+
+
+def final_test_losses(config: Fig1Config, rows: list[Row]) -> dict[str, dict]:
+    """Per model: mean final test loss per lr over trials, the best and worst (lr, loss) among
+    the lrs whose runs all reached the last epoch, and the number of diverged runs."""
+    summary: dict[str, dict] = {}
+    for model in dict.fromkeys(r["model"] for r in rows):
+        finals: dict[float, list[float]] = {}
+        diverged = 0
+        for lr in config.lrs:
+            for trial in range(config.trials):
+                run = [
+                    r for r in rows if r["model"] == model and r["lr"] == lr and r["trial"] == trial
+                ]
+                last = run[-1] if run else None
+                if (
+                    last is None
+                    or last["epoch"] != config.epochs
+                    or not math.isfinite(last["test_loss"])
+                ):
+                    diverged += last is not None
+                    finals.setdefault(lr, []).append(math.inf)
+                else:
+                    finals.setdefault(lr, []).append(float(last["test_loss"]))
+        means = {lr: sum(v) / len(v) for lr, v in finals.items() if all(map(math.isfinite, v))}
+        best = min(means.items(), key=lambda kv: kv[1]) if means else None
+        worst = max(means.items(), key=lambda kv: kv[1]) if means else None
+        summary[str(model)] = {"best": best, "worst": worst, "diverged": diverged}
+    return summary
+
+
+def _plot_mean_std(
+    ax, rows: list[Row], summary: dict, model: str, which: str, column: str, color: str
+) -> None:
+    """Mean ± one standard deviation over trials of ``column`` for the chosen lr."""
+    choice = summary.get(model, {}).get(which)
+    if choice is None:
+        return
+    lr = choice[0]
+    runs = [[r for r in rows if r["model"] == model and r["lr"] == lr and r["trial"] == t]
+            for t in dict.fromkeys(r["trial"] for r in rows)]  # fmt: skip
+    epochs = [r["epoch"] for r in runs[0]]
+    values = torch.tensor([[float(r[column]) for r in run] for run in runs])  # (trials, records)
+    mean, std = values.mean(dim=0), values.std(dim=0, correction=0)
+    label = (
+        f"{model} ({which}, lr {lr:g})" if model in ("DELM", "Linear") else f"{model} (lr {lr:g})"
+    )
+    (line,) = ax.plot(epochs, mean, label=label)
+    ax.fill_between(
+        epochs, (mean - std).clamp_min(1e-12), mean + std, color=line.get_color(), alpha=0.2
+    )
