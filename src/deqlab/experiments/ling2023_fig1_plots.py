@@ -55,9 +55,9 @@ def _figure(
                 panel(ax, run, color)
             if reference is not None:
                 add_reference_line(ax, *reference)
-            note = "" if any(r.condition1 for r in runs) else " (Condition 1 fails: no bound)"
+            note = "" if any(r.condition1 for r in runs) else " (Condition 1 fails for every m)"
             ax.set_title(dataset + (note if panel is _loss else ""))
-            ax.set_xlabel("GD step τ")
+            ax.set_xlabel(r"GD step $\tau$")
             ax.set_ylabel(ylabel)
             ax.legend()
         return save_figure(fig, directory, name)
@@ -65,9 +65,11 @@ def _figure(
 
 def plot_fig1(datasets: dict[str, list[WidthRun]], directory: Path) -> list[Path]:
     """Write the three figures; return their PNG and PDF paths."""
+    w_line = (1.0, r"$\|W\|_2 = 1$")
+    half = (0.5, r"$\lambda_0/2$")
     return [
-        *_figure(datasets, _loss, "loss Φ(τ)", None, directory, "loss"),
-        *_figure(datasets, _w_norm, "‖W(τ)‖₂", (1.0, "‖W‖₂ = 1"), directory, "w_norm"),
-        *_figure(datasets, _lambda_ratio, "λ_τ / λ_0", (0.5, "λ_0 / 2"), directory,
+        *_figure(datasets, _loss, r"loss $\Phi(\tau)$", None, directory, "loss"),
+        *_figure(datasets, _w_norm, r"$\|W(\tau)\|_2$", w_line, directory, "w_norm"),
+        *_figure(datasets, _lambda_ratio, r"$\lambda_\tau/\lambda_0$", half, directory,
                  "lambda_ratio"),
     ]  # fmt: skip

@@ -126,7 +126,7 @@ def reproduce(
             wall_s=time.perf_counter() - start,
             n_tasks=len(tasks),
             n_failed=sum(r.status == "failed" for r in results.values()),
-            error=f"{type(err).__name__}: {err}".strip(),
+            error=type(err).__name__ + (f": {err}" if str(err) else ""),
         )
         raise
     failed = [r.key for r in ordered if r.status == "failed"]
