@@ -319,3 +319,62 @@ def test_empirical_ntk_validates_its_arguments():
         empirical_ntk(model, sphere(3, 2), parameterization="ntk")
     with pytest.raises(ValueError, match="`parameterization` must be one of 'standard', 'ntk'"):
         deq_ntk(sphere(3, 2), 0.08, parameterization="mup")
+
+
+# --- CLI ---------------------------------------------------------------------------------
+
+
+def test_cli_kernel_prints_spectrum_and_saves_the_matrix(tmp_path):
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from deqlab.cli.app import app
+    from deqlab.data import get_dataset
+
+    out = tmp_path / "K.npy"
+    args = ["kernel", "--dataset", "sphere", "--n", "20", "--d", "8", "--save", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    K = population_gram(get_dataset("sphere", n=20, d=8).X, 0.08)
+    torch.testing.assert_close(torch.from_numpy(np.load(out)), K, atol=0, rtol=0)
+    lam = least_eigenvalue(K)
+    assert f"lambda_min (λ*): {lam.value:.10g}" in result.output
+    assert f"condition number: {lam.condition_number:.6g}" in result.output
+    assert "diagonal: min 1.086956522, mean 1.086956522, max 1.086956522" in result.output
+
+
+def test_cli_kernel_reads_npy_inputs_reports_singularity_and_ntk(tmp_path):
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from deqlab.cli.app import app
+
+    X = sphere(5, 4)
+    path = tmp_path / "X.npy"
+    np.save(path, torch.cat([X, X[:, :1]], dim=1).numpy())  # a duplicate point
+    runner = CliRunner()
+    result = runner.invoke(app, ["kernel", "--input", str(path), "--depth", "2"])
+    assert result.exit_code == 0, result.output
+    assert "K^(2) (Definition 1)" in result.output and "lambda_min (λ*): 0\n" in result.output
+    assert "duplicate or parallel inputs" in result.output
+    np.save(path, X.numpy())
+    result = runner.invoke(app, ["kernel", "--input", str(path), "--ntk"])
+    assert result.exit_code == 0 and "DEQ NTK (standard)" in result.output
+    lam = least_eigenvalue(deq_ntk(X, 0.08))
+    assert f"lambda_min (λ*): {lam.value:.10g}" in result.output
+
+
+def test_cli_kernel_rejects_bad_arguments(tmp_path):
+    from typer.testing import CliRunner
+
+    from deqlab.cli.app import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["kernel"])
+    assert (
+        result.exit_code == 1 and "give exactly one of --dataset NAME or --input" in result.output
+    )
+    result = runner.invoke(app, ["kernel", "--dataset", "sphere", "--depth", "-2"])
+    assert result.exit_code == 2 and "non-negative integer or 'inf'" in result.output
+    result = runner.invoke(app, ["kernel", "--dataset", "sphere", "--n", "5", "--sigma-w2", "1"])
+    assert result.exit_code == 1 and "`sigma_w2` must be in (0, 1)" in result.output

@@ -30,6 +30,7 @@ from deqlab.solvers import (
     Status,
     get_solver,
 )
+from deqlab.theory import deq_ntk, least_eigenvalue, population_gram
 from deqlab.train.gd import GDConfig, GDTrainer
 
 __all__ = [
@@ -50,9 +51,12 @@ __all__ = [
     "Status",
     "Unrolled",
     "__version__",
+    "deq_ntk",
     "fixed_point",
     "get_dataset",
     "get_solver",
+    "least_eigenvalue",
+    "population_gram",
     "synthetic_sphere",
     "zou_synthetic",
 ]

@@ -30,7 +30,8 @@ def _register_commands() -> None:
     """Import the command modules (each adds its commands or sub-apps to ``app``)."""
     # One import per command module; keep them light (heavy imports inside commands).
     import deqlab.cli.data
-    import deqlab.cli.experiments  # noqa: F401
+    import deqlab.cli.experiments
+    import deqlab.cli.kernel  # noqa: F401
 
 
 _register_commands()

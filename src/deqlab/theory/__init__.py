@@ -3,6 +3,11 @@
 All of them are pure functions of tensors.
 """
 
+from deqlab.theory.init_theorems import (
+    initialization_claims,
+    measure_initialization,
+    plot_initialization,
+)
 from deqlab.theory.kawaguchi2021 import (
     convergence_bound,
     dynamics_matrix,
@@ -10,6 +15,14 @@ from deqlab.theory.kawaguchi2021 import (
     lambda_min_dynamics,
     logistic_loss_optimum,
     square_loss_optimum,
+)
+from deqlab.theory.kernels import (
+    AssumptionWarning,
+    LeastEigenvalue,
+    arccos_q,
+    arccos_q_derivative,
+    least_eigenvalue,
+    population_gram,
 )
 from deqlab.theory.ling2023 import (
     Condition1,
@@ -20,22 +33,34 @@ from deqlab.theory.ling2023 import (
     theorem1_claims,
 )
 from deqlab.theory.mondeq import MonDEQConstants, mondeq_constants
+from deqlab.theory.ntk import deq_ntk, empirical_ntk
 from deqlab.theory.spectra import gram_lambda_min, spectral_norm, spectral_norm_lanczos
 
 __all__ = [
+    "AssumptionWarning",
     "Condition1",
+    "LeastEigenvalue",
     "MonDEQConstants",
     "Theorem1Claims",
+    "arccos_q",
+    "arccos_q_derivative",
     "condition1",
     "convergence_bound",
+    "deq_ntk",
     "dynamics_matrix",
+    "empirical_ntk",
     "gram_lambda_min",
+    "initialization_claims",
     "lambda_lower_bound",
     "lambda_min_dynamics",
     "learning_rate",
+    "least_eigenvalue",
     "lemma2_gradients",
     "logistic_loss_optimum",
+    "measure_initialization",
     "mondeq_constants",
+    "plot_initialization",
+    "population_gram",
     "spectral_norm",
     "spectral_norm_lanczos",
     "square_loss_optimum",
