@@ -14,7 +14,7 @@ TIGHT = {"tol": 1e-13, "max_iter": 5000}
 
 def make(solver, **kwargs):
     torch.manual_seed(1)
-    return MonDEQ(D, WIDTH, m=M, solver=solver, **kwargs)
+    return MonDEQ(D, WIDTH, m=M, solver=solver, **({"sigma_A": 0.6, "sigma_B": 0.6} | kwargs))
 
 
 @pytest.mark.parametrize("scale", [0.1, 1.0, 10.0])

@@ -19,7 +19,7 @@ def monotone_weight(n: int, m: float, scale: float = 1.0, symmetric: bool = Fals
 @pytest.fixture
 def problem():
     n, N, m = 12, 5, 0.5
-    W = monotone_weight(n, m)
+    W = monotone_weight(n, m, scale=0.6)
     return MonotoneOperator(W, m), W, torch.randn(n, N)
 
 
