@@ -143,8 +143,8 @@ class Kawaguchi2021Fig2(Experiment):
     Config = Fig2Config
     presets: ClassVar = {
         "tiny": {
-            "n": 40, "d": 3, "gamma": 0.5, "lr": 1.5e-3, "steps": 250, "n_random": 1,
-            "resnet_depth": 3, "bound_steps": 100, "bound_records": 15, "optimum_rtol": 1e-3,
+            "n": 40, "d": 3, "gamma": 0.5, "lr": 2.5e-3, "steps": 150, "n_random": 1,
+            "resnet_depth": 3, "bound_steps": 60, "bound_records": 12, "optimum_rtol": 1e-3,
         },
         "quick": {"bound_steps": 10_000, "bound_records": 60},
         "paper": {},

@@ -65,7 +65,7 @@ class Kawaguchi2021Fig3(Experiment):
     paper = "Kawaguchi, On the theory of implicit deep learning, ICLR 2021 (Figure 3, App. D.2)"
     Config = Fig3Config
     presets: ClassVar = {
-        "tiny": {"n": 40, "d": 3, "gamma": 0.5, "lr": 5e-3, "steps": 300, "records": 15,
+        "tiny": {"n": 40, "d": 3, "gamma": 0.5, "lr": 5e-3, "steps": 200, "records": 12,
                  "optimum_rtol": 1e-3},
         "quick": {"steps": 20_000, "records": 80},
         "paper": {},
