@@ -19,11 +19,15 @@ from deqlab.implicit import (
     Unrolled,
     fixed_point,
 )
+from deqlab.landscape import filter_normalized_direction, loss_surface
 from deqlab.models.delm import DELM
+from deqlab.models.mondeq import MonDEQ
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.solvers import (
     Anderson,
     Broyden,
+    ForwardBackward,
+    PeacemanRachford,
     Picard,
     Solution,
     SolverError,
@@ -39,11 +43,14 @@ __all__ = [
     "Anderson",
     "Broyden",
     "FixedPointStats",
+    "ForwardBackward",
     "GDConfig",
     "GDTrainer",
     "Implicit",
     "JacobianFree",
     "LabelledData",
+    "MonDEQ",
+    "PeacemanRachford",
     "Picard",
     "ReLUDEQ",
     "Solution",
@@ -52,10 +59,12 @@ __all__ = [
     "Unrolled",
     "__version__",
     "deq_ntk",
+    "filter_normalized_direction",
     "fixed_point",
     "get_dataset",
     "get_solver",
     "least_eigenvalue",
+    "loss_surface",
     "population_gram",
     "synthetic_sphere",
     "zou_synthetic",
