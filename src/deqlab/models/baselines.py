@@ -79,8 +79,14 @@ class ReLUMLP(nn.Module):
         dims = [self.m_x] + [width] * (depth - 1) + [m_y]
         std = 1.0 / math.sqrt(width)
         factory = {"dtype": dtype, "device": device}
+        gen_device = None if generator is None else generator.device  # draw there, then move
         self.weights = nn.ParameterList(
-            nn.Parameter(torch.randn(d_out, d_in, generator=generator, **factory) * std)
+            nn.Parameter(
+                (
+                    torch.randn(d_out, d_in, generator=generator, dtype=dtype, device=gen_device)
+                    * std
+                ).to(device)
+            )
             for d_in, d_out in itertools.pairwise(dims)
         )
         self.biases = nn.ParameterList(

@@ -98,10 +98,12 @@ class DELM(nn.Module):
         self.stats = FixedPointStats()
         check_choice("init", init, DELM_INITS)
         factory = {"dtype": dtype, "device": device}
-        if init == "normal":
+        if init == "normal":  # drawn where the generator lives, then moved to `device`
             std = 1.0 / math.sqrt(self.m)
-            A = torch.randn(self.m, self.m, generator=generator, **factory) * std
-            B = torch.randn(self.m_y, self.m, generator=generator, **factory) * std
+            gen_device = None if generator is None else generator.device
+            A = torch.randn(self.m, self.m, generator=generator, dtype=dtype, device=gen_device)
+            B = torch.randn(self.m_y, self.m, generator=generator, dtype=dtype, device=gen_device)
+            A, B = (A * std).to(device), (B * std).to(device)
         else:
             if self.m_y != self.m:
                 raise ValueError(
@@ -129,7 +131,7 @@ class DELM(nn.Module):
         check_tensor("A", A, shape=(m, m))
         check_tensor("B", B, shape=(None, m))
         model = cls(m, B.shape[0], gamma=gamma, feature_map=feature_map, solver=solver,
-                    dtype=A.dtype, device=A.device)  # fmt: skip
+                    generator=torch.Generator(), dtype=A.dtype, device=A.device)  # fmt: skip
         with torch.no_grad():
             model.A.copy_(A)
             model.B.copy_(B.to(A.dtype))
