@@ -210,6 +210,13 @@ def test_duplicate_or_parallel_inputs_give_zero_least_eigenvalue(factor):
     assert abs(lam.computed) <= lam.tolerance and "duplicate or parallel" in lam.reason
 
 
+def test_least_eigenvalue_tolerance_follows_the_dtype_of_k():
+    X = sphere(6, 5)
+    K = population_gram(torch.cat([X, X[:, :1]], dim=1), 0.08)
+    lam64, lam32 = least_eigenvalue(K), least_eigenvalue(K.float())
+    assert lam32.singular and lam32.tolerance > 1e6 * lam64.tolerance
+
+
 def test_least_eigenvalue_rejects_non_psd_and_asymmetric_matrices():
     with pytest.raises(ValueError, match="`K` must be positive semi-definite; got least eig"):
         least_eigenvalue(torch.tensor([[1.0, 2.0], [2.0, 1.0]]))

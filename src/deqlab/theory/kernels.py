@@ -14,11 +14,12 @@ and ``c_ij = x_iᵀx_j / (‖x_i‖ ‖x_j‖)`` every entry follows a scalar re
     k^(l) = Q((σ_w² ρ_{l-1} k^(l-1) + c) / ρ_l),   k^(0) = 0,                 (Eq. 12-13)
 
 and at infinite depth ``k = Q(σ_w² k + (1 - σ_w²) c)``, ``K_ij = √(ν_i ν_j) k_ij / (1 - σ_w²)``
-(Eq. 14). On the sphere (ν = 1) these are the paper's equations, with one correction:
-Eq. (13) divides by ``ρ^(l-1)`` where the derivation (Appendix C.1, last display) gives
-``ρ^(l)``, and the denominator of ``cos θ^(l)`` in Lemma 3 is ``σ_w² K_ii^(l-1) + 1``, not
-``σ_w² K_ij^(l-1) + 1``. Because the entries decouple, the matrix is computed in row blocks
-(upper triangle, mirrored), using one n×n output buffer plus a few block-sized buffers.
+(Eq. 14); on the sphere ``K_ii = 1/(1 - σ_w²)``. For ν = 1 these are the paper's equations
+with two typographical corrections: Eq. (13) divides by ``ρ^(l-1)`` where the derivation
+(Appendix C.1, last display) gives ``ρ^(l)``, and the denominator of ``cos θ^(l)`` in Lemma 3
+is ``σ_w² K_ii^(l-1) + 1``, not ``σ_w² K_ij^(l-1) + 1``. Because the entries decouple, the
+matrix is computed in row blocks (upper triangle, mirrored): one n×n output buffer plus a
+few block-sized buffers.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 _ASSUMPTION1_MAX_SIGMA_W2 = 1.0 / 8.0
-_BLOCK_ENTRIES = 1 << 22  # entries per row block (32 MiB in float64)
+_BLOCK_ENTRIES = 1 << 20  # entries per row block (8 MiB in float64)
 _NEWTON_MAX_STEPS = 60
 
 
@@ -262,20 +263,22 @@ def least_eigenvalue(K: torch.Tensor) -> LeastEigenvalue:
     ``eigvalsh`` is backward stable: each eigenvalue is exact for a matrix within
     ``c·n·eps·‖K‖₂`` of K, so a computed λ_min with ``|λ_min| <= tol = n·eps·λ_max`` cannot be
     told from 0 (duplicate or parallel inputs give exactly this): reported as 0.0,
-    ``singular=True``. ``λ_min < -tol`` means K is not PSD: ValueError. Computed in float64.
+    ``singular=True``. ``λ_min < -tol`` means K is not PSD: ValueError. eps is that of K's
+    dtype (a float32 K carries float32 round-off); the eigenvalues are computed in float64.
     """
     K = check_tensor("K", K, ndim=2)
     if K.shape[0] != K.shape[1] or K.shape[0] == 0:
         raise ValueError(f"`K` must be a non-empty square matrix; got shape {tuple(K.shape)}")
+    eps = torch.finfo(K.dtype).eps  # the precision K was computed in
     K = K.to(torch.float64)
     n = K.shape[0]
     scale = float(K.abs().max())
     asym = float((K - K.T).abs().max())
-    if asym > 1e3 * torch.finfo(torch.float64).eps * max(scale, 1e-300):
+    if asym > 1e3 * eps * max(scale, 1e-300):
         raise ValueError(f"`K` must be symmetric; got max |K - Kᵀ| = {asym:.3g}")
     eigs = torch.linalg.eigvalsh(K)
     lo, hi = float(eigs[0]), float(eigs[-1])
-    tol = n * torch.finfo(torch.float64).eps * max(abs(hi), abs(lo))
+    tol = n * eps * max(abs(hi), abs(lo))
     if lo < -tol:
         raise ValueError(
             f"`K` must be positive semi-definite; got least eigenvalue {lo:.3g} < -{tol:.1e} "
