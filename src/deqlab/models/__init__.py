@@ -4,6 +4,7 @@ The ReLU DEQ (Ling et al. 2023), the monotone DEQ (thesis), the DELM (Kawaguchi 
 """
 
 from deqlab.models.baselines import LinearModel, LinearResNet, ReLUMLP
+from deqlab.models.conv_deq import ConvDEQ, ConvDEQCell, WeightTiedConvNet
 from deqlab.models.delm import DELM, column_softmax
 from deqlab.models.mondeq import MonDEQ, monotone_fixed_point
 from deqlab.models.relu_deq import Gradients, ReLUDEQ
@@ -11,6 +12,8 @@ from deqlab.models.relu_deq_solve import SolveError
 
 __all__ = [
     "DELM",
+    "ConvDEQ",
+    "ConvDEQCell",
     "Gradients",
     "LinearModel",
     "LinearResNet",
@@ -18,6 +21,7 @@ __all__ = [
     "ReLUDEQ",
     "ReLUMLP",
     "SolveError",
+    "WeightTiedConvNet",
     "column_softmax",
     "monotone_fixed_point",
 ]
