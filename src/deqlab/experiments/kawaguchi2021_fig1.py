@@ -290,7 +290,5 @@ def _plot_mean_std(
     label = (
         f"{model} ({which}, lr {lr:g})" if model in ("DELM", "Linear") else f"{model} (lr {lr:g})"
     )
-    (line,) = ax.plot(epochs, mean, label=label)
-    ax.fill_between(
-        epochs, (mean - std).clamp_min(1e-12), mean + std, color=line.get_color(), alpha=0.2
-    )
+    ax.plot(epochs, mean, label=label, color=color)
+    ax.fill_between(epochs, (mean - std).clamp_min(1e-12), mean + std, color=color, alpha=0.2)
