@@ -22,7 +22,7 @@ from deqlab.theory.mondeq import (
     sigma_min,
     step_size_bound,
 )
-from deqlab.train.mondeq_gd import train_mondeq_gd
+from deqlab.train.mondeq_gd import MonDEQGD, train_mondeq_gd
 
 TIGHT = PeacemanRachford(tol=1e-12, max_iter=5000)
 
@@ -184,3 +184,20 @@ def test_gd_trainer_bad_input():
         train_mondeq_gd(model, X.T, y, lr=0.1, steps=1)
     with pytest.raises(TypeError, match="`model` must be a MonDEQ"):
         train_mondeq_gd(torch.nn.Linear(2, 2), X, y, lr=0.1, steps=1)
+
+
+def test_gd_trainer_resumes_with_identical_numbers():
+    def trainer():
+        model, X, y, _ = setup()  # same seed: same θ(0) and data
+        return MonDEQGD(model, X, y, lr=0.02)
+
+    full = trainer()
+    for _ in range(3):
+        full.step()
+    part = trainer()
+    part.step()
+    again = trainer()
+    again.load_state_dict(part.state_dict())
+    again.step()
+    again.step()
+    assert again.records == full.records and again.step_count == 3

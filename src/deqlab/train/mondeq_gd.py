@@ -6,8 +6,9 @@ solve is warm-started from the previous equilibrium. Step ``k`` records one tidy
 
     step, loss L(θ(k)), loss_bound (1 − ηλ_0²/4)^k L(θ(0)) (Eq. 3.20), sigma_min σ_min(Z(k)),
     dist_A/dist_B/dist_U/dist_u ‖·(k) − ·(0)‖_F, in_balls (Hypothesis 1), sigma_ok
-    (Hypothesis 2: σ_min(Z(k)) ≥ λ_0/2), loss_ok (Hypothesis 3), forward_steps,
-    adjoint_steps (splitting iterations of the step's solves).
+    (Hypothesis 2: σ_min(Z(k)) ≥ λ_0/2), loss_ok (Hypothesis 3), forward_steps and
+    adjoint_steps (splitting iterations of the step's solves; adjoint_steps is 0 for a
+    record-only step).
 
 ``λ_0 = σ_min(Z(0))``, Conditions 1–2 and the step-size bound of Theorem 3.3.5 are
 evaluated once, at initialisation.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -33,19 +35,106 @@ from deqlab.theory.mondeq import (
     step_size_bound,
 )
 
+Record = dict[str, float | int | bool]
+
+
+class MonDEQGD:
+    """Full-batch GD on ``model`` (updated in place), one :meth:`step` at a time.
+
+    ``X`` is ``(d, N)`` (samples as columns), ``y`` is ``(N,)``; ``radius`` is the ``R`` of
+    the balls of Section 3.3 (one for all four parameters). ``state_dict`` /
+    ``load_state_dict`` make a run resumable with identical numbers.
+    """
+
+    def __init__(
+        self, model: MonDEQ, X: torch.Tensor, y: torch.Tensor, *, lr: float, radius: float = 1.0
+    ) -> None:
+        if not isinstance(model, MonDEQ):
+            raise TypeError(f"`model` must be a MonDEQ; got {type(model).__name__}")
+        self.model = model
+        self.X = check_tensor("X", X, shape=(model.in_features, None))
+        self.y = check_tensor("y", y, shape=(X.shape[1],))
+        self.lr = check_positive("lr", lr)
+        self.params = dict(model.named_parameters())
+        self.initial = {k: p.detach().clone() for k, p in self.params.items()}
+        with torch.no_grad():
+            self.Z = model.equilibrium(X)  # Z(0), (n, N); later the warm start
+        self.constants: MonDEQConstants = mondeq_constants(
+            **self.initial, Z=self.Z, X=X, y=y, m=model.m, radius=radius
+        )
+        self.records: list[Record] = []
+        self.step_count = 0
+        self.finite = True
+
+    @property
+    def conditions(self) -> list[Row]:
+        """Rows of Conditions 1 and 2 (Eqs. 3.8–3.9, 3.16–3.18) at initialisation."""
+        return condition_1(self.constants) + condition_2(self.constants)
+
+    @property
+    def eta_max(self) -> float:
+        """The step-size bound of Theorem 3.3.5."""
+        return step_size_bound(self.constants)
+
+    def step(self, *, update: bool = True) -> Record:
+        """Record step ``k`` at θ(k); with ``update``, move to θ(k+1). Returns the record."""
+        Z = self.model.equilibrium(self.X, self.Z)  # (n, N), warm-started
+        loss = 0.5 * torch.sum((Z.T @ self.model.u - self.y) ** 2)  # Eq. (3.4)
+        value = float(loss.detach())
+        record: Record = {"step": self.step_count, "loss": value}
+        self.records.append(record)
+        if not math.isfinite(value):
+            self.finite = False
+            return record
+        k, eta = self.step_count, self.lr
+        rows = hypotheses(
+            self.constants, initial=self.initial, current=self.params, Z=Z, loss=value, k=k, eta=eta
+        )
+        record["loss_bound"] = rows[-1]["rhs"]
+        record["sigma_min"] = rows[-2]["lhs"]
+        record.update(
+            {f"dist_{p}": row["lhs"] for p, row in zip(PARAMETERS, rows[:4], strict=True)}
+        )
+        record["in_balls"] = all(row["holds"] for row in rows[:4])
+        record["sigma_ok"], record["loss_ok"] = rows[-2]["holds"], rows[-1]["holds"]
+        record["forward_steps"] = self.model.last_forward.n_steps
+        record["adjoint_steps"] = 0
+        self.Z = Z.detach()
+        if update:
+            grads = torch.autograd.grad(loss, list(self.params.values()))
+            record["adjoint_steps"] = self.model.last_backward.n_steps
+            with torch.no_grad():
+                for p, g in zip(self.params.values(), grads, strict=True):
+                    p -= self.lr * g
+            self.step_count += 1
+        return record
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume: parameters, warm start, records, step count."""
+        return {
+            "params": {k: p.detach().clone() for k, p in self.params.items()},
+            "Z": self.Z.clone(),
+            "records": [dict(r) for r in self.records],
+            "step_count": self.step_count,
+            "finite": self.finite,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        with torch.no_grad():
+            for k, p in self.params.items():
+                p.copy_(state["params"][k])
+        self.Z = state["Z"].clone()
+        self.records = [dict(r) for r in state["records"]]
+        self.step_count = int(state["step_count"])
+        self.finite = bool(state["finite"])
+
 
 @dataclass(frozen=True)
 class MonDEQGDResult:
-    """What :func:`train_mondeq_gd` returns.
+    """What :func:`train_mondeq_gd` returns: the records (steps ``0..steps``), the constants
+    at initialisation, the rows of Conditions 1–2 and Theorem 3.3.5's step-size bound."""
 
-    Attributes:
-        records: one tidy dict per GD step (see the module docstring), steps ``0..steps``.
-        constants: λ_0, ‖X‖_F, L(θ(0)) and the λ̄'s at initialisation.
-        conditions: rows of Conditions 1 and 2 (Eqs. 3.8–3.9, 3.16–3.18) at initialisation.
-        eta_max: the step-size bound of Theorem 3.3.5.
-    """
-
-    records: list[dict[str, float | int | bool]]
+    records: list[Record]
     constants: MonDEQConstants
     conditions: list[Row]
     eta_max: float
@@ -60,53 +149,14 @@ def train_mondeq_gd(
     steps: int,
     radius: float = 1.0,
 ) -> MonDEQGDResult:
-    """Run ``steps`` full-batch GD steps of size ``lr`` on ``model`` (updated in place).
+    """Run ``steps`` GD steps (see :class:`MonDEQGD`), recording steps ``0..steps``.
 
-    ``X`` is ``(d, N)`` (samples as columns), ``y`` is ``(N,)``; ``radius`` is the ``R`` of
-    the balls of Section 3.3 (one for all four parameters). Stops early, with a final
-    record, if the loss becomes non-finite.
+    Stops early, after the record of the first non-finite loss.
     """
-    if not isinstance(model, MonDEQ):
-        raise TypeError(f"`model` must be a MonDEQ; got {type(model).__name__}")
-    X = check_tensor("X", X, shape=(model.in_features, None))
-    y = check_tensor("y", y, shape=(X.shape[1],))
-    lr = check_positive("lr", lr)
     steps = check_int("steps", steps, min_value=0)
-    params = dict(model.named_parameters())
-    initial = {k: p.detach().clone() for k, p in params.items()}
-    with torch.no_grad():
-        Z_prev = model.equilibrium(X)  # Z(0), (n, N)
-    constants = mondeq_constants(**initial, Z=Z_prev, X=X, y=y, m=model.m, radius=radius)
-    records: list[dict[str, float | int | bool]] = []
-    for k in range(steps + 1):
-        Z = model.equilibrium(X, Z_prev)  # (n, N), warm-started
-        loss = 0.5 * torch.sum((Z.T @ model.u - y) ** 2)  # Eq. (3.4)
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            records.append({"step": k, "loss": value})
-            break
-        rows = hypotheses(constants, initial=initial, current=params, Z=Z, loss=value, k=k, eta=lr)
-        record: dict[str, float | int | bool] = {"step": k, "loss": value}
-        record["loss_bound"] = rows[-1]["rhs"]
-        record["sigma_min"] = rows[-2]["lhs"]
-        record.update(
-            {f"dist_{k}": row["lhs"] for k, row in zip(PARAMETERS, rows[:4], strict=True)}
-        )
-        record["in_balls"] = all(row["holds"] for row in rows[:4])
-        record["sigma_ok"], record["loss_ok"] = rows[-2]["holds"], rows[-1]["holds"]
-        record["forward_steps"] = model.last_forward.n_steps
-        records.append(record)
-        if k == steps:
-            break
-        grads = torch.autograd.grad(loss, list(params.values()))
-        record["adjoint_steps"] = model.last_backward.n_steps
-        with torch.no_grad():
-            for p, g in zip(params.values(), grads, strict=True):
-                p -= lr * g
-        Z_prev = Z.detach()
-    return MonDEQGDResult(
-        records=records,
-        constants=constants,
-        conditions=condition_1(constants) + condition_2(constants),
-        eta_max=step_size_bound(constants),
-    )
+    trainer = MonDEQGD(model, X, y, lr=lr, radius=radius)
+    while trainer.step_count < steps and trainer.finite:
+        trainer.step()
+    if trainer.finite:
+        trainer.step(update=False)
+    return MonDEQGDResult(trainer.records, trainer.constants, trainer.conditions, trainer.eta_max)
