@@ -157,3 +157,14 @@ def test_gradient_matches_central_finite_differences():
         float((g * v).sum()) for g, v in zip((ours.W, ours.U, ours.a), directions, strict=True)
     )
     assert abs(fd - exact) <= 1e-8 * abs(exact)
+
+
+def test_forward_is_the_differentiable_prediction():
+    model, X, y = _problem()
+    y_hat = model(X)
+    assert y_hat.requires_grad and y_hat.shape == (X.shape[1],)
+    torch.testing.assert_close(
+        y_hat.detach(), model.predict(model.equilibrium(X, tol=1e-12).Z).detach()
+    )
+    (0.5 * (y_hat - y).square().sum()).backward()
+    assert _rel(model.a.grad, model.gradients(X, y, tol=1e-12).a) < 1e-8

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from deqlab._checks import check_int, check_real, check_tensor
+from deqlab.implicit import Backward, fixed_point
 from deqlab.models.relu_deq_solve import (
     DEFAULT_MAX_ITER,
     AdjointSolve,
@@ -24,6 +25,7 @@ from deqlab.models.relu_deq_solve import (
     solve_adjoint,
     solve_forward,
 )
+from deqlab.solvers import Picard, Solver
 
 #: Assumption 1 requires σ_w² < 1/8 (then ‖W(0)‖₂ ≤ 2√2 σ_w < 1 w.h.p., Lemma 1).
 SIGMA_W2_LIMIT = 1.0 / 8.0
@@ -145,6 +147,21 @@ class ReLUDEQ(nn.Module):
     def predict(self, Z: torch.Tensor) -> torch.Tensor:
         """ŷ = aᵀ Z, shape (n,)."""
         return self.a @ Z
+
+    def forward(
+        self, X: torch.Tensor, *, solver: Solver | None = None, backward: Backward | None = None
+    ) -> torch.Tensor:
+        """ŷ = aᵀ Z* (n,), differentiable by autograd through the generic engine.
+
+        Z* = relu(W Z* + U X) is solved by :func:`deqlab.fixed_point` (default
+        ``Picard(tol=1e-10)`` from Z = 0; gradients by its exact implicit ``backward``).
+        For training, :meth:`gradients` (structured, no autograd) is much faster.
+        """
+        (X,) = self.check_data(X)
+        Z0 = torch.zeros(self.m, X.shape[1], dtype=X.dtype, device=X.device)
+        solver = Picard(tol=1e-10, max_iter=DEFAULT_MAX_ITER) if solver is None else solver
+        Z = fixed_point(lambda Z: self.layer(Z, X), Z0, solver=solver, backward=backward)
+        return self.predict(Z)
 
     @torch.no_grad()
     def equilibrium(

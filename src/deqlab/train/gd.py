@@ -12,10 +12,17 @@ The state keeps, for both solves, the last input and its product (``P = W Z_in``
 ``W' Z_in = P − η G (Zᵀ Z_in)`` and ``W'ᵀ (D⊙C_in) = Q − η Z (Gᵀ (D⊙C_in))`` (cost ≈ 2n/m of an
 m×m by m×n product each), so a warm start that is already within tolerance costs no full
 product. After ``refresh_every`` consecutive corrections the product is recomputed
-exactly, bounding round-off drift. The adjoint is solved for C, c_i = (I − WᵀD_i)⁻¹a
+exactly, bounding round-off drift. With ``extrapolate`` the forward starts from
+``Z_in + c (Z_in − Z_prev)``, c fitted by least squares to the previous difference
+(``extrapolation`` in the record); its product ``P + c (P − P_prev)`` is free because
+``P_prev = W Z_prev`` is kept corrected too. The adjoint is solved for C, c_i = (I − WᵀD_i)⁻¹a
 (``adjoint="C"``, independent of r) by default, or for V (``adjoint="V"``); when the
 new step's mask D' differs from D, Q is moved to Wᵀ(D' ⊙ C_in) through the flipped
 entries only (``mask_flips`` in the record).
+
+Stopping: per column (sample), ``‖x_{k+1,i} − x_{k,i}‖ <= tol ‖x_{k+1,i}‖`` for every i
+(torchdeq's 'rel' mode); converged columns are not iterated again, so product counts are
+fractional (see :mod:`deqlab.models.relu_deq_solve`).
 
 Record fields (NaN where not measured at that step):
     step, loss Φ(τ), lambda_min λ_τ (every ``metrics_every`` steps and at step 0),
@@ -50,7 +57,22 @@ from deqlab.theory.spectra import gram_lambda_min, spectral_norm_lanczos
 #: Values of ``GDTrainer.status``; anything but "ok" means the run has stopped.
 STATUSES = ("ok", "W_norm_ge_1", "forward_failed", "adjoint_failed", "loss_not_finite")
 
-_STATE_TENSORS = ("Z_in", "P", "C_in", "Q", "Q_mask", "W_ref", "v_W", "v_U", "W0", "U0", "a0")
+_STATE_TENSORS = (
+    "Z_in",
+    "P",
+    "C_in",
+    "Q",
+    "Q_mask",
+    "Z_prev",
+    "P_prev",
+    "dZ_prev",
+    "W_ref",
+    "v_W",
+    "v_U",
+    "W0",
+    "U0",
+    "a0",
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +86,7 @@ class GDConfig:
     spectral_every: int = 10
     spectral_tol: float = 1e-10
     rank_n_updates: bool = True
+    extrapolate: bool = True
     refresh_every: int = 20
     adjoint: str = "C"
 
@@ -74,8 +97,9 @@ class GDConfig:
         check_int("metrics_every", self.metrics_every, min_value=0)
         check_int("spectral_every", self.spectral_every, min_value=0)
         check_positive("spectral_tol", self.spectral_tol)
-        if not isinstance(self.rank_n_updates, bool):
-            raise TypeError(f"`rank_n_updates` must be a bool; got {self.rank_n_updates!r}")
+        for name in ("rank_n_updates", "extrapolate"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"`{name}` must be a bool; got {getattr(self, name)!r}")
         check_int("refresh_every", self.refresh_every, min_value=1)
         check_choice("adjoint", self.adjoint, ("C", "V"))
 
@@ -108,6 +132,10 @@ class GDTrainer:
         # Warm starts (input, product); Z = 0 and C = 0 have zero products for free.
         self.Z_in, self.P, self.C_in, self.Q = zeros, zeros.clone(), zeros.clone(), zeros
         self.Q_mask: torch.Tensor | None = None  # Q = Wᵀ(Q_mask ⊙ C_in); None: C_in = 0
+        # forward history for extrapolation: previous input, its product, previous difference
+        self.Z_prev: torch.Tensor | None = None
+        self.P_prev: torch.Tensor | None = None
+        self.dZ_prev: torch.Tensor | None = None
         self.W0, self.U0, self.a0 = W.clone(), U.clone(), a.clone()
         self.W_ref, self.W_ref_norm = W.clone(), math.nan
         self.v_W: torch.Tensor | None = None
@@ -142,7 +170,14 @@ class GDTrainer:
 
         B = U @ X  # (m, n)
         thin += d / m
-        fwd = solve_forward(W, B, self.Z_in, self.P, tol=cfg.tol, max_iter=cfg.max_iter)
+        Z_start, P_start = self.Z_in, self.P
+        if self.dZ_prev is not None:  # fitted linear extrapolation; its product is free
+            dZ = self.Z_in - self.Z_prev  # (m, n)
+            c = float((dZ * self.dZ_prev).sum()) / max(float(self.dZ_prev.square().sum()), 1e-300)
+            c = min(max(c, -1.0), 1.0)
+            Z_start, P_start = self.Z_in + c * dZ, self.P + c * (self.P - self.P_prev)
+            rec["extrapolation"] = c
+        fwd = solve_forward(W, B, Z_start, P_start, tol=cfg.tol, max_iter=cfg.max_iter)
         rec.update(forward_steps=fwd.n_steps, forward_products=fwd.n_products,
                    forward_residual=fwd.residual)  # fmt: skip
         if not fwd.converged:
@@ -173,12 +208,21 @@ class GDTrainer:
             self._measure_metrics(W, U, a, Z, G, grad_a, rec)
 
         # Warm starts for θ_{τ+1}: corrected products (thin) or recomputed exactly.
+        if cfg.extrapolate:  # history: the previous input, its product, their difference
+            has_prev = self.Z_prev is not None
+            self.dZ_prev = self.Z_in - self.Z_prev if has_prev else None
+            self.Z_prev, self.P_prev = self.Z_in, self.P
         self.Z_in, self.C_in, self.Q_mask = fwd.x_in, adj.x_in, fwd.mask
-        n_P = 0 if fwd.n_products else self.n_corrections[0]  # corrections since exact
-        n_Q = 0 if adj.n_products else self.n_corrections[1]
+        n_P, n_Q = self.n_corrections  # corrections since the last exact product
         correct_P = cfg.rank_n_updates and n_P < cfg.refresh_every
         correct_Q = cfg.rank_n_updates and n_Q < cfg.refresh_every
-        if correct_P:
+        if correct_P and self.Z_prev is not None:  # both products in one pair of thin ones
+            both = fwd.product.new_empty(m, 2 * n)  # (m, 2n)
+            both[:, :n], both[:, n:] = fwd.product, self.P_prev
+            both -= cfg.lr * (G @ (Z.T @ torch.cat((fwd.x_in, self.Z_prev), dim=1)))
+            self.P, self.P_prev = both[:, :n], both[:, n:]
+            thin += 4 * n / m
+        elif correct_P:
             self.P = fwd.product - cfg.lr * (G @ (Z.T @ fwd.x_in))  # (m, n)
             thin += 2 * n / m
         if correct_Q:
@@ -191,8 +235,9 @@ class GDTrainer:
             self.model.a.add_(grad_a, alpha=-cfg.lr)
         thin += d / m
         W_new = self.model.W.detach()
-        if not correct_P:
+        if not correct_P:  # exact product; the (drifted) history is dropped
             self.P = W_new @ self.Z_in  # (m, n)
+            self.Z_prev = self.P_prev = self.dZ_prev = None
         if not correct_Q:
             self.Q = W_new.T @ (self.C_in * fwd.mask)  # (m, n)
         extra = (not correct_P) + (not correct_Q)
@@ -240,9 +285,10 @@ class GDTrainer:
         return {
             "step": step, "loss": nan, "lambda_min": nan, "grad_norm": nan,
             "dist_from_init": nan, "W_norm": nan, "W_norm_bound": nan, "U_norm": nan,
-            "a_norm": nan, "forward_steps": 0, "forward_products": 0,
-            "forward_residual": nan, "adjoint_steps": 0, "adjoint_products": 0,
-            "adjoint_residual": nan, "mask_flips": 0, "products": 0, "product_equivalents": nan,
+            "a_norm": nan, "forward_steps": 0, "forward_products": 0.0,
+            "forward_residual": nan, "adjoint_steps": 0, "adjoint_products": 0.0,
+            "adjoint_residual": nan, "mask_flips": 0, "extrapolation": nan, "products": 0.0,
+            "product_equivalents": nan,
             "wall_time_s": nan, "elapsed_s": nan, "status": "ok",
         }  # fmt: skip
 
