@@ -23,7 +23,9 @@ def invoke(*args: str):
 
 @pytest.mark.parametrize("name", BUILTIN)
 def test_every_registered_experiment_runs_tiny_through_the_cli(name, tmp_path):
-    result = invoke("reproduce", name, "--preset", "tiny", "--out", tmp_path, "--quiet")
+    result = invoke(
+        "reproduce", name, "--preset", "tiny", "--out", tmp_path, "--quiet", "--workers", 1
+    )
     assert result.exit_code == 0, result.output
     run_dir = next((tmp_path / name).iterdir())
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -38,7 +40,7 @@ def test_builtin_modules_are_registered():
 
 
 def test_reproduce_reuse_runs_and_report_commands(tmp_path):
-    args = ("reproduce", "test-lsq-gd", "--preset", "tiny", "--out", tmp_path)
+    args = ("reproduce", "test-lsq-gd", "--preset", "tiny", "--out", tmp_path, "--workers", 1)
     first = invoke(*args, "--set", "steps=20")
     assert first.exit_code == 0, first.output
     assert "run finished:" in first.stdout and "Claims" in first.stdout
@@ -91,7 +93,7 @@ def test_reproduce_reuse_runs_and_report_commands(tmp_path):
 )
 def test_bad_input_is_one_line_and_nonzero_exit(args, message, tmp_path):
     if args[0] == "runs":
-        invoke("reproduce", "test-lsq-gd", "--preset", "tiny", "--out", tmp_path, "--quiet")
+        invoke("reproduce", "test-lsq-gd", "--preset", "tiny", "--out", tmp_path, "--workers", 1)
     result = invoke(*args, "--out", tmp_path)
     assert result.exit_code == 2
     assert result.stderr.startswith(message) and result.stderr.count("\n") == 1, result.stderr

@@ -23,7 +23,8 @@ from deqlab.experiments.ling2023_fig1_claims import by_dataset, dataset_claims
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.runs.store import read_rows_csv
 
-ARGS = ("reproduce", "ling2023-fig1", "--preset", "tiny", "--quiet", "--checkpoint-every", "4")
+ARGS = ("reproduce", "ling2023-fig1", "--preset", "tiny", "--quiet", "--workers", "1",
+        "--checkpoint-every", "4")  # fmt: skip
 TIMING = ("wall_time_s", "elapsed_s")
 
 

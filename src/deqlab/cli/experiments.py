@@ -55,10 +55,11 @@ def reproduce(
         [], "--set", help="Override one config value: key=value (repeatable)."
     ),
     out: Path = typer.Option(Path("results"), help="Root of the run store."),
-    workers: int = typer.Option(
-        1,
+    workers: int | None = typer.Option(
+        None,
         min=1,
-        help="Parallel tasks: 1 runs them in this process, N > 1 in N processes (or Ray CPUs).",
+        help="Parallel tasks: N processes (or Ray CPUs); 1 runs them in this process. "
+        "Default: one per CPU core on cpu, 1 with --device cuda. Resume with the same value.",
     ),
     executor: str = typer.Option("local", help="local (process pool) or ray."),
     address: str | None = typer.Option(
@@ -78,6 +79,8 @@ def reproduce(
     try:
         experiment = get_experiment(name)
         resolved = experiment.resolve(preset, config_file=config, overrides=overrides)
+        if workers is None and device == "cuda":
+            workers = 1  # one process per GPU
         pool = make_executor(executor, workers=workers, address=address)
         outcome = run_experiment(
             experiment,
