@@ -71,12 +71,7 @@ def coerce_value(key: str, value: object, tp: Any) -> object:
     if origin is tuple:
         (elem,) = (a for a in typing.get_args(tp) if a is not Ellipsis)
         if not isinstance(value, list | tuple):
-            value = [value] if isinstance(value, elem) and not isinstance(value, bool) else value
-        if not isinstance(value, list | tuple):
-            raise ConfigError(
-                f"`{key}` must be {_type_name(tp)} (e.g. [1, 2]); got {type(value).__name__} "
-                f"{value!r}"
-            )
+            value = [value]  # a single value is a one-element tuple
         return tuple(coerce_value(f"{key}[{i}]", v, elem) for i, v in enumerate(value))
     ok = (
         (tp is bool and isinstance(value, bool))

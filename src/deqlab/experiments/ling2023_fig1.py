@@ -122,7 +122,7 @@ class Ling2023Fig1(Experiment):
         "cond1_delta": "the δ that makes Condition 1 easiest (deqlab.theory.ling2023)",
         "cond1_lr_bound": "the learning-rate bound of Eq. (10)",
     }
-    default_checkpoint_every = 25
+    default_checkpoint_every = 100  # a checkpoint holds ~3 m×m matrices: 1.5 GB at m = 8000
 
     def tasks(self, config: Fig1Config) -> list[Task]:
         return [

@@ -79,10 +79,8 @@ def execute_task(spec: TaskSpec, progress: ProgressFn | None = None) -> TaskResu
         return _failed(key, err)
     if checkpoint is not None and checkpoint["done"]:
         return TaskResult(key=key, status="finished", rows=checkpoint["rows"], reused=True)
-    last_state: dict[str, Any] = {"state": None}
 
     def save(state: Any, rows: list[Row]) -> None:
-        last_state["state"] = state
         run.save_checkpoint(key, {"done": False, "rows": list(rows), "state": state})
 
     def load() -> tuple[Any, list[Row]] | None:
@@ -97,7 +95,7 @@ def execute_task(spec: TaskSpec, progress: ProgressFn | None = None) -> TaskResu
     )
     try:
         rows = spec.experiment_cls().run_task(spec.config, spec.task, ctx)
-        run.save_checkpoint(key, {"done": True, "rows": rows, "state": last_state["state"]})
+        run.save_checkpoint(key, {"done": True, "rows": rows, "state": None})  # rows suffice
     except Exception as err:
         return _failed(key, err, time.perf_counter() - start)
     return TaskResult(key=key, status="finished", rows=rows, wall_s=time.perf_counter() - start)

@@ -8,7 +8,7 @@ Layout (the report reads exactly this)::
         metrics.csv      the tidy table (one row per measurement)
         summary.json     status, timings, tasks, claims, figures, environment
         figures/         <name>.png and <name>.pdf
-        checkpoints/     <task-key>.pt: {"done", "rows", "state"} of each task
+        checkpoints/     <task-key>.pt: {"done", "rows", "state"} (state is None once done)
 
 Every file is written atomically (temporary file in the same directory, then
 ``os.replace``), so a reader or a resumed run never sees half a file.
