@@ -57,11 +57,13 @@ def test_each_step_is_exact_gradient_descent():
 
 
 def test_ablations_follow_the_same_trajectory():
-    """adjoint="C" vs "V" and rank-n corrections on/off give the same losses."""
+    """adjoint "C"/"V", rank-n corrections and extrapolation on/off: the same losses."""
     losses = []
-    for adjoint, rank_n in (("C", True), ("V", False)):
+    for adjoint, rank_n, extrapolate in (("C", True, True), ("V", False, False)):
         model, X, y = _problem()
-        cfg = GDConfig(lr=LR, tol=1e-12, adjoint=adjoint, rank_n_updates=rank_n)
+        cfg = GDConfig(
+            lr=LR, tol=1e-12, adjoint=adjoint, rank_n_updates=rank_n, extrapolate=extrapolate
+        )
         losses.append([r["loss"] for r in GDTrainer(model, X, y, cfg).run(8)])
     for a, b in zip(*losses, strict=True):
         assert abs(a - b) <= 1e-9 * b

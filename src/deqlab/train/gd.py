@@ -46,26 +46,16 @@ import torch
 
 from deqlab._checks import check_choice, check_int, check_positive
 from deqlab.models.relu_deq import ReLUDEQ
-from deqlab.models.relu_deq_solve import (
-    DEFAULT_MAX_ITER,
-    remask_product,
-    solve_adjoint,
-    solve_forward,
-)
+from deqlab.models.relu_deq_solve import DEFAULT_MAX_ITER, solve_adjoint, solve_forward
 from deqlab.theory.spectra import gram_lambda_min, spectral_norm_lanczos
+from deqlab.train.warm_start import WarmStart
 
 #: Values of ``GDTrainer.status``; anything but "ok" means the run has stopped.
 STATUSES = ("ok", "W_norm_ge_1", "forward_failed", "adjoint_failed", "loss_not_finite")
 
 _STATE_TENSORS = (
-    "Z_in",
-    "P",
-    "C_in",
-    "Q",
     "Q_mask",
-    "Z_prev",
-    "P_prev",
-    "dZ_prev",
+    "mask_prev",
     "W_ref",
     "v_W",
     "v_U",
@@ -129,13 +119,11 @@ class GDTrainer:
         self.X, self.y = model.check_data(X, y)
         W, U, a = (p.detach() for p in (model.W, model.U, model.a))
         zeros = torch.zeros(model.m, self.X.shape[1], dtype=W.dtype, device=W.device)
-        # Warm starts (input, product); Z = 0 and C = 0 have zero products for free.
-        self.Z_in, self.P, self.C_in, self.Q = zeros, zeros.clone(), zeros.clone(), zeros
-        self.Q_mask: torch.Tensor | None = None  # Q = Wᵀ(Q_mask ⊙ C_in); None: C_in = 0
-        # forward history for extrapolation: previous input, its product, previous difference
-        self.Z_prev: torch.Tensor | None = None
-        self.P_prev: torch.Tensor | None = None
-        self.dZ_prev: torch.Tensor | None = None
+        # Warm starts with their products; Z = 0 and C = 0 have zero products for free.
+        self.forward_start = WarmStart(zeros, zeros.clone())  # product P = W Z_in
+        self.adjoint_start = WarmStart(zeros.clone(), zeros.clone())  # Q = Wᵀ(Q_mask ⊙ C_in)
+        self.Q_mask: torch.Tensor | None = None  # None: C_in = 0, any mask
+        self.mask_prev: torch.Tensor | None = None  # the mask of the step before Q_mask
         self.W0, self.U0, self.a0 = W.clone(), U.clone(), a.clone()
         self.W_ref, self.W_ref_norm = W.clone(), math.nan
         self.v_W: torch.Tensor | None = None
@@ -170,13 +158,7 @@ class GDTrainer:
 
         B = U @ X  # (m, n)
         thin += d / m
-        Z_start, P_start = self.Z_in, self.P
-        if self.dZ_prev is not None:  # fitted linear extrapolation; its product is free
-            dZ = self.Z_in - self.Z_prev  # (m, n)
-            c = float((dZ * self.dZ_prev).sum()) / max(float(self.dZ_prev.square().sum()), 1e-300)
-            c = min(max(c, -1.0), 1.0)
-            Z_start, P_start = self.Z_in + c * dZ, self.P + c * (self.P - self.P_prev)
-            rec["extrapolation"] = c
+        Z_start, P_start, rec["extrapolation"] = self.forward_start.start()
         fwd = solve_forward(W, B, Z_start, P_start, tol=cfg.tol, max_iter=cfg.max_iter)
         rec.update(forward_steps=fwd.n_steps, forward_products=fwd.n_products,
                    forward_residual=fwd.residual)  # fmt: skip
@@ -189,12 +171,14 @@ class GDTrainer:
             return self._stop(rec, start, "loss_not_finite", f"loss is {rec['loss']}")
 
         source = a[:, None] if cfg.adjoint == "C" else a[:, None] * r  # (m, 1) | (m, n)
-        if self.Q_mask is not None:  # Q = Wᵀ(Q_mask ⊙ C_in) → Wᵀ(D ⊙ C_in): flipped rows only
-            self.Q, flips = remask_product(W, self.C_in, self.Q_mask, fwd.mask, self.Q)
-            rec["mask_flips"] = flips
-            thin += flips / (m * n)
+        if self.Q_mask is not None:  # Wᵀ(Q_mask ⊙ C) → Wᵀ(D ⊙ C): flipped rows only
+            rec["mask_flips"] = self.adjoint_start.remask(W, self.Q_mask, fwd.mask)
+            thin += 2 * rec["mask_flips"] / (m * n)
+        # extrapolate only the columns whose last difference saw no mask flip
+        smooth = None if self.mask_prev is None else (self.Q_mask == self.mask_prev).all(dim=0)
+        C_start, Q_start, rec["adjoint_extrapolation"] = self.adjoint_start.start(smooth)
         adj = solve_adjoint(
-            W, fwd.mask, source, self.C_in, self.Q, tol=cfg.tol, max_iter=cfg.max_iter
+            W, fwd.mask, source, C_start, Q_start, tol=cfg.tol, max_iter=cfg.max_iter
         )
         rec.update(adjoint_steps=adj.n_steps, adjoint_products=adj.n_products,
                    adjoint_residual=adj.residual)  # fmt: skip
@@ -208,26 +192,17 @@ class GDTrainer:
             self._measure_metrics(W, U, a, Z, G, grad_a, rec)
 
         # Warm starts for θ_{τ+1}: corrected products (thin) or recomputed exactly.
-        if cfg.extrapolate:  # history: the previous input, its product, their difference
-            has_prev = self.Z_prev is not None
-            self.dZ_prev = self.Z_in - self.Z_prev if has_prev else None
-            self.Z_prev, self.P_prev = self.Z_in, self.P
-        self.Z_in, self.C_in, self.Q_mask = fwd.x_in, adj.x_in, fwd.mask
+        keep = cfg.extrapolate
+        self.forward_start.advance(fwd.x_in, fwd.product, keep_history=keep)
+        self.adjoint_start.advance(adj.x_in, adj.product, keep_history=keep, smooth=smooth)
+        self.mask_prev, self.Q_mask = self.Q_mask, fwd.mask
         n_P, n_Q = self.n_corrections  # corrections since the last exact product
         correct_P = cfg.rank_n_updates and n_P < cfg.refresh_every
         correct_Q = cfg.rank_n_updates and n_Q < cfg.refresh_every
-        if correct_P and self.Z_prev is not None:  # both products in one pair of thin ones
-            both = fwd.product.new_empty(m, 2 * n)  # (m, 2n)
-            both[:, :n], both[:, n:] = fwd.product, self.P_prev
-            both -= cfg.lr * (G @ (Z.T @ torch.cat((fwd.x_in, self.Z_prev), dim=1)))
-            self.P, self.P_prev = both[:, :n], both[:, n:]
-            thin += 4 * n / m
-        elif correct_P:
-            self.P = fwd.product - cfg.lr * (G @ (Z.T @ fwd.x_in))  # (m, n)
-            thin += 2 * n / m
-        if correct_Q:
-            self.Q = adj.product - cfg.lr * (Z @ (G.T @ (adj.x_in * fwd.mask)))  # (m, n)
-            thin += 2 * n / m
+        if correct_P:  # W' Z_in = P − η G (Zᵀ Z_in)
+            thin += 2 * n / m * self.forward_start.correct(cfg.lr, G, Z)
+        if correct_Q:  # W'ᵀ(D ⊙ C_in) = Q − η Z (Gᵀ (D ⊙ C_in))
+            thin += 2 * n / m * self.adjoint_start.correct(cfg.lr, Z, G, lambda C: C * fwd.mask)
         self.n_corrections = (n_P + 1 if correct_P else 0, n_Q + 1 if correct_Q else 0)
         with torch.no_grad():
             self.model.W.addmm_(G, Z.T, alpha=-cfg.lr)  # the W update: one m·m·n product
@@ -235,11 +210,10 @@ class GDTrainer:
             self.model.a.add_(grad_a, alpha=-cfg.lr)
         thin += d / m
         W_new = self.model.W.detach()
-        if not correct_P:  # exact product; the (drifted) history is dropped
-            self.P = W_new @ self.Z_in  # (m, n)
-            self.Z_prev = self.P_prev = self.dZ_prev = None
+        if not correct_P:
+            self.forward_start.refresh(lambda Z_in: W_new @ Z_in)
         if not correct_Q:
-            self.Q = W_new.T @ (self.C_in * fwd.mask)  # (m, n)
+            self.adjoint_start.refresh(lambda C_in: W_new.T @ (C_in * fwd.mask))
         extra = (not correct_P) + (not correct_Q)
         rec["products"] = fwd.n_products + adj.n_products + 1 + extra
         rec["product_equivalents"] = rec["products"] + thin
@@ -287,7 +261,8 @@ class GDTrainer:
             "dist_from_init": nan, "W_norm": nan, "W_norm_bound": nan, "U_norm": nan,
             "a_norm": nan, "forward_steps": 0, "forward_products": 0.0,
             "forward_residual": nan, "adjoint_steps": 0, "adjoint_products": 0.0,
-            "adjoint_residual": nan, "mask_flips": 0, "extrapolation": nan, "products": 0.0,
+            "adjoint_residual": nan, "mask_flips": 0, "extrapolation": nan,
+            "adjoint_extrapolation": nan, "products": 0.0,
             "product_equivalents": nan,
             "wall_time_s": nan, "elapsed_s": nan, "status": "ok",
         }  # fmt: skip
@@ -313,6 +288,8 @@ class GDTrainer:
                    for k in _STATE_TENSORS}  # fmt: skip
         return {
             "config": asdict(self.config),
+            "forward_start": self.forward_start.state_dict(),
+            "adjoint_start": self.adjoint_start.state_dict(),
             "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
             **tensors,
             "W_ref_norm": self.W_ref_norm,
@@ -328,7 +305,8 @@ class GDTrainer:
         """Restore a :meth:`state_dict`; the trainer's config must equal the saved one."""
         if not isinstance(state, dict):
             raise TypeError(f"`state` must be a dict; got {type(state).__name__}")
-        missing = {"config", "model", *_STATE_TENSORS} - state.keys()
+        missing = {"config", "model", "forward_start", "adjoint_start", *_STATE_TENSORS}
+        missing -= state.keys()
         if missing:
             raise ValueError(f"`state` is missing keys {sorted(missing)}")
         if state["config"] != asdict(self.config):
@@ -337,6 +315,8 @@ class GDTrainer:
                 f"{asdict(self.config)}"
             )
         self.model.load_state_dict(state["model"])
+        self.forward_start.load_state_dict(state["forward_start"])
+        self.adjoint_start.load_state_dict(state["adjoint_start"])
         for k in _STATE_TENSORS:
             setattr(self, k, None if state[k] is None else state[k].clone())
         for k in ("W_ref_norm", "n_corrections", "step_count", "elapsed_s", "status",
