@@ -21,7 +21,7 @@ from deqlab.experiments.config import ConfigError
 from deqlab.experiments.ling2023_fig1 import Fig1Config, Ling2023Fig1
 from deqlab.experiments.ling2023_fig1_claims import by_dataset, dataset_claims
 from deqlab.models.relu_deq import ReLUDEQ
-from deqlab.runs.store import read_rows_csv
+from deqlab.runs.store import RunStore, read_rows_csv
 
 ARGS = ("reproduce", "ling2023-fig1", "--preset", "tiny", "--quiet", "--workers", "1",
         "--checkpoint-every", "4")  # fmt: skip
@@ -79,30 +79,50 @@ def test_eta_is_shared_and_follows_the_curvature_rule(tiny_run):
     assert rows[0]["eta"] == pytest.approx(config.eta_fraction * 2 / lambda_max, rel=1e-5)
 
 
-def test_killed_run_resumes_to_the_same_numbers(tiny_run, tmp_path):
-    """SIGKILL mid-task after a checkpoint, rerun: the table equals the uninterrupted one."""
-    out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+def _start_and_signal(out, checkpoint: str, sig: signal.Signals) -> tuple[int, str]:
+    """Run the tiny preset in a subprocess; send ``sig`` once ``checkpoint`` exists.
+
+    Returns the exit code and stderr."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "deqlab", *ARGS, "--out", str(out)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A shell without job control starts background jobs with SIGINT ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     try:
-        while not list(out.glob("ling2023-fig1/*/checkpoints/sphere-m128.pt")):
-            assert proc.poll() is None, "the run ended before it could be killed"
+        while not list(out.glob(f"ling2023-fig1/*/checkpoints/{checkpoint}.pt")):
+            assert proc.poll() is None, "the run ended before it could be stopped"
             assert time.monotonic() < deadline, "no checkpoint within 120 s"
             time.sleep(0.01)
-        proc.send_signal(signal.SIGKILL)
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
         proc.wait()
+    return proc.returncode, stderr
+
+
+def test_interrupted_then_killed_run_resumes_to_the_same_numbers(tiny_run, tmp_path):
+    """Ctrl-C during the first task, SIGKILL during the second after a checkpoint, rerun:
+    the table equals the uninterrupted one."""
+    out = tmp_path / "out"
+    code, stderr = _start_and_signal(out, "sphere-m32", signal.SIGINT)
+    assert code == 130
+    assert stderr == "error: interrupted; rerun the same command to resume from the checkpoints\n"
     run_dir = next((out / "ling2023-fig1").iterdir())
+    store = RunStore(out)
+    assert store.lookup("ling2023-fig1", run_dir.name)["status"] == "interrupted"
+
+    code, _ = _start_and_signal(out, "sphere-m128", signal.SIGKILL)
+    assert code == -signal.SIGKILL
     checkpoint = torch.load(run_dir / "checkpoints" / "sphere-m128.pt", weights_only=True)
     assert not checkpoint["done"] and 0 < checkpoint["state"]["step_count"] < 30
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "running"
+    assert store.lookup("ling2023-fig1", run_dir.name)["status"] == "running"
 
     result = CliRunner().invoke(app, [*ARGS, "--out", str(out)])
     assert result.exit_code == 0, result.output
