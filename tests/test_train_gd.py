@@ -118,8 +118,10 @@ def test_records_are_tidy_and_measure_what_they_say():
 def test_theorem1_claims_on_a_short_run():
     model, X, y = _problem(m=64)
     lr = 1e-3
-    records = GDTrainer(model, X, y, GDConfig(lr=lr, spectral_every=1)).run(15)
+    trainer = GDTrainer(model, X, y, GDConfig(lr=lr, spectral_every=1))
+    records = trainer.run(15)
     claims = theorem1_claims(records, lr)
+    assert claims == trainer.theorem1()
     assert claims.holds and claims.W_checked == 15 and claims.lambda_checked == 14
     assert claims.max_W_norm < 1 and claims.min_lambda_ratio > 0.5
     assert records[-1]["loss"] < records[0]["loss"]

@@ -6,19 +6,20 @@ implicit gradient of Lemma 2 from the structured solves of
 everything at θ_τ, appends one tidy record (a dict of plain floats/ints/str) and then
 moves to θ_{τ+1}.
 
-Warm starts and the rank-n trick. One GD step changes W by ``−η G Zᵀ`` (G = D⊙V, m×n).
-The state keeps, for both solves, the last input and its product (``P = W Z_in``,
-``Q = Wᵀ (D ⊙ C_in)``); after the update they are corrected by thin products only,
-``W' Z_in = P − η G (Zᵀ Z_in)`` and ``W'ᵀ (D⊙C_in) = Q − η Z (Gᵀ (D⊙C_in))`` (cost ≈ 2n/m of an
-m×m by m×n product each), so a warm start that is already within tolerance costs no full
-product. After ``refresh_every`` consecutive corrections the product is recomputed
-exactly, bounding round-off drift. With ``extrapolate`` the forward starts from
-``Z_in + c (Z_in − Z_prev)``, c fitted by least squares to the previous difference
-(``extrapolation`` in the record); its product ``P + c (P − P_prev)`` is free because
-``P_prev = W Z_prev`` is kept corrected too. The adjoint is solved for C, c_i = (I − WᵀD_i)⁻¹a
-(``adjoint="C"``, independent of r) by default, or for V (``adjoint="V"``); when the
-new step's mask D' differs from D, Q is moved to Wᵀ(D' ⊙ C_in) through the flipped
-entries only (``mask_flips`` in the record).
+Warm starts and the rank-n trick (:class:`deqlab.train.warm_start.WarmStart`). One GD
+step changes W by ``−η G Zᵀ`` (G = D⊙V, m×n). For both solves the state keeps the last
+input and its product (``P = W Z_in``, ``Q = Wᵀ (D ⊙ C_in)``); after the update they are
+corrected by thin products only, ``W' Z_in = P − η G (Zᵀ Z_in)`` and
+``W'ᵀ (D⊙C_in) = Q − η Z (Gᵀ (D⊙C_in))`` (≈ 2n/m of an m×m by m×n product each), so a
+warm start already within tolerance costs no full product. After ``refresh_every``
+corrections the products are recomputed exactly, bounding round-off drift.
+With ``extrapolate`` each solve starts from ``x + c (x − x_prev)``, c fitted by least
+squares to the previous difference (``extrapolation``, ``adjoint_extrapolation`` in the
+record); its product is free because the product of ``x_prev`` is kept corrected too.
+The adjoint is solved for C, c_i = (I − WᵀD_i)⁻¹a (``adjoint="C"``, independent of r) by
+default, or for V (``adjoint="V"``). When the new mask D' differs from D, Q is moved to
+Wᵀ(D' ⊙ C_in) through the flipped entries only (``mask_flips``); C is extrapolated only
+on the columns whose previous difference saw no flip (a flip is a jump, not a trend).
 
 Stopping: per column (sample), ``‖x_{k+1,i} − x_{k,i}‖ <= tol ‖x_{k+1,i}‖`` for every i
 (torchdeq's 'rel' mode); converged columns are not iterated again, so product counts are
@@ -30,8 +31,9 @@ Record fields (NaN where not measured at that step):
     W_norm ‖W(τ)‖₂ and U_norm ‖U(τ)‖₂ (every ``spectral_every`` steps, at step 0, and
     whenever W_norm_bound reaches 1; warm-started Lanczos, see :mod:`deqlab.theory.spectra`),
     W_norm_bound = ‖W(s)‖₂ + ‖W(τ) − W(s)‖_F (Weyl, s = last measurement; every step),
-    a_norm, forward_/adjoint_ steps/products/residual, products (m×m by m×n products
-    of this step, including the W update G Zᵀ), product_equivalents (all matrix products
+    a_norm, forward_/adjoint_ steps/products/residual, mask_flips, extrapolation,
+    adjoint_extrapolation, products (m×m by m×n products of this step, including the W
+    update G Zᵀ and any refresh), product_equivalents (all matrix products
     of the step in units of m·m·n multiply-adds), wall_time_s, elapsed_s, status.
 """
 
@@ -47,6 +49,7 @@ import torch
 from deqlab._checks import check_choice, check_int, check_positive
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.models.relu_deq_solve import DEFAULT_MAX_ITER, solve_adjoint, solve_forward
+from deqlab.theory.ling2023 import Theorem1Claims, theorem1_claims
 from deqlab.theory.spectra import gram_lambda_min, spectral_norm_lanczos
 from deqlab.train.warm_start import WarmStart
 
@@ -230,6 +233,10 @@ class GDTrainer:
             if callback is not None:
                 callback(out[-1])
         return out
+
+    def theorem1(self) -> Theorem1Claims:
+        """Theorem 1's claims (i)–(iii) on the records so far (see ``theorem1_claims``)."""
+        return theorem1_claims(self.records, self.config.lr)
 
     # ------------------------------------------------------------------ measurements
     def _measure_spectra(self, W: torch.Tensor, U: torch.Tensor, rec: dict) -> None:
