@@ -17,6 +17,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "deqlab.experiments.kawaguchi2021_fig1",
     "deqlab.experiments.kawaguchi2021_fig2",
     "deqlab.experiments.kawaguchi2021_fig3",
+    "deqlab.experiments.hieu2022_mondeq_gd",
 )
 
 _REGISTRY: dict[str, type[Experiment]] = {}
