@@ -146,6 +146,8 @@ def test_finished_run_is_reused(tmp_path):
     assert second.reused and second.run.path == first.run.path
     assert (first.run.path / "metrics.csv").stat().st_mtime_ns == mtime
     assert len(RunStore(tmp_path).runs()) == 1
+    second.report.unlink()  # a reused run whose report was deleted gets it written again
+    assert _run(tmp_path).report == second.report and second.report.exists()
 
 
 def test_failing_task_is_recorded_and_sweep_continues_in_a_process_pool(tmp_path):

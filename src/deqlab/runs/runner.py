@@ -69,9 +69,11 @@ def reproduce(
     if known and known["status"] == "finished" and run.summary_file.exists():
         summary = run.read_summary()
         if summary.get("status") == "finished":
-            return RunOutcome(
-                run, "finished", True, summary.get("claims", []), [], _existing_report(run)
-            )
+            from deqlab.report import write_report
+
+            report = run.path / "report.html"
+            report = report if report.exists() else write_report(run.path)
+            return RunOutcome(run, "finished", True, summary.get("claims", []), [], report)
 
     run = store.begin(experiment.name, digest, preset=preset, device=device, config=config)
     started, start = now_iso(), time.perf_counter()
@@ -168,11 +170,6 @@ def reproduce(
     )
     report = write_report(run.path)
     return RunOutcome(run, status, False, [c.as_dict() for c in claims], failed, report)
-
-
-def _existing_report(run: RunDir) -> Path | None:
-    path = run.path / "report.html"
-    return path if path.exists() else None
 
 
 def _run_with_progress(
