@@ -54,9 +54,9 @@ class Fig1Config:
     datasets: tuple[str, ...] = ("sphere", "mnist", "cifar10")
     n: int = 1000
     d: int = 1000  # input dimension of the synthetic sphere (image data sets fix their own)
-    widths: tuple[int, ...] = (1000, 2000, 4000, 8000)
+    widths: tuple[int, ...] = (1000, 2000, 4000, 8000)  # the text gives none; m ≥ n for λ_0 > 0
     sigma_w2: float = 0.08
-    steps: int = 1000
+    steps: int = 1000  # not given in the text either
     eta_rule: str = "curvature"
     eta_fraction: float = 0.5
     eta: float | None = None
