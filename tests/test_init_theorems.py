@@ -18,7 +18,7 @@ from deqlab.theory.init_theorems import (
 from deqlab.theory.spectra import spectral_norm
 
 SIGMA_W2 = 0.08
-WIDTHS, SEEDS, DEPTHS = (64, 256, 1024), (0, 1), tuple(range(1, 9))
+WIDTHS, SEEDS, DEPTHS = (32, 128, 512), (0, 1), tuple(range(1, 9))
 
 
 def sphere(d, n, seed=0):
@@ -56,7 +56,7 @@ def test_rows_are_tidy_with_one_row_per_measurement(rows):
 
 def test_lemma1_norm_is_close_to_two_root_two_sigma_for_large_width(rows):
     bound = 2 * math.sqrt(2 * SIGMA_W2)
-    for r in select(rows, "W_spectral_norm", m=1024):
+    for r in select(rows, "W_spectral_norm", m=512):
         assert r["theory"] == pytest.approx(bound)
         assert r["measured"] == pytest.approx(bound, rel=0.03)
 
@@ -113,15 +113,15 @@ def test_claims_are_named_and_pass_on_the_tiny_sphere(rows):
     assert all(set(c) == {"name", "passed", "measured", "expected"} for c in claims)
     failed = [c for c in claims if not c["passed"]]
     assert not failed, failed
-    assert theorem2_fractions(rows)[1024] == 1.0
+    assert theorem2_fractions(rows)[512] == 1.0
 
 
 def test_claims_fail_when_the_measurements_contradict_the_theory(rows):
     broken = [dict(r) for r in rows]
     for r in broken:
-        if r["quantity"] == "W_spectral_norm" and r["m"] == 64:
+        if r["quantity"] == "W_spectral_norm" and r["m"] == 32:
             r["measured"] = 1.5
-        if r["quantity"] == "lambda0" and r["m"] == 1024 and r["seed"] == 0:
+        if r["quantity"] == "lambda0" and r["m"] == 512 and r["seed"] == 0:
             r["measured"] = 0.1 * r["theory"]
     by_name = {c["name"]: c for c in initialization_claims(broken, SIGMA_W2)}
     assert (
@@ -130,6 +130,11 @@ def test_claims_fail_when_the_measurements_contradict_the_theory(rows):
     )
     assert not by_name["theorem2_lambda0"]["passed"]
     assert by_name["theorem2_lambda0"]["measured"] == 0.5
+
+
+def test_claims_need_every_measurement(rows):
+    with pytest.raises(ValueError, match=r"missing quantities \['K_minus_Kl_fro'\]"):
+        initialization_claims([r for r in rows if r["theorem"] != "theorem3"], SIGMA_W2)
 
 
 def test_plot_writes_png_and_pdf(rows, tmp_path):

@@ -52,6 +52,14 @@ __all__ = [
 
 #: Columns of every row: which result, what was measured, where, and the theory's value.
 ROW_KEYS = ("theorem", "quantity", "m", "seed", "depth", "measured", "theory")
+_QUANTITIES = (
+    "W_spectral_norm",
+    "K_minus_Kl_fro",
+    "G_minus_Gl_fro_over_m",
+    "Gl_over_m_minus_Kl_fro",
+    "G_over_m_minus_K_fro",
+    "lambda0",
+)
 
 
 def _row(theorem, quantity, measured, theory, *, m=None, seed=None, depth=None) -> dict:
@@ -224,6 +232,11 @@ def initialization_claims(rows: Sequence[dict], sigma_w2: float) -> list[dict]:
     * ``theorem2_lambda0``: λ_0 ≥ m λ*/2 for every seed at the largest width.
     """
     sigma_w2 = check_sigma_w2(sigma_w2)
+    missing = sorted(set(_QUANTITIES) - {r.get("quantity") for r in rows})
+    if missing:
+        raise ValueError(
+            f"`rows` must hold the rows of measure_initialization; missing quantities {missing}"
+        )
     bound = 2.0 * math.sqrt(2.0 * sigma_w2)
     claims = []
     norms = _select(rows, "W_spectral_norm")
