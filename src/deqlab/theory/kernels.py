@@ -145,7 +145,7 @@ def depth_scale(sigma_w2: float, depth: int | None) -> float:
 
 
 def layer_entries(cos: torch.Tensor, sigma_w2: float, depth: int) -> torch.Tensor:
-    """k^(depth) of Eq. (13) (corrected index), entrywise, in place over the block ``cos``."""
+    """k^(depth) of Eq. (13) (corrected index), entrywise over the block ``cos``."""
     k = torch.zeros_like(cos)
     rho_prev = 0.0
     for _ in range(depth):
