@@ -84,7 +84,7 @@ def test_resume_is_bit_exact():
     buffer.seek(0)
     model_b, _, _ = _problem(seed=5)  # other weights: all must come from the state
     resumed = GDTrainer(model_b, X, y, config)
-    resumed.load_state_dict(torch.load(buffer, weights_only=False))
+    resumed.load_state_dict(torch.load(buffer, weights_only=True))  # plain data only
     resumed.run(4)
     assert _without_time(resumed.records) == _without_time(straight.records)
     for p, q in zip(_params(model_b), _params(model), strict=True):
