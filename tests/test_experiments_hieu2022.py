@@ -1,9 +1,11 @@
 """The thesis experiments (Hieu 2022) at the tiny preset: rows, claims and resume."""
 
 import pytest
+import torch
 
 from deqlab.experiments.base import TaskContext
 from deqlab.experiments.config import ConfigError
+from deqlab.experiments.hieu2022_dynamics import Hieu2022Dynamics, pca_2d
 from deqlab.experiments.hieu2022_mondeq_gd import Hieu2022MonDEQGD
 
 
@@ -51,3 +53,30 @@ def test_mondeq_gd_tiny_rows_claims_and_bit_exact_resume():
 def test_mondeq_gd_config_rejects_widths_below_the_sample_count():
     with pytest.raises(ConfigError, match="must all be >= n_samples"):
         Hieu2022MonDEQGD().resolve("tiny", overrides=["widths=[4, 12]"])
+
+
+def test_dynamics_tiny_rows_claims_and_resume():
+    experiment = Hieu2022Dynamics()
+    config = experiment.resolve("tiny")
+    small, large, training = experiment.tasks(config)
+    rows = experiment.run_task(config, small, MemoryCheckpoints().context(1))
+    rows += experiment.run_task(config, large, MemoryCheckpoints().context(1))
+    first = [r for r in rows if r["sample"] == 0 and r["init_std"] == 1.0]
+    assert first[0]["residual"] == pytest.approx(1.0)  # z = 0: ‖f(0)‖/‖f(0)‖
+    trained = experiment.run_task(config, training, MemoryCheckpoints().context(1))
+    assert {r["panel"] for r in trained} == {"training", "train"}
+    assert {r["epoch"] for r in trained if r["panel"] == "training"} == {0, 1}
+    claims = {c.name: c for c in experiment.claims(config, rows + trained)}
+    assert claims["N(0, 0.01) init needs fewer solver steps than N(0, 1) (Fig. 4.1)"].passed
+    saved = MemoryCheckpoints()
+    experiment.run_task(config, training, saved.context(1))
+    assert experiment.run_task(config, training, saved.context(1)) == trained  # resumed at end
+
+
+def test_pca_2d_matches_svd():
+    points = torch.randn(30, 7) @ torch.diag(torch.tensor([5.0, 3.0, 1, 1, 1, 1, 1]))
+    projected = pca_2d(points)
+    centered = points - points.mean(0)
+    _, _, vh = torch.linalg.svd(centered, full_matrices=False)
+    expected = centered @ vh[:2].T
+    assert torch.allclose(projected.abs(), expected.abs(), atol=1e-10)

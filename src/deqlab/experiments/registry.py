@@ -18,6 +18,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "deqlab.experiments.kawaguchi2021_fig2",
     "deqlab.experiments.kawaguchi2021_fig3",
     "deqlab.experiments.hieu2022_mondeq_gd",
+    "deqlab.experiments.hieu2022_dynamics",
 )
 
 _REGISTRY: dict[str, type[Experiment]] = {}

@@ -1,0 +1,223 @@
+"""Thesis (Hieu 2022), Section 4.1: forward dynamics of the convolutional DEQ (Figs. 4.1–4.3).
+
+The model is :class:`deqlab.models.ConvDEQ` (the cell of Eq. 4.1, GroupNorm, Anderson).
+Tasks:
+
+- ``init-std<s>`` (one per ``init_stds``, the thesis's N(0, 1) and N(0, 0.01)): the solver's
+  iterates ``z^[i]`` from ``z = 0`` on ``n_traj`` test images of the untrained model; their
+  relative residuals, Eq. (4.2) (Figure 4.1), and their projection on the first two
+  principal components of all iterates (Figure 4.2).
+- ``training``: the model with ``train_std`` initialisation trained with Adam (lr 1e-3) and
+  cosine annealing (thesis: MNIST, 40 epochs; offline default Fashion-MNIST); after
+  each epoch in ``snapshot_epochs`` (0 = before training) the PCA trajectories of
+  ``n_traj`` training images, coloured by class (Figure 4.3), and the epoch's loss and
+  accuracy.
+
+Rows: ``panel`` ("init" | "training" | "train"), ``init_std``, ``epoch``, ``sample``,
+``label``, ``step``, ``residual``, ``pc1``, ``pc2``; "train" rows hold ``train_loss``,
+``train_acc``, ``solver_steps`` (mean Anderson steps of the epoch's forward solves).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+from torch.nn import functional as F
+
+from deqlab._checks import check_int, check_positive
+from deqlab.data import get_dataset
+from deqlab.experiments.base import Claim, Experiment, Row, Task, TaskContext
+from deqlab.experiments.registry import register
+from deqlab.models.conv_deq import ConvDEQ
+from deqlab.solvers import Anderson
+
+
+@dataclass(frozen=True)
+class DynamicsConfig:
+    """Defaults: the thesis's Section 4.1 settings on Fashion-MNIST (see module docstring)."""
+
+    dataset: str = "fashion-mnist"
+    n_train: int = 60_000
+    n_traj: int = 30
+    channels: int = 48
+    inner_channels: int = 64
+    groups: int = 8
+    init_stds: tuple[float, ...] = (1.0, 0.01)
+    train_std: float = 0.01
+    epochs: int = 40
+    snapshot_epochs: tuple[int, ...] = (0, 1, 10, 40)
+    batch_size: int = 100
+    lr: float = 1e-3
+    tol: float = 1e-2
+    max_iter: int = 50
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_int("n_train", self.n_train, min_value=10)
+        check_int("n_traj", self.n_traj, min_value=2)
+        check_int("epochs", self.epochs, min_value=1)
+        check_int("batch_size", self.batch_size, min_value=1)
+        for s in (*self.init_stds, self.train_std, self.lr, self.tol):
+            check_positive("init_stds/train_std/lr/tol", s)
+        if any(not 0 <= e <= self.epochs for e in self.snapshot_epochs):
+            raise ValueError(
+                f"`snapshot_epochs` must lie in [0, epochs = {self.epochs}]; "
+                f"got {list(self.snapshot_epochs)}"
+            )
+
+
+def _images(config: DynamicsConfig, split: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` images (equal per class) as ``(n, 1, 28, 28)`` float32 in [0, 1], int labels."""
+    data = get_dataset(
+        config.dataset, n_per_class=max(n // 10, 1), classes=tuple(range(10)), labels="index",
+        normalize=False, split=split, seed=config.seed, dtype=torch.float32,
+    )  # fmt: skip
+    side = math.isqrt(data.X.shape[0])
+    return data.X.T.reshape(-1, 1, side, side), data.y
+
+
+def _model(config: DynamicsConfig, std: float, device: str) -> ConvDEQ:
+    torch.manual_seed(config.seed)
+    solver = Anderson(tol=config.tol, max_iter=config.max_iter, throw=False)
+    model = ConvDEQ(
+        1, 10, channels=config.channels, inner_channels=config.inner_channels,
+        groups=config.groups, init_std=std, solver=solver,
+    )  # fmt: skip
+    return model.to(device=device, dtype=torch.float32)
+
+
+def pca_2d(points: torch.Tensor) -> torch.Tensor:
+    """Projections ``(P, 2)`` of ``points`` ``(P, D)`` on their first two principal axes."""
+    centered = points - points.mean(dim=0)
+    gram = centered @ centered.T  # (P, P): cheaper than the (D, D) covariance when P < D
+    _, vectors = torch.linalg.eigh(gram.double())
+    top = vectors[:, -2:].flip(1).to(points.dtype)  # (P, 2)
+    axes = centered.T @ top  # (D, 2), unnormalised principal axes
+    return centered @ (axes / torch.linalg.vector_norm(axes, dim=0).clamp_min(1e-30))
+
+
+def trajectory_rows(model: ConvDEQ, images, labels, base: Row) -> list[Row]:
+    """One row per (sample, solver step): residual (Eq. 4.2) and the 2-D PCA projection."""
+    model.eval()
+    iterates, residuals = model.trajectory(images)  # (S, B, C, H, W), (S, B)
+    steps, batch = residuals.shape
+    projected = pca_2d(iterates.reshape(steps * batch, -1)).reshape(steps, batch, 2)
+    return [
+        {**base, "sample": b, "label": int(labels[b]), "step": s,
+         "residual": float(residuals[s, b]), "pc1": float(projected[s, b, 0]),
+         "pc2": float(projected[s, b, 1])}
+        for b in range(batch) for s in range(steps)
+    ]  # fmt: skip
+
+
+@register
+class Hieu2022Dynamics(Experiment):
+    """Forward dynamics of the conv DEQ under two initialisations and during training."""
+
+    name = "hieu2022-dynamics"
+    title = "Forward dynamics of a convolutional DEQ (Figures 4.1–4.3)"
+    paper = "Hieu, An NTK analysis of deep equilibrium models (thesis, 2022), Section 4.1"
+    Config = DynamicsConfig
+    presets: ClassVar = {
+        "tiny": {"n_train": 20, "n_traj": 20, "channels": 4, "inner_channels": 4,
+                 "groups": 2, "epochs": 1, "snapshot_epochs": (0, 1), "batch_size": 10,
+                 "max_iter": 12},
+        "quick": {"n_train": 2000, "n_traj": 20, "channels": 16, "inner_channels": 32,
+                  "epochs": 3, "snapshot_epochs": (0, 1, 3), "max_iter": 30},
+        "paper": {},
+    }  # fmt: skip
+    metric_columns: ClassVar = {
+        "panel": "init (Figs. 4.1–4.2), training (Fig. 4.3) or train (epoch metrics)",
+        "init_std": "standard deviation of the cell's convolution weights",
+        "epoch": "training epochs done before the snapshot",
+        "step": "solver step i of z^[i]",
+        "residual": "relative residual ‖f(z) − z‖/‖f(z)‖, Eq. (4.2)",
+        "pc1": "first principal component of z^[i] (likewise pc2)",
+        "train_loss": "mean cross-entropy of the epoch (train rows)",
+        "solver_steps": "mean Anderson steps of the epoch's forward solves (train rows)",
+    }
+    default_checkpoint_every = 1
+
+    def tasks(self, config: DynamicsConfig) -> list[Task]:
+        inits = [Task(f"init-std{s:g}", {"std": s}) for s in config.init_stds]
+        return [*inits, Task("training")]
+
+    def run_task(self, config: DynamicsConfig, task: Task, ctx: TaskContext) -> list[Row]:
+        if task.key != "training":
+            std = float(task.params["std"])
+            images, labels = _images(config, "test", config.n_traj)
+            base: Row = {"panel": "init", "init_std": std, "epoch": 0}
+            model = _model(config, std, ctx.device)
+            return trajectory_rows(model, images.to(ctx.device), labels, base)
+        return self._train(config, ctx)
+
+    def _train(self, config: DynamicsConfig, ctx: TaskContext) -> list[Row]:
+        images, labels = _images(config, "train", config.n_train)
+        images, labels = images.to(ctx.device), labels.to(ctx.device)
+        shown = torch.arange(0, len(labels), max(len(labels) // config.n_traj, 1))
+        shown = shown[: config.n_traj]
+        model = _model(config, config.train_std, ctx.device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        batches = math.ceil(len(labels) / config.batch_size)
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.epochs * batches)
+        generator = torch.Generator().manual_seed(config.seed)
+        rows: list[Row] = []
+        epoch = 0
+        resumed = ctx.resume()
+        if resumed is not None:
+            state, rows = resumed[0], list(resumed[1])
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            schedule.load_state_dict(state["schedule"])
+            generator.set_state(state["generator"])
+            epoch = state["epoch"]
+        elif 0 in config.snapshot_epochs:
+            base = {"panel": "training", "init_std": config.train_std, "epoch": 0}
+            rows += trajectory_rows(model, images[shown], labels[shown], base)
+        while epoch < config.epochs:
+            model.train()
+            order = torch.randperm(len(labels), generator=generator).to(ctx.device)
+            totals = {"loss": 0.0, "correct": 0, "steps": 0}
+            for start in range(0, len(labels), config.batch_size):
+                index = order[start : start + config.batch_size]
+                logits = model(images[index])
+                loss = F.cross_entropy(logits, labels[index])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                schedule.step()
+                totals["loss"] += float(loss.detach()) * len(index)
+                totals["correct"] += int((logits.argmax(1) == labels[index]).sum())
+                totals["steps"] += model.deq.last_forward.n_steps
+            epoch += 1
+            rows.append({
+                "panel": "train", "init_std": config.train_std, "epoch": epoch,
+                "train_loss": totals["loss"] / len(labels),
+                "train_acc": totals["correct"] / len(labels),
+                "solver_steps": totals["steps"] / batches,
+            })  # fmt: skip
+            if epoch in config.snapshot_epochs:
+                base = {"panel": "training", "init_std": config.train_std, "epoch": epoch}
+                rows += trajectory_rows(model, images[shown], labels[shown], base)
+            state = {
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "schedule": schedule.state_dict(), "generator": generator.get_state(),
+                "epoch": epoch,
+            }  # fmt: skip
+            ctx.checkpoint(state, rows)
+            ctx.progress(epoch, config.epochs)
+        return rows
+
+    def claims(self, config: DynamicsConfig, rows: list[Row]) -> list[Claim]:
+        from deqlab.experiments.hieu2022_dynamics_report import dynamics_claims
+
+        return dynamics_claims(config, rows)
+
+    def plot(self, config: DynamicsConfig, rows: list[Row], directory: Path) -> list[Path]:
+        from deqlab.experiments.hieu2022_dynamics_report import plot_dynamics
+
+        return plot_dynamics(config, rows, directory)
