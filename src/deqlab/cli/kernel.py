@@ -67,7 +67,7 @@ def kernel(
     """Print λ*, the condition number and the diagonal of K (Ling et al. 2023, Eq. (14))."""
     import numpy as np
 
-    from deqlab.report._atomic import atomic_path
+    from deqlab._atomic import atomic_path
     from deqlab.theory.kernels import least_eigenvalue, population_gram
     from deqlab.theory.ntk import deq_ntk
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deqlab.data._files import write_bytes_atomic
+from deqlab._atomic import write_bytes_atomic
 
 BATCH_DIR = "cifar-10-batches-py"
 ARCHIVE = "cifar-10-python.tar.gz"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deqlab.data._files import write_bytes_atomic
+from deqlab._atomic import write_bytes_atomic
 
 _DTYPES = {
     0x08: np.dtype("u1"),

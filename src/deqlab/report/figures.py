@@ -25,8 +25,8 @@ from cycler import cycler
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from deqlab._atomic import atomic_path
 from deqlab._checks import check_int
-from deqlab.report._atomic import atomic_path
 
 #: Okabe & Ito (2008) palette: distinguishable under the common colour-vision deficiencies.
 CATEGORICAL_COLORS: tuple[str, ...] = (

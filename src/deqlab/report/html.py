@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import deqlab
-from deqlab.report._atomic import write_text_atomic
+from deqlab._atomic import write_text_atomic
 from deqlab.report.rundir import (
     SUMMARY_FILE,
     FigureEntry,

@@ -30,8 +30,8 @@ from typing import Any
 import tomli_w
 import torch
 
+from deqlab._atomic import atomic_path, write_text_atomic
 from deqlab.experiments.config import config_to_dict
-from deqlab.report._atomic import atomic_path, write_text_atomic
 
 INDEX_NAME = "index.sqlite"
 

@@ -1,4 +1,4 @@
-"""Atomic file writes: write beside the target, then ``os.replace`` it into place."""
+"""Atomic file writes shared by every module: write beside the target, then ``os.replace``."""
 
 from __future__ import annotations
 
@@ -34,4 +34,11 @@ def write_text_atomic(target: Path, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``target`` atomically and return ``target``."""
     with atomic_path(target) as tmp:
         tmp.write_text(text, encoding="utf-8")
+    return target
+
+
+def write_bytes_atomic(target: Path, payload: bytes) -> Path:
+    """Write ``payload`` to ``target`` atomically and return ``target``."""
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(payload)
     return target
