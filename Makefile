@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 demo: install
-	$(BIN)/deqlab demo
+	$(BIN)/deqlab reproduce ling2023-fig1 --preset quick
 
 test: install
 	$(BIN)/python -m pytest -q
