@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import ClassVar
 
 import torch
-from torch.nn import functional as F
+from torch import nn
 
 from deqlab._checks import check_int, check_positive
 from deqlab.data import get_dataset
 from deqlab.experiments.base import Claim, Experiment, Row, Task, TaskContext
+from deqlab.experiments.hieu2022_training import train_classifier
 from deqlab.experiments.registry import register
 from deqlab.models.conv_deq import ConvDEQ
 from deqlab.solvers import Anderson
@@ -70,21 +71,26 @@ class DynamicsConfig:
             )
 
 
-def _images(config: DynamicsConfig, split: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``n`` images (equal per class) as ``(n, 1, 28, 28)`` float32 in [0, 1], int labels."""
+def image_tensors(dataset: str, split: str, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` images (equal per class) as ``(n, C, H, W)`` float32 in [0, 1], int labels.
+
+    CIFAR-10 keeps its colour channels (``C = 3``); the other data sets have ``C = 1``.
+    """
+    colour = dataset == "cifar10"
     data = get_dataset(
-        config.dataset, n_per_class=max(n // 10, 1), classes=tuple(range(10)), labels="index",
-        normalize=False, split=split, seed=config.seed, dtype=torch.float32,
+        dataset, n_per_class=max(n // 10, 1), classes=tuple(range(10)), labels="index",
+        normalize=False, grayscale=not colour, split=split, seed=seed, dtype=torch.float32,
     )  # fmt: skip
-    side = math.isqrt(data.X.shape[0])
-    return data.X.T.reshape(-1, 1, side, side), data.y
+    channels = 3 if colour else 1
+    side = math.isqrt(data.X.shape[0] // channels)
+    return data.X.T.reshape(-1, channels, side, side), data.y
 
 
-def _model(config: DynamicsConfig, std: float, device: str) -> ConvDEQ:
+def _model(config: DynamicsConfig, std: float, in_channels: int, device: str) -> ConvDEQ:
     torch.manual_seed(config.seed)
     solver = Anderson(tol=config.tol, max_iter=config.max_iter, throw=False)
     model = ConvDEQ(
-        1, 10, channels=config.channels, inner_channels=config.inner_channels,
+        in_channels, 10, channels=config.channels, inner_channels=config.inner_channels,
         groups=config.groups, init_std=std, solver=solver,
     )  # fmt: skip
     return model.to(device=device, dtype=torch.float32)
@@ -149,68 +155,30 @@ class Hieu2022Dynamics(Experiment):
     def run_task(self, config: DynamicsConfig, task: Task, ctx: TaskContext) -> list[Row]:
         if task.key != "training":
             std = float(task.params["std"])
-            images, labels = _images(config, "test", config.n_traj)
+            images, labels = image_tensors(config.dataset, "test", config.n_traj, config.seed)
             base: Row = {"panel": "init", "init_std": std, "epoch": 0}
-            model = _model(config, std, ctx.device)
+            model = _model(config, std, images.shape[1], ctx.device)
             return trajectory_rows(model, images.to(ctx.device), labels, base)
         return self._train(config, ctx)
 
     def _train(self, config: DynamicsConfig, ctx: TaskContext) -> list[Row]:
-        images, labels = _images(config, "train", config.n_train)
+        images, labels = image_tensors(config.dataset, "train", config.n_train, config.seed)
         images, labels = images.to(ctx.device), labels.to(ctx.device)
         shown = torch.arange(0, len(labels), max(len(labels) // config.n_traj, 1))
         shown = shown[: config.n_traj]
-        model = _model(config, config.train_std, ctx.device)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-        batches = math.ceil(len(labels) / config.batch_size)
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.epochs * batches)
-        generator = torch.Generator().manual_seed(config.seed)
-        rows: list[Row] = []
-        epoch = 0
-        resumed = ctx.resume()
-        if resumed is not None:
-            state, rows = resumed[0], list(resumed[1])
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            schedule.load_state_dict(state["schedule"])
-            generator.set_state(state["generator"])
-            epoch = state["epoch"]
-        elif 0 in config.snapshot_epochs:
-            base = {"panel": "training", "init_std": config.train_std, "epoch": 0}
-            rows += trajectory_rows(model, images[shown], labels[shown], base)
-        while epoch < config.epochs:
-            model.train()
-            order = torch.randperm(len(labels), generator=generator).to(ctx.device)
-            totals = {"loss": 0.0, "correct": 0, "steps": 0}
-            for start in range(0, len(labels), config.batch_size):
-                index = order[start : start + config.batch_size]
-                logits = model(images[index])
-                loss = F.cross_entropy(logits, labels[index])
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                schedule.step()
-                totals["loss"] += float(loss.detach()) * len(index)
-                totals["correct"] += int((logits.argmax(1) == labels[index]).sum())
-                totals["steps"] += model.deq.last_forward.n_steps
-            epoch += 1
-            rows.append({
-                "panel": "train", "init_std": config.train_std, "epoch": epoch,
-                "train_loss": totals["loss"] / len(labels),
-                "train_acc": totals["correct"] / len(labels),
-                "solver_steps": totals["steps"] / batches,
-            })  # fmt: skip
-            if epoch in config.snapshot_epochs:
-                base = {"panel": "training", "init_std": config.train_std, "epoch": epoch}
-                rows += trajectory_rows(model, images[shown], labels[shown], base)
-            state = {
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "schedule": schedule.state_dict(), "generator": generator.get_state(),
-                "epoch": epoch,
-            }  # fmt: skip
-            ctx.checkpoint(state, rows)
-            ctx.progress(epoch, config.epochs)
-        return rows
+        model = _model(config, config.train_std, images.shape[1], ctx.device)
+
+        def snapshot(epoch: int, net: nn.Module) -> list[Row]:
+            if epoch not in config.snapshot_epochs:
+                return []
+            base = {"panel": "training", "init_std": config.train_std, "epoch": epoch}
+            return trajectory_rows(net, images[shown], labels[shown], base)
+
+        return train_classifier(
+            model, images, labels, epochs=config.epochs, batch_size=config.batch_size,
+            lr=config.lr, seed=config.seed, ctx=ctx, on_epoch=snapshot,
+            base={"panel": "train", "init_std": config.train_std},
+        )  # fmt: skip
 
     def claims(self, config: DynamicsConfig, rows: list[Row]) -> list[Claim]:
         from deqlab.experiments.hieu2022_dynamics_report import dynamics_claims
