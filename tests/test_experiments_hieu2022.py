@@ -6,6 +6,8 @@ import torch
 from deqlab.experiments.base import TaskContext
 from deqlab.experiments.config import ConfigError
 from deqlab.experiments.hieu2022_dynamics import Hieu2022Dynamics, pca_2d
+from deqlab.experiments.hieu2022_landscape import Hieu2022Landscape
+from deqlab.experiments.hieu2022_landscape_report import flat_areas, surfaces
 from deqlab.experiments.hieu2022_mondeq_gd import Hieu2022MonDEQGD
 
 
@@ -80,3 +82,23 @@ def test_pca_2d_matches_svd():
     _, _, vh = torch.linalg.svd(centered, full_matrices=False)
     expected = centered @ vh[:2].T
     assert torch.allclose(projected.abs(), expected.abs(), atol=1e-10)
+
+
+def test_landscape_tiny_rows_surfaces_and_claims():
+    experiment = Hieu2022Landscape()
+    config = experiment.resolve("tiny")
+    assert [t.key for t in experiment.tasks(config)] == ["deq", "repeat1", "repeat2"]
+    rows = []
+    for task in experiment.tasks(config):
+        rows += experiment.run_task(config, task, MemoryCheckpoints().context(1))
+    found = surfaces(rows)
+    assert set(found) == {"deq", "repeat1", "repeat2"}
+    assert all(
+        s.losses.shape == (3, 3) and bool(torch.isfinite(s.losses).all()) for s in found.values()
+    )
+    assert flat_areas(rows, 1e9) == dict.fromkeys(found, 9.0)  # whole 3 × 3 grid, unit cells
+    names = [c.name for c in experiment.claims(config, rows)]
+    assert names == [
+        "the flat area grows with the number of repetitions (weight-tied nets)",
+        "the DEQ's flat area is at least that of the deepest weight-tied net",
+    ]

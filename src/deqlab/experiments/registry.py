@@ -19,6 +19,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "deqlab.experiments.kawaguchi2021_fig3",
     "deqlab.experiments.hieu2022_mondeq_gd",
     "deqlab.experiments.hieu2022_dynamics",
+    "deqlab.experiments.hieu2022_landscape",
 )
 
 _REGISTRY: dict[str, type[Experiment]] = {}

@@ -1,0 +1,147 @@
+"""Thesis (Hieu 2022), Section 4.2.1: loss landscapes of the conv DEQ vs weight-tied nets.
+
+The DEQ of Eq. (4.1) (:class:`deqlab.models.ConvDEQ`) and explicit networks repeating the
+same cell 6, 11 and 18 times (:class:`deqlab.models.WeightTiedConvNet`) are trained alike
+(Adam, lr 1e-3, cosine annealing, batch 100; the thesis: CIFAR-10, 50 epochs — CIFAR-10 is
+not on this disk, so the offline default is Fashion-MNIST; ``dataset=cifar10`` after
+``deqlab data fetch cifar10``). Around each minimiser the cross-entropy on ``n_eval``
+training images is evaluated on a ``grid × grid`` lattice over ``[−1, 1]²`` along two
+filter-normalised random directions (:func:`deqlab.landscape.loss_surface`, Li et al. 2018).
+
+Rows: ``model`` ("deq", "repeat6", …), then either ``alpha``, ``beta``, ``loss`` (surface)
+or ``epoch``, ``train_loss``, ``train_acc`` (training). Flatness: the area of
+``{L ≤ L(θ*) + flat_delta}`` in direction units (:meth:`LossSurface.flat_area`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from deqlab._checks import check_int, check_positive
+from deqlab.experiments.base import Claim, Experiment, Row, Task, TaskContext
+from deqlab.experiments.hieu2022_dynamics import image_tensors
+from deqlab.experiments.hieu2022_training import train_classifier
+from deqlab.experiments.registry import register
+from deqlab.landscape import loss_surface
+from deqlab.models.conv_deq import ConvDEQ, WeightTiedConvNet
+from deqlab.solvers import Anderson
+
+
+@dataclass(frozen=True)
+class LandscapeConfig:
+    """Defaults: the thesis's Section 4.2.1 settings (offline data set, see docstring)."""
+
+    dataset: str = "fashion-mnist"
+    n_train: int = 60_000
+    n_eval: int = 1000
+    repeats: tuple[int, ...] = (6, 11, 18)
+    channels: int = 48
+    inner_channels: int = 64
+    groups: int = 8
+    init_std: float = 0.01
+    epochs: int = 50
+    batch_size: int = 100
+    lr: float = 1e-3
+    tol: float = 1e-3
+    max_iter: int = 50
+    grid: int = 51
+    flat_delta: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_int("n_train", self.n_train, min_value=10)
+        check_int("n_eval", self.n_eval, min_value=10)
+        check_int("grid", self.grid, min_value=3)
+        check_int("epochs", self.epochs, min_value=1)
+        if not self.repeats or sorted(set(self.repeats)) != list(self.repeats):
+            raise ValueError(f"`repeats` must be strictly increasing; got {list(self.repeats)}")
+        for value in (self.init_std, self.lr, self.tol, self.flat_delta):
+            check_positive("init_std/lr/tol/flat_delta", value)
+
+
+def _model(config: LandscapeConfig, key: str, in_channels: int, device: str) -> nn.Module:
+    torch.manual_seed(config.seed)
+    sizes = {
+        "channels": config.channels,
+        "inner_channels": config.inner_channels,
+        "groups": config.groups,
+        "init_std": config.init_std,
+    }
+    if key == "deq":
+        solver = Anderson(tol=config.tol, max_iter=config.max_iter, throw=False)
+        model = ConvDEQ(in_channels, 10, solver=solver, **sizes)
+    else:
+        model = WeightTiedConvNet(int(key.removeprefix("repeat")), in_channels, 10, **sizes)
+    return model.to(device=device, dtype=torch.float32)
+
+
+@register
+class Hieu2022Landscape(Experiment):
+    """Filter-normalised loss surfaces of the DEQ and of weight-tied repeat-k networks."""
+
+    name = "hieu2022-landscape"
+    title = "Loss landscapes: conv DEQ vs weight-tied repeat-6/11/18 (Figure 4.4)"
+    paper = "Hieu, An NTK analysis of deep equilibrium models (thesis, 2022), Section 4.2"
+    Config = LandscapeConfig
+    presets: ClassVar = {
+        "tiny": {"n_train": 20, "n_eval": 10, "repeats": (1, 2), "channels": 4,
+                 "inner_channels": 4, "groups": 2, "epochs": 1, "batch_size": 10,
+                 "max_iter": 10, "grid": 3},
+        "quick": {"n_train": 1000, "n_eval": 200, "channels": 16, "inner_channels": 16,
+                  "epochs": 3, "grid": 11, "max_iter": 30},
+        "paper": {},
+    }  # fmt: skip
+    metric_columns: ClassVar = {
+        "model": "deq or repeat<k> (the cell of Eq. 4.1 applied k times)",
+        "alpha": "coordinate along the first filter-normalised direction (likewise beta)",
+        "loss": "cross-entropy on the n_eval training images at θ* + α d₁ + β d₂",
+        "epoch": "training epoch (training rows)",
+        "train_loss": "mean cross-entropy of the epoch (training rows)",
+    }
+    default_checkpoint_every = 1
+
+    def tasks(self, config: LandscapeConfig) -> list[Task]:
+        keys = ["deq", *(f"repeat{k}" for k in config.repeats)]
+        return [Task(key) for key in keys]
+
+    def run_task(self, config: LandscapeConfig, task: Task, ctx: TaskContext) -> list[Row]:
+        images, labels = image_tensors(config.dataset, "train", config.n_train, config.seed)
+        images, labels = images.to(ctx.device), labels.to(ctx.device)
+        model = _model(config, task.key, images.shape[1], ctx.device)
+        rows = train_classifier(
+            model, images, labels, epochs=config.epochs, batch_size=config.batch_size,
+            lr=config.lr, seed=config.seed, ctx=ctx, base={"model": task.key},
+        )  # fmt: skip
+        evaluation = torch.arange(0, len(labels), max(len(labels) // config.n_eval, 1))
+        x, y = images[evaluation[: config.n_eval]], labels[evaluation[: config.n_eval]]
+        model.eval()
+        surface = loss_surface(
+            model,
+            lambda net: F.cross_entropy(net(x), y),
+            steps=config.grid,
+            generator=torch.Generator().manual_seed(config.seed + 1),
+            progress=False,
+        )
+        grid = surface.alphas.tolist()
+        rows += [
+            {"model": task.key, "alpha": a, "beta": b, "loss": float(surface.losses[i, j])}
+            for i, a in enumerate(grid)
+            for j, b in enumerate(grid)
+        ]
+        return rows
+
+    def claims(self, config: LandscapeConfig, rows: list[Row]) -> list[Claim]:
+        from deqlab.experiments.hieu2022_landscape_report import landscape_claims
+
+        return landscape_claims(config, rows)
+
+    def plot(self, config: LandscapeConfig, rows: list[Row], directory: Path) -> list[Path]:
+        from deqlab.experiments.hieu2022_landscape_report import plot_landscapes
+
+        return plot_landscapes(rows, directory)
