@@ -3,28 +3,12 @@
 import pytest
 import torch
 
-from deqlab.experiments.base import TaskContext
 from deqlab.experiments.config import ConfigError
 from deqlab.experiments.hieu2022_dynamics import Hieu2022Dynamics, pca_2d
 from deqlab.experiments.hieu2022_landscape import Hieu2022Landscape
 from deqlab.experiments.hieu2022_landscape_report import flat_areas, surfaces
 from deqlab.experiments.hieu2022_mondeq_gd import Hieu2022MonDEQGD
-
-
-class MemoryCheckpoints:
-    """In-memory checkpoints; ``stop_after`` interrupts the task after that many saves."""
-
-    def __init__(self, stop_after=None):
-        self.saved, self.stop_after, self.count = None, stop_after, 0
-
-    def context(self, every):
-        return TaskContext("cpu", every, lambda: self.saved, self._save)
-
-    def _save(self, state, rows):
-        self.saved = (state, list(rows))
-        self.count += 1
-        if self.count == self.stop_after:
-            raise KeyboardInterrupt
+from test_experiments_kawaguchi2021 import MemoryCheckpoints
 
 
 def test_mondeq_gd_tiny_rows_claims_and_bit_exact_resume():

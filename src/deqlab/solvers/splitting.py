@@ -132,6 +132,7 @@ class _Splitting:
             itself, ``f(z) = relu(W z + c)`` (adjoint: ``f(w) = D(g + Wᵀ w)``), under rule
             ``stop``, with norms over the whole ``(n, N)`` tensor; so a splitting `Solution`
             reads like any other solver's.
+        alpha: step size α > 0; None lets the solver choose it from ``m`` and ``L``.
     """
 
     tol: float = 1e-8
@@ -139,8 +140,11 @@ class _Splitting:
     stop: str = "rel"
     throw: bool = True
     divergence_factor: float = 1e6
+    alpha: float | None = None
 
     def __post_init__(self) -> None:
+        if self.alpha is not None:
+            check_positive("alpha", self.alpha)
         check_positive("tol", self.tol)
         check_int("max_iter", self.max_iter, min_value=1)
         check_choice("stop", self.stop, STOP_RULES)
@@ -221,13 +225,6 @@ class ForwardBackward(_Splitting):
     it is used on, else `ValueError`.
     """
 
-    alpha: float | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.alpha is not None:
-            check_positive("alpha", self.alpha)
-
     def step_size(self, op: MonotoneOperator) -> float:
         """α, checked against the convergent range ``(0, 2m/L²)`` of Proposition 3."""
         if self.alpha is None:
@@ -260,13 +257,6 @@ class PeacemanRachford(_Splitting):
     L/m = 70. A warm start ``z0`` sets ``u0 = z0 − α F(z0)``, the exact Peaceman–Rachford
     state when ``z0`` is the equilibrium.
     """
-
-    alpha: float | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.alpha is not None:
-            check_positive("alpha", self.alpha)
 
     def step_size(self, op: MonotoneOperator) -> float:
         """α; None picks ``1/√(mL)`` (Giselsson & Boyd 2017), every α > 0 converges."""
