@@ -76,8 +76,8 @@ class MonotoneOperator:
             return self._lipschitz
         v = torch.ones(self.n, 1, dtype=self.W.dtype, device=self.W.device)
         for _ in range(iters):
-            w = self.W.T @ (v - self.W @ v)  # Wᵀ(I − W) v
-            v = (v - self.W @ v) - w  # (I − W)ᵀ(I − W) v
+            y = v - self.W @ v  # (I − W) v
+            v = y - self.W.T @ y  # (I − W)ᵀ(I − W) v
             v = v / torch.linalg.vector_norm(v)
         return float(torch.linalg.vector_norm(v - self.W @ v))
 
