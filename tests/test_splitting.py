@@ -61,6 +61,9 @@ def test_monotone_operator_constants(problem):
     op, W, _ = problem
     sym = torch.eye(W.shape[0]) - (W + W.T) / 2
     assert float(torch.linalg.eigvalsh(sym).min()) >= op.m - 1e-12  # I − W ⪰ m I
+    fresh = MonotoneOperator(W, op.m)  # no cached exact L
+    assert fresh.lipschitz_estimate(iters=300) == pytest.approx(op.lipschitz, rel=1e-6)
+    assert fresh.lipschitz_estimate(iters=3) <= op.lipschitz * (1 + 1e-12)  # a lower bound
     assert op.lipschitz == pytest.approx(float(torch.linalg.svdvals(torch.eye(12) - W)[0]))
 
 
