@@ -22,7 +22,7 @@ def test_mondeq_gd_tiny_rows_claims_and_bit_exact_resume():
     assert len(rows) == len(config.widths) * (config.steps + 1)
     claims = {c.name: c for c in experiment.claims(config, rows)}
     for name in (
-        "GD reaches a small training loss at every width",
+        "GD reaches a small training loss at the widest width",
         "the loss stays under the Theorem 3.3.5 curve (1 − ηλ₀²/4)^k L(0)",
         "λ₀ = σ_min(Z(0)) increases with the width",
     ):
