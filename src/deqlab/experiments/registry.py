@@ -14,6 +14,7 @@ from deqlab.experiments.config import ConfigError
 #: One line per built-in experiment module (each calls ``register`` at import).
 BUILTIN_MODULES: tuple[str, ...] = (
     "deqlab.experiments.ling2023_fig1",
+    "deqlab.experiments.ling2023_init",
     "deqlab.experiments.kawaguchi2021_fig1",
     "deqlab.experiments.kawaguchi2021_fig2",
     "deqlab.experiments.kawaguchi2021_fig3",

@@ -1,0 +1,151 @@
+"""The initialization theorems of Ling et al. (2023) measured next to the theory.
+
+For inputs X (d, n) of a data set (default: n = 200 points on the sphere of radius √d in
+R^200) and ReLU DEQs ``Z = relu(W Z + U X)`` drawn by Assumption 1 with σ_w² = 0.08 over
+widths m and seeds, :mod:`deqlab.theory.init_theorems` measures
+
+* Lemma 1: ‖W(0)‖₂ against 2√2 σ_w;
+* Theorem 3: ‖K − K^(l)‖_F against the depth l (rate σ_w^{2l}; deterministic);
+* Theorem 4: ‖G − G^(l)‖_F / m against l (rate (2√2 σ_w)^l), G^(l) from l weight-tied layers;
+* Theorem 5: ‖G^(l)/m − K^(l)‖_F against n (2√2 σ_w)^l, and ‖G/m − K‖_F against m (the
+  concentration of the proof of Theorem 2; fitted log-log slope ≈ −1/2);
+* Theorem 2: λ_0 = λ_min(G) against m λ*/2, as the fraction of seeds where it holds.
+
+Tasks: ``theorem3`` (the population kernels alone) and one per (width, seed),
+``m<m>-s<seed>``, each drawing its own network (seed = the Assumption 1 seed). Every
+quantity is computed in float64 (round-off floors the depth decays at ~1e-13 otherwise
+sooner). Metrics (``metrics.csv``): the tidy rows of
+:data:`deqlab.theory.init_theorems.ROW_KEYS`; claims and the figure are those of
+:func:`~deqlab.theory.init_theorems.initialization_claims` and
+:func:`~deqlab.theory.init_theorems.plot_initialization`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+
+from deqlab._checks import check_choice, check_int, check_real
+from deqlab.data import get_dataset
+from deqlab.data.registry import DATASETS
+from deqlab.experiments.base import Claim, Experiment, Row, Task, TaskContext
+from deqlab.experiments.registry import register
+from deqlab.theory.init_theorems import (
+    initialization_claims,
+    measure_theorem3,
+    measure_width_sweep,
+    plot_initialization,
+    theorem2_fractions,
+)
+
+THEOREM3_TASK = "theorem3"
+
+
+def _check_increasing(name: str, values: Sequence[int], min_value: int) -> None:
+    if not values:
+        raise ValueError(f"`{name}` must hold at least one value; got none")
+    for i, v in enumerate(values):
+        check_int(f"{name}[{i}]", v, min_value=min_value)
+    if sorted(set(values)) != list(values):
+        raise ValueError(f"`{name}` must be strictly increasing; got {list(values)}")
+
+
+@dataclass(frozen=True)
+class InitConfig:
+    """Defaults: issue #5's setting (sphere, n = d = 200, σ_w² = 0.08, m = 256 … 8192)."""
+
+    dataset: str = "sphere"
+    n: int = 200
+    d: int = 200  # input dimension of the synthetic sphere (image data sets fix their own)
+    sigma_w2: float = 0.08
+    widths: tuple[int, ...] = (256, 512, 1024, 2048, 4096, 8192)
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)  # Assumption 1 draws, one network each
+    depths: tuple[int, ...] = tuple(range(1, 13))  # l of K^(l) and of G^(l)
+    data_seed: int = 0
+    tol: float = 1e-12  # relative residual of the equilibrium solve
+
+    def __post_init__(self) -> None:
+        check_choice("dataset", self.dataset, DATASETS)
+        check_int("n", self.n, min_value=2)
+        check_int("d", self.d, min_value=1)
+        check_real("sigma_w2", self.sigma_w2, low=0.0, high=1.0, low_inclusive=False,
+                   high_inclusive=False)  # fmt: skip
+        _check_increasing("widths", self.widths, 1)
+        _check_increasing("seeds", self.seeds, 0)
+        _check_increasing("depths", self.depths, 1)
+        check_real("tol", self.tol, low=0.0, low_inclusive=False)
+
+
+@register
+class Ling2023Init(Experiment):
+    """Lemma 1 and Theorems 2–5 at initialization (see the module docstring)."""
+
+    name = "ling2023-init"
+    title = "Initialization theorems: ‖W(0)‖₂, K^(l) → K, G^(l) → G, G/m → K, λ_0 ≥ mλ*/2"
+    paper = (
+        "Ling, Xie, Wang, Zhang, Lin — Global convergence of over-parameterized deep "
+        "equilibrium models, AISTATS 2023 (Lemma 1, Theorems 2–5)"
+    )
+    Config = InitConfig
+    presets: ClassVar = {
+        "tiny": {"n": 12, "d": 12, "widths": (64, 128, 256), "seeds": (0, 1),
+                 "depths": (1, 2, 3, 4, 5, 6)},
+        "quick": {"widths": (256, 512, 1024, 2048, 4096), "seeds": (0, 1, 2)},
+        "paper": {"n": 1000, "d": 1000},
+    }  # fmt: skip
+    metric_columns: ClassVar = {
+        "theorem": "lemma1, theorem2, theorem3, theorem4 or theorem5",
+        "quantity": "W_spectral_norm, K_minus_Kl_fro, G_minus_Gl_fro_over_m, "
+        "Gl_over_m_minus_Kl_fro, G_over_m_minus_K_fro or lambda0",
+        "m": "width (empty for Theorem 3, which has no network)",
+        "seed": "Assumption 1 seed (empty for Theorem 3)",
+        "depth": "l of K^(l) / G^(l) (empty where no depth applies)",
+        "measured": "the measured value",
+        "theory": "the theory's value: bound, rate or threshold (module docstring)",
+    }
+
+    def tasks(self, config: InitConfig) -> list[Task]:
+        return [Task(THEOREM3_TASK, {})] + [
+            Task(f"m{m}-s{seed}", {"m": m, "seed": seed})
+            for m in config.widths
+            for seed in config.seeds
+        ]
+
+    def run_task(self, config: InitConfig, task: Task, ctx: TaskContext) -> list[Row]:
+        X = _inputs(config, torch.device(ctx.device))  # (d, n)
+        if task.key == THEOREM3_TASK:
+            rows = measure_theorem3(X, config.sigma_w2, config.depths)
+        else:
+            m, seed = int(task.params["m"]), int(task.params["seed"])
+            rows = measure_width_sweep(X, config.sigma_w2, [m], [seed], config.depths,
+                                       tol=config.tol)  # fmt: skip
+        ctx.progress(1, 1)  # one indivisible measurement: the executor checkpoints its rows
+        return rows
+
+    def claims(self, config: InitConfig, rows: list[Row]) -> list[Claim]:
+        fractions = ", ".join(f"m={m}: {f:.2g}" for m, f in theorem2_fractions(rows).items())
+        details = {"theorem2_lambda0": f"fraction of seeds with λ_0 ≥ mλ*/2 per width: {fractions}"}
+        return [
+            Claim(
+                name=c["name"],
+                passed=c["passed"],
+                measured=f"{c['measured']:.4g}",
+                expected=c["expected"],
+                detail=details.get(c["name"], ""),
+            )
+            for c in initialization_claims(rows, config.sigma_w2)
+        ]
+
+    def plot(self, config: InitConfig, rows: list[Row], directory: Path) -> list[Path]:
+        return plot_initialization(rows, directory)
+
+
+def _inputs(config: InitConfig, device: torch.device) -> torch.Tensor:
+    """The data set's inputs X (d, n) in float64 on ``device``."""
+    sizes = {"n": config.n, "d": config.d} if config.dataset == "sphere" else {"n": config.n}
+    data = get_dataset(config.dataset, **sizes, seed=config.data_seed, device=device)
+    return data.X
