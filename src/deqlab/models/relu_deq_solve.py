@@ -162,7 +162,9 @@ def solve_forward(
         return torch.relu(P_ + (B if cols is None else B[:, cols]))
 
     def apply(Z: torch.Tensor, cols: torch.Tensor | None) -> torch.Tensor:
-        return (Z.T @ W.T).T  # = W Z; this layout keeps a k-column product at k/n the cost
+        if cols is None:
+            return W @ Z
+        return (Z.T @ W.T).T.contiguous()  # = W Z_k at k/n the cost (W @ Z_k is not)
 
     x, x_in, P, steps, products, residuals, ok = _iterate(
         apply, finish, Z_in, P, tol=tol, max_iter=max_iter
@@ -190,7 +192,8 @@ def solve_adjoint(
     """
 
     def apply(C: torch.Tensor, cols: torch.Tensor | None) -> torch.Tensor:
-        return ((C * (mask if cols is None else mask[:, cols])).T @ W).T  # = Wᵀ (D ⊙ C)
+        masked = C * (mask if cols is None else mask[:, cols])
+        return (masked.T @ W).T.contiguous()  # = Wᵀ (D ⊙ C), faster than W.T @ (D ⊙ C)
 
     def finish(Q_: torch.Tensor, cols: torch.Tensor | None) -> torch.Tensor:
         return Q_ + (source if cols is None or source.shape[1] == 1 else source[:, cols])
