@@ -133,7 +133,8 @@ class Hieu2022Dynamics(Experiment):
                  "groups": 2, "epochs": 1, "snapshot_epochs": (0, 1), "batch_size": 10,
                  "max_iter": 12},
         "quick": {"n_train": 2000, "n_traj": 20, "channels": 16, "inner_channels": 32,
-                  "epochs": 3, "snapshot_epochs": (0, 1, 3), "max_iter": 30},
+                  "epochs": 3, "snapshot_epochs": (0, 1, 3), "batch_size": 32,
+                  "max_iter": 30},
         "paper": {},
     }  # fmt: skip
     metric_columns: ClassVar = {

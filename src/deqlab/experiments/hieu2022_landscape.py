@@ -93,8 +93,8 @@ class Hieu2022Landscape(Experiment):
         "tiny": {"n_train": 20, "n_eval": 10, "repeats": (1, 2), "channels": 4,
                  "inner_channels": 4, "groups": 2, "epochs": 1, "batch_size": 10,
                  "max_iter": 10, "grid": 3},
-        "quick": {"n_train": 1000, "n_eval": 200, "channels": 16, "inner_channels": 16,
-                  "epochs": 3, "grid": 11, "max_iter": 30},
+        "quick": {"n_train": 1000, "n_eval": 200, "channels": 8, "inner_channels": 8,
+                  "groups": 4, "epochs": 5, "batch_size": 32, "grid": 11, "max_iter": 30},
         "paper": {},
     }  # fmt: skip
     metric_columns: ClassVar = {
