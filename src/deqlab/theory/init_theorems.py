@@ -310,6 +310,7 @@ def plot_initialization(rows: Sequence[dict], directory: str | Path) -> list[Pat
     Returns the paths of ``<directory>/init_theorems.png`` and ``.pdf``.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     from deqlab.report.figures import (
         add_reference_line,
@@ -400,4 +401,7 @@ def plot_initialization(rows: Sequence[dict], directory: str | Path) -> list[Pat
         )
         for ax in axes.flat:
             ax.legend(fontsize=7)
+        for ax in (axes[0, 0], axes[1, 1], axes[1, 2]):  # log width axes: one label per m
+            ax.set_xticks(widths, [str(m) for m in widths])
+            ax.xaxis.set_minor_formatter(NullFormatter())
         return save_figure(fig, directory, "init_theorems")
