@@ -13,8 +13,8 @@ widths m and seeds, :mod:`deqlab.theory.init_theorems` measures
 
 Tasks: ``theorem3`` (the population kernels alone) and one per (width, seed),
 ``m<m>-s<seed>``, each drawing its own network (seed = the Assumption 1 seed). Every
-quantity is computed in float64 (round-off floors the depth decays at ~1e-13 otherwise
-sooner). Metrics (``metrics.csv``): the tidy rows of
+quantity is computed in float64: in float32, round-off would floor the depth decays of
+Theorems 3 and 4 after a few layers. Metrics (``metrics.csv``): the tidy rows of
 :data:`deqlab.theory.init_theorems.ROW_KEYS`; claims and the figure are those of
 :func:`~deqlab.theory.init_theorems.initialization_claims` and
 :func:`~deqlab.theory.init_theorems.plot_initialization`.
