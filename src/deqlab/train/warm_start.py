@@ -79,17 +79,15 @@ class WarmStart:
     ) -> int:
         """After M ← M − lr · left rightᵀ: product ← product − lr · left (rightᵀ T(x)).
 
-        Applied to ``x`` and ``x_prev`` in one pair of thin products; returns how many
-        inputs were corrected (each costs 2n/m of an m×m by m×n product).
+        Applied to ``x`` and ``x_prev``; returns how many inputs were corrected (each costs
+        two thin products, 2n/m of an m×m by m×n product).
         """
-        inputs = [self.x] if self.x_prev is None else [self.x, self.x_prev]
-        stacked = torch.cat([transform(x) for x in inputs], dim=1)  # (m, k n)
-        delta = left @ (right.T @ stacked)  # (m, k n)
-        n = self.x.shape[1]
-        self.product = self.product - lr * delta[:, :n]
-        if self.x_prev is not None and self.product_prev is not None:
-            self.product_prev = self.product_prev - lr * delta[:, n:]
-        return len(inputs)
+        self.product = torch.addmm(self.product, left, right.T @ transform(self.x), alpha=-lr)
+        if self.x_prev is None or self.product_prev is None:
+            return 1
+        inner = right.T @ transform(self.x_prev)  # (n, n)
+        self.product_prev = torch.addmm(self.product_prev, left, inner, alpha=-lr)
+        return 2
 
     def remask(self, W: torch.Tensor, old_mask: torch.Tensor, new_mask: torch.Tensor) -> int:
         """Products Wᵀ(old ⊙ x) → Wᵀ(new ⊙ x) for x and x_prev; returns the flips of x."""
