@@ -105,7 +105,7 @@ class Solver:
             return f(z.reshape(shape)).reshape(batch, -1)
 
         z = z0.reshape(batch, -1)  # (B, N)
-        trace = _Trace(self, _first_eval(f, z0).reshape(batch, -1), z)
+        trace = IterationTrace(self, _first_eval(f, z0).reshape(batch, -1), z)
         step = self._stepper()
         while not trace.done:
             z = step(z, trace.fz)
@@ -164,7 +164,7 @@ def _first_eval(f: Map, z0: torch.Tensor) -> torch.Tensor:
     return check_tensor("f(z0)", fz)
 
 
-class _Trace:
+class IterationTrace:
     """Residual trace, best iterate per row, and the stopping decision of one solve.
 
     Divergence is judged on the absolute residual ``‖f(z) - z‖`` whatever the stopping

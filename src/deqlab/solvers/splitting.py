@@ -36,7 +36,7 @@ from deqlab._checks import (
     check_real,
     check_tensor,
 )
-from deqlab.solvers.base import _Trace
+from deqlab.solvers.base import IterationTrace
 from deqlab.solvers.solution import STOP_RULES, Solution, SolverError
 
 Prox = Callable[[torch.Tensor], torch.Tensor]
@@ -195,7 +195,7 @@ class _Splitting:
         alpha = self.step_size(op)
         z = z0
         pre = op.affine(z, c, transpose=transpose)  # W z + c, (n, N)
-        trace = _Trace(self, prox(pre).reshape(1, -1), z.reshape(1, -1))
+        trace = IterationTrace(self, prox(pre).reshape(1, -1), z.reshape(1, -1))
         state = self._init_state(z, pre, alpha)
         while not trace.done:
             state, z = self._step(op, state, z, pre, c, alpha, prox, transpose)
