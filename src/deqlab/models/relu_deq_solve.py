@@ -92,10 +92,10 @@ class AdjointSolve(CachedSolve):
     """Adjoint solve ``Y = D ⊙ (S + Wᵀ Y)``; ``x`` is Y, (m, n)."""
 
 
-def _column_residuals(x: torch.Tensor, x_in: torch.Tensor) -> torch.Tensor:
-    """‖x_i − x_in,i‖ / ‖x_i‖ per column (0 if both are 0, inf if only x_i is 0)."""
-    diff = (x - x_in).square().sum(dim=0).sqrt()  # (n,): faster than vector_norm(dim=0)
-    scale = x.square().sum(dim=0).sqrt()
+def _row_residuals(x: torch.Tensor, x_in: torch.Tensor) -> torch.Tensor:
+    """‖x_i − x_in,i‖ / ‖x_i‖ per row (0 if both are 0, inf if only x_i is 0)."""
+    diff = (x - x_in).square().sum(dim=1).sqrt()  # (n,)
+    scale = x.square().sum(dim=1).sqrt()
     return torch.where(scale > 0, diff / scale, torch.where(diff == 0, 0.0, math.inf))
 
 
@@ -111,38 +111,43 @@ def _iterate(
     """Picard on ``x ← finish(apply(x))`` from ``x_in`` with ``product = apply(x_in)``.
 
     Columns are independent problems: a column whose relative residual is <= ``tol`` is
-    not iterated again (``apply``/``finish`` receive the active column indices, or None
-    for all), so a product costs (active columns)/n of a full one.
+    not iterated again, so a product costs (active columns)/n of a full one. The loop
+    works on transposes (n, m), one row per column, so that selecting and storing the
+    active columns moves contiguous rows: ``apply``/``finish`` receive and return
+    transposed blocks (k, m) and the active row indices (None for all). Inputs and
+    results are (m, n); the returned input and product are transposed views.
     """
     tol = check_positive("tol", tol)
     max_iter = check_int("max_iter", max_iter, min_value=1)
     n = x_in.shape[1]
-    x_in, product = x_in.clone(), product.clone()  # updated column-wise below
-    x = finish(product, None)  # (m, n)
-    res = _column_residuals(x, x_in)  # (n,)
+    x_in, product = x_in.T.contiguous(), product.T.contiguous()  # (n, m), updated by rows
+    x = finish(product, None)  # (n, m)
+    res = _row_residuals(x, x_in)  # (n,)
     residuals = [float(res.max())]
     n_products, step = 0.0, 1
     while True:
         active = ~(res <= tol)  # NaN counts as active
         if not math.isfinite(residuals[-1]) or not bool(active.any()) or step == max_iter:
-            return x, x_in, product, step, n_products, residuals, not bool(active.any())
+            ok = not bool(active.any())
+            # the solution in ordinary layout; x_in, product (warm starts) as views
+            return x.T.contiguous(), x_in.T, product.T, step, n_products, residuals, ok
         step += 1
         if bool(active.all()):
             x_in = x
-            product = apply(x_in, None)  # (m, n): the m×m by m×n product
+            product = apply(x_in, None)  # (n, m): the m×m by m×n product, transposed
             x = finish(product, None)
-            res = _column_residuals(x, x_in)
+            res = _row_residuals(x, x_in)
             n_products += 1.0
         else:
-            cols = active.nonzero().squeeze(1)
-            x_in_c = x.index_select(1, cols)  # (m, k)
-            product_c = apply(x_in_c, cols)  # (m, k): k/n of a product
-            x_c = finish(product_c, cols)
-            x_in.index_copy_(1, cols, x_in_c)
-            product.index_copy_(1, cols, product_c)
-            x.index_copy_(1, cols, x_c)
-            res[cols] = _column_residuals(x_c, x_in_c)
-            n_products += cols.numel() / n
+            rows = active.nonzero().squeeze(1)
+            x_in_r = x.index_select(0, rows)  # (k, m)
+            product_r = apply(x_in_r, rows)  # (k, m): k/n of a product
+            x_r = finish(product_r, rows)
+            x_in.index_copy_(0, rows, x_in_r)
+            product.index_copy_(0, rows, product_r)
+            x.index_copy_(0, rows, x_r)
+            res[rows] = _row_residuals(x_r, x_in_r)
+            n_products += rows.numel() / n
         residuals.append(float(res.max()))
 
 
@@ -159,12 +164,13 @@ def solve_forward(
 
     Shapes: W (m, m); B, Z_in, P (m, n).
     """
+    B_t = B.T.contiguous()  # (n, m)
 
-    def finish(P_: torch.Tensor, cols: torch.Tensor | None) -> torch.Tensor:
-        return torch.relu(P_ + (B if cols is None else B.index_select(1, cols)))
+    def apply(Z_t: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        return Z_t @ W.T  # (k, m) = (W Z)ᵀ
 
-    def apply(Z: torch.Tensor, cols: torch.Tensor | None) -> torch.Tensor:
-        return W @ Z  # (m, k), k = n or len(cols)
+    def finish(P_t: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        return torch.relu(P_t + (B_t if rows is None else B_t.index_select(0, rows)))
 
     x, x_in, P, steps, products, residuals, ok = _iterate(
         apply, finish, Z_in, P, tol=tol, max_iter=max_iter
@@ -190,17 +196,16 @@ def solve_adjoint(
     With S = a (a column) the solution is C, c_i = (I − Wᵀ D_i)⁻¹ a, and the adjoint of
     Lemma 2 is D⊙V = (D⊙C) diag(r); with S = a rᵀ the solution is V itself (r = ŷ − y).
     """
+    D_t = mask.T.to(W.dtype).contiguous()  # (n, m): a float multiplier is faster than a bool one
+    S_t = source.T.contiguous()  # (1, m) or (n, m)
 
-    W_t = W.T.contiguous()  # row-major Wᵀ: one m×m copy makes every product a plain GEMM
-    D = mask.to(W.dtype)  # (m, n): a float multiplier is faster than a bool one
+    def apply(C_t: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        return (C_t * (D_t if rows is None else D_t.index_select(0, rows))) @ W  # (Wᵀ(D⊙C))ᵀ
 
-    def apply(C: torch.Tensor, cols: torch.Tensor | None) -> torch.Tensor:
-        return W_t @ (C * (D if cols is None else D.index_select(1, cols)))  # Wᵀ (D ⊙ C)
-
-    def finish(Q_: torch.Tensor, cols: torch.Tensor | None) -> torch.Tensor:
-        if cols is None or source.shape[1] == 1:
-            return Q_ + source
-        return Q_ + source.index_select(1, cols)
+    def finish(Q_t: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        if rows is None or S_t.shape[0] == 1:
+            return Q_t + S_t
+        return Q_t + S_t.index_select(0, rows)
 
     x, x_in, Q, steps, products, residuals, ok = _iterate(
         apply, finish, C_in, Q, tol=tol, max_iter=max_iter
