@@ -43,11 +43,14 @@ class WarmStart:
         fit = smooth if self.smooth_prev is None else self.smooth_prev
         if smooth is not None and self.smooth_prev is not None:
             fit = smooth & self.smooth_prev
-        now, before = (dx, self.dx_prev) if fit is None else (dx[:, fit], self.dx_prev[:, fit])
-        denominator = float(before.square().sum())
+        cross = (dx * self.dx_prev).sum(dim=0)  # (n,) per-column sums, then over `fit`
+        square = self.dx_prev.square().sum(dim=0)
+        if fit is not None:
+            cross, square = cross[fit], square[fit]
+        denominator = float(square.sum())
         if denominator == 0.0:
             return self.x, self.product, math.nan
-        c = min(max(float((now * before).sum()) / denominator, -1.0), 1.0)
+        c = min(max(float(cross.sum()) / denominator, -1.0), 1.0)
         weight = c if smooth is None else c * smooth.to(dx.dtype)  # scalar or (n,)
         return self.x + weight * dx, self.product + weight * (self.product - self.product_prev), c
 
