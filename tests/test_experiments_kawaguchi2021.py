@@ -6,9 +6,9 @@ tests/test_cli_experiments.py.)"""
 import pytest
 
 from deqlab.experiments.base import TaskContext
-from deqlab.experiments.kawaguchi2021_fig1 import Kawaguchi2021Fig1, final_test_losses
-from deqlab.experiments.kawaguchi2021_fig2 import Kawaguchi2021Fig2, log_spaced_steps
-from deqlab.experiments.kawaguchi2021_fig3 import Kawaguchi2021Fig3
+from deqlab.experiments.kawaguchi2021_fig1 import Fig1Config, Kawaguchi2021Fig1, final_test_losses
+from deqlab.experiments.kawaguchi2021_fig2 import Fig2Config, Kawaguchi2021Fig2, log_spaced_steps
+from deqlab.experiments.kawaguchi2021_fig3 import Fig3Config, Kawaguchi2021Fig3
 
 
 class MemoryCheckpoints:
@@ -83,3 +83,26 @@ def test_fig1_tiny_rows_claims_and_divergence():
         " ends with a lower test loss than Linear ",
         " ends with a lower test loss than DNN-H2 ",
     ]
+
+
+@pytest.mark.parametrize(
+    ("config_cls", "field", "value", "message"),
+    [
+        (Fig2Config, "n", -3, r"`n` must be >= 1; got -3"),
+        (Fig2Config, "gamma", 1.5, r"`gamma` must be in \(0, 1\); got 1.5"),
+        (Fig2Config, "lr", 0.0, r"`lr` must be in \(0, inf\); got 0"),
+        (Fig3Config, "tau", -1.0, r"`tau` must be in \(0, inf\); got -1"),
+        (Fig3Config, "records", 0, r"`records` must be >= 1; got 0"),
+        (
+            Fig1Config,
+            "datasets",
+            ("sphere",),
+            r"`datasets` must be one of .*'digits'; got 'sphere'",
+        ),
+        (Fig1Config, "momentum", 1.0, r"`momentum` must be in \[0, 1\); got 1"),
+        (Fig1Config, "lrs", (), r"`lrs` must hold at least one learning rate"),
+    ],
+)
+def test_bad_config_values_are_rejected_naming_the_field(config_cls, field, value, message):
+    with pytest.raises(ValueError, match=message):
+        config_cls(**{field: value})

@@ -28,11 +28,12 @@ from typing import ClassVar
 
 import torch
 
-from deqlab.data.registry import get_dataset
+from deqlab._checks import check_bool, check_choice, check_int, check_positive, check_real
+from deqlab.data.registry import IMAGE_DATASETS, get_dataset
 from deqlab.experiments.base import Claim, Experiment, Task, TaskContext
 from deqlab.experiments.registry import register
 from deqlab.models.baselines import LinearModel, ReLUMLP
-from deqlab.models.delm import DELM
+from deqlab.models.delm import DELM, check_gamma
 
 Row = dict[str, object]
 N_CLASSES = 10
@@ -54,6 +55,25 @@ class Fig1Config:
     dnn_bias: bool = True
     record_every: int = 50
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.datasets:
+            raise ValueError("`datasets` must name at least one data set")
+        for name in self.datasets:
+            check_choice("datasets", name, IMAGE_DATASETS)
+        for name in ("n_train", "n_test", "m_x", "epochs", "batch_size", "trials",
+                     "record_every"):  # fmt: skip
+            check_int(name, getattr(self, name), min_value=1)
+        check_int("seed", self.seed, min_value=0)
+        check_gamma(self.gamma)
+        check_real("momentum", self.momentum, low=0.0, high=1.0, high_inclusive=False)
+        if not self.lrs:
+            raise ValueError("`lrs` must hold at least one learning rate")
+        for lr in self.lrs:
+            check_positive("lrs", lr)
+        for depth in self.depths:
+            check_int("depths", depth, min_value=1)
+        check_bool("dnn_bias", self.dnn_bias)
 
 
 def teacher_data(config: Fig1Config, dataset: str, device: str) -> dict[str, torch.Tensor]:

@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
+from deqlab._checks import check_int, check_positive, check_real
 from deqlab.data import zou_synthetic
 from deqlab.experiments.base import Claim, Experiment, Task, TaskContext
 from deqlab.experiments.registry import register
 from deqlab.models.baselines import LinearResNet
-from deqlab.models.delm import DELM
+from deqlab.models.delm import DELM, check_gamma
 from deqlab.theory.kawaguchi2021 import lambda_lower_bound, square_loss, square_loss_optimum
 from deqlab.train.delm_gd import DELMGradientDescent
 
@@ -58,6 +59,17 @@ class Fig2Config:
     bound_records: int = 200
     optimum_rtol: float = 1e-4
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("n", "d", "steps", "record_every", "resnet_depth", "bound_steps",
+                     "bound_records"):  # fmt: skip
+            check_int(name, getattr(self, name), min_value=1)
+        check_int("n_random", self.n_random, min_value=0)
+        check_int("seed", self.seed, min_value=0)
+        check_real("noise", self.noise, low=0.0)
+        check_gamma(self.gamma)
+        check_positive("lr", self.lr)
+        check_positive("optimum_rtol", self.optimum_rtol)
 
 
 def log_spaced_steps(total: int, count: int) -> list[int]:

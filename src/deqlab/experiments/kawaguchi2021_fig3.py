@@ -20,6 +20,7 @@ from typing import ClassVar
 
 import torch
 
+from deqlab._checks import check_int, check_positive, check_real
 from deqlab.data import zou_synthetic
 from deqlab.experiments.base import Claim, Experiment, Task, TaskContext
 from deqlab.experiments.kawaguchi2021_fig2 import (
@@ -31,7 +32,7 @@ from deqlab.experiments.kawaguchi2021_fig2 import (
     train_delm_with_bounds,
 )
 from deqlab.experiments.registry import register
-from deqlab.models.delm import DELM
+from deqlab.models.delm import DELM, check_gamma
 from deqlab.theory.kawaguchi2021 import lambda_lower_bound
 from deqlab.train.delm_gd import DELMGradientDescent
 
@@ -48,6 +49,15 @@ class Fig3Config:
     records: int = 200
     optimum_rtol: float = 1e-4
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("n", "d", "steps", "records"):
+            check_int(name, getattr(self, name), min_value=1)
+        check_int("seed", self.seed, min_value=0)
+        check_real("label_noise", self.label_noise, low=0.0)
+        check_gamma(self.gamma)
+        for name in ("tau", "lr", "optimum_rtol"):
+            check_positive(name, getattr(self, name))
 
 
 def logistic_data(config: Fig3Config, device: str) -> tuple[torch.Tensor, torch.Tensor]:
