@@ -26,6 +26,15 @@ def _check_input(X: object, rows: int) -> torch.Tensor:
     return check_tensor("X", X, shape=(rows, None))
 
 
+def _check_sizes(m_x: object, m_y: object, depth: object, width: object) -> tuple[int, ...]:
+    """Validated (m_x, m_y, depth, width) of a deep baseline; width defaults to m_x."""
+    m_x = check_int("m_x", m_x, min_value=1)
+    m_y = check_int("m_y", m_y, min_value=1)
+    depth = check_int("depth", depth, min_value=1)
+    width = m_x if width is None else check_int("width", width, min_value=1)
+    return m_x, m_y, depth, width
+
+
 class LinearModel(nn.Module):
     """f(x) = W φ(x) with trainable W (m_y, m) and a fixed feature map φ (Eq. 2)."""
 
@@ -70,10 +79,7 @@ class ReLUMLP(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        self.m_x = check_int("m_x", m_x, min_value=1)
-        m_y = check_int("m_y", m_y, min_value=1)
-        depth = check_int("depth", depth, min_value=1)
-        width = self.m_x if width is None else check_int("width", width, min_value=1)
+        self.m_x, m_y, depth, width = _check_sizes(m_x, m_y, depth, width)
         if not isinstance(bias, bool):
             raise TypeError(f"`bias` must be a bool; got {type(bias).__name__}")
         dims = [self.m_x] + [width] * (depth - 1) + [m_y]
@@ -123,10 +129,7 @@ class LinearResNet(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        self.m_x = check_int("m_x", m_x, min_value=1)
-        m_y = check_int("m_y", m_y, min_value=1)
-        depth = check_int("depth", depth, min_value=1)
-        width = self.m_x if width is None else check_int("width", width, min_value=1)
+        self.m_x, m_y, depth, width = _check_sizes(m_x, m_y, depth, width)
         factory = {"dtype": dtype, "device": device}
         self.register_buffer("input_layer", torch.eye(width, self.m_x, **factory))
         self.register_buffer("output_layer", torch.eye(m_y, width, **factory))
