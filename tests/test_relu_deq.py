@@ -103,12 +103,14 @@ def test_solver_failure_raises_with_message():
 
 
 def test_remask_product_equals_the_direct_product():
+    """In rows (one per sample): (old ⊙ C) W → (new ⊙ C) W through the flipped entries."""
     gen = torch.Generator().manual_seed(0)
-    W, C = torch.randn(9, 9, generator=gen), torch.randn(9, 4, generator=gen)
-    old, new = torch.rand(9, 4, generator=gen) > 0.5, torch.rand(9, 4, generator=gen) > 0.5
-    Q, flips = remask_product(W, C, old, new, W.T @ (C * old))
-    assert flips == int((old != new).sum())
-    torch.testing.assert_close(Q, W.T @ (C * new), rtol=1e-13, atol=1e-13)
+    W, C = torch.randn(9, 9, generator=gen), torch.randn(4, 9, generator=gen)
+    old, new = torch.rand(4, 9, generator=gen) > 0.5, torch.rand(4, 9, generator=gen) > 0.5
+    Q, rows = remask_product(W, C, old, new, (C * old) @ W)
+    assert rows.numel() == int((old != new).sum())
+    assert set(rows.tolist()) == set((old != new).any(dim=1).nonzero().squeeze(1).tolist())
+    torch.testing.assert_close(Q, (C * new) @ W, rtol=1e-13, atol=1e-13)
 
 
 def test_gradient_matches_generic_fixed_point_autograd():

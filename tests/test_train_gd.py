@@ -186,3 +186,5 @@ def test_bad_configuration_and_inputs():
         other.load_state_dict(state)
     with pytest.raises(ValueError, match="is missing keys"):
         other.load_state_dict({"config": {}})
+    with pytest.raises(ValueError, match="checkpoint from an older version cannot be resumed"):
+        trainer.load_state_dict({k: v for k, v in state.items() if k != "format"})

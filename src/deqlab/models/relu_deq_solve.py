@@ -17,6 +17,12 @@ start that is already within tolerance costs no m×m product at all. The returne
 ``x_in``/``product`` pair is the last input and its product; the mask D of the forward
 solve is taken from the pre-activation of that last product (no extra product).
 
+Layout: the solves work on *rows*, one row per sample, i.e. on transposes (n, m) of the
+paper's (m, n) matrices, so that a sample's vector is contiguous (selecting the active
+samples, per-sample norms and mask flips move contiguous rows). With ``rows=True``
+:func:`solve_forward` and :func:`solve_adjoint` take and return rows (the trainer keeps
+all its state that way); by default they convert from and to the paper's layout.
+
 Stopping rule, per column (sample) as in torchdeq's ``'rel'`` mode:
 ``‖x_{k+1,i} − x_{k,i}‖ <= tol · ‖x_{k+1,i}‖`` for every column i; a column that meets it
 is not iterated again, so late iterations cost a fraction of a product. The reported
@@ -28,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -74,6 +80,13 @@ class CachedSolve:
             raise SolveError(f"{name} solve {self.message}")
         return self
 
+    def transposed(self):
+        """The same result with every matrix transposed: rows ↔ the paper's layout."""
+        return replace(
+            self, **{f.name: getattr(self, f.name).T.contiguous() for f in fields(self)
+                     if isinstance(getattr(self, f.name), torch.Tensor)}
+        )  # fmt: skip
+
 
 @dataclass(frozen=True)
 class ForwardSolve(CachedSolve):
@@ -83,72 +96,90 @@ class ForwardSolve(CachedSolve):
 
     @property
     def Z(self) -> torch.Tensor:
-        """The equilibrium estimate, (m, n)."""
+        """The equilibrium estimate, (m, n) (or (n, m) with ``rows=True``)."""
         return self.x
 
 
 @dataclass(frozen=True)
 class AdjointSolve(CachedSolve):
-    """Adjoint solve ``Y = D ⊙ (S + Wᵀ Y)``; ``x`` is Y, (m, n)."""
+    """Adjoint solve ``C = S + Wᵀ (D ⊙ C)``; ``x`` is C."""
 
 
 def _row_residuals(x: torch.Tensor, x_in: torch.Tensor) -> torch.Tensor:
     """‖x_i − x_in,i‖ / ‖x_i‖ per row (0 if both are 0, inf if only x_i is 0)."""
-    diff = (x - x_in).square().sum(dim=1).sqrt()  # (n,)
-    scale = x.square().sum(dim=1).sqrt()
+    diff = torch.linalg.vector_norm(x - x_in, dim=1)  # (k,)
+    scale = torch.linalg.vector_norm(x, dim=1)
     return torch.where(scale > 0, diff / scale, torch.where(diff == 0, 0.0, math.inf))
 
 
 def _iterate(
-    apply: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor],
-    finish: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor],
+    apply: Callable[..., torch.Tensor],
+    finish: Callable[..., torch.Tensor],
     x_in: torch.Tensor,
     product: torch.Tensor,
+    row_data: tuple[torch.Tensor, ...],
     *,
     tol: float,
     max_iter: int,
+    verified_start: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int, float, list[float], bool]:
     """Picard on ``x ← finish(apply(x))`` from ``x_in`` with ``product = apply(x_in)``.
 
     Columns are independent problems: a column whose relative residual is <= ``tol`` is
     not iterated again, so a product costs (active columns)/n of a full one. The loop
-    works on transposes (n, m), one row per column, so that selecting and storing the
-    active columns moves contiguous rows: ``apply``/``finish`` receive and return
-    transposed blocks (k, m) and the active row indices (None for all). Inputs and
-    results are (m, n); the returned input and product are transposed views.
+    works on rows (n, m), one row per column. While every row is active it
+    iterates the full arrays in place; once some rows have converged it iterates a
+    compact block of the active rows, gathered once per shrink (with their ``row_data``,
+    per-row tensors (n, ·) such as B or D), and writes rows back into the full arrays as
+    they converge. ``apply(x, *rows_data)``/``finish(p, *rows_data)`` receive blocks
+    (k, m). Inputs and results are rows (n, m); the inputs are not modified. Without
+    ``verified_start`` (``product`` only approximates ``apply(x_in)``) no column may stop
+    before one exact product.
     """
     tol = check_positive("tol", tol)
     max_iter = check_int("max_iter", max_iter, min_value=1)
-    n = x_in.shape[1]
-    x_in, product = x_in.T.contiguous(), product.T.contiguous()  # (n, m), updated by rows
-    x = finish(product, None)  # (n, m)
+    n = x_in.shape[0]
+    x = finish(product, *row_data)  # (n, m)
     res = _row_residuals(x, x_in)  # (n,)
+    res_all = res.clone()  # every row's latest residual, for the reported maximum
     residuals = [float(res.max())]
     n_products, step = 0.0, 1
+    rows: torch.Tensor | None = None  # None: every row is active, iterate the full arrays
+    xk, xk_in, pk, data_k = x, x_in, product, row_data
     while True:
-        active = ~(res <= tol)  # NaN counts as active
-        if not math.isfinite(residuals[-1]) or not bool(active.any()) or step == max_iter:
-            ok = not bool(active.any())
-            # the solution in ordinary layout; x_in, product (warm starts) as views
-            return x.T.contiguous(), x_in.T, product.T, step, n_products, residuals, ok
+        # NaN counts as active; an unverified start is not a result
+        active = ~(res <= tol) if verified_start or step > 1 else torch.ones_like(res, dtype=bool)
+        n_active = int(active.sum())
+        if not math.isfinite(residuals[-1]) or n_active == 0 or step == max_iter:
+            if rows is not None:  # write the rows still in the compact block back
+                x.index_copy_(0, rows, xk), x_in.index_copy_(0, rows, xk_in)
+                product.index_copy_(0, rows, pk)
+            return x, x_in, product, step, n_products, residuals, n_active == 0
+        if n_active < res.numel():  # shrink: store converged rows, compact the active ones
+            keep = active.nonzero().squeeze(1)
+            if step == 1:  # the caller's arrays: copy before writing rows into them
+                x_in, product = x_in.clone(), product.clone()
+            if rows is not None:
+                done = (~active).nonzero().squeeze(1)
+                x.index_copy_(0, rows[done], xk[done])
+                x_in.index_copy_(0, rows[done], xk_in[done])
+                product.index_copy_(0, rows[done], pk[done])
+                rows = rows[keep]
+            else:
+                rows = keep
+            xk = xk.index_select(0, keep)
+            data_k = tuple(t.index_select(0, keep) if t.shape[0] > 1 else t for t in data_k)
         step += 1
-        if bool(active.all()):
-            x_in = x
-            product = apply(x_in, None)  # (n, m): the m×m by m×n product, transposed
-            x = finish(product, None)
-            res = _row_residuals(x, x_in)
-            n_products += 1.0
+        xk_in = xk
+        pk = apply(xk_in, *data_k)  # (k, m): k/n of an m×m by m×n product
+        xk = finish(pk, *data_k)
+        res = _row_residuals(xk, xk_in)
+        n_products += xk.shape[0] / n
+        if rows is None:
+            x, x_in, product, res_all = xk, xk_in, pk, res
         else:
-            rows = active.nonzero().squeeze(1)
-            x_in_r = x.index_select(0, rows)  # (k, m)
-            product_r = apply(x_in_r, rows)  # (k, m): k/n of a product
-            x_r = finish(product_r, rows)
-            x_in.index_copy_(0, rows, x_in_r)
-            product.index_copy_(0, rows, product_r)
-            x.index_copy_(0, rows, x_r)
-            res[rows] = _row_residuals(x_r, x_in_r)
-            n_products += rows.numel() / n
-        residuals.append(float(res.max()))
+            res_all[rows] = res
+        residuals.append(float(res_all.max()))
 
 
 def solve_forward(
@@ -159,25 +190,32 @@ def solve_forward(
     *,
     tol: float,
     max_iter: int = DEFAULT_MAX_ITER,
+    verified_start: bool = True,
+    rows: bool = False,
 ) -> ForwardSolve:
     """Solve Z = relu(W Z + B) (Eq. (2), B = U X) from ``Z_in`` with ``P = W @ Z_in``.
 
-    Shapes: W (m, m); B, Z_in, P (m, n).
+    Shapes: W (m, m); B, Z_in, P (m, n); with ``rows`` all of them and the result are
+    transposed, (n, m) (then P = Z_in Wᵀ). ``verified_start=False``: P only approximates
+    the product of Z_in, and every column takes at least one exact product.
     """
-    B_t = B.T.contiguous()  # (n, m)
+    if not rows:
+        B, Z_in, P = (t.T.contiguous() for t in (B, Z_in, P))
+    W_t = W.T
 
-    def apply(Z_t: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-        return Z_t @ W.T  # (k, m) = (W Z)ᵀ
+    def apply(Z: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        return Z @ W_t  # rows of W Z
 
-    def finish(P_t: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-        return torch.relu(P_t + (B_t if rows is None else B_t.index_select(0, rows)))
+    def finish(P: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        return torch.relu(P + B)
 
     x, x_in, P, steps, products, residuals, ok = _iterate(
-        apply, finish, Z_in, P, tol=tol, max_iter=max_iter
+        apply, finish, Z_in, P, (B,), tol=tol, max_iter=max_iter, verified_start=verified_start
     )
-    return ForwardSolve(
+    solve = ForwardSolve(
         x, x_in, P, steps, products, residuals[-1], tuple(residuals), ok, mask=(P + B) > 0
     )
+    return solve if rows else solve.transposed()
 
 
 def solve_adjoint(
@@ -189,28 +227,33 @@ def solve_adjoint(
     *,
     tol: float,
     max_iter: int = DEFAULT_MAX_ITER,
+    verified_start: bool = True,
+    rows: bool = False,
 ) -> AdjointSolve:
     """Solve C = S + Wᵀ (D ⊙ C) from ``C_in`` with ``Q = W.T @ (mask * C_in)``.
 
-    Shapes: W (m, m); mask D (m, n) bool; source S (m, 1) or (m, n); C_in, Q (m, n).
-    With S = a (a column) the solution is C, c_i = (I − Wᵀ D_i)⁻¹ a, and the adjoint of
-    Lemma 2 is D⊙V = (D⊙C) diag(r); with S = a rᵀ the solution is V itself (r = ŷ − y).
+    Shapes: W (m, m); mask D (m, n), bool or 0/1; source S (m, 1) or (m, n); C_in, Q
+    (m, n); with ``rows`` all of them and the result are transposed (then
+    Q = (mask ⊙ C_in) W). With S = a (a column) the solution is C, c_i = (I − Wᵀ D_i)⁻¹ a,
+    and the adjoint of Lemma 2 is D⊙V = (D⊙C) diag(r); with S = a rᵀ the solution is V
+    itself (r = ŷ − y). ``verified_start`` as in :func:`solve_forward`.
     """
-    D_t = mask.T.to(W.dtype).contiguous()  # (n, m): a float multiplier is faster than a bool one
-    S_t = source.T.contiguous()  # (1, m) or (n, m)
+    if not rows:
+        mask, source, C_in, Q = (t.T.contiguous() for t in (mask, source, C_in, Q))
+    D = mask.to(W.dtype)  # a float multiplier is faster than a bool one
 
-    def apply(C_t: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-        return (C_t * (D_t if rows is None else D_t.index_select(0, rows))) @ W  # (Wᵀ(D⊙C))ᵀ
+    def apply(C: torch.Tensor, D: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
+        return (C * D) @ W  # rows of Wᵀ (D ⊙ C)
 
-    def finish(Q_t: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-        if rows is None or S_t.shape[0] == 1:
-            return Q_t + S_t
-        return Q_t + S_t.index_select(0, rows)
+    def finish(Q: torch.Tensor, D: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
+        return Q + S
 
     x, x_in, Q, steps, products, residuals, ok = _iterate(
-        apply, finish, C_in, Q, tol=tol, max_iter=max_iter
-    )
-    return AdjointSolve(x, x_in, Q, steps, products, residuals[-1], tuple(residuals), ok)
+        apply, finish, C_in, Q, (D, source), tol=tol, max_iter=max_iter,
+        verified_start=verified_start,
+    )  # fmt: skip
+    solve = AdjointSolve(x, x_in, Q, steps, products, residuals[-1], tuple(residuals), ok)
+    return solve if rows else solve.transposed()
 
 
 def remask_product(
@@ -219,13 +262,14 @@ def remask_product(
     old_mask: torch.Tensor,
     new_mask: torch.Tensor,
     Q: torch.Tensor,
-) -> tuple[torch.Tensor, int]:
-    """Turn ``Q = Wᵀ (old_mask ⊙ C)`` into ``Wᵀ (new_mask ⊙ C)``; return it and the flip count.
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Turn ``Q = (old_mask ⊙ C) W`` into ``(new_mask ⊙ C) W`` (rows: Q = (Wᵀ(D⊙Cᵀ))ᵀ).
 
-    Only the k entries where the masks differ contribute: ``Wᵀ ((new − old) ⊙ C)`` is a sum
-    of k scaled rows of W scattered into their columns, O(k m) instead of O(m² n).
+    Shapes: C, masks, Q (n, m), masks bool. Only the k entries (i, j) where the masks
+    differ contribute: ``±C_ij W_j`` (row j of W) is added to row i of Q, O(k m) instead
+    of O(m² n). Returns the new Q (Q is updated in place) and the rows i of the flips.
     """
-    rows, cols = torch.nonzero(old_mask != new_mask, as_tuple=True)
-    sign = new_mask[rows, cols].to(C.dtype) * 2 - 1  # +1 switched on, −1 switched off
-    contributions = W[rows] * (sign * C[rows, cols])[:, None]  # (k, m)
-    return Q.T.index_add(0, cols, contributions).T, int(rows.numel())
+    rows, units = torch.nonzero(old_mask != new_mask, as_tuple=True)
+    sign = new_mask[rows, units].to(C.dtype) * 2 - 1  # +1 switched on, −1 switched off
+    contributions = W.index_select(0, units) * (sign * C[rows, units])[:, None]  # (k, m)
+    return Q.index_add_(0, rows, contributions), rows

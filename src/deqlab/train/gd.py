@@ -12,14 +12,20 @@ input and its product (``P = W Z_in``, ``Q = Wᵀ (D ⊙ C_in)``); after the upd
 corrected by thin products only, ``W' Z_in = P − η G (Zᵀ Z_in)`` and
 ``W'ᵀ (D⊙C_in) = Q − η Z (Gᵀ (D⊙C_in))`` (≈ 2n/m of an m×m by m×n product each), so a
 warm start already within tolerance costs no full product. After ``refresh_every``
-corrections the products are recomputed exactly, bounding round-off drift.
-With ``extrapolate`` each solve starts from ``x + c (x − x_prev)``, c fitted by least
-squares to the previous difference (``extrapolation``, ``adjoint_extrapolation`` in the
-record); its product is free because the product of ``x_prev`` is kept corrected too.
-The adjoint is solved for C, c_i = (I − WᵀD_i)⁻¹a (``adjoint="C"``, independent of r) by
-default, or for V (``adjoint="V"``). When the new mask D' differs from D, Q is moved to
-Wᵀ(D' ⊙ C_in) through the flipped entries only (``mask_flips``); C is extrapolated only
-on the columns whose previous difference saw no flip (a flip is a jump, not a trend).
+corrections with no exact product in between, the products are recomputed exactly,
+bounding round-off drift. The adjoint is solved for C, c_i = (I − WᵀD_i)⁻¹a
+(``adjoint="C"``, independent of r) by default, or for V (``adjoint="V"``). When the new
+mask D' differs from D, Q is moved to Wᵀ(D' ⊙ C_in) through the flipped entries only
+(``mask_flips``). With ``extrapolate`` each solve starts from a prediction: Z linearly,
+``Z_in + c t`` with c fitted by least squares (``extrapolation`` in the record; Z moves
+with the noisy GD steps, so higher orders do worse); C quadratically, ``C_in + 2t − t_prev``
+(C moves smoothly, mostly with a, between jumps), where a column whose mask flipped keeps
+the change predicted for it (a flip is a jump, not a trend; ``adjoint_extrapolation`` is
+C's fitted ratio). Such a start is not verified, so every column takes at least one exact
+product (see the warm-start module): all stored products are then fresh.
+
+All (m, n) state is kept transposed, in rows (n, m), one per sample, which makes the
+per-sample operations contiguous (``rows=True`` of the solves).
 
 Stopping: per column (sample), ``‖x_{k+1,i} − x_{k,i}‖ <= tol ‖x_{k+1,i}‖`` for every i
 (torchdeq's 'rel' mode); converged columns are not iterated again, so product counts are
@@ -53,12 +59,14 @@ from deqlab.theory.ling2023 import Theorem1Claims, theorem1_claims
 from deqlab.theory.spectra import gram_lambda_min, spectral_norm_lanczos
 from deqlab.train.warm_start import WarmStart
 
+#: Version of :meth:`GDTrainer.state_dict`'s layout (2: rows, per-sample trends).
+STATE_FORMAT = 2
+
 #: Values of ``GDTrainer.status``; anything but "ok" means the run has stopped.
 STATUSES = ("ok", "W_norm_ge_1", "forward_failed", "adjoint_failed", "loss_not_finite")
 
 _STATE_TENSORS = (
     "Q_mask",
-    "mask_prev",
     "W_ref",
     "v_W",
     "v_U",
@@ -121,12 +129,13 @@ class GDTrainer:
         self.model, self.config = model, config
         self.X, self.y = model.check_data(X, y)
         W, U, a = (p.detach() for p in (model.W, model.U, model.a))
-        zeros = torch.zeros(model.m, self.X.shape[1], dtype=W.dtype, device=W.device)
+        # All (m, n) state is kept in rows (n, m), one per sample (see relu_deq_solve).
+        zeros = torch.zeros(self.X.shape[1], model.m, dtype=W.dtype, device=W.device)
         # Warm starts with their products; Z = 0 and C = 0 have zero products for free.
-        self.forward_start = WarmStart(zeros, zeros.clone())  # product P = W Z_in
-        self.adjoint_start = WarmStart(zeros.clone(), zeros.clone())  # Q = Wᵀ(Q_mask ⊙ C_in)
-        self.Q_mask: torch.Tensor | None = None  # None: C_in = 0, any mask
-        self.mask_prev: torch.Tensor | None = None  # the mask of the step before Q_mask
+        self.forward_start = WarmStart(zeros, zeros.clone())  # product P = Z_in Wᵀ
+        # C moves smoothly (mostly with a) between its jumps: second-order extrapolation
+        self.adjoint_start = WarmStart(zeros.clone(), zeros.clone(), order=2)  # (Q_mask⊙C_in) W
+        self.Q_mask: torch.Tensor | None = None  # (n, m); None: C_in = 0, any mask
         self.W0, self.U0, self.a0 = W.clone(), U.clone(), a.clone()
         self.W_ref, self.W_ref_norm = W.clone(), math.nan
         self.v_W: torch.Tensor | None = None
@@ -159,64 +168,73 @@ class GDTrainer:
         if not rec["W_norm"] < 1.0 and not math.isnan(rec["W_norm"]):
             return self._stop(rec, start, "W_norm_ge_1", f"‖W‖₂ = {rec['W_norm']:.6g} >= 1")
 
-        B = U @ X  # (m, n)
+        B = X.T @ U.T  # (n, m): rows of U X
         thin += d / m
-        Z_start, P_start, rec["extrapolation"] = self.forward_start.start()
-        fwd = solve_forward(W, B, Z_start, P_start, tol=cfg.tol, max_iter=cfg.max_iter)
+        Z_start, P_start, rec["extrapolation"], verified_fwd = self.forward_start.start()
+        fwd = solve_forward(
+            W, B, Z_start, P_start, tol=cfg.tol, max_iter=cfg.max_iter,
+            verified_start=verified_fwd, rows=True,
+        )  # fmt: skip
         rec.update(forward_steps=fwd.n_steps, forward_products=fwd.n_products,
                    forward_residual=fwd.residual)  # fmt: skip
         if not fwd.converged:
             return self._stop(rec, start, "forward_failed", f"forward solve {fwd.message}")
-        Z = fwd.Z  # (m, n)
-        r = a @ Z - y  # (n,)
+        Z, mask = fwd.Z, fwd.mask  # rows (n, m): Zᵀ and Dᵀ
+        r = Z @ a - y  # (n,)
         rec["loss"] = 0.5 * float(r @ r)
         if not math.isfinite(rec["loss"]):
             return self._stop(rec, start, "loss_not_finite", f"loss is {rec['loss']}")
 
-        source = a[:, None] if cfg.adjoint == "C" else a[:, None] * r  # (m, 1) | (m, n)
-        if self.Q_mask is not None:  # Wᵀ(Q_mask ⊙ C) → Wᵀ(D ⊙ C): flipped rows only
-            rec["mask_flips"] = self.adjoint_start.remask(W, self.Q_mask, fwd.mask)
+        source = a[None, :] if cfg.adjoint == "C" else r[:, None] * a  # (1, m) | (n, m)
+        jumps = None  # rows whose mask changed: their C jumps (V too)
+        if self.Q_mask is not None:  # (Q_mask ⊙ C) W → (D ⊙ C) W: flipped entries only
+            flipped = self.adjoint_start.remask(W, self.Q_mask, mask)
+            rec["mask_flips"] = flipped.numel()
             thin += 2 * rec["mask_flips"] / (m * n)
-        # extrapolate only the columns whose last difference saw no mask flip
-        smooth = None if self.mask_prev is None else (self.Q_mask == self.mask_prev).all(dim=0)
-        C_start, Q_start, rec["adjoint_extrapolation"] = self.adjoint_start.start(smooth)
+            jumps = torch.zeros(n, dtype=torch.bool, device=W.device).index_fill_(0, flipped, True)
+        C_start, Q_start, rec["adjoint_extrapolation"], verified_adj = self.adjoint_start.start()
         adj = solve_adjoint(
-            W, fwd.mask, source, C_start, Q_start, tol=cfg.tol, max_iter=cfg.max_iter
-        )
+            W, mask, source, C_start, Q_start, tol=cfg.tol, max_iter=cfg.max_iter,
+            verified_start=verified_adj, rows=True,
+        )  # fmt: skip
         rec.update(adjoint_steps=adj.n_steps, adjoint_products=adj.n_products,
                    adjoint_residual=adj.residual)  # fmt: skip
         if not adj.converged:
             return self._stop(rec, start, "adjoint_failed", f"adjoint solve {adj.message}")
-        DC = adj.x * fwd.mask  # (m, n) D ⊙ C, or D ⊙ V
-        G = DC * r if cfg.adjoint == "C" else DC  # (m, n) = D ⊙ V
-        grad_a = Z @ r  # (m,)
+        DC = adj.x * mask  # (n, m) rows of D ⊙ C, or of D ⊙ V
+        G = DC * r[:, None] if cfg.adjoint == "C" else DC  # (n, m) rows of G = D ⊙ V
+        grad_a = r @ Z  # (m,)
 
         if _due(tau, cfg.metrics_every):
-            self._measure_metrics(W, U, a, Z, G, grad_a, rec)
+            self._measure_metrics(W, U, a, Z.T, G.T, grad_a, rec)
 
-        # Warm starts for θ_{τ+1}: corrected products (thin) or recomputed exactly.
+        # Warm starts for θ_{τ+1}: corrected products (thin) or recomputed exactly. After an
+        # unverified start every row took an exact product: no correction is pending.
         keep = cfg.extrapolate
         self.forward_start.advance(fwd.x_in, fwd.product, keep_history=keep)
-        self.adjoint_start.advance(adj.x_in, adj.product, keep_history=keep, smooth=smooth)
-        self.mask_prev, self.Q_mask = self.Q_mask, fwd.mask
-        n_P, n_Q = self.n_corrections  # corrections since the last exact product
+        self.adjoint_start.advance(adj.x_in, adj.product, keep_history=keep, jumps=jumps)
+        self.Q_mask = mask
+        n_P = self.n_corrections[0] if verified_fwd else 0  # corrections since an exact product
+        n_Q = self.n_corrections[1] if verified_adj else 0
         correct_P = cfg.rank_n_updates and n_P < cfg.refresh_every
         correct_Q = cfg.rank_n_updates and n_Q < cfg.refresh_every
-        if correct_P:  # W' Z_in = P − η G (Zᵀ Z_in)
-            thin += 2 * n / m * self.forward_start.correct(cfg.lr, G, Z)
-        if correct_Q:  # W'ᵀ(D ⊙ C_in) = Q − η Z (Gᵀ (D ⊙ C_in))
-            thin += 2 * n / m * self.adjoint_start.correct(cfg.lr, Z, G, lambda C: C * fwd.mask)
+        if correct_P:  # (W' Z_in)ᵀ = P − η (Z_inᵀ Z) Gᵀ, in rows
+            self.forward_start.correct(cfg.lr, Z, G)
+            thin += 2 * n / m
+        if correct_Q:  # (W'ᵀ(D ⊙ C_in))ᵀ = Q − η ((D ⊙ C_in)ᵀ G) Zᵀ, in rows
+            self.adjoint_start.correct(cfg.lr, G, Z, lambda C: C * mask)
+            thin += 2 * n / m
         self.n_corrections = (n_P + 1 if correct_P else 0, n_Q + 1 if correct_Q else 0)
         with torch.no_grad():
-            self.model.W.addmm_(G, Z.T, alpha=-cfg.lr)  # the W update: one m·m·n product
-            self.model.U.addmm_(G, X.T, alpha=-cfg.lr)
+            self.model.W.addmm_(G.T, Z, alpha=-cfg.lr)  # the W update G Zᵀ: one m·m·n product
+            self.model.U.addmm_(G.T, X.T, alpha=-cfg.lr)
             self.model.a.add_(grad_a, alpha=-cfg.lr)
         thin += d / m
         W_new = self.model.W.detach()
         if not correct_P:
-            self.forward_start.refresh(lambda Z_in: W_new @ Z_in)
+            self.forward_start.refresh(lambda Z_in: Z_in @ W_new.T)
         if not correct_Q:
-            self.adjoint_start.refresh(lambda C_in: W_new.T @ (C_in * fwd.mask))
+            self.adjoint_start.refresh(lambda C_in: (C_in * mask) @ W_new)
         extra = (not correct_P) + (not correct_Q)
         rec["products"] = fwd.n_products + adj.n_products + 1 + extra
         rec["product_equivalents"] = rec["products"] + thin
@@ -294,6 +312,7 @@ class GDTrainer:
         tensors = {k: None if getattr(self, k) is None else getattr(self, k).clone()
                    for k in _STATE_TENSORS}  # fmt: skip
         return {
+            "format": STATE_FORMAT,
             "config": asdict(self.config),
             "forward_start": self.forward_start.state_dict(),
             "adjoint_start": self.adjoint_start.state_dict(),
@@ -316,6 +335,12 @@ class GDTrainer:
         missing -= state.keys()
         if missing:
             raise ValueError(f"`state` is missing keys {sorted(missing)}")
+        if state.get("format") != STATE_FORMAT:
+            raise ValueError(
+                f"`state` has format {state.get('format')!r}, this deqlab reads format "
+                f"{STATE_FORMAT} (warm starts kept in rows with per-sample trends); a "
+                "checkpoint from an older version cannot be resumed: start the run afresh"
+            )
         if state["config"] != asdict(self.config):
             raise ValueError(
                 f"`state` was saved with config {state['config']}; this trainer has "

@@ -1,0 +1,86 @@
+"""WarmStart (rows, per-sample trends): exact products, first/second-order prediction,
+jumps, corrections; and the unverified start that costs one exact product per row."""
+
+import math
+
+import pytest
+import torch
+
+from deqlab.models import ReLUDEQ
+from deqlab.models.relu_deq_solve import solve_forward
+from deqlab.train.warm_start import WarmStart
+
+F64 = torch.float64
+
+
+def _path(order: int, steps: int, n=3, m=5, seed=0):
+    """Rows x(τ) = A + τ B (+ τ² C) and their products x(τ) M with a fixed M."""
+    gen = torch.Generator().manual_seed(seed)
+    A, B, C, M = (torch.randn(*shape, generator=gen, dtype=F64) for shape in
+                  ((n, m), (n, m), (n, m), (m, m)))  # fmt: skip
+    xs = [A + t * B + (t * t * C if order == 2 else 0) for t in range(steps)]
+    return xs, M
+
+
+def _advance_through(start: WarmStart, xs, M, jumps=None):
+    for x in xs:
+        start.advance(x, x @ M, keep_history=True, jumps=jumps)
+
+
+def test_second_order_prediction_is_exact_on_a_quadratic_path():
+    xs, M = _path(order=2, steps=4)
+    start = WarmStart(xs[0], xs[0] @ M, order=2)
+    _advance_through(start, xs[1:3], M)  # history: x(0), x(1), x(2)
+    x0, product, _, verified = start.start()
+    assert not verified
+    torch.testing.assert_close(x0, xs[3], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(product, x0 @ M, rtol=1e-12, atol=1e-12)
+
+
+def test_first_order_prediction_is_exact_on_a_straight_path_and_needs_history():
+    xs, M = _path(order=1, steps=4)
+    start = WarmStart(xs[0], xs[0] @ M)
+    assert start.start()[3] and math.isnan(start.start()[2])  # no history: x itself
+    _advance_through(start, xs[1:3], M)
+    x0, product, c, verified = start.start()
+    assert c == pytest.approx(1.0, rel=1e-12) and not verified
+    torch.testing.assert_close(x0, xs[3], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(product, x0 @ M, rtol=1e-12, atol=1e-12)
+
+
+def test_a_jump_row_gets_its_predicted_change_not_the_jump():
+    xs, M = _path(order=1, steps=5)
+    start = WarmStart(xs[0], xs[0] @ M)
+    _advance_through(start, xs[1:3], M)
+    jumped = xs[3].clone()
+    jumped[1] += 100.0  # row 1 jumps (its mask flipped), the others move on smoothly
+    jumps = torch.tensor([False, True, False])
+    start.advance(jumped, jumped @ M, keep_history=True, jumps=jumps)
+    x0, product, c, _ = start.start()
+    assert c == pytest.approx(1.0, rel=1e-12)  # fitted on the rows without a jump
+    expected = xs[4].clone()
+    expected[1] += 100.0  # the jump stays, the trend goes on
+    torch.testing.assert_close(x0, expected, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(product, x0 @ M, rtol=1e-12, atol=1e-12)
+
+
+def test_correct_follows_a_low_rank_update_exactly():
+    gen = torch.Generator().manual_seed(3)
+    W = torch.randn(6, 6, generator=gen, dtype=F64)
+    x, L, R = (torch.randn(4, 6, generator=gen, dtype=F64) for _ in range(3))
+    start = WarmStart(x, x @ W.T)  # forward layout: product = x Wᵀ
+    start.correct(0.1, L, R)  # W ← W − 0.1 Rᵀ L
+    torch.testing.assert_close(start.product, x @ (W - 0.1 * R.T @ L).T)
+
+
+def test_an_unverified_start_takes_one_exact_product_per_row():
+    model = ReLUDEQ.init(6, 20, seed=0, dtype=F64)
+    X = torch.randn(6, 5, generator=torch.Generator().manual_seed(1), dtype=F64)
+    sol = model.equilibrium(X, tol=1e-13)
+    W, B = model.W.detach(), (model.U @ X).detach()
+    Z = sol.Z
+    verified = solve_forward(W, B, Z, W @ Z, tol=1e-6)
+    assert verified.converged and verified.n_products == 0
+    unverified = solve_forward(W, B, Z, W @ Z + 1e-9, tol=1e-6, verified_start=False)
+    assert unverified.converged and unverified.n_products == 1
+    torch.testing.assert_close(unverified.product, W @ unverified.x_in, rtol=1e-13, atol=1e-13)
