@@ -19,7 +19,7 @@ Memory: ``--memory-probe`` subprocesses run a forward+adjoint solve forced to k
 iterations and report the peak RSS; ours stays flat in k, an unrolled autograd solve
 (the contrast) grows linearly.
 
-Usage: python benchmarks/bench_relu_deq.py [--steps 200] [--lr 1e-5] [--threads 2]
+Usage: python benchmarks/bench_relu_deq.py [--steps 200] [--lr 1e-5] [--threads 2] [--block 10]
 """
 
 from __future__ import annotations
@@ -171,12 +171,18 @@ def summarize(name, res, base_loss, ref_ms):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    parser.add_argument(
+        "--block", type=int, default=10,
+        help="consecutive steps a method takes before the next one (1: strict round robin)",
+    )  # fmt: skip
     parser.add_argument("--memory-probe", nargs=2, metavar=("KIND", "ITERATIONS"))
     args = parser.parse_args()
+    if args.steps < 2 or args.block < 1:
+        parser.error("--steps must be >= 2 and --block >= 1")
     torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype)
     if args.memory_probe:
@@ -184,7 +190,7 @@ def main() -> int:
         return 0
 
     print(f"n={N} d={D} m={M} σ_w²={SIGMA_W2} tol={TOL} lr={args.lr} {args.dtype} "
-          f"threads={args.threads} steps={args.steps}")  # fmt: skip
+          f"threads={args.threads} steps={args.steps} block={args.block}")  # fmt: skip
     methods = {
         "ours": run_ours(args.lr, dtype),
         "ours, no extrapolation": run_ours(args.lr, dtype, extrapolate=False),
@@ -200,13 +206,15 @@ def main() -> int:
     else:
         methods["torchdeq 0.1.0"] = tdeq
         ref_name = "torchdeq 0.1.0"
-    # round robin: every method takes step k before any takes step k+1, so load changes
-    # on a shared machine hit all of them alike
+    # Round robin in blocks: each method takes `block` consecutive steps (as in training,
+    # where its own matrices stay in the cache), then the next one; every method takes
+    # block k before any takes block k+1, so load changes on a shared machine hit all alike.
     runs = {name: {"loss": [], "ms": [], "products": [], "equivalents": []} for name in methods}
-    for _ in range(args.steps):
+    for first in range(0, args.steps, args.block):
         for name, steps in methods.items():
-            for key, value in zip(runs[name], next(steps), strict=True):
-                runs[name][key].append(value)
+            for _ in range(min(args.block, args.steps - first)):
+                for key, value in zip(runs[name], next(steps), strict=True):
+                    runs[name][key].append(value)
     if tdeq_residuals:
         print(f"torchdeq: worst forward rel residual reached {max(tdeq_residuals):.2e}")
     ref_ms = statistics.fmean(runs[ref_name]["ms"][1:])

@@ -105,11 +105,25 @@ class AdjointSolve(CachedSolve):
     """Adjoint solve ``C = S + Wᵀ (D ⊙ C)``; ``x`` is C."""
 
 
-def _row_residuals(x: torch.Tensor, x_in: torch.Tensor) -> torch.Tensor:
+def _row_residuals(x: torch.Tensor, x_in: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
     """‖x_i − x_in,i‖ / ‖x_i‖ per row (0 if both are 0, inf if only x_i is 0)."""
-    diff = torch.linalg.vector_norm(x - x_in, dim=1)  # (k,)
+    diff = torch.linalg.vector_norm(torch.sub(x, x_in, out=scratch), dim=1)  # (k,)
     scale = torch.linalg.vector_norm(x, dim=1)
     return torch.where(scale > 0, diff / scale, torch.where(diff == 0, 0.0, math.inf))
+
+
+class _Block:
+    """Work buffers for k rows: two for x (input and result alternate), one for the
+    product, one scratch; reused across iterations, so that no iteration allocates."""
+
+    def __init__(self, like: torch.Tensor, k: int) -> None:
+        self.x = [like.new_empty(k, like.shape[1]) for _ in range(2)]
+        self.product = like.new_empty(k, like.shape[1])
+        self.scratch = like.new_empty(k, like.shape[1])
+
+    def views(self, k: int) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+        """The buffers' first k rows (contiguous)."""
+        return [x[:k] for x in self.x], self.product[:k], self.scratch[:k]
 
 
 def _iterate(
@@ -127,25 +141,28 @@ def _iterate(
 
     Columns are independent problems: a column whose relative residual is <= ``tol`` is
     not iterated again, so a product costs (active columns)/n of a full one. The loop
-    works on rows (n, m), one row per column. While every row is active it
-    iterates the full arrays in place; once some rows have converged it iterates a
-    compact block of the active rows, gathered once per shrink (with their ``row_data``,
-    per-row tensors (n, ·) such as B or D), and writes rows back into the full arrays as
-    they converge. ``apply(x, *rows_data)``/``finish(p, *rows_data)`` receive blocks
-    (k, m). Inputs and results are rows (n, m); the inputs are not modified. Without
-    ``verified_start`` (``product`` only approximates ``apply(x_in)``) no column may stop
-    before one exact product.
+    works on rows (n, m), one row per column. While every row is active it iterates the
+    full arrays; once some rows have converged it iterates a compact block of the active
+    rows, gathered once per shrink (with their ``row_data``, per-row tensors (n, ·) such
+    as B or D), and writes rows back into the full arrays as they converge.
+    ``apply(x, *rows_data, out=, scratch=)`` and ``finish(p, *rows_data, out=)`` receive
+    blocks (k, m) and write into ``out``. Inputs and results are rows (n, m); the inputs
+    are not modified. Without ``verified_start`` (``product`` only approximates
+    ``apply(x_in)``) no column may stop before one exact product.
     """
     tol = check_positive("tol", tol)
     max_iter = check_int("max_iter", max_iter, min_value=1)
     n = x_in.shape[0]
-    x = finish(product, *row_data)  # (n, m)
-    res = _row_residuals(x, x_in)  # (n,)
+    buffers = _Block(x_in, n)
+    xs, pk, scratch = buffers.views(n)
+    x = finish(product, *row_data, out=xs[0])  # (n, m)
+    current = 0  # xs[current] holds the latest x
+    res = _row_residuals(x, x_in, scratch)  # (n,)
     res_all = res.clone()  # every row's latest residual, for the reported maximum
     residuals = [float(res.max())]
     n_products, step = 0.0, 1
     rows: torch.Tensor | None = None  # None: every row is active, iterate the full arrays
-    xk, xk_in, pk, data_k = x, x_in, product, row_data
+    xk, xk_in, data_k = x, x_in, row_data
     while True:
         # NaN counts as active; an unverified start is not a result
         active = ~(res <= tol) if verified_start or step > 1 else torch.ones_like(res, dtype=bool)
@@ -165,15 +182,17 @@ def _iterate(
                 x_in.index_copy_(0, rows[done], xk_in[done])
                 product.index_copy_(0, rows[done], pk[done])
                 rows = rows[keep]
-            else:
-                rows = keep
-            xk = xk.index_select(0, keep)
+            else:  # leave the full arrays to the results, iterate in a block of its own
+                rows, buffers = keep, _Block(x_in, n_active)
+            xs, pk, scratch = buffers.views(n_active)
+            current = 1 - current if xk.data_ptr() == xs[current].data_ptr() else current
+            xk = torch.index_select(xk, 0, keep, out=xs[current])
             data_k = tuple(t.index_select(0, keep) if t.shape[0] > 1 else t for t in data_k)
         step += 1
-        xk_in = xk
-        pk = apply(xk_in, *data_k)  # (k, m): k/n of an m×m by m×n product
-        xk = finish(pk, *data_k)
-        res = _row_residuals(xk, xk_in)
+        xk_in, current = xk, 1 - current
+        apply(xk_in, *data_k, out=pk, scratch=scratch)  # (k, m): k/n of a full product
+        xk = finish(pk, *data_k, out=xs[current])
+        res = _row_residuals(xk, xk_in, scratch)
         n_products += xk.shape[0] / n
         if rows is None:
             x, x_in, product, res_all = xk, xk_in, pk, res
@@ -203,11 +222,11 @@ def solve_forward(
         B, Z_in, P = (t.T.contiguous() for t in (B, Z_in, P))
     W_t = W.T
 
-    def apply(Z: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-        return Z @ W_t  # rows of W Z
+    def apply(Z: torch.Tensor, B: torch.Tensor, *, out, scratch) -> torch.Tensor:
+        return torch.mm(Z, W_t, out=out)  # rows of W Z
 
-    def finish(P: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-        return torch.relu(P + B)
+    def finish(P: torch.Tensor, B: torch.Tensor, *, out) -> torch.Tensor:
+        return torch.add(P, B, out=out).relu_()
 
     x, x_in, P, steps, products, residuals, ok = _iterate(
         apply, finish, Z_in, P, (B,), tol=tol, max_iter=max_iter, verified_start=verified_start
@@ -242,11 +261,11 @@ def solve_adjoint(
         mask, source, C_in, Q = (t.T.contiguous() for t in (mask, source, C_in, Q))
     D = mask.to(W.dtype)  # a float multiplier is faster than a bool one
 
-    def apply(C: torch.Tensor, D: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
-        return (C * D) @ W  # rows of Wᵀ (D ⊙ C)
+    def apply(C: torch.Tensor, D: torch.Tensor, S: torch.Tensor, *, out, scratch) -> torch.Tensor:
+        return torch.mm(torch.mul(C, D, out=scratch), W, out=out)  # rows of Wᵀ (D ⊙ C)
 
-    def finish(Q: torch.Tensor, D: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
-        return Q + S
+    def finish(Q: torch.Tensor, D: torch.Tensor, S: torch.Tensor, *, out) -> torch.Tensor:
+        return torch.add(Q, S, out=out)
 
     x, x_in, Q, steps, products, residuals, ok = _iterate(
         apply, finish, C_in, Q, (D, source), tol=tol, max_iter=max_iter,

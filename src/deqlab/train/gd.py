@@ -67,6 +67,7 @@ STATUSES = ("ok", "W_norm_ge_1", "forward_failed", "adjoint_failed", "loss_not_f
 
 _STATE_TENSORS = (
     "Q_mask",
+    "mask_prev",
     "W_ref",
     "v_W",
     "v_U",
@@ -136,6 +137,7 @@ class GDTrainer:
         # C moves smoothly (mostly with a) between its jumps: second-order extrapolation
         self.adjoint_start = WarmStart(zeros.clone(), zeros.clone(), order=2)  # (Q_mask⊙C_in) W
         self.Q_mask: torch.Tensor | None = None  # (n, m); None: C_in = 0, any mask
+        self.mask_prev: torch.Tensor | None = None  # the mask before Q_mask
         self.W0, self.U0, self.a0 = W.clone(), U.clone(), a.clone()
         self.W_ref, self.W_ref_norm = W.clone(), math.nan
         self.v_W: torch.Tensor | None = None
@@ -186,13 +188,19 @@ class GDTrainer:
             return self._stop(rec, start, "loss_not_finite", f"loss is {rec['loss']}")
 
         source = a[None, :] if cfg.adjoint == "C" else r[:, None] * a  # (1, m) | (n, m)
-        jumps = None  # rows whose mask changed: their C jumps (V too)
+        jumps = returning = None  # rows whose mask changed: their C jumps (V too)
         if self.Q_mask is not None:  # (Q_mask ⊙ C) W → (D ⊙ C) W: flipped entries only
             flipped = self.adjoint_start.remask(W, self.Q_mask, mask)
             rec["mask_flips"] = flipped.numel()
             thin += 2 * rec["mask_flips"] / (m * n)
             jumps = torch.zeros(n, dtype=torch.bool, device=W.device).index_fill_(0, flipped, True)
-        C_start, Q_start, rec["adjoint_extrapolation"], verified_adj = self.adjoint_start.start()
+            if self.mask_prev is not None:  # rows whose flips undo the previous ones
+                rows = jumps.nonzero().squeeze(1)
+                back = (mask.index_select(0, rows) == self.mask_prev.index_select(0, rows)).all(1)
+                returning = rows[back]
+        C_start, Q_start, rec["adjoint_extrapolation"], verified_adj = self.adjoint_start.start(
+            returning, mask
+        )
         adj = solve_adjoint(
             W, mask, source, C_start, Q_start, tol=cfg.tol, max_iter=cfg.max_iter,
             verified_start=verified_adj, rows=True,
@@ -213,7 +221,7 @@ class GDTrainer:
         keep = cfg.extrapolate
         self.forward_start.advance(fwd.x_in, fwd.product, keep_history=keep)
         self.adjoint_start.advance(adj.x_in, adj.product, keep_history=keep, jumps=jumps)
-        self.Q_mask = mask
+        self.mask_prev, self.Q_mask = self.Q_mask, mask
         n_P = self.n_corrections[0] if verified_fwd else 0  # corrections since an exact product
         n_Q = self.n_corrections[1] if verified_adj else 0
         correct_P = cfg.rank_n_updates and n_P < cfg.refresh_every
@@ -222,7 +230,7 @@ class GDTrainer:
             self.forward_start.correct(cfg.lr, Z, G)
             thin += 2 * n / m
         if correct_Q:  # (W'ᵀ(D ⊙ C_in))ᵀ = Q − η ((D ⊙ C_in)ᵀ G) Zᵀ, in rows
-            self.adjoint_start.correct(cfg.lr, G, Z, lambda C: C * mask)
+            self.adjoint_start.correct(cfg.lr, G, Z, mask)
             thin += 2 * n / m
         self.n_corrections = (n_P + 1 if correct_P else 0, n_Q + 1 if correct_Q else 0)
         with torch.no_grad():

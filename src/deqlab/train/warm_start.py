@@ -29,11 +29,24 @@ import torch
 
 from deqlab.models.relu_deq_solve import remask_product
 
-_TENSORS = ("x", "product", "trend", "trend_product", "trend_prev", "trend_prev_product")
+_TENSORS = (
+    "x",
+    "product",
+    "trend",
+    "trend_product",
+    "trend_prev",
+    "trend_prev_product",
+    "x_prev",
+    "product_prev",
+)
 
 
 class WarmStart:
-    """Input ``x`` (n, m) with its exact ``product``; a per-row trend for the extrapolation."""
+    """Input ``x`` (n, m) with its exact ``product``; a per-row trend for the extrapolation.
+
+    Masked products (T(x) = x ⊙ D, the adjoint) also keep the input before ``x`` for the
+    rows whose mask flips back (:meth:`start`'s ``returning``).
+    """
 
     def __init__(self, x: torch.Tensor, product: torch.Tensor, order: int = 1) -> None:
         self.x, self.product, self.order = x, product, order
@@ -42,6 +55,10 @@ class WarmStart:
         self.trend_prev: torch.Tensor | None = None  # the change before (order 2)
         self.trend_prev_product: torch.Tensor | None = None
         self.ratio = math.nan  # c: least-squares ratio of the last two changes
+        self.x_prev: torch.Tensor | None = None  # the input before x, and its product
+        self.product_prev: torch.Tensor | None = None  # (one GD update behind)
+        self.update: tuple[float, torch.Tensor, torch.Tensor] | None = None  # last correct()
+        self._returned: tuple[torch.Tensor, torch.Tensor] | None = None  # rows, their product
 
     def _predicted_change(self) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The next change and its product: c t (order 1) or 2t − t_prev (order 2)."""
@@ -52,12 +69,48 @@ class WarmStart:
             return 2 * t - self.trend_prev, 2 * tp - self.trend_prev_product
         return self.ratio * t, self.ratio * tp
 
-    def start(self) -> tuple[torch.Tensor, torch.Tensor, float, bool]:
-        """(x₀, product of x₀, c, verified): x₀ = x + predicted change, or x (verified)."""
+    def start(
+        self, returning: torch.Tensor | None = None, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, float, bool]:
+        """(x₀, product of x₀, c, verified): x₀ = x + predicted change, or x (verified).
+
+        ``returning``: rows whose mask is back to the one of ``x_prev`` (a flip undone);
+        they start from ``x_prev`` moved by the two smooth changes since (its product
+        corrected by the last GD update, with ``mask`` as T), not from across the jump.
+        """
+        self._returned = None
         change = self._predicted_change()
         if change is None:
             return self.x, self.product, math.nan, True
-        return self.x + change[0], self.product + change[1], self.ratio, False
+        x0, product0 = self.x + change[0], self.product + change[1]
+        if (
+            returning is not None
+            and returning.numel() > 0
+            and self.x_prev is not None
+            and self.product_prev is not None
+            and self.update is not None
+            and self.trend is not None
+            and self.trend_product is not None
+        ):
+            rows = returning
+            lr, left, right = self.update
+            x_prev = self.x_prev.index_select(0, rows)
+            inner = (x_prev if mask is None else x_prev * mask.index_select(0, rows)) @ left.T
+            product_prev = torch.addmm(
+                self.product_prev.index_select(0, rows), inner, right, alpha=-lr
+            )
+            self._returned = (rows, product_prev)
+            x0.index_copy_(
+                0, rows, x_prev + self.trend.index_select(0, rows) + change[0].index_select(0, rows)
+            )
+            product0.index_copy_(
+                0,
+                rows,
+                product_prev
+                + self.trend_product.index_select(0, rows)
+                + change[1].index_select(0, rows),
+            )
+        return x0, product0, self.ratio, False
 
     def advance(
         self,
@@ -70,13 +123,16 @@ class WarmStart:
         """A solve ended at input ``x`` with ``product`` (exact, as the stored pair is).
 
         With ``keep_history`` the change ``x − self.x`` becomes the trend of every row
-        except the ``jumps`` (n,) bool, whose trend is the change predicted for them; c is
-        refitted on the other rows: c = Σ⟨t_new, t_old⟩ / Σ‖t_old‖², clamped to [−1, 1].
+        except the ``jumps`` (n,) bool: a row that returned (see :meth:`start`) takes half
+        its change over two steps, an other jump row its previous trend times c (a flip is
+        a jump, not a trend); c is refitted on the rows without a jump:
+        c = Σ⟨t_new, t_old⟩ / Σ‖t_old‖², clamped to [−1, 1].
         """
         if keep_history:
             change, change_product = x - self.x, product - self.product
-            old, predicted = self.trend, self._predicted_change()
-            if old is not None:
+            old, old_product = self.trend, self.trend_product
+            change_prev, change_prev_product = self.trend, self.trend_product
+            if old is not None and old_product is not None:
                 fit = None if jumps is None else ~jumps
                 cross = (change * old).sum(dim=1)  # (n,)
                 square = old.square().sum(dim=1)
@@ -84,47 +140,72 @@ class WarmStart:
                     cross, square = cross[fit], square[fit]
                 denominator = float(square.sum())
                 ratio = float(cross.sum()) / denominator if denominator > 0.0 else math.nan
-                if jumps is not None and predicted is not None and bool(jumps.any()):
-                    rows = jumps.nonzero().squeeze(1)  # their change: the one predicted
-                    change.index_copy_(0, rows, predicted[0].index_select(0, rows))
-                    change_product.index_copy_(0, rows, predicted[1].index_select(0, rows))
+                if jumps is not None and not math.isnan(self.ratio) and bool(jumps.any()):
+                    rows = jumps.nonzero().squeeze(1)  # their change: c times the trend
+                    change.index_copy_(0, rows, self.ratio * old.index_select(0, rows))
+                    change_product.index_copy_(
+                        0, rows, self.ratio * old_product.index_select(0, rows)
+                    )
+                if self._returned is not None and self.x_prev is not None:
+                    rows, product_prev = self._returned  # half the change over two steps
+                    two_steps = x.index_select(0, rows) - self.x_prev.index_select(0, rows)
+                    change.index_copy_(0, rows, two_steps / 2)
+                    change_product.index_copy_(
+                        0, rows, (product.index_select(0, rows) - product_prev) / 2
+                    )
+                    # no acceleration for them: the change before is the same
+                    change_prev, change_prev_product = change_prev.clone(), old_product.clone()
+                    change_prev.index_copy_(0, rows, change.index_select(0, rows))
+                    change_prev_product.index_copy_(0, rows, change_product.index_select(0, rows))
                 self.ratio = min(max(ratio, -1.0), 1.0) if math.isfinite(ratio) else math.nan
-            self.trend_prev, self.trend_prev_product = self.trend, self.trend_product
+            self.trend_prev, self.trend_prev_product = change_prev, change_prev_product
             self.trend, self.trend_product = change, change_product
+            self.x_prev, self.product_prev = self.x, self.product
+        self._returned = None
         self.x, self.product = x, product
 
     def correct(
-        self,
-        lr: float,
-        left: torch.Tensor,
-        right: torch.Tensor,
-        transform: Callable[[torch.Tensor], torch.Tensor] = lambda x: x,
+        self, lr: float, left: torch.Tensor, right: torch.Tensor, mask: torch.Tensor | None = None
     ) -> None:
         """After M ← M − lr · rightᵀ left (so that T(x) Mᵀ loses lr · T(x) leftᵀ right):
-        product ← product − lr · (T(x) leftᵀ) right.
+        product ← product − lr · (T(x) leftᵀ) right, T(x) = x or x ⊙ ``mask``.
 
         Two thin products, 2n/m of an m×m by m×n product.
         """
-        self.product = torch.addmm(self.product, transform(self.x) @ left.T, right, alpha=-lr)
+        inner = (self.x if mask is None else self.x * mask) @ left.T
+        self.product = torch.addmm(self.product, inner, right, alpha=-lr)
+        self.update = (lr, left, right)
 
     def remask(
         self, W: torch.Tensor, old_mask: torch.Tensor, new_mask: torch.Tensor
     ) -> torch.Tensor:
-        """Product (old ⊙ x) W → (new ⊙ x) W; returns the row of every flipped entry."""
+        """Products (old ⊙ v) W → (new ⊙ v) W of x and of what is kept with it (x_prev,
+        the trends); returns the row of every flipped entry of x."""
+        for v, p in (("x_prev", "product_prev"), ("trend", "trend_product"),
+                     ("trend_prev", "trend_prev_product")):  # fmt: skip
+            vector, product = getattr(self, v), getattr(self, p)
+            if vector is not None and product is not None and product is not self.product:
+                setattr(self, p, remask_product(W, vector, old_mask, new_mask, product)[0])
         self.product, rows = remask_product(W, self.x, old_mask, new_mask, self.product)
         return rows
 
     def refresh(self, apply: Callable[[torch.Tensor], torch.Tensor]) -> None:
         """Recompute the product exactly (the trend keeps its approximate product)."""
         self.product = apply(self.x)
+        self.update = None  # product_prev is not one plain update behind any more
 
     def state_dict(self) -> dict:
         state = {k: getattr(self, k) for k in _TENSORS}
-        return {k: None if v is None else v.clone() for k, v in state.items()} | {
-            "ratio": self.ratio
-        }
+        state = {k: None if v is None else v.clone() for k, v in state.items()}
+        update = (
+            None if self.update is None else (self.update[0], *(t.clone() for t in self.update[1:]))
+        )
+        return state | {"ratio": self.ratio, "update": update}
 
     def load_state_dict(self, state: dict) -> None:
         for k in _TENSORS:
             setattr(self, k, None if state[k] is None else state[k].clone())
         self.ratio = state["ratio"]
+        update = state["update"]
+        self.update = None if update is None else (update[0], *(t.clone() for t in update[1:]))
+        self._returned = None
