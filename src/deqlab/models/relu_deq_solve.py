@@ -275,6 +275,29 @@ def solve_adjoint(
     return solve if rows else solve.transposed()
 
 
+def mask_flips(
+    old_mask: torch.Tensor, new_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The entries (i, j) where two (n, m) bool masks differ, and +1 where switched on,
+    −1 where switched off."""
+    rows, units = torch.nonzero(old_mask != new_mask, as_tuple=True)
+    return rows, units, new_mask[rows, units].to(torch.int8) * 2 - 1
+
+
+def apply_flips(
+    W: torch.Tensor,
+    C: torch.Tensor,
+    flips: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    Q: torch.Tensor,
+) -> torch.Tensor:
+    """Turn ``Q = (old_mask ⊙ C) W`` into ``(new_mask ⊙ C) W`` in place, in rows, from the
+    :func:`mask_flips` of the two masks: ``±C_ij W_j`` (row j of W) is added to row i of
+    Q for each flipped entry, O(k m) for k flips instead of O(m² n). Returns Q."""
+    rows, units, sign = flips
+    contributions = W.index_select(0, units) * (sign * C[rows, units])[:, None]  # (k, m)
+    return Q.index_add_(0, rows, contributions)
+
+
 def remask_product(
     W: torch.Tensor,
     C: torch.Tensor,
@@ -284,11 +307,8 @@ def remask_product(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Turn ``Q = (old_mask ⊙ C) W`` into ``(new_mask ⊙ C) W`` (rows: Q = (Wᵀ(D⊙Cᵀ))ᵀ).
 
-    Shapes: C, masks, Q (n, m), masks bool. Only the k entries (i, j) where the masks
-    differ contribute: ``±C_ij W_j`` (row j of W) is added to row i of Q, O(k m) instead
-    of O(m² n). Returns the new Q (Q is updated in place) and the rows i of the flips.
+    Shapes: C, masks, Q (n, m), masks bool; Q is updated in place. Returns the new Q and
+    the row of every flipped entry (see :func:`apply_flips`).
     """
-    rows, units = torch.nonzero(old_mask != new_mask, as_tuple=True)
-    sign = new_mask[rows, units].to(C.dtype) * 2 - 1  # +1 switched on, −1 switched off
-    contributions = W.index_select(0, units) * (sign * C[rows, units])[:, None]  # (k, m)
-    return Q.index_add_(0, rows, contributions), rows
+    flips = mask_flips(old_mask, new_mask)
+    return apply_flips(W, C, flips, Q), flips[0]

@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import torch
 
-from deqlab.models.relu_deq_solve import remask_product
+from deqlab.models.relu_deq_solve import apply_flips, mask_flips
 
 _TENSORS = (
     "x",
@@ -153,8 +153,8 @@ class WarmStart:
                     change_product.index_copy_(
                         0, rows, (product.index_select(0, rows) - product_prev) / 2
                     )
-                    # no acceleration for them: the change before is the same
-                    change_prev, change_prev_product = change_prev.clone(), old_product.clone()
+                    # no acceleration for them: the change before is the same (the old trend
+                    # is only kept as trend_prev, so it may be overwritten)
                     change_prev.index_copy_(0, rows, change.index_select(0, rows))
                     change_prev_product.index_copy_(0, rows, change_product.index_select(0, rows))
                 self.ratio = min(max(ratio, -1.0), 1.0) if math.isfinite(ratio) else math.nan
@@ -180,14 +180,15 @@ class WarmStart:
         self, W: torch.Tensor, old_mask: torch.Tensor, new_mask: torch.Tensor
     ) -> torch.Tensor:
         """Products (old ⊙ v) W → (new ⊙ v) W of x and of what is kept with it (x_prev,
-        the trends); returns the row of every flipped entry of x."""
+        the trends); returns the row of every flipped entry."""
+        flips = mask_flips(old_mask, new_mask)
         for v, p in (("x_prev", "product_prev"), ("trend", "trend_product"),
                      ("trend_prev", "trend_prev_product")):  # fmt: skip
             vector, product = getattr(self, v), getattr(self, p)
             if vector is not None and product is not None and product is not self.product:
-                setattr(self, p, remask_product(W, vector, old_mask, new_mask, product)[0])
-        self.product, rows = remask_product(W, self.x, old_mask, new_mask, self.product)
-        return rows
+                apply_flips(W, vector, flips, product)
+        apply_flips(W, self.x, flips, self.product)
+        return flips[0]
 
     def refresh(self, apply: Callable[[torch.Tensor], torch.Tensor]) -> None:
         """Recompute the product exactly (the trend keeps its approximate product)."""
