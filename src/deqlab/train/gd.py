@@ -21,8 +21,10 @@ mask D' differs from D, Q is moved to Wᵀ(D' ⊙ C_in) through the flipped entr
 with the noisy GD steps, so higher orders do worse); C quadratically, ``C_in + 2t − t_prev``
 (C moves smoothly, mostly with a, between jumps), where a column whose mask flipped keeps
 the change predicted for it (a flip is a jump, not a trend; ``adjoint_extrapolation`` is
-C's fitted ratio). Such a start is not verified, so every column takes at least one exact
-product (see the warm-start module): all stored products are then fresh.
+C's fitted ratio), and a column whose new mask equals the one two steps back (its flips
+undone: ReLU units that GD moves back and forth across zero) starts from its C of then.
+Such a start is not verified, so every column takes at least one exact product (see the
+warm-start module): all stored products are then fresh.
 
 All (m, n) state is kept transposed, in rows (n, m), one per sample, which makes the
 per-sample operations contiguous (``rows=True`` of the solves).
