@@ -37,6 +37,22 @@ def test_second_order_prediction_is_exact_on_a_quadratic_path():
     torch.testing.assert_close(product, x0 @ M, rtol=1e-12, atol=1e-12)
 
 
+def test_second_order_fit_follows_a_geometric_trend_and_a_damped_one():
+    """Changes t_k = 0.9^k v (collinear: the fit falls back to c t with c = 0.9), and
+    t_k = 0.9^k v + 0.5^k w (two rates: α t + β (t − t_prev) is exact)."""
+    gen = torch.Generator().manual_seed(2)
+    v, w, M = (torch.randn(*shape, generator=gen, dtype=F64) for shape in ((3, 5), (3, 5), (5, 5)))
+    for changes in ([0.9**k * v for k in range(6)], [0.9**k * v + 0.5**k * w for k in range(6)]):
+        xs = [torch.zeros_like(v)]
+        for t in changes:
+            xs.append(xs[-1] + t)
+        start = WarmStart(xs[0], xs[0] @ M, order=2)
+        _advance_through(start, xs[1:5], M)
+        x0, product, _, _ = start.start()
+        torch.testing.assert_close(x0, xs[5], rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(product, x0 @ M, rtol=1e-10, atol=1e-10)
+
+
 def test_first_order_prediction_is_exact_on_a_straight_path_and_needs_history():
     xs, M = _path(order=1, steps=4)
     start = WarmStart(xs[0], xs[0] @ M)

@@ -55,18 +55,24 @@ class WarmStart:
         self.trend_prev: torch.Tensor | None = None  # the change before (order 2)
         self.trend_prev_product: torch.Tensor | None = None
         self.ratio = math.nan  # c: least-squares ratio of the last two changes
+        self.coefficients = (1.0, 1.0)  # (α, β) of the order-2 prediction
         self.x_prev: torch.Tensor | None = None  # the input before x, and its product
         self.product_prev: torch.Tensor | None = None  # (one GD update behind)
         self.update: tuple[float, torch.Tensor, torch.Tensor] | None = None  # last correct()
         self._returned: tuple[torch.Tensor, torch.Tensor] | None = None  # rows, their product
 
     def _predicted_change(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The next change and its product: c t (order 1) or 2t − t_prev (order 2)."""
+        """The next change and its product: c t (order 1) or α t + β (t − t_prev) (order 2;
+        α = β = 1 is the quadratic extrapolation 2t − t_prev)."""
         t, tp = self.trend, self.trend_product
         if t is None or tp is None or math.isnan(self.ratio):
             return None
         if self.order == 2 and self.trend_prev is not None and self.trend_prev_product is not None:
-            return 2 * t - self.trend_prev, 2 * tp - self.trend_prev_product
+            alpha, beta = self.coefficients  # (α + β) t − β t_prev
+            return (
+                torch.mul(t, alpha + beta).sub_(self.trend_prev, alpha=beta),
+                torch.mul(tp, alpha + beta).sub_(self.trend_prev_product, alpha=beta),
+            )
         return self.ratio * t, self.ratio * tp
 
     def start(
@@ -140,6 +146,11 @@ class WarmStart:
                     cross, square = cross[fit], square[fit]
                 denominator = float(square.sum())
                 ratio = float(cross.sum()) / denominator if denominator > 0.0 else math.nan
+                if self.order == 2 and self.trend_prev is not None:
+                    fallback = (ratio, 0.0) if math.isfinite(ratio) else (1.0, 1.0)
+                    self.coefficients = _fit_second_order(
+                        change, old, self.trend_prev, fit, fallback
+                    )
                 if jumps is not None and not math.isnan(self.ratio) and bool(jumps.any()):
                     rows = jumps.nonzero().squeeze(1)  # their change: c times the trend
                     change.index_copy_(0, rows, self.ratio * old.index_select(0, rows))
@@ -201,12 +212,37 @@ class WarmStart:
         update = (
             None if self.update is None else (self.update[0], *(t.clone() for t in self.update[1:]))
         )
-        return state | {"ratio": self.ratio, "update": update}
+        return state | {"ratio": self.ratio, "update": update, "coefficients": self.coefficients}
 
     def load_state_dict(self, state: dict) -> None:
         for k in _TENSORS:
             setattr(self, k, None if state[k] is None else state[k].clone())
         self.ratio = state["ratio"]
+        self.coefficients = tuple(state["coefficients"])
         update = state["update"]
         self.update = None if update is None else (update[0], *(t.clone() for t in update[1:]))
         self._returned = None
+
+
+def _fit_second_order(
+    change: torch.Tensor,
+    trend: torch.Tensor,
+    trend_prev: torch.Tensor,
+    rows: torch.Tensor | None,
+    fallback: tuple[float, float],
+) -> tuple[float, float]:
+    """(α, β) minimizing ‖change − α t − β (t − t_prev)‖ over ``rows`` (all if None): the
+    last change predicted from the two before it; ``fallback`` when the two are collinear
+    (a geometric trend: (c, 0)); clamped to [0, 2] × [−1, 2]."""
+    u = trend - trend_prev
+    if rows is not None:
+        change, trend, u = change[rows], trend[rows], u[rows]
+    a, b, c = (float(torch.sum(p * q)) for p, q in ((trend, trend), (trend, u), (u, u)))
+    f, g = float(torch.sum(change * trend)), float(torch.sum(change * u))
+    det = a * c - b * b
+    if not (det > 1e-9 * a * c) or not math.isfinite(det):
+        return fallback
+    alpha, beta = (f * c - g * b) / det, (g * a - f * b) / det
+    if not (math.isfinite(alpha) and math.isfinite(beta)):
+        return fallback
+    return min(max(alpha, 0.0), 2.0), min(max(beta, -1.0), 2.0)
