@@ -16,15 +16,16 @@ corrections with no exact product in between, the products are recomputed exactl
 bounding round-off drift. The adjoint is solved for C, c_i = (I − WᵀD_i)⁻¹a
 (``adjoint="C"``, independent of r) by default, or for V (``adjoint="V"``). When the new
 mask D' differs from D, Q is moved to Wᵀ(D' ⊙ C_in) through the flipped entries only
-(``mask_flips``). With ``extrapolate`` each solve starts from a prediction: Z linearly,
-``Z_in + c t`` with c fitted by least squares (``extrapolation`` in the record; Z moves
-with the noisy GD steps, so higher orders do worse); C quadratically, ``C_in + 2t − t_prev``
-(C moves smoothly, mostly with a, between jumps), where a column whose mask flipped keeps
-the change predicted for it (a flip is a jump, not a trend; ``adjoint_extrapolation`` is
-C's fitted ratio), and a column whose new mask equals the one two steps back (its flips
-undone: ReLU units that GD moves back and forth across zero) starts from its C of then.
-Such a start is not verified, so every column takes at least one exact product (see the
-warm-start module): all stored products are then fresh.
+(``mask_flips``). With ``extrapolate`` each solve starts from a prediction: the last
+change t of each column carried on as ``α t + β (t − t_prev)``, (α, β) fitted by least
+squares to the last change from the two before it (C moves smoothly, mostly with a:
+β > 0 early, an acceleration; Z moves with the noisy GD steps: β ≈ −0.6, an average of
+the last two changes). A column whose mask flipped keeps the change predicted for it (a
+flip is a jump, not a trend; ``extrapolation``/``adjoint_extrapolation`` in the record are
+the fitted ratios c of consecutive changes), and a column whose new mask equals the one
+two steps back (its flips undone: ReLU units that GD moves back and forth across zero)
+starts from its C of then. Such a start is not verified, so every column takes at least
+one exact product (see the warm-start module): all stored products are then fresh.
 
 All (m, n) state is kept transposed, in rows (n, m), one per sample, which makes the
 per-sample operations contiguous (``rows=True`` of the solves).
@@ -135,7 +136,7 @@ class GDTrainer:
         # All (m, n) state is kept in rows (n, m), one per sample (see relu_deq_solve).
         zeros = torch.zeros(self.X.shape[1], model.m, dtype=W.dtype, device=W.device)
         # Warm starts with their products; Z = 0 and C = 0 have zero products for free.
-        self.forward_start = WarmStart(zeros, zeros.clone())  # product P = Z_in Wᵀ
+        self.forward_start = WarmStart(zeros, zeros.clone(), order=2)  # product P = Z_in Wᵀ
         # C moves smoothly (mostly with a) between its jumps: second-order extrapolation
         self.adjoint_start = WarmStart(zeros.clone(), zeros.clone(), order=2)  # (Q_mask⊙C_in) W
         self.Q_mask: torch.Tensor | None = None  # (n, m); None: C_in = 0, any mask

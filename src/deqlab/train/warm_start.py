@@ -7,17 +7,20 @@ multiplication by the ReLU mask), kept exact: after the GD update W ← W − η
 L, R) it is corrected by thin products only (:meth:`WarmStart.correct`), and after a mask
 change through the flipped entries only (:meth:`WarmStart.remask`).
 
-The extrapolated start is ``x + c t`` (order 1) or ``x + 2t − t_prev`` (order 2): t is the
-last *smooth* change of each row (the difference of the last two inputs, except in a row
-whose difference contains a jump, which gets the change that was predicted for it), c the
-least-squares ratio of consecutive changes. The products of the trends are differences
-of exact products, taken when the trends were formed, and are not corrected afterwards:
-after one GD step the start's product is off by the product of the parameter change with
-the predicted change, a change of a change (about 1e-7 relative in the benchmark). An
-extrapolated start is therefore not *verified*: the solve must compute at least one exact
-product per row before it may stop (``verified_start`` of
-:func:`deqlab.models.relu_deq_solve.solve_forward`), so every returned solution and
-product is exact. Used by :class:`deqlab.train.gd.GDTrainer`.
+The extrapolated start is ``x + c t`` (order 1) or ``x + α t + β (t − t_prev)`` (order
+2, (α, β) fitted to the last change from the two before it): t is the last *smooth*
+change of each row, the difference of the last two inputs, except in a row whose
+difference contains a jump (its mask flipped), which keeps c times its previous trend;
+c is the least-squares ratio of consecutive changes. A row whose mask flips back to the
+one of the input before (:meth:`WarmStart.start`'s ``returning``) starts from that input
+instead, moved by two smooth changes. The products of the trends are differences of
+exact products, taken when the trends were formed, and are not corrected afterwards:
+after one GD step the start's product is off by the product of the parameter change
+with the predicted change, a change of a change (for C in the benchmark ≈ 1e-6 relative,
+several times below the start's own error). An extrapolated start is therefore not
+*verified*: the solve must compute at least one exact product per row before it may stop
+(``verified_start`` of :func:`deqlab.models.relu_deq_solve.solve_forward`), so every
+returned solution and product is exact. Used by :class:`deqlab.train.gd.GDTrainer`.
 """
 
 from __future__ import annotations
