@@ -100,3 +100,27 @@ def test_an_unverified_start_takes_one_exact_product_per_row():
     unverified = solve_forward(W, B, Z, W @ Z + 1e-9, tol=1e-6, verified_start=False)
     assert unverified.converged and unverified.n_products == 1
     torch.testing.assert_close(unverified.product, W @ unverified.x_in, rtol=1e-13, atol=1e-13)
+
+
+def test_a_row_whose_mask_returns_restarts_from_that_state():
+    """Rows 0 and 2 flip a unit at step 3 (their C jumps) and back at step 4: they restart
+    from the step-2 state, which had their mask, moved by the smooth changes since; on a
+    straight path that start is exact, its product too."""
+    xs, M = _path(order=1, steps=7)
+    masks = [torch.ones(3, 5, dtype=torch.bool) for _ in range(7)]
+    masks[3][0, 1] = masks[3][2, 4] = False  # flipped off at step 3, back on at step 4
+    jumps_at = {3: torch.tensor([True, False, True]), 4: torch.tensor([True, False, True])}
+    # a jump of +100 in rows 0 and 2 while their mask is flipped
+    states = [x.clone() for x in xs]
+    states[3][0] += 100.0
+    states[3][2] += 100.0
+    start = WarmStart(states[0], states[0] @ M, order=2, memory=3)
+    for t in range(1, 5):
+        if t == 4:
+            x0, product, _, _ = start.start(jumps_at[4], masks[4], lambda x, rows: x @ M)
+            assert start.restarted == 2
+            torch.testing.assert_close(x0, xs[4], rtol=1e-10, atol=1e-10)
+            torch.testing.assert_close(product, x0 @ M, rtol=1e-10, atol=1e-10)
+        start.advance(
+            states[t], states[t] @ M, keep_history=True, jumps=jumps_at.get(t), mask=masks[t]
+        )

@@ -23,9 +23,10 @@ squares to the last change from the two before it (C moves smoothly, mostly with
 the last two changes). A column whose mask flipped keeps the change predicted for it (a
 flip is a jump, not a trend; ``extrapolation``/``adjoint_extrapolation`` in the record are
 the fitted ratios c of consecutive changes), and a column whose new mask equals the one
-two steps back (its flips undone: ReLU units that GD moves back and forth across zero)
-starts from its C of then. Such a start is not verified, so every column takes at least
-one exact product (see the warm-start module): all stored products are then fresh.
+up to ``ADJOINT_MEMORY`` steps back (its flips undone: ReLU units that GD moves back and
+forth across zero) starts from its C of then. Such a start is not verified, so every
+column takes at least one exact product (see the warm-start module): all stored
+products are then fresh.
 
 All (m, n) state is kept transposed, in rows (n, m), one per sample, which makes the
 per-sample operations contiguous (``rows=True`` of the solves).
@@ -40,7 +41,8 @@ Record fields (NaN where not measured at that step):
     W_norm ‖W(τ)‖₂ and U_norm ‖U(τ)‖₂ (every ``spectral_every`` steps, at step 0, and
     whenever W_norm_bound reaches 1; warm-started Lanczos, see :mod:`deqlab.theory.spectra`),
     W_norm_bound = ‖W(s)‖₂ + ‖W(τ) − W(s)‖_F (Weyl, s = last measurement; every step),
-    a_norm, forward_/adjoint_ steps/products/residual, mask_flips, extrapolation,
+    a_norm, forward_/adjoint_ steps/products/residual (adjoint products include the exact
+    products of the samples restarted from a past state), mask_flips, extrapolation,
     adjoint_extrapolation, products (m×m by m×n products of this step, including the W
     update G Zᵀ and any refresh), product_equivalents (all matrix products
     of the step in units of m·m·n multiply-adds), wall_time_s, elapsed_s, status.
@@ -62,15 +64,18 @@ from deqlab.theory.ling2023 import Theorem1Claims, theorem1_claims
 from deqlab.theory.spectra import gram_lambda_min, spectral_norm_lanczos
 from deqlab.train.warm_start import WarmStart
 
-#: Version of :meth:`GDTrainer.state_dict`'s layout (2: rows, per-sample trends).
-STATE_FORMAT = 2
+#: Version of :meth:`GDTrainer.state_dict`'s layout (3: rows, per-sample trends, past states).
+STATE_FORMAT = 3
+
+#: Past adjoint states kept for the samples whose ReLU flips are undone (their mask returns
+#: to one of up to this many steps back; half of all flips late in the benchmark's run).
+ADJOINT_MEMORY = 6
 
 #: Values of ``GDTrainer.status``; anything but "ok" means the run has stopped.
 STATUSES = ("ok", "W_norm_ge_1", "forward_failed", "adjoint_failed", "loss_not_finite")
 
 _STATE_TENSORS = (
     "Q_mask",
-    "mask_prev",
     "W_ref",
     "v_W",
     "v_U",
@@ -138,9 +143,10 @@ class GDTrainer:
         # Warm starts with their products; Z = 0 and C = 0 have zero products for free.
         self.forward_start = WarmStart(zeros, zeros.clone(), order=2)  # product P = Z_in Wᵀ
         # C moves smoothly (mostly with a) between its jumps: second-order extrapolation
-        self.adjoint_start = WarmStart(zeros.clone(), zeros.clone(), order=2)  # (Q_mask⊙C_in) W
+        self.adjoint_start = WarmStart(  # product Q = (Q_mask ⊙ C_in) W
+            zeros.clone(), zeros.clone(), order=2, memory=ADJOINT_MEMORY
+        )
         self.Q_mask: torch.Tensor | None = None  # (n, m); None: C_in = 0, any mask
-        self.mask_prev: torch.Tensor | None = None  # the mask before Q_mask
         self.W0, self.U0, self.a0 = W.clone(), U.clone(), a.clone()
         self.W_ref, self.W_ref_norm = W.clone(), math.nan
         self.v_W: torch.Tensor | None = None
@@ -191,24 +197,21 @@ class GDTrainer:
             return self._stop(rec, start, "loss_not_finite", f"loss is {rec['loss']}")
 
         source = a[None, :] if cfg.adjoint == "C" else r[:, None] * a  # (1, m) | (n, m)
-        jumps = returning = None  # rows whose mask changed: their C jumps (V too)
+        jumps = None  # rows whose mask changed: their C jumps (V too)
         if self.Q_mask is not None:  # (Q_mask ⊙ C) W → (D ⊙ C) W: flipped entries only
             flipped = self.adjoint_start.remask(W, self.Q_mask, mask)
             rec["mask_flips"] = flipped.numel()
             thin += 2 * rec["mask_flips"] / (m * n)
             jumps = torch.zeros(n, dtype=torch.bool, device=W.device).index_fill_(0, flipped, True)
-            if self.mask_prev is not None:  # rows whose flips undo the previous ones
-                rows = jumps.nonzero().squeeze(1)
-                back = (mask.index_select(0, rows) == self.mask_prev.index_select(0, rows)).all(1)
-                returning = rows[back]
         C_start, Q_start, rec["adjoint_extrapolation"], verified_adj = self.adjoint_start.start(
-            returning, mask
+            jumps, mask, lambda C, rows: (C * mask.index_select(0, rows)) @ W
         )
         adj = solve_adjoint(
             W, mask, source, C_start, Q_start, tol=cfg.tol, max_iter=cfg.max_iter,
             verified_start=verified_adj, rows=True,
         )  # fmt: skip
-        rec.update(adjoint_steps=adj.n_steps, adjoint_products=adj.n_products,
+        restarted = self.adjoint_start.restarted / n  # exact products of restarted samples
+        rec.update(adjoint_steps=adj.n_steps, adjoint_products=adj.n_products + restarted,
                    adjoint_residual=adj.residual)  # fmt: skip
         if not adj.converged:
             return self._stop(rec, start, "adjoint_failed", f"adjoint solve {adj.message}")
@@ -223,8 +226,8 @@ class GDTrainer:
         # unverified start every row took an exact product: no correction is pending.
         keep = cfg.extrapolate
         self.forward_start.advance(fwd.x_in, fwd.product, keep_history=keep)
-        self.adjoint_start.advance(adj.x_in, adj.product, keep_history=keep, jumps=jumps)
-        self.mask_prev, self.Q_mask = self.Q_mask, mask
+        self.adjoint_start.advance(adj.x_in, adj.product, keep_history=keep, jumps=jumps, mask=mask)
+        self.Q_mask = mask
         n_P = self.n_corrections[0] if verified_fwd else 0  # corrections since an exact product
         n_Q = self.n_corrections[1] if verified_adj else 0
         correct_P = cfg.rank_n_updates and n_P < cfg.refresh_every
@@ -247,7 +250,7 @@ class GDTrainer:
         if not correct_Q:
             self.adjoint_start.refresh(lambda C_in: (C_in * mask) @ W_new)
         extra = (not correct_P) + (not correct_Q)
-        rec["products"] = fwd.n_products + adj.n_products + 1 + extra
+        rec["products"] = fwd.n_products + rec["adjoint_products"] + 1 + extra
         rec["product_equivalents"] = rec["products"] + thin
         return self._finish(rec, start)
 

@@ -11,10 +11,11 @@ The extrapolated start is ``x + c t`` (order 1) or ``x + α t + β (t − t_prev
 2, (α, β) fitted to the last change from the two before it): t is the last *smooth*
 change of each row, the difference of the last two inputs, except in a row whose
 difference contains a jump (its mask flipped), which keeps c times its previous trend;
-c is the least-squares ratio of consecutive changes. A row whose mask flips back to the
-one of the input before (:meth:`WarmStart.start`'s ``returning``) starts from that input
-instead, moved by two smooth changes. The products of the trends are differences of
-exact products, taken when the trends were formed, and are not corrected afterwards:
+c is the least-squares ratio of consecutive changes. A row whose mask returns to the one
+of an input up to ``memory`` steps back (its flips undone) starts from that input
+instead, moved by the smooth changes since (:meth:`WarmStart.start`). The products of the
+trends are differences of exact products, taken when the trends were formed, and are not
+corrected afterwards:
 after one GD step the start's product is off by the product of the parameter change
 with the predicted change, a change of a change (for C in the benchmark ≈ 1e-6 relative,
 several times below the start's own error). An extrapolated start is therefore not
@@ -32,37 +33,31 @@ import torch
 
 from deqlab.models.relu_deq_solve import apply_flips, mask_flips
 
-_TENSORS = (
-    "x",
-    "product",
-    "trend",
-    "trend_product",
-    "trend_prev",
-    "trend_prev_product",
-    "x_prev",
-    "product_prev",
-)
+_TENSORS = ("x", "product", "trend", "trend_product", "trend_prev", "trend_prev_product")
 
 
 class WarmStart:
     """Input ``x`` (n, m) with its exact ``product``; a per-row trend for the extrapolation.
 
-    Masked products (T(x) = x ⊙ D, the adjoint) also keep the input before ``x`` for the
-    rows whose mask flips back (:meth:`start`'s ``returning``).
+    With ``memory`` > 0 (masked products T(x) = x ⊙ D, the adjoint) it also keeps the last
+    ``memory`` + 1 inputs with their masks, for the rows whose mask returns to an earlier
+    one (:meth:`start`).
     """
 
-    def __init__(self, x: torch.Tensor, product: torch.Tensor, order: int = 1) -> None:
-        self.x, self.product, self.order = x, product, order
+    def __init__(
+        self, x: torch.Tensor, product: torch.Tensor, order: int = 1, memory: int = 0
+    ) -> None:
+        self.x, self.product, self.order, self.memory = x, product, order, memory
         self.trend: torch.Tensor | None = None  # (n, m) last smooth change per row
         self.trend_product: torch.Tensor | None = None  # its product when it was formed
         self.trend_prev: torch.Tensor | None = None  # the change before (order 2)
         self.trend_prev_product: torch.Tensor | None = None
         self.ratio = math.nan  # c: least-squares ratio of the last two changes
         self.coefficients = (1.0, 1.0)  # (α, β) of the order-2 prediction
-        self.x_prev: torch.Tensor | None = None  # the input before x, and its product
-        self.product_prev: torch.Tensor | None = None  # (one GD update behind)
-        self.update: tuple[float, torch.Tensor, torch.Tensor] | None = None  # last correct()
-        self._returned: tuple[torch.Tensor, torch.Tensor] | None = None  # rows, their product
+        self.past: list[tuple[torch.Tensor, torch.Tensor]] = []  # (input, mask), newest first
+        self._returned: list[tuple[torch.Tensor, int]] = []  # (rows, j) of the last start
+        self._returned_product: torch.Tensor | None = None  # their exact products
+        self.restarted = 0  # rows the last start took from the past (one exact product each)
 
     def _predicted_change(self) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The next change and its product: c t (order 1) or α t + β (t − t_prev) (order 2;
@@ -79,45 +74,58 @@ class WarmStart:
         return self.ratio * t, self.ratio * tp
 
     def start(
-        self, returning: torch.Tensor | None = None, mask: torch.Tensor | None = None
+        self,
+        jumps: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        apply: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, float, bool]:
         """(x₀, product of x₀, c, verified): x₀ = x + predicted change, or x (verified).
 
-        ``returning``: rows whose mask is back to the one of ``x_prev`` (a flip undone);
-        they start from ``x_prev`` moved by the two smooth changes since (its product
-        corrected by the last GD update, with ``mask`` as T), not from across the jump.
+        A row among the ``jumps`` (n,) bool whose ``mask`` row equals its mask j + 1 steps
+        back (its flips undone; the most recent such state, j + 1 <= ``memory``) starts
+        from that state instead of from across the jump, moved by the j + 1 smooth changes
+        since. Those rows' products are computed exactly by ``apply(inputs, rows)`` (one
+        product over them; ``restarted`` counts them).
         """
-        self._returned = None
+        self._returned, self._returned_product, self.restarted = [], None, 0
         change = self._predicted_change()
         if change is None:
             return self.x, self.product, math.nan, True
         x0, product0 = self.x + change[0], self.product + change[1]
-        if (
-            returning is not None
-            and returning.numel() > 0
-            and self.x_prev is not None
-            and self.product_prev is not None
-            and self.update is not None
-            and self.trend is not None
-            and self.trend_product is not None
-        ):
-            rows = returning
-            lr, left, right = self.update
-            x_prev = self.x_prev.index_select(0, rows)
-            inner = (x_prev if mask is None else x_prev * mask.index_select(0, rows)) @ left.T
-            product_prev = torch.addmm(
-                self.product_prev.index_select(0, rows), inner, right, alpha=-lr
-            )
-            self._returned = (rows, product_prev)
-            x0.index_copy_(
-                0, rows, x_prev + self.trend.index_select(0, rows) + change[0].index_select(0, rows)
-            )
+        if jumps is None or mask is None or apply is None or self.trend is None:
+            return x0, product0, self.ratio, False
+        pending = jumps.nonzero().squeeze(1)
+        for j in range(1, len(self.past)):
+            if pending.numel() == 0:
+                break
+            mask_then = self.past[j][1]
+            same = (mask.index_select(0, pending) == mask_then.index_select(0, pending)).all(1)
+            if bool(same.any()):
+                self._returned.append((pending[same], j))
+            pending = pending[~same]
+        if not self._returned:
+            return x0, product0, self.ratio, False
+        rows = torch.cat([r for r, _ in self._returned])
+        x_then = torch.cat([self.past[j][0].index_select(0, r) for r, j in self._returned])
+        self._returned_product = apply(x_then, rows)  # exact, under the current W and mask
+        self.restarted = rows.numel()
+        # they move by j + 1 smooth changes since: j trends and the next predicted change
+        steps = torch.cat([torch.full((r.numel(), 1), float(j), dtype=x0.dtype, device=x0.device)
+                           for r, j in self._returned])  # fmt: skip
+        x0.index_copy_(
+            0,
+            rows,
+            torch.addcmul(x_then, steps, self.trend.index_select(0, rows)).add_(
+                change[0].index_select(0, rows)
+            ),
+        )
+        if self.trend_product is not None:
             product0.index_copy_(
                 0,
                 rows,
-                product_prev
-                + self.trend_product.index_select(0, rows)
-                + change[1].index_select(0, rows),
+                torch.addcmul(
+                    self._returned_product, steps, self.trend_product.index_select(0, rows)
+                ).add_(change[1].index_select(0, rows)),
             )
         return x0, product0, self.ratio, False
 
@@ -128,14 +136,16 @@ class WarmStart:
         *,
         keep_history: bool,
         jumps: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
     ) -> None:
-        """A solve ended at input ``x`` with ``product`` (exact, as the stored pair is).
+        """A solve ended at input ``x`` with ``product`` (exact, as the stored pair is; its
+        mask ``mask`` when the product is masked).
 
         With ``keep_history`` the change ``x − self.x`` becomes the trend of every row
-        except the ``jumps`` (n,) bool: a row that returned (see :meth:`start`) takes half
-        its change over two steps, an other jump row its previous trend times c (a flip is
-        a jump, not a trend); c is refitted on the rows without a jump:
-        c = Σ⟨t_new, t_old⟩ / Σ‖t_old‖², clamped to [−1, 1].
+        except the ``jumps`` (n,) bool: a row that returned to an earlier state (see
+        :meth:`start`) takes its change since that state divided by the steps, an other
+        jump row its previous trend times c (a flip is a jump, not a trend); c is refitted
+        on the rows without a jump: c = Σ⟨t_new, t_old⟩ / Σ‖t_old‖², clamped to [−1, 1].
         """
         if keep_history:
             change, change_product = x - self.x, product - self.product
@@ -160,12 +170,18 @@ class WarmStart:
                     change_product.index_copy_(
                         0, rows, self.ratio * old_product.index_select(0, rows)
                     )
-                if self._returned is not None and self.x_prev is not None:
-                    rows, product_prev = self._returned  # half the change over two steps
-                    two_steps = x.index_select(0, rows) - self.x_prev.index_select(0, rows)
-                    change.index_copy_(0, rows, two_steps / 2)
+                if self._returned and self._returned_product is not None:
+                    rows = torch.cat([r for r, _ in self._returned])  # the change since, per step
+                    x_then = torch.cat(
+                        [self.past[j][0].index_select(0, r) for r, j in self._returned]
+                    )
+                    steps = torch.cat(
+                        [torch.full((r.numel(), 1), j + 1.0, dtype=x.dtype, device=x.device)
+                         for r, j in self._returned]
+                    )  # fmt: skip
+                    change.index_copy_(0, rows, (x.index_select(0, rows) - x_then) / steps)
                     change_product.index_copy_(
-                        0, rows, (product.index_select(0, rows) - product_prev) / 2
+                        0, rows, (product.index_select(0, rows) - self._returned_product) / steps
                     )
                     # no acceleration for them: the change before is the same (the old trend
                     # is only kept as trend_prev, so it may be overwritten)
@@ -174,9 +190,10 @@ class WarmStart:
                 self.ratio = min(max(ratio, -1.0), 1.0) if math.isfinite(ratio) else math.nan
             self.trend_prev, self.trend_prev_product = change_prev, change_prev_product
             self.trend, self.trend_product = change, change_product
-            self.x_prev, self.product_prev = self.x, self.product
-        self._returned = None
+        self._returned, self._returned_product = [], None
         self.x, self.product = x, product
+        if self.memory > 0 and mask is not None:
+            self.past = [(x, mask), *self.past][: self.memory + 1]
 
     def correct(
         self, lr: float, left: torch.Tensor, right: torch.Tensor, mask: torch.Tensor | None = None
@@ -188,16 +205,14 @@ class WarmStart:
         """
         inner = (self.x if mask is None else self.x * mask) @ left.T
         self.product = torch.addmm(self.product, inner, right, alpha=-lr)
-        self.update = (lr, left, right)
 
     def remask(
         self, W: torch.Tensor, old_mask: torch.Tensor, new_mask: torch.Tensor
     ) -> torch.Tensor:
-        """Products (old ⊙ v) W → (new ⊙ v) W of x and of what is kept with it (x_prev,
-        the trends); returns the row of every flipped entry."""
+        """Products (old ⊙ v) W → (new ⊙ v) W of x and of the trends; returns the row of
+        every flipped entry. (The past states keep their own masks.)"""
         flips = mask_flips(old_mask, new_mask)
-        for v, p in (("x_prev", "product_prev"), ("trend", "trend_product"),
-                     ("trend_prev", "trend_prev_product")):  # fmt: skip
+        for v, p in (("trend", "trend_product"), ("trend_prev", "trend_prev_product")):
             vector, product = getattr(self, v), getattr(self, p)
             if vector is not None and product is not None and product is not self.product:
                 apply_flips(W, vector, flips, product)
@@ -207,24 +222,23 @@ class WarmStart:
     def refresh(self, apply: Callable[[torch.Tensor], torch.Tensor]) -> None:
         """Recompute the product exactly (the trend keeps its approximate product)."""
         self.product = apply(self.x)
-        self.update = None  # product_prev is not one plain update behind any more
 
     def state_dict(self) -> dict:
         state = {k: getattr(self, k) for k in _TENSORS}
         state = {k: None if v is None else v.clone() for k, v in state.items()}
-        update = (
-            None if self.update is None else (self.update[0], *(t.clone() for t in self.update[1:]))
-        )
-        return state | {"ratio": self.ratio, "update": update, "coefficients": self.coefficients}
+        return state | {
+            "ratio": self.ratio,
+            "coefficients": self.coefficients,
+            "past": [tuple(t.clone() for t in entry) for entry in self.past],
+        }
 
     def load_state_dict(self, state: dict) -> None:
         for k in _TENSORS:
             setattr(self, k, None if state[k] is None else state[k].clone())
         self.ratio = state["ratio"]
         self.coefficients = tuple(state["coefficients"])
-        update = state["update"]
-        self.update = None if update is None else (update[0], *(t.clone() for t in update[1:]))
-        self._returned = None
+        self.past = [tuple(t.clone() for t in entry) for entry in state["past"]]
+        self._returned, self._returned_product, self.restarted = [], None, 0
 
 
 def _fit_second_order(
