@@ -29,7 +29,7 @@ def _advance_through(start: WarmStart, xs, M, jumps=None):
 
 def test_second_order_prediction_is_exact_on_a_quadratic_path():
     xs, M = _path(order=2, steps=4)
-    start = WarmStart(xs[0], xs[0] @ M, order=2)
+    start = WarmStart(xs[0], xs[0] @ M)
     _advance_through(start, xs[1:3], M)  # history: x(0), x(1), x(2)
     x0, product, _, verified = start.start()
     assert not verified
@@ -46,7 +46,7 @@ def test_second_order_fit_follows_a_geometric_trend_and_a_damped_one():
         xs = [torch.zeros_like(v)]
         for t in changes:
             xs.append(xs[-1] + t)
-        start = WarmStart(xs[0], xs[0] @ M, order=2)
+        start = WarmStart(xs[0], xs[0] @ M)
         _advance_through(start, xs[1:5], M)
         x0, product, _, _ = start.start()
         torch.testing.assert_close(x0, xs[5], rtol=1e-10, atol=1e-10)
@@ -114,7 +114,7 @@ def test_a_row_whose_mask_returns_restarts_from_that_state():
     states = [x.clone() for x in xs]
     states[3][0] += 100.0
     states[3][2] += 100.0
-    start = WarmStart(states[0], states[0] @ M, order=2, memory=3)
+    start = WarmStart(states[0], states[0] @ M, memory=3)
     for t in range(1, 5):
         if t == 4:
             x0, product, _, _ = start.start(jumps_at[4], masks[4], lambda x, rows: x @ M)

@@ -169,14 +169,16 @@ def _iterate(
         n_active = int(active.sum())
         if not math.isfinite(residuals[-1]) or n_active == 0 or step == max_iter:
             if rows is not None:  # write the rows still in the compact block back
-                x.index_copy_(0, rows, xk), x_in.index_copy_(0, rows, xk_in)
+                x.index_copy_(0, rows, xk)
+                x_in.index_copy_(0, rows, xk_in)
                 product.index_copy_(0, rows, pk)
             return x, x_in, product, step, n_products, residuals, n_active == 0
         if n_active < res.numel():  # shrink: store converged rows, compact the active ones
             keep = active.nonzero().squeeze(1)
             if step == 1:  # the caller's arrays: copy before writing rows into them
                 x_in, product = x_in.clone(), product.clone()
-            if rows is not None:
+            compact = rows is not None
+            if compact:
                 done = (~active).nonzero().squeeze(1)
                 x.index_copy_(0, rows[done], xk[done])
                 x_in.index_copy_(0, rows[done], xk_in[done])
@@ -185,7 +187,8 @@ def _iterate(
             else:  # leave the full arrays to the results, iterate in a block of its own
                 rows, buffers = keep, _Block(x_in, n_active)
             xs, pk, scratch = buffers.views(n_active)
-            current = 1 - current if xk.data_ptr() == xs[current].data_ptr() else current
+            if compact:  # xk is in xs[current] of this block: gather into the other one
+                current = 1 - current
             xk = torch.index_select(xk, 0, keep, out=xs[current])
             data_k = tuple(t.index_select(0, keep) if t.shape[0] > 1 else t for t in data_k)
         step += 1

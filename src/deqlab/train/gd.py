@@ -141,10 +141,9 @@ class GDTrainer:
         # All (m, n) state is kept in rows (n, m), one per sample (see relu_deq_solve).
         zeros = torch.zeros(self.X.shape[1], model.m, dtype=W.dtype, device=W.device)
         # Warm starts with their products; Z = 0 and C = 0 have zero products for free.
-        self.forward_start = WarmStart(zeros, zeros.clone(), order=2)  # product P = Z_in Wᵀ
-        # C moves smoothly (mostly with a) between its jumps: second-order extrapolation
+        self.forward_start = WarmStart(zeros, zeros.clone())  # product P = Z_in Wᵀ
         self.adjoint_start = WarmStart(  # product Q = (Q_mask ⊙ C_in) W
-            zeros.clone(), zeros.clone(), order=2, memory=ADJOINT_MEMORY
+            zeros.clone(), zeros.clone(), memory=ADJOINT_MEMORY
         )
         self.Q_mask: torch.Tensor | None = None  # (n, m); None: C_in = 0, any mask
         self.W0, self.U0, self.a0 = W.clone(), U.clone(), a.clone()

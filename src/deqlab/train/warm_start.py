@@ -7,21 +7,20 @@ multiplication by the ReLU mask), kept exact: after the GD update W ← W − η
 L, R) it is corrected by thin products only (:meth:`WarmStart.correct`), and after a mask
 change through the flipped entries only (:meth:`WarmStart.remask`).
 
-The extrapolated start is ``x + c t`` (order 1) or ``x + α t + β (t − t_prev)`` (order
-2, (α, β) fitted to the last change from the two before it): t is the last *smooth*
+The extrapolated start is ``x + α t + β (t − t_prev)``, (α, β) fitted to the last change
+from the two before it (``x + c t`` while only one change is known): t is the last *smooth*
 change of each row, the difference of the last two inputs, except in a row whose
 difference contains a jump (its mask flipped), which keeps c times its previous trend;
 c is the least-squares ratio of consecutive changes. A row whose mask returns to the one
 of an input up to ``memory`` steps back (its flips undone) starts from that input
 instead, moved by the smooth changes since (:meth:`WarmStart.start`). The products of the
 trends are differences of exact products, taken when the trends were formed, and are not
-corrected afterwards:
-after one GD step the start's product is off by the product of the parameter change
-with the predicted change, a change of a change (for C in the benchmark ≈ 1e-6 relative,
-several times below the start's own error). An extrapolated start is therefore not
-*verified*: the solve must compute at least one exact product per row before it may stop
-(``verified_start`` of :func:`deqlab.models.relu_deq_solve.solve_forward`), so every
-returned solution and product is exact. Used by :class:`deqlab.train.gd.GDTrainer`.
+corrected afterwards: after one GD step the start's product is off by the product of the
+parameter change with the predicted change, a change of a change (for C in the benchmark
+≈ 1e-6 relative, several times below the start's own error). An extrapolated start is
+therefore not *verified*: the solve must compute at least one exact product per row
+before it may stop (``verified_start`` of :func:`deqlab.models.relu_deq_solve.solve_forward`),
+so every returned solution and product is exact. Used by :class:`deqlab.train.gd.GDTrainer`.
 """
 
 from __future__ import annotations
@@ -44,28 +43,31 @@ class WarmStart:
     one (:meth:`start`).
     """
 
-    def __init__(
-        self, x: torch.Tensor, product: torch.Tensor, order: int = 1, memory: int = 0
-    ) -> None:
-        self.x, self.product, self.order, self.memory = x, product, order, memory
+    def __init__(self, x: torch.Tensor, product: torch.Tensor, memory: int = 0) -> None:
+        self.x, self.product, self.memory = x, product, memory
         self.trend: torch.Tensor | None = None  # (n, m) last smooth change per row
         self.trend_product: torch.Tensor | None = None  # its product when it was formed
-        self.trend_prev: torch.Tensor | None = None  # the change before (order 2)
+        self.trend_prev: torch.Tensor | None = None  # the change before
         self.trend_prev_product: torch.Tensor | None = None
         self.ratio = math.nan  # c: least-squares ratio of the last two changes
-        self.coefficients = (1.0, 1.0)  # (α, β) of the order-2 prediction
+        self.coefficients = (1.0, 1.0)  # (α, β) of the prediction
         self.past: list[tuple[torch.Tensor, torch.Tensor]] = []  # (input, mask), newest first
-        self._returned: list[tuple[torch.Tensor, int]] = []  # (rows, j) of the last start
-        self._returned_product: torch.Tensor | None = None  # their exact products
-        self.restarted = 0  # rows the last start took from the past (one exact product each)
+        # the last start's restarted rows: (rows, their input then, (k, 1) steps since, the
+        # exact product of that input); None if there were none
+        self._restart: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+
+    @property
+    def restarted(self) -> int:
+        """Rows the last start took from the past (one exact product each)."""
+        return 0 if self._restart is None else self._restart[0].numel()
 
     def _predicted_change(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The next change and its product: c t (order 1) or α t + β (t − t_prev) (order 2;
-        α = β = 1 is the quadratic extrapolation 2t − t_prev)."""
+        """The next change and its product: α t + β (t − t_prev) (α = β = 1 is the
+        quadratic extrapolation 2t − t_prev), or c t while t_prev is unknown."""
         t, tp = self.trend, self.trend_product
         if t is None or tp is None or math.isnan(self.ratio):
             return None
-        if self.order == 2 and self.trend_prev is not None and self.trend_prev_product is not None:
+        if self.trend_prev is not None and self.trend_prev_product is not None:
             alpha, beta = self.coefficients  # (α + β) t − β t_prev
             return (
                 torch.mul(t, alpha + beta).sub_(self.trend_prev, alpha=beta),
@@ -87,13 +89,14 @@ class WarmStart:
         since. Those rows' products are computed exactly by ``apply(inputs, rows)`` (one
         product over them; ``restarted`` counts them).
         """
-        self._returned, self._returned_product, self.restarted = [], None, 0
+        self._restart = None
         change = self._predicted_change()
         if change is None:
             return self.x, self.product, math.nan, True
         x0, product0 = self.x + change[0], self.product + change[1]
         if jumps is None or mask is None or apply is None or self.trend is None:
             return x0, product0, self.ratio, False
+        found: list[tuple[torch.Tensor, int]] = []  # (rows, j)
         pending = jumps.nonzero().squeeze(1)
         for j in range(1, len(self.past)):
             if pending.numel() == 0:
@@ -101,21 +104,21 @@ class WarmStart:
             mask_then = self.past[j][1]
             same = (mask.index_select(0, pending) == mask_then.index_select(0, pending)).all(1)
             if bool(same.any()):
-                self._returned.append((pending[same], j))
+                found.append((pending[same], j))
             pending = pending[~same]
-        if not self._returned:
+        if not found:
             return x0, product0, self.ratio, False
-        rows = torch.cat([r for r, _ in self._returned])
-        x_then = torch.cat([self.past[j][0].index_select(0, r) for r, j in self._returned])
-        self._returned_product = apply(x_then, rows)  # exact, under the current W and mask
-        self.restarted = rows.numel()
-        # they move by j + 1 smooth changes since: j trends and the next predicted change
-        steps = torch.cat([torch.full((r.numel(), 1), float(j), dtype=x0.dtype, device=x0.device)
-                           for r, j in self._returned])  # fmt: skip
+        rows = torch.cat([r for r, _ in found])
+        x_then = torch.cat([self.past[j][0].index_select(0, r) for r, j in found])
+        steps = torch.cat([r.new_full((r.numel(),), j + 1) for r, j in found])
+        steps = steps.to(x0.dtype)[:, None]  # (k, 1): steps from that input to this start
+        product_then = apply(x_then, rows)  # exact, under the current W and mask
+        self._restart = (rows, x_then, steps, product_then)
+        # they move by the steps' smooth changes: steps − 1 trends and the predicted change
         x0.index_copy_(
             0,
             rows,
-            torch.addcmul(x_then, steps, self.trend.index_select(0, rows)).add_(
+            torch.addcmul(x_then, steps - 1, self.trend.index_select(0, rows)).add_(
                 change[0].index_select(0, rows)
             ),
         )
@@ -124,7 +127,7 @@ class WarmStart:
                 0,
                 rows,
                 torch.addcmul(
-                    self._returned_product, steps, self.trend_product.index_select(0, rows)
+                    product_then, steps - 1, self.trend_product.index_select(0, rows)
                 ).add_(change[1].index_select(0, rows)),
             )
         return x0, product0, self.ratio, False
@@ -150,7 +153,6 @@ class WarmStart:
         if keep_history:
             change, change_product = x - self.x, product - self.product
             old, old_product = self.trend, self.trend_product
-            change_prev, change_prev_product = self.trend, self.trend_product
             if old is not None and old_product is not None:
                 fit = None if jumps is None else ~jumps
                 cross = (change * old).sum(dim=1)  # (n,)
@@ -159,7 +161,7 @@ class WarmStart:
                     cross, square = cross[fit], square[fit]
                 denominator = float(square.sum())
                 ratio = float(cross.sum()) / denominator if denominator > 0.0 else math.nan
-                if self.order == 2 and self.trend_prev is not None:
+                if self.trend_prev is not None:
                     fallback = (ratio, 0.0) if math.isfinite(ratio) else (1.0, 1.0)
                     self.coefficients = _fit_second_order(
                         change, old, self.trend_prev, fit, fallback
@@ -170,27 +172,20 @@ class WarmStart:
                     change_product.index_copy_(
                         0, rows, self.ratio * old_product.index_select(0, rows)
                     )
-                if self._returned and self._returned_product is not None:
-                    rows = torch.cat([r for r, _ in self._returned])  # the change since, per step
-                    x_then = torch.cat(
-                        [self.past[j][0].index_select(0, r) for r, j in self._returned]
-                    )
-                    steps = torch.cat(
-                        [torch.full((r.numel(), 1), j + 1.0, dtype=x.dtype, device=x.device)
-                         for r, j in self._returned]
-                    )  # fmt: skip
+                if self._restart is not None:  # the change since, per step
+                    rows, x_then, steps, product_then = self._restart
                     change.index_copy_(0, rows, (x.index_select(0, rows) - x_then) / steps)
                     change_product.index_copy_(
-                        0, rows, (product.index_select(0, rows) - self._returned_product) / steps
+                        0, rows, (product.index_select(0, rows) - product_then) / steps
                     )
                     # no acceleration for them: the change before is the same (the old trend
                     # is only kept as trend_prev, so it may be overwritten)
-                    change_prev.index_copy_(0, rows, change.index_select(0, rows))
-                    change_prev_product.index_copy_(0, rows, change_product.index_select(0, rows))
+                    old.index_copy_(0, rows, change.index_select(0, rows))
+                    old_product.index_copy_(0, rows, change_product.index_select(0, rows))
                 self.ratio = min(max(ratio, -1.0), 1.0) if math.isfinite(ratio) else math.nan
-            self.trend_prev, self.trend_prev_product = change_prev, change_prev_product
+            self.trend_prev, self.trend_prev_product = old, old_product
             self.trend, self.trend_product = change, change_product
-        self._returned, self._returned_product = [], None
+        self._restart = None
         self.x, self.product = x, product
         if self.memory > 0 and mask is not None:
             self.past = [(x, mask), *self.past][: self.memory + 1]
@@ -238,7 +233,7 @@ class WarmStart:
         self.ratio = state["ratio"]
         self.coefficients = tuple(state["coefficients"])
         self.past = [tuple(t.clone() for t in entry) for entry in state["past"]]
-        self._returned, self._returned_product, self.restarted = [], None, 0
+        self._restart = None
 
 
 def _fit_second_order(
