@@ -106,10 +106,10 @@ class AdjointSolve(CachedSolve):
 
 
 def _row_residuals(x: torch.Tensor, x_in: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
-    """‖x_i − x_in,i‖ / ‖x_i‖ per row (0 if both are 0, inf if only x_i is 0)."""
+    """‖x_i − x_in,i‖ / ‖x_i‖ per row (0 where x_i = x_in,i, inf where only x_i is 0)."""
     diff = torch.linalg.vector_norm(torch.sub(x, x_in, out=scratch), dim=1)  # (k,)
-    scale = torch.linalg.vector_norm(x, dim=1)
-    return torch.where(scale > 0, diff / scale, torch.where(diff == 0, 0.0, math.inf))
+    same = diff == 0
+    return diff.div_(torch.linalg.vector_norm(x, dim=1)).masked_fill_(same, 0.0)
 
 
 class _Block:
@@ -157,33 +157,39 @@ def _iterate(
     xs, pk, scratch = buffers.views(n)
     x = finish(product, *row_data, out=xs[0])  # (n, m)
     current = 0  # xs[current] holds the latest x
-    res = _row_residuals(x, x_in, scratch)  # (n,)
-    res_all = res.clone()  # every row's latest residual, for the reported maximum
-    residuals = [float(res.max())]
+    res = _row_residuals(x, x_in, scratch)  # (k,): the rows being iterated
+    residuals = [float(res.max())]  # NaN if any row's is
+    settled = 0.0  # the largest residual of the rows no longer iterated (each <= tol)
     n_products, step = 0.0, 1
     rows: torch.Tensor | None = None  # None: every row is active, iterate the full arrays
     xk, xk_in, data_k = x, x_in, row_data
     while True:
-        # NaN counts as active; an unverified start is not a result
-        active = ~(res <= tol) if verified_start or step > 1 else torch.ones_like(res, dtype=bool)
-        n_active = int(active.sum())
-        if not math.isfinite(residuals[-1]) or n_active == 0 or step == max_iter:
+        k = xk.shape[0]
+        finite = math.isfinite(residuals[-1])
+        if verified_start or step > 1:  # an unverified start is not a result
+            active = res > tol
+            keep = active.nonzero().squeeze(1)
+            n_active = keep.numel()
+        else:
+            n_active = k
+        if not finite or n_active == 0 or step == max_iter:
             if rows is not None:  # write the rows still in the compact block back
                 x.index_copy_(0, rows, xk)
                 x_in.index_copy_(0, rows, xk_in)
                 product.index_copy_(0, rows, pk)
-            return x, x_in, product, step, n_products, residuals, n_active == 0
-        if n_active < res.numel():  # shrink: store converged rows, compact the active ones
-            keep = active.nonzero().squeeze(1)
+            return x, x_in, product, step, n_products, residuals, finite and n_active == 0
+        if n_active < k:  # shrink: store converged rows, compact the active ones
+            settled = max(settled, float(res.masked_fill(active, 0.0).max()))
             if step == 1:  # the caller's arrays: copy before writing rows into them
                 x_in, product = x_in.clone(), product.clone()
             compact = rows is not None
             if compact:
                 done = (~active).nonzero().squeeze(1)
-                x.index_copy_(0, rows[done], xk[done])
-                x_in.index_copy_(0, rows[done], xk_in[done])
-                product.index_copy_(0, rows[done], pk[done])
-                rows = rows[keep]
+                back = rows.index_select(0, done)
+                x.index_copy_(0, back, xk.index_select(0, done))
+                x_in.index_copy_(0, back, xk_in.index_select(0, done))
+                product.index_copy_(0, back, pk.index_select(0, done))
+                rows = rows.index_select(0, keep)
             else:  # leave the full arrays to the results, iterate in a block of its own
                 rows, buffers = keep, _Block(x_in, n_active)
             xs, pk, scratch = buffers.views(n_active)
@@ -198,10 +204,9 @@ def _iterate(
         res = _row_residuals(xk, xk_in, scratch)
         n_products += xk.shape[0] / n
         if rows is None:
-            x, x_in, product, res_all = xk, xk_in, pk, res
-        else:
-            res_all[rows] = res
-        residuals.append(float(res_all.max()))
+            x, x_in, product = xk, xk_in, pk
+        latest = float(res.max())
+        residuals.append(latest if math.isnan(latest) else max(settled, latest))
 
 
 def solve_forward(
