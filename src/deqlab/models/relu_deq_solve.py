@@ -41,6 +41,7 @@ import torch
 from deqlab._checks import check_int, check_positive
 
 DEFAULT_MAX_ITER = 1000
+SHRINK = 8
 
 
 class SolveError(RuntimeError):
@@ -178,7 +179,7 @@ def _iterate(
                 x_in.index_copy_(0, rows, xk_in)
                 product.index_copy_(0, rows, pk)
             return x, x_in, product, step, n_products, residuals, finite and n_active == 0
-        if n_active < k:  # shrink: store converged rows, compact the active ones
+        if k - n_active >= max(1, k // SHRINK):  # shrink: store converged rows, compact the active ones
             settled = max(settled, float(res.masked_fill(active, 0.0).max()))
             if step == 1:  # the caller's arrays: copy before writing rows into them
                 x_in, product = x_in.clone(), product.clone()

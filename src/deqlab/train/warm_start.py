@@ -32,7 +32,9 @@ import torch
 
 from deqlab.models.relu_deq_solve import apply_flips, mask_flips
 
-_TENSORS = ("x", "product", "trend", "trend_product", "trend_prev", "trend_prev_product")
+_TENSORS = (
+    "x", "product", "trend", "trend_product", "trend_prev", "trend_prev_product", "_inner"
+)  # fmt: skip
 
 
 class WarmStart:
@@ -55,6 +57,8 @@ class WarmStart:
         # the last start's restarted rows: (rows, their input then, (k, 1) steps since, the
         # exact product of that input); None if there were none
         self._restart: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._inner: torch.Tensor | None = None
+        self._inner_age = 0
 
     @property
     def restarted(self) -> int:
@@ -191,15 +195,31 @@ class WarmStart:
             self.past = [(x, mask), *self.past][: self.memory + 1]
 
     def correct(
-        self, lr: float, left: torch.Tensor, right: torch.Tensor, mask: torch.Tensor | None = None
-    ) -> None:
+        self,
+        lr: float,
+        left: torch.Tensor,
+        right: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        *,
+        reuse: int = 0,
+    ) -> int:
         """After M ← M − lr · rightᵀ left (so that T(x) Mᵀ loses lr · T(x) leftᵀ right):
         product ← product − lr · (T(x) leftᵀ) right, T(x) = x or x ⊙ ``mask``.
 
-        Two thin products, 2n/m of an m×m by m×n product.
+        Two thin products, 2n/m of an m×m by m×n product. With ``reuse`` = k > 0 the inner
+        product T(x) leftᵀ is recomputed only every k + 1 calls (one thin product in
+        between): for Z, whose inputs move by ~1e-4 relative per GD step, the correction
+        is then off by ~1e-3 of itself, far below the error of an extrapolated start, so
+        only for a product that feeds an unverified start. Returns the thin products done.
         """
-        inner = (self.x if mask is None else self.x * mask) @ left.T
-        self.product = torch.addmm(self.product, inner, right, alpha=-lr)
+        fresh = self._inner is None or self._inner_age >= reuse
+        if fresh:
+            self._inner = (self.x if mask is None else self.x * mask) @ left.T
+            self._inner_age = 0
+        else:
+            self._inner_age += 1
+        self.product = torch.addmm(self.product, self._inner, right, alpha=-lr)
+        return 2 if fresh else 1
 
     def remask(
         self, W: torch.Tensor, old_mask: torch.Tensor, new_mask: torch.Tensor
@@ -224,6 +244,7 @@ class WarmStart:
         return state | {
             "ratio": self.ratio,
             "coefficients": self.coefficients,
+            "inner_age": self._inner_age,
             "past": [tuple(t.clone() for t in entry) for entry in self.past],
         }
 
@@ -232,6 +253,7 @@ class WarmStart:
             setattr(self, k, None if state[k] is None else state[k].clone())
         self.ratio = state["ratio"]
         self.coefficients = tuple(state["coefficients"])
+        self._inner_age = state["inner_age"]
         self.past = [tuple(t.clone() for t in entry) for entry in state["past"]]
         self._restart = None
 
