@@ -24,8 +24,9 @@ samples, per-sample norms and mask flips move contiguous rows). With ``rows=True
 all its state that way); by default they convert from and to the paper's layout.
 
 Stopping rule, per column (sample) as in torchdeq's ``'rel'`` mode:
-``‖x_{k+1,i} − x_{k,i}‖ <= tol · ‖x_{k+1,i}‖`` for every column i; a column that meets it
-is not iterated again, so late iterations cost a fraction of a product. The reported
+``‖x_{k+1,i} − x_{k,i}‖ <= tol · ‖x_{k+1,i}‖`` for every column i; columns that meet it
+are soon no longer iterated (see ``COMPACT_SHARE``), so late iterations cost a fraction
+of a product. The reported
 residual is the largest column residual; ``n_products`` counts products in units of a
 full m×m by m×n product (a product over k of the n columns counts k/n).
 """
@@ -41,7 +42,11 @@ import torch
 from deqlab._checks import check_int, check_positive
 
 DEFAULT_MAX_ITER = 1000
-SHRINK = 8
+
+#: A block of rows is compacted once at least 1/COMPACT_SHARE of them (and at least one)
+#: have converged: until then the converged rows are iterated on, which costs less than
+#: the gathers of a compaction (they stay converged: the iteration contracts).
+COMPACT_SHARE = 8
 
 
 class SolveError(RuntimeError):
@@ -140,12 +145,13 @@ def _iterate(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int, float, list[float], bool]:
     """Picard on ``x ← finish(apply(x))`` from ``x_in`` with ``product = apply(x_in)``.
 
-    Columns are independent problems: a column whose relative residual is <= ``tol`` is
-    not iterated again, so a product costs (active columns)/n of a full one. The loop
-    works on rows (n, m), one row per column. While every row is active it iterates the
-    full arrays; once some rows have converged it iterates a compact block of the active
-    rows, gathered once per shrink (with their ``row_data``, per-row tensors (n, ·) such
-    as B or D), and writes rows back into the full arrays as they converge.
+    Columns are independent problems: columns whose relative residual is <= ``tol`` drop
+    out, so a product costs (iterated columns)/n of a full one. The loop works on rows
+    (n, m), one row per column. It iterates the full arrays until 1/``COMPACT_SHARE`` of
+    the rows have converged, then a compact block of the active rows (gathered with their
+    ``row_data``, per-row tensors (n, ·) such as B or D), compacted again on the same rule
+    and writing converged rows back into the full arrays; a row is returned from the
+    iteration where it was last iterated (converged, possibly more than once).
     ``apply(x, *rows_data, out=, scratch=)`` and ``finish(p, *rows_data, out=)`` receive
     blocks (k, m) and write into ``out``. Inputs and results are rows (n, m); the inputs
     are not modified. Without ``verified_start`` (``product`` only approximates
@@ -179,7 +185,7 @@ def _iterate(
                 x_in.index_copy_(0, rows, xk_in)
                 product.index_copy_(0, rows, pk)
             return x, x_in, product, step, n_products, residuals, finite and n_active == 0
-        if k - n_active >= max(1, k // SHRINK):  # shrink: store converged rows, compact the active ones
+        if k - n_active >= max(1, k // COMPACT_SHARE):  # store converged rows, compact the rest
             settled = max(settled, float(res.masked_fill(active, 0.0).max()))
             if step == 1:  # the caller's arrays: copy before writing rows into them
                 x_in, product = x_in.clone(), product.clone()
