@@ -65,19 +65,16 @@ class WarmStart:
         """Rows the last start took from the past (one exact product each)."""
         return 0 if self._restart is None else self._restart[0].numel()
 
-    def _predicted_change(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The next change and its product: α t + β (t − t_prev) (α = β = 1 is the
-        quadratic extrapolation 2t − t_prev), or c t while t_prev is unknown."""
-        t, tp = self.trend, self.trend_product
-        if t is None or tp is None or math.isnan(self.ratio):
+    def _prediction(self) -> tuple[float, float] | None:
+        """(p, q) of the predicted next change p t − q t_prev: α t + β (t − t_prev) is
+        p = α + β, q = β (α = β = 1: the quadratic extrapolation 2t − t_prev), or c t
+        (q = 0) while t_prev is unknown; None without a trend."""
+        if self.trend is None or self.trend_product is None or math.isnan(self.ratio):
             return None
         if self.trend_prev is not None and self.trend_prev_product is not None:
-            alpha, beta = self.coefficients  # (α + β) t − β t_prev
-            return (
-                torch.mul(t, alpha + beta).sub_(self.trend_prev, alpha=beta),
-                torch.mul(tp, alpha + beta).sub_(self.trend_prev_product, alpha=beta),
-            )
-        return self.ratio * t, self.ratio * tp
+            alpha, beta = self.coefficients
+            return alpha + beta, beta
+        return self.ratio, 0.0
 
     def start(
         self,
@@ -94,47 +91,41 @@ class WarmStart:
         product over them; ``restarted`` counts them).
         """
         self._restart = None
-        change = self._predicted_change()
-        if change is None:
+        prediction = self._prediction()
+        if prediction is None:
             return self.x, self.product, math.nan, True
-        x0, product0 = self.x + change[0], self.product + change[1]
-        if jumps is None or mask is None or apply is None or self.trend is None:
+        p, q = prediction
+        x0 = _extrapolate(self.x, self.trend, self.trend_prev, p, q)
+        product0 = _extrapolate(self.product, self.trend_product, self.trend_prev_product, p, q)
+        if jumps is None or mask is None or apply is None or len(self.past) < 2:
             return x0, product0, self.ratio, False
-        found: list[tuple[torch.Tensor, int]] = []  # (rows, j)
         pending = jumps.nonzero().squeeze(1)
-        for j in range(1, len(self.past)):
-            if pending.numel() == 0:
-                break
-            mask_then = self.past[j][1]
-            same = (mask.index_select(0, pending) == mask_then.index_select(0, pending)).all(1)
-            if bool(same.any()):
-                found.append((pending[same], j))
-            pending = pending[~same]
-        if not found:
+        if pending.numel() == 0:
             return x0, product0, self.ratio, False
-        rows = torch.cat([r for r, _ in found])
-        x_then = torch.cat([self.past[j][0].index_select(0, r) for r, j in found])
-        steps = torch.cat([r.new_full((r.numel(),), j + 1) for r, j in found])
-        steps = steps.to(x0.dtype)[:, None]  # (k, 1): steps from that input to this start
+        masks_then = torch.stack([m.index_select(0, pending) for _, m in self.past[1:]])
+        same = (masks_then == mask.index_select(0, pending)).all(dim=2)  # (j, pending)
+        found = same.any(dim=0)
+        if not bool(found.any()):
+            return x0, product0, self.ratio, False
+        back = same.to(torch.int8).argmax(dim=0)[found]  # the most recent such state
+        rows = pending[found]
+        inputs_then = torch.stack([x.index_select(0, rows) for x, _ in self.past[1:]])
+        x_then = inputs_then[back, torch.arange(rows.numel(), device=rows.device)]
+        steps = (back + 2).to(x0.dtype)[:, None]  # (k, 1): steps from that input to this start
         product_then = apply(x_then, rows)  # exact, under the current W and mask
         self._restart = (rows, x_then, steps, product_then)
         # they move by the steps' smooth changes: steps − 1 trends and the predicted change
-        x0.index_copy_(
-            0,
-            rows,
-            torch.addcmul(x_then, steps - 1, self.trend.index_select(0, rows)).add_(
-                change[0].index_select(0, rows)
-            ),
-        )
-        if self.trend_product is not None:
-            product0.index_copy_(
-                0,
-                rows,
-                torch.addcmul(
-                    product_then, steps - 1, self.trend_product.index_select(0, rows)
-                ).add_(change[1].index_select(0, rows)),
-            )
+        x0.index_copy_(0, rows, self._moved(x_then, steps, rows, p, q, product=False))
+        product0.index_copy_(0, rows, self._moved(product_then, steps, rows, p, q, product=True))
         return x0, product0, self.ratio, False
+
+    def _moved(self, then, steps, rows, p: float, q: float, *, product: bool) -> torch.Tensor:
+        """then + (steps − 1) t + (p t − q t_prev) on ``rows`` (of the products with
+        ``product``)."""
+        trend = self.trend_product if product else self.trend
+        prev = self.trend_prev_product if product else self.trend_prev
+        moved = torch.addcmul(then, steps - 1 + p, trend.index_select(0, rows))
+        return moved.sub_(prev.index_select(0, rows), alpha=q) if q != 0.0 else moved
 
     def advance(
         self,
@@ -158,18 +149,14 @@ class WarmStart:
             change, change_product = x - self.x, product - self.product
             old, old_product = self.trend, self.trend_product
             if old is not None and old_product is not None:
-                fit = None if jumps is None else ~jumps
-                cross = (change * old).sum(dim=1)  # (n,)
-                square = old.square().sum(dim=1)
-                if fit is not None:
-                    cross, square = cross[fit], square[fit]
-                denominator = float(square.sum())
-                ratio = float(cross.sum()) / denominator if denominator > 0.0 else math.nan
+                vectors = [change, old, self.trend_prev] if self.trend_prev is not None else [
+                    change, old
+                ]  # fmt: skip
+                gram = _row_gram(vectors, jumps)  # over the rows without a jump
+                ratio = gram[0][1] / gram[1][1] if gram[1][1] > 0.0 else math.nan
                 if self.trend_prev is not None:
                     fallback = (ratio, 0.0) if math.isfinite(ratio) else (1.0, 1.0)
-                    self.coefficients = _fit_second_order(
-                        change, old, self.trend_prev, fit, fallback
-                    )
+                    self.coefficients = _fit_second_order(gram, fallback)
                 if jumps is not None and not math.isnan(self.ratio) and bool(jumps.any()):
                     rows = jumps.nonzero().squeeze(1)  # their change: c times the trend
                     change.index_copy_(0, rows, self.ratio * old.index_select(0, rows))
@@ -258,21 +245,33 @@ class WarmStart:
         self._restart = None
 
 
+def _extrapolate(base, trend, prev, p: float, q: float) -> torch.Tensor:
+    """base + p trend − q prev (prev is not read when q = 0)."""
+    out = torch.add(base, trend, alpha=p)
+    return out.sub_(prev, alpha=q) if q != 0.0 else out
+
+
+def _row_gram(vectors: list[torch.Tensor], exclude: torch.Tensor | None) -> list[list[float]]:
+    """G_ab = Σ_i ⟨v_a,i, v_b,i⟩ over the rows i not in ``exclude`` ((n,) bool or None), as
+    float64 lists: one product of the stacked (k, n·m) vectors."""
+    stacked = torch.stack(vectors)  # (k, n, m)
+    if exclude is not None:
+        stacked.masked_fill_(exclude[None, :, None], 0.0)
+    flat = stacked.view(len(vectors), -1)
+    return (flat @ flat.T).double().tolist()
+
+
 def _fit_second_order(
-    change: torch.Tensor,
-    trend: torch.Tensor,
-    trend_prev: torch.Tensor,
-    rows: torch.Tensor | None,
-    fallback: tuple[float, float],
+    gram: list[list[float]], fallback: tuple[float, float]
 ) -> tuple[float, float]:
-    """(α, β) minimizing ‖change − α t − β (t − t_prev)‖ over ``rows`` (all if None): the
-    last change predicted from the two before it; ``fallback`` when the two are collinear
-    (a geometric trend: (c, 0)); clamped to [0, 2] × [−1, 2]."""
-    u = trend - trend_prev
-    if rows is not None:
-        change, trend, u = change[rows], trend[rows], u[rows]
-    a, b, c = (float(torch.sum(p * q)) for p, q in ((trend, trend), (trend, u), (u, u)))
-    f, g = float(torch.sum(change * trend)), float(torch.sum(change * u))
+    """(α, β) minimizing ‖change − α t − β (t − t_prev)‖, from the Gram ``gram`` of
+    (change, t, t_prev) (see :func:`_row_gram`): the last change predicted from the two
+    before it; ``fallback`` when the two are collinear (a geometric trend: (c, 0));
+    clamped to [0, 2] × [−1, 2]."""
+    (_, f, f_prev), (_, a, a_prev), (_, _, p_prev) = gram
+    b = a - a_prev  # ⟨t, u⟩, u = t − t_prev
+    c = a - 2.0 * a_prev + p_prev  # ⟨u, u⟩
+    g = f - f_prev  # ⟨change, u⟩
     det = a * c - b * b
     if not (det > 1e-9 * a * c) or not math.isfinite(det):
         return fallback
