@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from deqlab.models import ReLUDEQ
-from deqlab.models.relu_deq_solve import solve_forward
+from deqlab.models.relu_deq_solve import solve_adjoint, solve_forward
 from deqlab.train.warm_start import WarmStart
 
 F64 = torch.float64
@@ -31,7 +31,7 @@ def test_second_order_prediction_is_exact_on_a_quadratic_path():
     xs, M = _path(order=2, steps=4)
     start = WarmStart(xs[0], xs[0] @ M)
     _advance_through(start, xs[1:3], M)  # history: x(0), x(1), x(2)
-    x0, product, _, verified = start.start()
+    x0, product, _, verified, _ = start.start()
     assert not verified
     torch.testing.assert_close(x0, xs[3], rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(product, x0 @ M, rtol=1e-12, atol=1e-12)
@@ -48,7 +48,7 @@ def test_second_order_fit_follows_a_geometric_trend_and_a_damped_one():
             xs.append(xs[-1] + t)
         start = WarmStart(xs[0], xs[0] @ M)
         _advance_through(start, xs[1:5], M)
-        x0, product, _, _ = start.start()
+        x0, product, _, _, _ = start.start()
         torch.testing.assert_close(x0, xs[5], rtol=1e-10, atol=1e-10)
         torch.testing.assert_close(product, x0 @ M, rtol=1e-10, atol=1e-10)
 
@@ -58,7 +58,7 @@ def test_first_order_prediction_is_exact_on_a_straight_path_and_needs_history():
     start = WarmStart(xs[0], xs[0] @ M)
     assert start.start()[3] and math.isnan(start.start()[2])  # no history: x itself
     _advance_through(start, xs[1:3], M)
-    x0, product, c, verified = start.start()
+    x0, product, c, verified, _ = start.start()
     assert c == pytest.approx(1.0, rel=1e-12) and not verified
     torch.testing.assert_close(x0, xs[3], rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(product, x0 @ M, rtol=1e-12, atol=1e-12)
@@ -72,7 +72,7 @@ def test_a_jump_row_gets_its_predicted_change_not_the_jump():
     jumped[1] += 100.0  # row 1 jumps (its mask flipped), the others move on smoothly
     jumps = torch.tensor([False, True, False])
     start.advance(jumped, jumped @ M, keep_history=True, jumps=jumps)
-    x0, product, c, _ = start.start()
+    x0, product, c, _, _ = start.start()
     assert c == pytest.approx(1.0, rel=1e-12)  # fitted on the rows without a jump
     expected = xs[4].clone()
     expected[1] += 100.0  # the jump stays, the trend goes on
@@ -105,7 +105,8 @@ def test_an_unverified_start_takes_one_exact_product_per_row():
 def test_a_row_whose_mask_returns_restarts_from_that_state():
     """Rows 0 and 2 flip a unit at step 3 (their C jumps) and back at step 4: they restart
     from the step-2 state, which had their mask, moved by the smooth changes since; on a
-    straight path that start is exact, its product too."""
+    straight path that start is exact. Their product is left to the solve (``unknown``),
+    the other rows' is exact."""
     xs, M = _path(order=1, steps=7)
     masks = [torch.ones(3, 5, dtype=torch.bool) for _ in range(7)]
     masks[3][0, 1] = masks[3][2, 4] = False  # flipped off at step 3, back on at step 4
@@ -117,10 +118,30 @@ def test_a_row_whose_mask_returns_restarts_from_that_state():
     start = WarmStart(states[0], states[0] @ M, memory=3)
     for t in range(1, 5):
         if t == 4:
-            x0, product, _, _ = start.start(jumps_at[4], masks[4], lambda x, rows: x @ M)
-            assert start.restarted == 2
+            x0, product, _, _, unknown = start.start(jumps_at[4], masks[4])
+            assert unknown is not None and unknown.tolist() == [0, 2]
             torch.testing.assert_close(x0, xs[4], rtol=1e-10, atol=1e-10)
-            torch.testing.assert_close(product, x0 @ M, rtol=1e-10, atol=1e-10)
+            torch.testing.assert_close(product[1], x0[1] @ M, rtol=1e-10, atol=1e-10)
         start.advance(
             states[t], states[t] @ M, keep_history=True, jumps=jumps_at.get(t), mask=masks[t]
         )
+
+
+def test_adjoint_columns_without_a_product_start_from_their_input():
+    """``unknown`` columns ignore Q (garbage here) and start from C_in itself: started at
+    the closed form c_i = (I − Wᵀ D_i)⁻¹ a, every column stops after its one exact
+    product, at that solution; a verified start refuses them."""
+    model = ReLUDEQ.init(6, 20, seed=0, dtype=F64)
+    X = torch.randn(6, 5, generator=torch.Generator().manual_seed(1), dtype=F64)
+    W, a = model.W.detach(), model.a.detach()[:, None]
+    mask = model.equilibrium(X, tol=1e-13).mask
+    eye = torch.eye(20, dtype=F64)
+    C = torch.stack([torch.linalg.solve(eye - W.T * mask[:, i], a[:, 0]) for i in range(5)], 1)
+    Q = W.T @ (mask * C)
+    Q[:, [1, 3]] = 1e6  # not their product
+    unknown = torch.tensor([1, 3])
+    solve = solve_adjoint(W, mask, a, C, Q, tol=1e-12, verified_start=False, unknown=unknown)
+    assert solve.converged and solve.n_products == 1
+    torch.testing.assert_close(solve.x, C, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="unknown"):
+        solve_adjoint(W, mask, a, C, Q, tol=1e-6, unknown=unknown)

@@ -142,6 +142,7 @@ def _iterate(
     tol: float,
     max_iter: int,
     verified_start: bool,
+    unknown: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int, float, list[float], bool]:
     """Picard on ``x ← finish(apply(x))`` from ``x_in`` with ``product = apply(x_in)``.
 
@@ -155,14 +156,19 @@ def _iterate(
     ``apply(x, *rows_data, out=, scratch=)`` and ``finish(p, *rows_data, out=)`` receive
     blocks (k, m) and write into ``out``. Inputs and results are rows (n, m); the inputs
     are not modified. Without ``verified_start`` (``product`` only approximates
-    ``apply(x_in)``) no column may stop before one exact product.
+    ``apply(x_in)``) no column may stop before one exact product; the rows ``unknown``
+    (indices, only then) have no product at all: their first iterate is x_in itself.
     """
     tol = check_positive("tol", tol)
     max_iter = check_int("max_iter", max_iter, min_value=1)
+    if unknown is not None and verified_start:
+        raise ValueError("`unknown` rows (no product given) need `verified_start=False`")
     n = x_in.shape[0]
     buffers = _Block(x_in, n)
     xs, pk, scratch = buffers.views(n)
     x = finish(product, *row_data, out=xs[0])  # (n, m)
+    if unknown is not None:
+        x.index_copy_(0, unknown, x_in.index_select(0, unknown))
     current = 0  # xs[current] holds the latest x
     res = _row_residuals(x, x_in, scratch)  # (k,): the rows being iterated
     residuals = [float(res.max())]  # NaN if any row's is
@@ -262,6 +268,7 @@ def solve_adjoint(
     tol: float,
     max_iter: int = DEFAULT_MAX_ITER,
     verified_start: bool = True,
+    unknown: torch.Tensor | None = None,
     rows: bool = False,
 ) -> AdjointSolve:
     """Solve C = S + Wᵀ (D ⊙ C) from ``C_in`` with ``Q = W.T @ (mask * C_in)``.
@@ -270,7 +277,9 @@ def solve_adjoint(
     (m, n); with ``rows`` all of them and the result are transposed (then
     Q = (mask ⊙ C_in) W). With S = a (a column) the solution is C, c_i = (I − Wᵀ D_i)⁻¹ a,
     and the adjoint of Lemma 2 is D⊙V = (D⊙C) diag(r); with S = a rᵀ the solution is V
-    itself (r = ŷ − y). ``verified_start`` as in :func:`solve_forward`.
+    itself (r = ŷ − y). ``verified_start`` as in :func:`solve_forward`; with it False,
+    ``unknown`` (indices) are the columns whose product Q is not given at all (they start
+    from C_in itself).
     """
     if not rows:
         mask, source, C_in, Q = (t.T.contiguous() for t in (mask, source, C_in, Q))
@@ -284,7 +293,7 @@ def solve_adjoint(
 
     x, x_in, Q, steps, products, residuals, ok = _iterate(
         apply, finish, C_in, Q, (D, source), tol=tol, max_iter=max_iter,
-        verified_start=verified_start,
+        verified_start=verified_start, unknown=unknown,
     )  # fmt: skip
     solve = AdjointSolve(x, x_in, Q, steps, products, residuals[-1], tuple(residuals), ok)
     return solve if rows else solve.transposed()

@@ -24,16 +24,18 @@ the last two changes). A column whose mask flipped keeps the change predicted fo
 flip is a jump, not a trend; ``extrapolation``/``adjoint_extrapolation`` in the record are
 the fitted ratios c of consecutive changes), and a column whose new mask equals the one
 up to ``ADJOINT_MEMORY`` steps back (its flips undone: ReLU units that GD moves back and
-forth across zero) starts from its C of then. Such a start is not verified, so every
-column takes at least one exact product (see the warm-start module): all stored
-products are then fresh.
+forth across zero) starts from its C of then, moved by the trends since (its product is
+left to the solve's first product). Such a start is not verified, so every column takes
+at least one exact product (see the warm-start module): all stored products are then
+fresh. The forward correction reuses the Gram Z_in Zᵀ for up to ``FORWARD_GRAM_REUSE``
+steps (enough for an extrapolated start; see ``WarmStart.correct``).
 
 All (m, n) state is kept transposed, in rows (n, m), one per sample, which makes the
 per-sample operations contiguous (``rows=True`` of the solves).
 
 Stopping: per column (sample), ``‖x_{k+1,i} − x_{k,i}‖ <= tol ‖x_{k+1,i}‖`` for every i
-(torchdeq's 'rel' mode); converged columns are not iterated again, so product counts are
-fractional (see :mod:`deqlab.models.relu_deq_solve`).
+(torchdeq's 'rel' mode); converged columns soon drop out of the iteration, so product
+counts are fractional (see :mod:`deqlab.models.relu_deq_solve`).
 
 Record fields (NaN where not measured at that step):
     step, loss Φ(τ), lambda_min λ_τ (every ``metrics_every`` steps and at step 0),
@@ -43,8 +45,7 @@ Record fields (NaN where not measured at that step):
     W_norm_bound = ‖W(s)‖₂ + δ (Weyl, s = last measurement; every step), δ >= ‖W(τ) − W(s)‖_F:
     the sum of η‖G‖_F‖Z‖_F over the steps since δ was last set to the exact distance, which
     happens whenever the bound reaches 1 (a cheap bound, tightened only when it matters),
-    a_norm, forward_/adjoint_ steps/products/residual (adjoint products include the exact
-    products of the samples restarted from a past state), mask_flips, extrapolation,
+    a_norm, forward_/adjoint_ steps/products/residual, mask_flips, extrapolation,
     adjoint_extrapolation, products (m×m by m×n products of this step, including the W
     update G Zᵀ and any refresh), product_equivalents (all matrix products
     of the step in units of m·m·n multiply-adds), wall_time_s, elapsed_s, status.
@@ -191,7 +192,7 @@ class GDTrainer:
 
         B = X.T @ U.T  # (n, m): rows of U X
         thin += d / m
-        Z_start, P_start, rec["extrapolation"], verified_fwd = self.forward_start.start()
+        Z_start, P_start, rec["extrapolation"], verified_fwd, _ = self.forward_start.start()
         fwd = solve_forward(
             W, B, Z_start, P_start, tol=cfg.tol, max_iter=cfg.max_iter,
             verified_start=verified_fwd, rows=True,
@@ -213,15 +214,14 @@ class GDTrainer:
             rec["mask_flips"] = flipped.numel()
             thin += 2 * rec["mask_flips"] / (m * n)
             jumps = torch.zeros(n, dtype=torch.bool, device=W.device).index_fill_(0, flipped, True)
-        C_start, Q_start, rec["adjoint_extrapolation"], verified_adj = self.adjoint_start.start(
-            jumps, mask, lambda C, rows: (C * mask.index_select(0, rows)) @ W
-        )
+        adj_start = self.adjoint_start.start(jumps, mask)
+        rec["adjoint_extrapolation"], verified_adj = adj_start.ratio, adj_start.verified
         adj = solve_adjoint(
-            W, mask, source, C_start, Q_start, tol=cfg.tol, max_iter=cfg.max_iter,
-            verified_start=verified_adj, rows=True,
+            W, mask, source, adj_start.x, adj_start.product, tol=cfg.tol,
+            max_iter=cfg.max_iter, verified_start=verified_adj, unknown=adj_start.unknown,
+            rows=True,
         )  # fmt: skip
-        restarted = self.adjoint_start.restarted / n  # exact products of restarted samples
-        rec.update(adjoint_steps=adj.n_steps, adjoint_products=adj.n_products + restarted,
+        rec.update(adjoint_steps=adj.n_steps, adjoint_products=adj.n_products,
                    adjoint_residual=adj.residual)  # fmt: skip
         if not adj.converged:
             return self._stop(rec, start, "adjoint_failed", f"adjoint solve {adj.message}")

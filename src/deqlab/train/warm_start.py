@@ -13,7 +13,8 @@ change of each row, the difference of the last two inputs, except in a row whose
 difference contains a jump (its mask flipped), which keeps c times its previous trend;
 c is the least-squares ratio of consecutive changes. A row whose mask returns to the one
 of an input up to ``memory`` steps back (its flips undone) starts from that input
-instead, moved by the smooth changes since (:meth:`WarmStart.start`). The products of the
+instead, moved by the smooth changes since; its product is left to the solve (the
+``unknown`` rows of :meth:`WarmStart.start`). The products of the
 trends are differences of exact products, taken when the trends were formed, and are not
 corrected afterwards: after one GD step the start's product is off by the product of the
 parameter change with the predicted change, a change of a change (for C in the benchmark
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
@@ -35,6 +37,18 @@ from deqlab.models.relu_deq_solve import apply_flips, mask_flips
 _TENSORS = (
     "x", "product", "trend", "trend_product", "trend_prev", "trend_prev_product", "_inner"
 )  # fmt: skip
+
+
+class Start(NamedTuple):
+    """A start for a solve: input ``x`` (n, m) and its ``product``; ``ratio`` c of the
+    trend (NaN without one); ``verified``: the product is exact (not extrapolated);
+    ``unknown``: rows whose product is not known (None: none), see :meth:`WarmStart.start`."""
+
+    x: torch.Tensor
+    product: torch.Tensor
+    ratio: float
+    verified: bool
+    unknown: torch.Tensor | None
 
 
 class WarmStart:
@@ -54,16 +68,8 @@ class WarmStart:
         self.ratio = math.nan  # c: least-squares ratio of the last two changes
         self.coefficients = (1.0, 1.0)  # (α, β) of the prediction
         self.past: list[tuple[torch.Tensor, torch.Tensor]] = []  # (input, mask), newest first
-        # the last start's restarted rows: (rows, their input then, (k, 1) steps since, the
-        # exact product of that input); None if there were none
-        self._restart: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         self._inner: torch.Tensor | None = None
         self._inner_age = 0
-
-    @property
-    def restarted(self) -> int:
-        """Rows the last start took from the past (one exact product each)."""
-        return 0 if self._restart is None else self._restart[0].numel()
 
     def _prediction(self) -> tuple[float, float] | None:
         """(p, q) of the predicted next change p t − q t_prev: α t + β (t − t_prev) is
@@ -76,56 +82,43 @@ class WarmStart:
             return alpha + beta, beta
         return self.ratio, 0.0
 
-    def start(
-        self,
-        jumps: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
-        apply: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, float, bool]:
-        """(x₀, product of x₀, c, verified): x₀ = x + predicted change, or x (verified).
+    def start(self, jumps: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> Start:
+        """x₀ = x + predicted change with its product, or x itself (verified).
 
         A row among the ``jumps`` (n,) bool whose ``mask`` row equals its mask j + 1 steps
         back (its flips undone; the most recent such state, j + 1 <= ``memory``) starts
         from that state instead of from across the jump, moved by the j + 1 smooth changes
-        since. Those rows' products are computed exactly by ``apply(inputs, rows)`` (one
-        product over them; ``restarted`` counts them).
+        since; its product is not known (``Start.unknown``): the solve's first product
+        computes it.
         """
-        self._restart = None
         prediction = self._prediction()
         if prediction is None:
-            return self.x, self.product, math.nan, True
+            return Start(self.x, self.product, math.nan, True, None)
         p, q = prediction
         x0 = _extrapolate(self.x, self.trend, self.trend_prev, p, q)
         product0 = _extrapolate(self.product, self.trend_product, self.trend_prev_product, p, q)
-        if jumps is None or mask is None or apply is None or len(self.past) < 2:
-            return x0, product0, self.ratio, False
+        if jumps is None or mask is None or len(self.past) < 2:
+            return Start(x0, product0, self.ratio, False, None)
         pending = jumps.nonzero().squeeze(1)
         if pending.numel() == 0:
-            return x0, product0, self.ratio, False
+            return Start(x0, product0, self.ratio, False, None)
         masks_then = torch.stack([m.index_select(0, pending) for _, m in self.past[1:]])
         same = (masks_then == mask.index_select(0, pending)).all(dim=2)  # (j, pending)
         found = same.any(dim=0)
         if not bool(found.any()):
-            return x0, product0, self.ratio, False
+            return Start(x0, product0, self.ratio, False, None)
         back = same.to(torch.int8).argmax(dim=0)[found]  # the most recent such state
         rows = pending[found]
         inputs_then = torch.stack([x.index_select(0, rows) for x, _ in self.past[1:]])
         x_then = inputs_then[back, torch.arange(rows.numel(), device=rows.device)]
         steps = (back + 2).to(x0.dtype)[:, None]  # (k, 1): steps from that input to this start
-        product_then = apply(x_then, rows)  # exact, under the current W and mask
-        self._restart = (rows, x_then, steps, product_then)
         # they move by the steps' smooth changes: steps − 1 trends and the predicted change
-        x0.index_copy_(0, rows, self._moved(x_then, steps, rows, p, q, product=False))
-        product0.index_copy_(0, rows, self._moved(product_then, steps, rows, p, q, product=True))
-        return x0, product0, self.ratio, False
-
-    def _moved(self, then, steps, rows, p: float, q: float, *, product: bool) -> torch.Tensor:
-        """then + (steps − 1) t + (p t − q t_prev) on ``rows`` (of the products with
-        ``product``)."""
-        trend = self.trend_product if product else self.trend
-        prev = self.trend_prev_product if product else self.trend_prev
-        moved = torch.addcmul(then, steps - 1 + p, trend.index_select(0, rows))
-        return moved.sub_(prev.index_select(0, rows), alpha=q) if q != 0.0 else moved
+        assert self.trend is not None
+        moved = torch.addcmul(x_then, steps - 1 + p, self.trend.index_select(0, rows))
+        if q != 0.0 and self.trend_prev is not None:
+            moved.sub_(self.trend_prev.index_select(0, rows), alpha=q)
+        x0.index_copy_(0, rows, moved)
+        return Start(x0, product0, self.ratio, False, rows)
 
     def advance(
         self,
@@ -140,10 +133,9 @@ class WarmStart:
         mask ``mask`` when the product is masked).
 
         With ``keep_history`` the change ``x − self.x`` becomes the trend of every row
-        except the ``jumps`` (n,) bool: a row that returned to an earlier state (see
-        :meth:`start`) takes its change since that state divided by the steps, an other
-        jump row its previous trend times c (a flip is a jump, not a trend); c is refitted
-        on the rows without a jump: c = Σ⟨t_new, t_old⟩ / Σ‖t_old‖², clamped to [−1, 1].
+        except the ``jumps`` (n,) bool, which keep their previous trend times c (a flip is a
+        jump, not a trend; so do the rows restarted from an earlier state); c is refitted on
+        the rows without a jump: c = Σ⟨t_new, t_old⟩ / Σ‖t_old‖², clamped to [−1, 1].
         """
         if keep_history:
             change, change_product = x - self.x, product - self.product
@@ -163,20 +155,9 @@ class WarmStart:
                     change_product.index_copy_(
                         0, rows, self.ratio * old_product.index_select(0, rows)
                     )
-                if self._restart is not None:  # the change since, per step
-                    rows, x_then, steps, product_then = self._restart
-                    change.index_copy_(0, rows, (x.index_select(0, rows) - x_then) / steps)
-                    change_product.index_copy_(
-                        0, rows, (product.index_select(0, rows) - product_then) / steps
-                    )
-                    # no acceleration for them: the change before is the same (the old trend
-                    # is only kept as trend_prev, so it may be overwritten)
-                    old.index_copy_(0, rows, change.index_select(0, rows))
-                    old_product.index_copy_(0, rows, change_product.index_select(0, rows))
                 self.ratio = min(max(ratio, -1.0), 1.0) if math.isfinite(ratio) else math.nan
             self.trend_prev, self.trend_prev_product = old, old_product
             self.trend, self.trend_product = change, change_product
-        self._restart = None
         self.x, self.product = x, product
         if self.memory > 0 and mask is not None:
             self.past = [(x, mask), *self.past][: self.memory + 1]
@@ -242,7 +223,6 @@ class WarmStart:
         self.coefficients = tuple(state["coefficients"])
         self._inner_age = state["inner_age"]
         self.past = [tuple(t.clone() for t in entry) for entry in state["past"]]
-        self._restart = None
 
 
 def _extrapolate(base, trend, prev, p: float, q: float) -> torch.Tensor:
