@@ -15,6 +15,9 @@ Problem (issue 3): n = 200 points uniform on the sphere of radius √d, d = 200,
               gradients by autograd; skipped (with a message) if torchdeq is not installed.
 
 Every method starts from the same seed; the loss trajectories are compared step by step.
+Ceiling: one bare m×m by m×n product is timed along the run; ours' product equivalents
+per step at that speed are what ours would cost with nothing else (no elementwise work,
+no Python), so torchdeq's time over that bounds the speed-up of ours' design here.
 Memory: ``--memory-probe`` subprocesses run a forward+adjoint solve forced to k
 iterations and report the peak RSS; ours stays flat in k, an unrolled autograd solve
 (the contrast) grows linearly.
@@ -158,6 +161,20 @@ def memory_probe(kind: str, iterations: int, dtype: torch.dtype) -> int:
     return _status_kib("VmHWM") - before
 
 
+def product_ms(dtype: torch.dtype, reps: int = 20) -> list[float]:
+    """Times (ms) of one m×m by m×n product, ``Z Wᵀ`` with Z (n, m): the unit of the
+    products column."""
+    gen = torch.Generator().manual_seed(1)
+    W = torch.randn(M, M, generator=gen, dtype=dtype)
+    Z, out = torch.randn(N, M, generator=gen, dtype=dtype), torch.empty(N, M, dtype=dtype)
+    times = []
+    for _ in range(reps + 1):
+        start = time.perf_counter()
+        torch.mm(Z, W.T, out=out)
+        times.append(1e3 * (time.perf_counter() - start))
+    return times[1:]  # the first one warms up
+
+
 def summarize(name, res, base_loss, ref_ms):
     """Timing and product means over steps 1.. (step 0 is the cold start, and ours also
     measures ‖W(0)‖₂, ‖U(0)‖₂ and λ_0 there); Δloss over all steps."""
@@ -210,11 +227,14 @@ def main() -> int:
     # method takes block k before any takes block k+1, so load changes on a shared machine
     # hit all of them alike. (Blocks of 10 steps measured the same ratios here.)
     runs = {name: {"loss": [], "ms": [], "products": [], "equivalents": []} for name in methods}
+    one_product: list[float] = []
     for first in range(0, args.steps, args.block):
         for name, steps in methods.items():
             for _ in range(min(args.block, args.steps - first)):
                 for key, value in zip(runs[name], next(steps), strict=True):
                     runs[name][key].append(value)
+        if first % 20 == 0:  # the product's own time, sampled along the run
+            one_product += product_ms(dtype, reps=5)
     if tdeq_residuals:
         print(f"torchdeq: worst forward rel residual reached {max(tdeq_residuals):.2e}")
     ref_ms = statistics.fmean(runs[ref_name]["ms"][1:])
@@ -225,6 +245,13 @@ def main() -> int:
     print(f"(means over steps 1..{args.steps - 1}; speed-up: ms/step of {ref_name} over the "
           "method's; max Δloss: largest relative loss gap to ours over all steps)")  # fmt: skip
     print(f"loss: {runs['ours']['loss'][0]:.4f} -> {runs['ours']['loss'][-1]:.4f}")
+    # The ceiling of ours' design: its product equivalents at the bare product's speed,
+    # with no other work at all (no elementwise work, no Python).
+    t_product = statistics.median(one_product)
+    floor = statistics.fmean(runs["ours"]["equivalents"][1:]) * t_product
+    print(f"one m×m by m×n product alone: {t_product:.2f} ms (median of "
+          f"{len(one_product)} along the run); ours' product equivalents alone: "
+          f"{floor:.1f} ms/step, {ref_ms / floor:.1f}x {ref_name}")  # fmt: skip
 
     print("\npeak RSS growth (MiB) during a forward+adjoint solve forced to k iterations:")
     for kind in ("ours", "unrolled"):

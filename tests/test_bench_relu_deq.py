@@ -28,6 +28,7 @@ def test_benchmark_runs_and_reports_every_method():
     assert rows["ours"][2] < rows["plain warm Picard"][2]  # products per step
     assert rows["plain warm Picard"][3] < 1e-5  # the same loss trajectory
     assert "peak RSS growth" in out and "unrolled" in out
+    assert "product equivalents alone" in out  # the ceiling of ours' design
     with pytest.raises(subprocess.CalledProcessError):
         subprocess.run(
             [sys.executable, str(SCRIPT), "--block", "0"], capture_output=True, check=True
