@@ -252,8 +252,9 @@ def solve_forward(
     x, x_in, P, steps, products, residuals, ok = _iterate(
         apply, finish, Z_in, P, (B,), tol=tol, max_iter=max_iter, verified_start=verified_start
     )
+    # x = relu(P + B), so its support is the mask of the last product, 1[P + B > 0]
     solve = ForwardSolve(
-        x, x_in, P, steps, products, residuals[-1], tuple(residuals), ok, mask=(P + B) > 0
+        x, x_in, P, steps, products, residuals[-1], tuple(residuals), ok, mask=x > 0
     )
     return solve if rows else solve.transposed()
 

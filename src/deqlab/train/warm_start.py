@@ -232,13 +232,20 @@ def _extrapolate(base, trend, prev, p: float, q: float) -> torch.Tensor:
 
 
 def _row_gram(vectors: list[torch.Tensor], exclude: torch.Tensor | None) -> list[list[float]]:
-    """G_ab = Σ_i ⟨v_a,i, v_b,i⟩ over the rows i not in ``exclude`` ((n,) bool or None), as
-    float64 lists: one product of the stacked (k, n·m) vectors."""
-    stacked = torch.stack(vectors)  # (k, n, m)
-    if exclude is not None:
-        stacked.masked_fill_(exclude[None, :, None], 0.0)
-    flat = stacked.view(len(vectors), -1)
-    return (flat @ flat.T).double().tolist()
+    """G_ab = Σ_i ⟨v_a,i, v_b,i⟩ over the rows i not in ``exclude`` ((n,) bool or None),
+    for a <= b except G_00 (not needed, NaN): dot products over all rows, less those over
+    the excluded rows."""
+    k = len(vectors)
+    pairs = [(a, b) for a in range(k) for b in range(a, k) if (a, b) != (0, 0)]
+    gram = [[math.nan] * k for _ in range(k)]
+    for a, b in pairs:
+        gram[a][b] = float(torch.dot(vectors[a].reshape(-1), vectors[b].reshape(-1)))
+    rows = None if exclude is None else exclude.nonzero().squeeze(1)
+    if rows is not None and rows.numel() > 0:
+        excluded = [v.index_select(0, rows).reshape(-1) for v in vectors]
+        for a, b in pairs:
+            gram[a][b] -= float(torch.dot(excluded[a], excluded[b]))
+    return gram
 
 
 def _fit_second_order(
