@@ -26,9 +26,9 @@ all its state that way); by default they convert from and to the paper's layout.
 Stopping rule, per column (sample) as in torchdeq's ``'rel'`` mode:
 ``‖x_{k+1,i} − x_{k,i}‖ <= tol · ‖x_{k+1,i}‖`` for every column i; columns that meet it
 are soon no longer iterated (see ``COMPACT_SHARE``), so late iterations cost a fraction
-of a product. The reported
-residual is the largest column residual; ``n_products`` counts products in units of a
-full m×m by m×n product (a product over k of the n columns counts k/n).
+of a product. The reported residual is the largest column residual; ``n_products``
+counts products in units of a full m×m by m×n product (a product over k of the n
+columns counts k/n).
 """
 
 from __future__ import annotations

@@ -262,7 +262,7 @@ class GDTrainer:
         if not correct_Q:
             self.adjoint_start.refresh(lambda C_in: (C_in * mask) @ W_new)
         extra = (not correct_P) + (not correct_Q)
-        rec["products"] = fwd.n_products + rec["adjoint_products"] + 1 + extra
+        rec["products"] = fwd.n_products + adj.n_products + 1 + extra
         rec["product_equivalents"] = rec["products"] + thin
         return self._finish(rec, start)
 

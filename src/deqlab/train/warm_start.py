@@ -113,9 +113,8 @@ class WarmStart:
         x_then = inputs_then[back, torch.arange(rows.numel(), device=rows.device)]
         steps = (back + 2).to(x0.dtype)[:, None]  # (k, 1): steps from that input to this start
         # they move by the steps' smooth changes: steps − 1 trends and the predicted change
-        assert self.trend is not None
         moved = torch.addcmul(x_then, steps - 1 + p, self.trend.index_select(0, rows))
-        if q != 0.0 and self.trend_prev is not None:
+        if q != 0.0:  # q = β: only with a t_prev (see _prediction)
             moved.sub_(self.trend_prev.index_select(0, rows), alpha=q)
         x0.index_copy_(0, rows, moved)
         return Start(x0, product0, self.ratio, False, rows)
