@@ -75,8 +75,10 @@ def image_tensors(dataset: str, split: str, n: int, seed: int) -> tuple[torch.Te
     """``n`` images (equal per class) as ``(n, C, H, W)`` float32 in [0, 1], int labels.
 
     CIFAR-10 keeps its colour channels (``C = 3``); the other data sets have ``C = 1``.
+    sklearn's digits has a single split: its "test" images are drawn from that split.
     """
     colour = dataset == "cifar10"
+    split = "train" if dataset == "digits" else split
     data = get_dataset(
         dataset, n_per_class=max(n // 10, 1), classes=tuple(range(10)), labels="index",
         normalize=False, grayscale=not colour, split=split, seed=seed, dtype=torch.float32,
@@ -129,7 +131,7 @@ class Hieu2022Dynamics(Experiment):
     paper = "Hieu, An NTK analysis of deep equilibrium models (thesis, 2022), Section 4.1"
     Config = DynamicsConfig
     presets: ClassVar = {
-        "tiny": {"n_train": 20, "n_traj": 20, "channels": 4, "inner_channels": 4,
+        "tiny": {"dataset": "digits", "n_train": 20, "n_traj": 20, "channels": 4, "inner_channels": 4,
                  "groups": 2, "epochs": 1, "snapshot_epochs": (0, 1), "batch_size": 10,
                  "max_iter": 12},
         "quick": {"n_train": 2000, "n_traj": 20, "channels": 16, "inner_channels": 32,

@@ -90,7 +90,7 @@ class Hieu2022Landscape(Experiment):
     paper = "Hieu, An NTK analysis of deep equilibrium models (thesis, 2022), Section 4.2"
     Config = LandscapeConfig
     presets: ClassVar = {
-        "tiny": {"n_train": 20, "n_eval": 10, "repeats": (1, 2), "channels": 4,
+        "tiny": {"dataset": "digits", "n_train": 20, "n_eval": 10, "repeats": (1, 2), "channels": 4,
                  "inner_channels": 4, "groups": 2, "epochs": 1, "batch_size": 10,
                  "max_iter": 10, "grid": 3},
         "quick": {"n_train": 1000, "n_eval": 200, "channels": 8, "inner_channels": 8,
