@@ -29,21 +29,25 @@ def test_every_registered_experiment_runs_tiny_through_the_cli(name, tmp_path):
     assert result.exit_code == 0, result.output
     run_dir = next((tmp_path / name).iterdir())
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "finished" and summary["claims"] and summary["figures"]
+    assert summary["status"] == "finished" and summary["statements"] and summary["figures"]
     assert f"report: {run_dir / 'report.html'}" in result.stdout
     assert (run_dir / "report.html").stat().st_size > 0
     assert read_rows_csv(run_dir / "metrics.csv")
 
 
-def test_builtin_modules_are_registered():
-    assert len(BUILTIN) == len(BUILTIN_MODULES)
+def test_builtin_packages_register_every_experiment_of_their_paper():
+    assert len(BUILTIN_MODULES) == 3
+    assert {name.split("-")[0] for name in BUILTIN} == {"ling2023", "kawaguchi2021", "hieu2022"}
+    assert len(BUILTIN) == 8
 
 
 def test_reproduce_reuse_runs_and_report_commands(tmp_path):
     args = ("reproduce", "test-lsq-gd", "--preset", "tiny", "--out", tmp_path, "--workers", 1)
     first = invoke(*args, "--set", "steps=20")
     assert first.exit_code == 0, first.output
-    assert "run finished:" in first.stdout and "Claims" in first.stdout
+    assert "run finished:" in first.stdout and "Statements" in first.stdout
+    assert "verdicts: ours: 1 of 2 pass" in first.stdout
+    assert "our choice where the paper gives none: n, d, steps, lrs" in first.stdout
     second = invoke(*args, "--set", "steps=20", "--quiet")
     assert second.exit_code == 0 and "reused finished run:" in second.stdout
     listing = invoke("runs", "list", "--out", tmp_path)
@@ -53,8 +57,11 @@ def test_reproduce_reuse_runs_and_report_commands(tmp_path):
     run_dir = next((tmp_path / "test-lsq-gd").iterdir())
     shown = invoke("runs", "show", run_dir.name[:6], "--out", tmp_path)
     assert shown.exit_code == 0, shown.output
-    assert "status=finished" in shown.stdout and "[PASS] lr0.3 reaches the optimum" in shown.stdout
-    assert "[FAIL] lr0.05 reaches the optimum" in shown.stdout  # 20 steps are too few
+    assert (
+        "status=finished" in shown.stdout
+        and "[PASS] (ours, ours) lr0.3 reaches the optimum" in shown.stdout
+    )
+    assert "[FAIL] (ours, ours) lr0.05 reaches the optimum" in shown.stdout  # 20 steps are too few
     (run_dir / "report.html").unlink()
     report = invoke("report", run_dir)
     assert report.exit_code == 0 and (run_dir / "report.html").exists()

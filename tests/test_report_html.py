@@ -27,6 +27,7 @@ from deqlab.report import (
     write_index,
     write_report,
 )
+from deqlab.statements import OURS, Kind, Source, measure, not_measured
 
 EVIL_CLAIM = "<script>alert('x')</script> & Φ(τ) bound"
 N_METRIC_ROWS = 300
@@ -42,12 +43,20 @@ CONFIG = {
         "data": {"kind": "synthetic"},
     },
 }
-CLAIMS = [
-    {"name": "loss decreases linearly", "passed": True, "measured": 0.0123456, "expected": "< 0"},
-    {"name": "‖W(τ)‖₂ < 1", "passed": True, "measured": [0.41, 0.52], "expected": 1.0},
-    {"name": EVIL_CLAIM, "passed": False, "measured": 2.5, "expected": 1.0, "detail": "a<b"},
-    {"name": "condition 1 holds", "passed": None, "measured": None, "expected": None},
-]
+STATEMENTS = [
+    measure("loss decreases", Kind.OBSERVATION, Source("ling2023", "Figure 1", "converges"),
+            value=0.0123456, relation="<", threshold=1.0, measured="Φ(T)/Φ(0) = 0.0123",
+            expected="< 1"),
+    measure("‖W(τ)‖₂ < 1", Kind.THEOREM, Source("ling2023", "Theorem 1 (i)"), value=0.52,
+            relation="<", threshold=1.0, measured="max 0.52", expected="< 1"),
+    measure(EVIL_CLAIM, Kind.OURS, OURS, value=2.5, relation="<=", threshold=1.0,
+            measured="2.5", expected="≤ 1", detail="a<b"),
+    not_measured("λ_τ ≥ λ_0/2", Kind.THEOREM, Source("ling2023", "Theorem 1 (ii)"),
+                 expected="≥ 0.5", why="no λ_τ after step 0"),
+    measure("Condition 1, Eq. (7)", Kind.HYPOTHESIS, Source("ling2023", "Eq. (7)"),
+            value=1e-9, relation=">=", threshold=1.0, measured="lhs/rhs = 1e-09",
+            expected="≥ 1", needs="m ≥ 3.2·10⁹"),
+]  # fmt: skip
 TASKS = [
     {"key": "width=32", "status": "finished", "error": None, "wall_s": 1.5, "reused": True},
     {"key": "width=64", "status": "finished", "error": None, "wall_s": 2.5},
@@ -102,7 +111,16 @@ def _build_run_dir(run_dir: Path) -> Path:
         "finished": "2026-11-26T01:03:05+00:00",
         "wall_s": 185.0,
         "tasks": TASKS,
-        "claims": CLAIMS,
+        "statements": [s.as_dict() for s in STATEMENTS],
+        "deviations": [
+            {
+                "setting": "dataset",
+                "paper": "mnist",
+                "run": "digits",
+                "kind": "substitution",
+                "where": "Section 5",
+            },
+        ],
         "figures": [  # the PDF beside a listed PNG is linked, not shown twice
             "figures/loss.png",
             "figures/loss.pdf",
@@ -180,24 +198,43 @@ def test_report_is_written_atomically_in_the_run_dir(report: tuple[Path, str]) -
     ]
 
 
-def test_claims_table_has_one_row_per_claim_with_its_verdict(report: tuple[Path, str]) -> None:
-    rows = _Page(report[1]).table("claims")
-    assert rows[0] == ["Claim", "Result", "Measured", "Expected", "Detail"]
-    assert [row[:2] for row in rows[1:]] == [
-        ["loss decreases linearly", "PASS"],
-        ["‖W(τ)‖₂ < 1", "PASS"],
-        [EVIL_CLAIM, "FAIL"],
-        ["condition 1 holds", "n/a"],
+def test_statements_are_grouped_by_kind_with_verdict_margin_and_needs(
+    report: tuple[Path, str],
+) -> None:
+    page = _Page(report[1])
+    paper = page.table("statements-paper")
+    assert paper[0] == ["Statement", "Kind", "Source", "Verdict", "Measured", "Expected",
+                        "Margin", "Detail"]  # fmt: skip
+    assert [row[:4] for row in paper[1:]] == [
+        ["loss decreases", "observation", "Ling et al. 2023, Figure 1“converges”", "PASS"],
+        ["‖W(τ)‖₂ < 1", "theorem", "Ling et al. 2023, Theorem 1 (i)", "PASS"],
+        ["λ_τ ≥ λ_0/2", "theorem", "Ling et al. 2023, Theorem 1 (ii)", "NOT MEASURED"],
     ]
-    assert rows[1][2:4] == ["0.01235", "< 0"]
-    assert rows[2][2:4] == ["[0.41, 0.52]", "1"]
-    assert rows[3][4] == "a<b"
+    assert paper[2][6] == "0.48" and paper[3][6] == "—"
+    hypotheses = page.table("statements-hypotheses")
+    assert hypotheses[1][3] == "UNMET"
+    assert hypotheses[1][7] == "Would need: m ≥ 3.2·10⁹"
+    ours = page.table("statements-ours")
+    assert [row[:4] for row in ours[1:]] == [[EVIL_CLAIM, "ours", "ours", "FAIL"]]
+    assert ours[1][7] == "a<b"
 
 
-def test_header_counts_claims_and_shows_status_and_wall_time(report: tuple[Path, str]) -> None:
+def test_deviations_table_lists_each_difference_from_the_paper(report: tuple[Path, str]) -> None:
+    rows = _Page(report[1]).table("deviations")
+    assert rows[0] == ["Setting", "Paper", "This run", "Kind", "Where in the paper"]
+    assert rows[1] == ["dataset", "mnist", "digits", "substitution", "Section 5"]
+
+
+def test_header_counts_verdicts_by_kind_and_shows_status_and_wall_time(
+    report: tuple[Path, str],
+) -> None:
     text = report[1]
     assert "<h1>Ling et al. 2023 — Figure 1</h1>" in text
-    assert "2 passed · 1 failed · 1 not evaluated" in text
+    assert (
+        "paper observations: 1 of 1 reproduced; theorems: 1 checked (1 pass), 0 not "
+        "applicable, 1 not measured; hypotheses: 0 of 1 hold (margins shown); ours: 0 of 1 pass"
+    ) in text
+    assert "<span class='badge bad'>1 FAIL</span>" in text
     assert "<span class='badge bad'>failed</span>" in text
     assert "3 min 05 s" in text
     assert "3 (1 failed)" in text
@@ -216,6 +253,7 @@ def test_figures_are_embedded_pngs_identical_to_the_files(report: tuple[Path, st
         pixels = mpimg.imread(io.BytesIO(data), format="png")
         assert pixels.ndim == 3 and min(pixels.shape[:2]) > 200
     assert "href='figures/loss.pdf'" in text
+    assert "<a href='figures/loss.png'><img" in text  # full size on click
     assert "<figcaption>‖W(τ)‖₂" in text
 
 
@@ -246,7 +284,7 @@ def test_tasks_table_shows_failed_task_with_its_error(report: tuple[Path, str]) 
 
 
 def test_config_metrics_and_environment_are_shown(report: tuple[Path, str]) -> None:
-    path, text = report
+    _, text = report
     values = _Page(text).key_values()
     assert values["name"] == "ling2023-fig1"
     assert values["sigma_w2"] == "0.08"
@@ -254,7 +292,8 @@ def test_config_metrics_and_environment_are_shown(report: tuple[Path, str]) -> N
     assert values["data.kind"] == "synthetic"
     assert values["rows"] == str(N_METRIC_ROWS)
     assert values["columns"] == "width, step, loss, note"
-    assert values["file"] == str((path.parent / "metrics.csv").resolve())
+    assert values["file"] == "metrics.csv"
+    assert "<a href='metrics.csv'>metrics.csv</a>" in text  # relative: the run can move
     assert CSV_SENTINEL not in text  # the table itself is not embedded
     environment = collect_environment()
     assert values["torch"] == environment["torch"]
@@ -267,7 +306,8 @@ def test_missing_optional_pieces_render_as_notes(tmp_path: Path) -> None:
     (tmp_path / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
     page = _Page(write_report(tmp_path).read_text(encoding="utf-8"))
     assert page.notes == [
-        "No claims were checked in this run.",
+        "No statement was checked in this run.",
+        "This run uses the paper's setting throughout.",
         "Figure 'figures/a.png' is listed but the file is missing.",
         "No tasks recorded.",
         "metrics.csv not found in the run directory (no metrics written yet)",
@@ -301,7 +341,9 @@ def test_unparsable_config_is_a_note(tmp_path: Path) -> None:
     [
         ("{not json", ValueError, "is not valid JSON"),
         ("[1, 2]", ValueError, "must hold a JSON object; got list"),
-        ('{"claims": {"a": 1}}', ValueError, "`claims` must be a list of objects"),
+        ('{"statements": {"a": 1}}', ValueError, "`statements` must be a list of objects"),
+        ('{"statements": [{"name": "a"}]}', ValueError, "must have the field 'kind'"),
+        ('{"deviations": 3}', ValueError, "`deviations` must be a list of objects"),
         ('{"tasks": [1]}', ValueError, "`tasks` must be a list of objects"),
         ('{"figures": ["../secret.png"]}', ValueError, r"`figures\[0\]` must be a path inside"),
         ('{"figures": [{"caption": "x"}]}', ValueError, r"`figures\[0\]` must be a path string"),
@@ -330,14 +372,14 @@ def test_bad_run_dir_is_rejected(tmp_path: Path) -> None:
         write_report(3)  # type: ignore[arg-type]
 
 
-def test_index_lists_runs_with_links_and_claim_counts(
+def test_index_lists_runs_with_links_and_verdict_counts(
     tmp_path: Path, report: tuple[Path, str]
 ) -> None:
     shutil.copytree(report[0].parent, tmp_path / "ling2023-fig1" / "3f2a9c")
     other = tmp_path / "kawaguchi" / "deep" / "run2"
     other.mkdir(parents=True)
     summary = {"experiment": "kawaguchi2021-fig1", "status": "finished", "started": 0.0}
-    summary["claims"] = [{"name": "a", "passed": True}]
+    summary["statements"] = [STATEMENTS[1].as_dict()]
     (other / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "summary.json").write_text("{", encoding="utf-8")
@@ -350,8 +392,8 @@ def test_index_lists_runs_with_links_and_claim_counts(
         "kawaguchi/deep/run2 (no report.html yet)",
         "broken (no report.html yet)",
     ]
-    assert rows[1][4] == "1 FAIL 2 passed · 1 failed"
-    assert rows[2][4] == "all PASS 1 passed · 0 failed"
+    assert rows[1][4].startswith("1 FAIL paper observations: 1 of 1 reproduced")
+    assert rows[2][4] == "no FAIL theorems: 1 checked (1 pass), 0 not applicable"
     assert rows[2][6] == "1970-01-01T00:00:00+00:00"
     assert rows[3][1].startswith("unreadable:")
     assert "href='ling2023-fig1/3f2a9c/report.html'" in text
@@ -405,6 +447,6 @@ def test_report_renders_in_headless_chromium(
     assert fail_red.sum() > 20, "the FAIL verdict's colour is missing: CSS not applied?"
 
     dom = _run_chromium(chromium, tmp_path, "--dump-dom", url).stdout
-    assert '<table id="claims">' in dom
-    assert "<td>loss decreases linearly</td>" in dom
+    assert '<table id="statements-paper">' in dom
+    assert "<td>loss decreases</td>" in dom
     assert dom.count('<img src="data:image/png;base64,') == 2

@@ -17,12 +17,14 @@ import pytest
 import tomllib
 import torch
 
-from deqlab.experiments.base import Claim, Experiment, Task, TaskContext
+from deqlab.experiments.base import Experiment, Task, TaskContext
 from deqlab.experiments.config import config_hash
+from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.registry import register
 from deqlab.runs.executors import LocalExecutor, TaskSpec, execute_task
 from deqlab.runs.runner import reproduce
 from deqlab.runs.store import RunStore, RunStoreError, read_rows_csv, write_rows_csv
+from deqlab.statements import OURS, Kind, Statement, measure
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,10 @@ class LeastSquaresGD(Experiment):
     paper = "(test experiment)"
     Config = LsqConfig
     presets: ClassVar = {"tiny": {"steps": 30}, "quick": {}, "paper": {"steps": 200}}
+    paper_setting: ClassVar = {
+        "n": not_given(), "d": not_given(), "steps": not_given(), "lrs": not_given(),
+        "seed": measurement(),
+    }  # fmt: skip
     default_checkpoint_every = 10
 
     def tasks(self, config: LsqConfig) -> list[Task]:
@@ -76,17 +82,21 @@ class LeastSquaresGD(Experiment):
             ctx.progress(step + 1, config.steps)
         return rows
 
-    def claims(self, config: LsqConfig, rows: list[dict]) -> list[Claim]:
+    def statements(self, config: LsqConfig, rows: list[dict]) -> list[Statement]:
         X, y = _problem(config)
         w_star = torch.linalg.lstsq(X, y).solution
         optimum = float(0.5 * (X @ w_star - y).square().sum() / config.n)
         final = {r["task"]: r["loss"] for r in rows}  # the last row of each task wins
         return [
-            Claim(
+            measure(
                 f"{key} reaches the optimum",
-                loss - optimum < 1e-3,
-                f"{loss:.6g}",
-                f"{optimum:.6g} + 1e-3",
+                Kind.OURS,
+                OURS,
+                value=loss - optimum,
+                relation="<",
+                threshold=1e-3,
+                measured=f"{loss:.6g}",
+                expected=f"{optimum:.6g} + 1e-3",
             )
             for key, loss in final.items()
         ]
@@ -128,8 +138,10 @@ def test_run_directory_layout_and_index(tmp_path):
     summary = outcome.run.read_summary()
     assert summary["status"] == "finished" and summary["config_hash"] == run.name
     assert [t["key"] for t in summary["tasks"]] == ["lr0.05", "lr0.3"]
-    assert all(c["passed"] for c in summary["claims"]) and len(summary["claims"]) == 2
-    assert {"figures/loss.png", "figures/loss.pdf"} <= set(summary["figures"])
+    statements = summary["statements"]
+    assert all(c["verdict"] == "PASS" for c in statements) and len(statements) == 2
+    assert summary["deviations"][0]["kind"] == "our choice"
+    assert {"figures/loss.png", "figures/loss.pdf"} <= {f["path"] for f in summary["figures"]}
     assert (run / "figures" / "loss.png").stat().st_size > 0
     assert (run / "checkpoints" / "lr0.3.pt").exists()
     with sqlite3.connect(tmp_path / "index.sqlite") as db:

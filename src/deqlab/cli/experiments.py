@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from deqlab.cli.app import app
+from deqlab.experiments.deviations import one_line
 
 runs_app = typer.Typer(
     name="runs",
@@ -70,6 +71,9 @@ def reproduce(
         None, min=1, help="Checkpoint every N steps (default: the experiment's)."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or tables."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Exit with code 1 when any statement's verdict is FAIL."
+    ),
 ) -> None:
     """Run a registered experiment (or reuse / resume its run) and write its report."""
     from deqlab.experiments.registry import get_experiment
@@ -99,7 +103,9 @@ def reproduce(
             "interrupted; rerun the same command to resume from the checkpoints", 130
         ) from None
     if not quiet:
-        _print_claims(outcome.claims)
+        print_statements([s.as_dict() for s in outcome.statements])
+    typer.echo(f"verdicts: {outcome.counts.sentence()}")
+    typer.echo(one_line(outcome.deviations))
     what = "reused finished run" if outcome.reused else f"run {outcome.status}"
     typer.echo(f"{what}: {outcome.run.path}")
     if outcome.failed_tasks:
@@ -108,16 +114,31 @@ def reproduce(
         typer.echo(f"report: {outcome.report}")
     if outcome.status != "finished":
         raise typer.Exit(1)
+    if strict and outcome.counts.failed:
+        typer.echo(f"--strict: {outcome.counts.failed} statement(s) FAIL", err=True)
+        raise typer.Exit(1)
 
 
-def _print_claims(claims: list[dict[str, object]]) -> None:
-    if not claims:
+_VERDICT_STYLE = {
+    "PASS": "green", "HOLDS": "green", "FAIL": "bold red", "UNMET": "yellow",
+    "NOT APPLICABLE": "dim", "NOT MEASURED": "dim",
+}  # fmt: skip
+
+
+def print_statements(statements: list[dict[str, object]]) -> None:
+    """The statements as one table: verdict, kind, source, measured, expected, what is needed."""
+    if not statements:
         return
-    table = Table("claim", "passed", "measured", "expected", title="Claims")
-    for claim in claims:
-        mark = "[green]yes[/green]" if claim["passed"] else "[red]no[/red]"
-        table.add_row(str(claim["name"]), mark, str(claim["measured"]), str(claim["expected"]))
-    Console().print(table)
+    table = Table("statement", "kind", "source", "verdict", "measured", "expected", "needs",
+                  title="Statements")  # fmt: skip
+    for s in statements:
+        style = _VERDICT_STYLE.get(str(s["verdict"]), "")
+        table.add_row(
+            str(s["name"]), str(s["kind"]), str(s["citation"]),
+            f"[{style}]{s['verdict']}[/{style}]", str(s["measured"]), str(s["expected"]),
+            str(s.get("needs", "")),
+        )  # fmt: skip
+    Console(width=200).print(table)
 
 
 @app.command("list")
@@ -177,10 +198,11 @@ def runs_show(
         typer.echo(f"  task {task['task_key']}: {task['status']} ({task['wall_s']:.1f} s){error}")
     summary = Path(row["path"]) / "summary.json"
     if summary.exists():
-        for claim in json.loads(summary.read_text(encoding="utf-8")).get("claims", []):
-            mark = "PASS" if claim["passed"] else "FAIL"
+        for s in json.loads(summary.read_text(encoding="utf-8")).get("statements", []):
+            needs = f"; would need {s['needs']}" if s.get("needs") else ""
             typer.echo(
-                f"  [{mark}] {claim['name']}: {claim['measured']} (expected {claim['expected']})"
+                f"  [{s['verdict']}] ({s['kind']}, {s['citation']}) {s['name']}: "
+                f"{s['measured']} (expected {s['expected']}){needs}"
             )
 
 

@@ -11,8 +11,12 @@ An experiment reproduces one figure or claim of a paper. It is a subclass of
 - :meth:`Experiment.run_task`: computes one task and returns tidy rows (one ``dict`` per
   measurement), checkpointing through :class:`TaskContext` so that an interrupted task
   resumes with identical numbers;
-- :meth:`Experiment.plot` and :meth:`Experiment.claims`: read the tidy table back (compute
-  and plotting are separate) and return figures and named pass/fail :class:`Claim` s.
+- :meth:`Experiment.plot` and :meth:`Experiment.statements`: read the tidy table back
+  (compute and plotting are separate) and return figures and checked
+  :class:`~deqlab.statements.Statement` s;
+- ``paper_setting``: for every config field, the paper's value, "not given", or a
+  measurement setting (:mod:`deqlab.experiments.deviations`), from which each run's
+  deviations from the paper are computed.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from deqlab.experiments.config import ConfigError, read_config_file, resolve_config
+from deqlab.experiments.deviations import Deviation, PaperValue, deviations
+from deqlab.statements import OURS, Kind, Statement, Verdict
 
 REQUIRED_PRESETS = ("tiny", "quick", "paper")
 
@@ -96,8 +102,12 @@ class Experiment(ABC):
     paper: ClassVar[str]
     Config: ClassVar[type]
     presets: ClassVar[Mapping[str, Mapping[str, object]]]
-    #: Column name -> meaning, for the tidy ``metrics.csv`` (shown by ``deqlab list``).
+    #: Column name -> meaning, for the tidy ``metrics.csv`` (shown by ``deqlab show``).
     metric_columns: ClassVar[Mapping[str, str]] = {}
+    #: Figure file stem -> caption, a sentence saying what the figure shows and its setting.
+    figure_captions: ClassVar[Mapping[str, str]] = {}
+    #: Config field -> what the paper used (see :mod:`deqlab.experiments.deviations`).
+    paper_setting: ClassVar[Mapping[str, PaperValue] | None] = None
     default_checkpoint_every: ClassVar[int] = 50
 
     def __init_subclass__(cls, **kwargs: object) -> None:
@@ -136,9 +146,35 @@ class Experiment(ABC):
     def plot(self, config: Any, rows: list[Row], directory: Path) -> list[Path]:
         """Draw the figures from the tidy rows into ``directory``; return the files written."""
 
-    @abstractmethod
+    def statements(self, config: Any, rows: list[Row]) -> list[Statement]:
+        """The checked statements, computed from the tidy rows."""
+        return [
+            Statement(
+                c.name,
+                Kind.OURS,
+                OURS,
+                Verdict.PASS if c.passed else Verdict.FAIL,
+                c.measured,
+                c.expected,
+                detail=c.detail,
+            )
+            for c in (self.claims(config, rows) if rows else [])
+        ]
+
     def claims(self, config: Any, rows: list[Row]) -> list[Claim]:
-        """The named pass/fail checks, computed from the tidy rows."""
+        raise NotImplementedError
+
+    def datasets(self, config: Any) -> tuple[str, ...]:
+        """The data sets a run of ``config`` reads (its ``dataset`` / ``datasets`` field)."""
+        if hasattr(config, "datasets"):
+            return tuple(config.datasets)
+        return (config.dataset,) if hasattr(config, "dataset") else ()
+
+    def deviations(self, config: Any) -> list[Deviation]:
+        """How ``config`` differs from the paper's setting (every substitution and choice)."""
+        if self.paper_setting is None:
+            return [Deviation("(all)", "not declared yet", "—", "our choice", "")]
+        return deviations(config, self.paper_setting)
 
 
 def linear_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float]:

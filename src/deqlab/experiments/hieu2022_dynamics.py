@@ -131,9 +131,9 @@ class Hieu2022Dynamics(Experiment):
     paper = "Hieu, An NTK analysis of deep equilibrium models (thesis, 2022), Section 4.1"
     Config = DynamicsConfig
     presets: ClassVar = {
-        "tiny": {"dataset": "digits", "n_train": 20, "n_traj": 20, "channels": 4, "inner_channels": 4,
-                 "groups": 2, "epochs": 1, "snapshot_epochs": (0, 1), "batch_size": 10,
-                 "max_iter": 12},
+        "tiny": {"dataset": "digits", "n_train": 20, "n_traj": 20, "channels": 4,
+                 "inner_channels": 4, "groups": 2, "epochs": 1, "snapshot_epochs": (0, 1),
+                 "batch_size": 10, "max_iter": 12},
         "quick": {"n_train": 2000, "n_traj": 20, "channels": 16, "inner_channels": 32,
                   "epochs": 3, "snapshot_epochs": (0, 1, 3), "batch_size": 32,
                   "max_iter": 30},

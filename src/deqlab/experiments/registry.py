@@ -11,16 +11,11 @@ import importlib
 from deqlab.experiments.base import Experiment
 from deqlab.experiments.config import ConfigError
 
-#: One line per built-in experiment module (each calls ``register`` at import).
+#: One package per paper; importing it registers its experiments (``register``).
 BUILTIN_MODULES: tuple[str, ...] = (
-    "deqlab.experiments.ling2023_fig1",
-    "deqlab.experiments.ling2023_init",
-    "deqlab.experiments.kawaguchi2021_fig1",
-    "deqlab.experiments.kawaguchi2021_fig2",
-    "deqlab.experiments.kawaguchi2021_fig3",
-    "deqlab.experiments.hieu2022_mondeq_gd",
-    "deqlab.experiments.hieu2022_dynamics",
-    "deqlab.experiments.hieu2022_landscape",
+    "deqlab.experiments.ling2023",
+    "deqlab.experiments.kawaguchi2021",
+    "deqlab.experiments.hieu2022",
 )
 
 _REGISTRY: dict[str, type[Experiment]] = {}

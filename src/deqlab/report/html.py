@@ -22,12 +22,12 @@ from deqlab._atomic import write_text_atomic
 from deqlab.report.rundir import (
     SUMMARY_FILE,
     FigureEntry,
-    claim_counts,
     read_config,
     read_metrics_info,
     read_summary,
     resolve_run_dir,
 )
+from deqlab.statements import Counts, Kind, Statement, Verdict
 
 REPORT_FILE = "report.html"
 INDEX_FILE = "index.html"
@@ -38,8 +38,11 @@ _STATUS_CLASS = {"finished": "ok", "failed": "bad", "running": "warn", "interrup
 def write_report(run_dir: str | os.PathLike[str]) -> Path:
     """Write ``<run_dir>/report.html`` (atomically) from the run's files and return its path.
 
-    Sections: header (title, paper, status, wall time, claim counts), claims table
-    (``id="claims"``), figures, tasks (failed ones with their error), metrics file,
+    Sections: header (title, paper, status, wall time, verdicts by kind), statements in
+    three tables (``id="statements-paper"``: observations and theorems;
+    ``"statements-hypotheses"``: margins and what would satisfy them; ``"statements-ours"``),
+    deviations from the paper
+    (``id="deviations"``), figures, tasks (failed ones with their error), metrics file,
     resolved config, environment. Missing optional pieces render as a note.
     Raises ``FileNotFoundError`` for a missing ``run_dir`` or ``summary.json``,
     ``ValueError`` for a malformed ``summary.json``.
@@ -50,7 +53,8 @@ def write_report(run_dir: str | os.PathLike[str]) -> Path:
     body = "\n".join(
         [
             _header(summary, title),
-            _claims_section(summary["claims"]),
+            _statements_section(_statements(summary)),
+            _deviations_section(summary["deviations"]),
             _figures_section(run_dir, summary["figures"]),
             _tasks_section(summary["tasks"]),
             _metrics_section(run_dir),
@@ -66,7 +70,7 @@ def write_index(results_dir: str | os.PathLike[str]) -> Path:
 
     A run directory is any folder holding a ``summary.json`` (its subfolders are not
     searched). Each row links to the run's ``report.html`` when one exists and shows its
-    status and claim counts; a run whose summary cannot be read is listed with the reason.
+    status and verdict counts; a run whose summary cannot be read is listed with the reason.
     """
     if not isinstance(results_dir, str | os.PathLike):
         raise TypeError(f"`results_dir` must be a str or path; got {type(results_dir).__name__}")
@@ -75,7 +79,7 @@ def write_index(results_dir: str | os.PathLike[str]) -> Path:
         raise FileNotFoundError(f"results directory {str(root)!r} does not exist")
     rows = [_index_row(root, run_dir) for run_dir in _find_run_dirs(root)]
     rows.sort(key=lambda row: row[0], reverse=True)  # newest first
-    headers = ["Run", "Experiment", "Preset", "Status", "Claims", "Wall time", "Started"]
+    headers = ["Run", "Experiment", "Preset", "Status", "Verdicts", "Wall time", "Started"]
     if rows:
         content = _table(headers, [cells for _, cells in rows], raw=True)
     else:
@@ -88,15 +92,19 @@ def write_index(results_dir: str | os.PathLike[str]) -> Path:
 # ---- sections ---------------------------------------------------------------------------
 
 
+def _statements(summary: dict[str, Any]) -> list[Statement]:
+    try:
+        return [Statement.from_dict(d) for d in summary["statements"]]
+    except ValueError as err:
+        raise ValueError(f"{SUMMARY_FILE}: a statement is malformed: {err}") from None
+
+
 def _header(summary: dict[str, Any], title: str) -> str:
-    passed, failed, unknown = claim_counts(summary["claims"])
-    counts = f"{passed} passed · {failed} failed" + (
-        f" · {unknown} not evaluated" if unknown else ""
-    )
+    counts = Counts.of(_statements(summary))
     n_failed_tasks = sum(1 for t in summary["tasks"] if t.get("status") == "failed")
     facts = [
         ("Status", _status_badge(summary.get("status"))),
-        ("Claims", _claims_badge(passed, failed) + " " + escape(counts)),
+        ("Verdicts", _verdict_badge(counts) + " " + escape(counts.sentence())),
         ("Wall time", escape(_format_duration(summary.get("wall_s")))),
         ("Tasks", escape(f"{len(summary['tasks'])} ({n_failed_tasks} failed)")),
         ("Experiment", f"<code>{escape(str(summary.get('experiment', '—')))}</code>"),
@@ -115,26 +123,57 @@ def _header(summary: dict[str, Any], title: str) -> str:
     )
 
 
-def _claims_section(claims: list[dict[str, Any]]) -> str:
-    if not claims:
-        return _section("Claims", _note("No claims were checked in this run."))
-    rows, classes = [], []
-    for claim in claims:
-        verdict = {True: ("PASS", "pass"), False: ("FAIL", "fail")}.get(
-            claim.get("passed"), ("n/a", "none")
-        )
-        rows.append(
-            [
-                escape(str(claim.get("name", "—"))),
-                f"<span class='result {verdict[1]}'>{verdict[0]}</span>",
-                escape(_format_value(claim.get("measured"))),
-                escape(_format_value(claim.get("expected"))),
-                escape(_format_value(claim.get("detail"))),
-            ]
-        )
-        classes.append(verdict[1])
-    headers = ["Claim", "Result", "Measured", "Expected", "Detail"]
-    return _section("Claims", _table(headers, rows, raw=True, table_id="claims", classes=classes))
+_VERDICT_CLASS = {
+    Verdict.PASS: "pass", Verdict.HOLDS: "pass", Verdict.FAIL: "fail", Verdict.UNMET: "warn",
+    Verdict.NOT_APPLICABLE: "none", Verdict.NOT_MEASURED: "none",
+}  # fmt: skip
+#: Report groups, in order: what the paper states, what its theorems assume, what we add.
+_GROUPS = (
+    ("paper", "The paper's statements", (Kind.OBSERVATION, Kind.THEOREM)),
+    ("hypotheses", "Hypotheses of the theorems (margins)", (Kind.HYPOTHESIS,)),
+    ("ours", "Our own checks (not statements of the paper)", (Kind.OURS,)),
+)
+
+
+def _statements_section(statements: list[Statement]) -> str:
+    if not statements:
+        return _section("Statements", _note("No statement was checked in this run."))
+    headers = ["Statement", "Kind", "Source", "Verdict", "Measured", "Expected", "Margin",
+               "Detail"]  # fmt: skip
+    parts = []
+    for group, heading, kinds in _GROUPS:
+        mine = [s for s in statements if s.kind in kinds]
+        if mine:
+            rows = [_statement_cells(s) for s in mine]
+            classes = [_VERDICT_CLASS[s.verdict] for s in mine]
+            parts.append(f"<h3>{escape(heading)}</h3>")
+            table_id = f"statements-{group}"
+            parts.append(_table(headers, rows, raw=True, table_id=table_id, classes=classes))
+    return _section("Statements", "".join(parts))
+
+
+def _statement_cells(s: Statement) -> list[str]:
+    source = escape(s.source.citation)
+    if s.source.quote:
+        source += f"<blockquote>“{escape(s.source.quote)}”</blockquote>"
+    detail = escape(s.detail)
+    if s.needs:
+        detail += f"<p class='needs'>Would need: {escape(s.needs)}</p>"
+    margin = "—" if s.margin is None else f"{s.margin:.3g}"
+    verdict = f"<span class='result {_VERDICT_CLASS[s.verdict]}'>{s.verdict.value}</span>"
+    return [escape(s.name), escape(s.kind.value), source, verdict, escape(s.measured),
+            escape(s.expected), margin, detail]  # fmt: skip
+
+
+def _deviations_section(deviations: list[dict[str, Any]]) -> str:
+    heading = "Deviations from the paper"
+    if not deviations:
+        return _section(heading, _note("This run uses the paper's setting throughout."))
+    headers = ["Setting", "Paper", "This run", "Kind", "Where in the paper"]
+    keys = ("setting", "paper", "run", "kind", "where")
+    rows = [[escape(str(d.get(k, "—"))) for k in keys] for d in deviations]
+    table = _table(headers, rows, raw=True, table_id="deviations")
+    return _section(heading, table)
 
 
 def _figures_section(run_dir: Path, figures: Sequence[FigureEntry]) -> str:
@@ -160,8 +199,9 @@ def _figures_section(run_dir: Path, figures: Sequence[FigureEntry]) -> str:
             href = escape(pdf.relative_to(run_dir).as_posix())
             caption += f" · <a href='{href}'>PDF</a>"
         uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
-        parts.append(
-            f"<figure><img src='{uri}' alt='{escape(entry.caption)}'>"
+        parts.append(  # the embedded image links to the file beside the report, full size
+            f"<figure><a href='{escape(Path(entry.path).as_posix())}'>"
+            f"<img src='{uri}' alt='{escape(entry.caption)}'></a>"
             f"<figcaption>{caption}</figcaption></figure>"
         )
     return _section("Figures", "<div class='figures'>" + "".join(parts) + "</div>")
@@ -200,13 +240,14 @@ def _metrics_section(run_dir: Path) -> str:
     info, reason = read_metrics_info(run_dir)
     if info is None:
         return _section("Metrics", _note(reason or "metrics unavailable"))
-    facts = {
-        "file": str(info.path.resolve()),
-        "rows": info.n_rows,
-        "columns": ", ".join(info.columns) or "—",
-        "size": f"{info.n_bytes / 1024:.1f} KiB",
-    }
-    return _section("Metrics", _kv_table(facts, "metrics"))
+    name = escape(info.path.name)  # linked relatively: the run directory can move
+    rows = [
+        ["file", f"<a href='{name}'>{name}</a>"],
+        ["rows", escape(str(info.n_rows))],
+        ["columns", escape(", ".join(info.columns) or "—")],
+        ["size", escape(f"{info.n_bytes / 1024:.1f} KiB")],
+    ]
+    return _section("Metrics", _table(["", ""], rows, raw=True))
 
 
 def _config_section(run_dir: Path) -> str:
@@ -235,13 +276,13 @@ def _index_row(root: Path, run_dir: Path) -> tuple[str, list[str]]:
     except (OSError, ValueError) as err:
         unreadable = f"<span class='result fail'>unreadable: {escape(str(err))}</span>"
         return "", [link, unreadable, "", "", "", "", ""]
-    passed, failed, _ = claim_counts(summary["claims"])
+    counts = Counts.of(_statements(summary))
     cells = [
         link,
         f"<code>{escape(str(summary.get('experiment', '—')))}</code>",
         escape(str(summary.get("preset", "—"))),
         _status_badge(summary.get("status")),
-        _claims_badge(passed, failed) + escape(f" {passed} passed · {failed} failed"),
+        _verdict_badge(counts) + " " + escape(counts.sentence()),
         escape(_format_duration(summary.get("wall_s"))),
         escape(_format_time(summary.get("started"))),
     ]
@@ -316,11 +357,11 @@ def _status_badge(status: object) -> str:
     return f"<span class='badge {_STATUS_CLASS.get(text, '')}'>{escape(text)}</span>"
 
 
-def _claims_badge(passed: int, failed: int) -> str:
-    if failed:
-        return f"<span class='badge bad'>{failed} FAIL</span>"
-    if passed:
-        return "<span class='badge ok'>all PASS</span>"
+def _verdict_badge(counts: Counts) -> str:
+    if counts.failed:
+        return f"<span class='badge bad'>{counts.failed} FAIL</span>"
+    if counts.by_kind:
+        return "<span class='badge ok'>no FAIL</span>"
     return "<span class='badge'>none</span>"
 
 

@@ -2,7 +2,7 @@
 
 Layout (written by :mod:`deqlab.runs`)::
 
-    <run_dir>/summary.json     required: experiment, title, paper, status, claims, tasks, ...
+    <run_dir>/summary.json     required: experiment, title, paper, status, statements, tasks, ...
     <run_dir>/config.toml      resolved config: [experiment] name, preset, hash; [config] fields
     <run_dir>/metrics.csv      tidy long table (only its size and columns are reported)
     <run_dir>/figures/*.png    figures listed by summary["figures"]
@@ -74,7 +74,7 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
         raise ValueError(f"{str(path)!r} is not valid JSON: {err}") from err
     if not isinstance(summary, dict):
         raise ValueError(f"{str(path)!r} must hold a JSON object; got {type(summary).__name__}")
-    for key in ("claims", "tasks"):
+    for key in ("statements", "deviations", "tasks"):
         items = summary.setdefault(key, [])
         if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
             raise ValueError(f"{str(path)!r}: `{key}` must be a list of objects; got {items!r}")
@@ -132,10 +132,3 @@ def read_metrics_info(run_dir: Path) -> tuple[MetricsInfo | None, str | None]:
     except (csv.Error, UnicodeDecodeError) as err:
         return None, f"{METRICS_FILE} could not be read as CSV: {err}"
     return MetricsInfo(path, n_rows, columns, path.stat().st_size), None
-
-
-def claim_counts(claims: list[dict[str, Any]]) -> tuple[int, int, int]:
-    """``(passed, failed, not_evaluated)``: ``passed`` true, false, or anything else."""
-    passed = sum(1 for c in claims if c.get("passed") is True)
-    failed = sum(1 for c in claims if c.get("passed") is False)
-    return passed, failed, len(claims) - passed - failed

@@ -1,8 +1,9 @@
-"""``reproduce``: config → tasks on an executor → tidy table → claims, figures, summary, report.
+"""``reproduce``: config → tasks on an executor → tidy table → statements, figures, report.
 
-A finished run (same experiment, resolved config and device) is reused as it is; an
-interrupted or failed one resumes: its finished tasks are read from their checkpoints and
-the others continue from their last checkpoint.
+A finished run (same experiment, resolved config and device) is reused as it is (its
+statements, deviations and figures are re-derived from ``metrics.csv`` when the summary
+was written in an older format); an interrupted or failed one resumes: its finished tasks
+are read from their checkpoints and the others continue from their last checkpoint.
 """
 
 from __future__ import annotations
@@ -18,12 +19,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from deqlab._checks import check_choice
-from deqlab.experiments.base import Experiment
+from deqlab.experiments.base import Experiment, Row
 from deqlab.experiments.config import ConfigError, config_hash
+from deqlab.experiments.deviations import Deviation
 from deqlab.runs.executors import Executor, LocalExecutor, TaskResult, TaskSpec
 from deqlab.runs.store import RunDir, RunStore, now_iso, read_rows_csv, write_rows_csv
+from deqlab.statements import Counts, Statement
 
 DEVICES = ("cpu", "cuda")
+#: Version of summary.json's layout; a reused run of another format is re-derived.
+SUMMARY_FORMAT = 2
 
 
 @dataclass
@@ -33,9 +38,15 @@ class RunOutcome:
     run: RunDir
     status: str
     reused: bool
-    claims: list[dict[str, Any]] = field(default_factory=list)
+    statements: list[Statement] = field(default_factory=list)
+    deviations: list[Deviation] = field(default_factory=list)
     failed_tasks: list[str] = field(default_factory=list)
     report: Path | None = None
+
+    @property
+    def counts(self) -> Counts:
+        """Verdicts by kind."""
+        return Counts.of(self.statements)
 
 
 def check_device(device: str) -> str:
@@ -69,11 +80,7 @@ def reproduce(
     if known and known["status"] == "finished" and run.summary_file.exists():
         summary = run.read_summary()
         if summary.get("status") == "finished":
-            from deqlab.report import write_report
-
-            report = run.path / "report.html"
-            report = report if report.exists() else write_report(run.path)
-            return RunOutcome(run, "finished", True, summary.get("claims", []), [], report)
+            return _reuse(experiment, config, run, summary)
 
     run = store.begin(experiment.name, digest, preset=preset, device=device, config=config)
     started, start = now_iso(), time.perf_counter()
@@ -116,9 +123,8 @@ def reproduce(
         _run_with_progress(executor or LocalExecutor(1), specs, record, quiet, console)
         ordered = [results[t.key] for t in tasks]
         write_rows_csv(run.metrics_file, [row for r in ordered for row in r.rows])
-        rows = read_rows_csv(run.metrics_file)  # claims and plots read the table back
-        claims = experiment.claims(config, rows) if rows else []
-        figures = experiment.plot(config, rows, run.figures_dir) if rows else []
+        rows = read_rows_csv(run.metrics_file)  # statements and plots read the table back
+        derived = _derive(experiment, config, run, rows)
     except BaseException as err:
         status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
         store.finish(
@@ -140,6 +146,7 @@ def reproduce(
     run.write_summary(
         {
             **base_summary,
+            **derived,
             "status": status,
             "finished": now_iso(),
             "wall_s": wall_s,
@@ -154,8 +161,6 @@ def reproduce(
                 }
                 for r in ordered
             ],
-            "claims": [c.as_dict() for c in claims],
-            "figures": [str(p.relative_to(run.path)) for p in figures],
             "environment": collect_environment(device=device),
         }
     )
@@ -169,7 +174,45 @@ def reproduce(
         error=error,
     )
     report = write_report(run.path)
-    return RunOutcome(run, status, False, [c.as_dict() for c in claims], failed, report)
+    statements = [Statement.from_dict(d) for d in derived["statements"]]
+    deviations = experiment.deviations(config)
+    return RunOutcome(run, status, False, statements, deviations, failed, report)
+
+
+def _derive(experiment: Experiment, config: Any, run: RunDir, rows: list[Row]) -> dict:
+    """The summary's derived part: statements, verdict counts, deviations, figures."""
+    statements = experiment.statements(config, rows)
+    figures = experiment.plot(config, rows, run.figures_dir) if rows else []
+    return {
+        "format": SUMMARY_FORMAT,
+        "statements": [s.as_dict() for s in statements],
+        "verdicts": Counts.of(statements).as_dict(),
+        "verdict_sentence": Counts.of(statements).sentence(),
+        "deviations": [d.as_dict() for d in experiment.deviations(config)],
+        "figures": [
+            {"path": str(p.relative_to(run.path)), "caption": _caption(experiment, p)}
+            for p in figures
+        ],
+    }
+
+
+def _caption(experiment: Experiment, figure: Path) -> str:
+    return experiment.figure_captions.get(figure.stem, figure.stem.replace("_", " "))
+
+
+def _reuse(experiment: Experiment, config: Any, run: RunDir, summary: dict) -> RunOutcome:
+    """A finished run as it is; statements and figures re-derived if its format is older."""
+    from deqlab.report import write_report
+
+    report = run.path / "report.html"
+    if summary.get("format") != SUMMARY_FORMAT:
+        summary = {**summary, **_derive(experiment, config, run, read_rows_csv(run.metrics_file))}
+        run.write_summary(summary)
+        report = write_report(run.path)
+    elif not report.exists():
+        report = write_report(run.path)
+    statements = [Statement.from_dict(d) for d in summary["statements"]]
+    return RunOutcome(run, "finished", True, statements, experiment.deviations(config), [], report)
 
 
 def _run_with_progress(

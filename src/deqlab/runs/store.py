@@ -6,7 +6,7 @@ Layout (the report reads exactly this)::
     <root>/<experiment>/<config-hash-12>/
         config.toml      [experiment] name, preset, hash, device; [config] every field
         metrics.csv      the tidy table (one row per measurement)
-        summary.json     status, timings, tasks, claims, figures, environment
+        summary.json     status, timings, tasks, statements, deviations, figures, environment
         figures/         <name>.png and <name>.pdf
         checkpoints/     <task-key>.pt: {"done", "rows", "state"} (state is None once done)
 
