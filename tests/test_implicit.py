@@ -18,6 +18,7 @@ from deqlab import (
     Unrolled,
     fixed_point,
 )
+from deqlab.solvers import default_tol
 
 EXACT = {"tol": 1e-13, "stop": "abs", "max_iter": 2000}
 
@@ -229,9 +230,13 @@ def test_deq_default_z0_is_zeros_like_x_and_shape_errors_are_clear():
     torch.testing.assert_close(z, torch.tanh(z @ W.T + x), atol=1e-12, rtol=0)
     assert deq.last_forward.residuals[0] == pytest.approx(x.tanh().norm().item())  # z0 = 0
     with pytest.raises(
-        ValueError, match=r"`f\(z0\)` must have the shape of `z0` \(2, 3\); got \(2, 2\)"
+        ValueError, match=r"default z0 is zeros shaped like x \(2, 3\).* returned shape \(2, 2\)"
     ):
         DEQ(lambda z, x: z[:, :2])(x)
+    with pytest.raises(  # an explicit z0: the solver's own shape check
+        ValueError, match=r"`f\(z0\)` must have the shape of `z0` \(2, 3\); got \(2, 2\)"
+    ):
+        DEQ(lambda z, x: z[:, :2])(x, z0=torch.zeros(2, 3))
     with pytest.raises(TypeError, match=r"`z0` is needed: the cell has no initial_state"):
         DEQ(lambda z, x: z)((x, x))
 
@@ -243,3 +248,72 @@ def test_higher_order_gradients_are_refused_not_wrong():
         torch.autograd.grad(z.sum(), W, create_graph=True)
     with pytest.raises(TypeError, match=r"`backward` must be Implicit\(\)"):
         DEQ(lambda z, x: z, backward=Unrolled)
+
+
+def test_deq_state_wider_than_input_asks_for_z0():
+    # state width 5, input width 3: the default z0 = zeros_like(x) cannot enter z Wᵀ
+    W, U = contraction(5, 0.5), torch.randn(5, 3)
+    deq = DEQ(lambda z, x: torch.tanh(z @ W.T + x @ U.T), solver=Anderson(**EXACT))
+    x = torch.randn(4, 3)
+    with pytest.raises(
+        ValueError,
+        match=r"default z0 is zeros shaped like x \(4, 3\) \(the cell has no initial_state\(x\)\)"
+        r", and the cell rejected it: it raised RuntimeError: mat1 and mat2 shapes cannot be "
+        r"multiplied.* pass the starting state as deq\(x, z0=\.\.\.\) \(the `z0` argument of "
+        r"DEQ\.forward\)",
+    ):
+        deq(x)
+    z = deq(x, z0=torch.zeros(4, 5))  # the remedy the message names
+    torch.testing.assert_close(z, torch.tanh(z @ W.T + x @ U.T), atol=1e-12, rtol=0)
+
+
+def test_deq_blames_the_zeros_z0_only_for_the_first_call():
+    calls = []
+
+    def cell(z, x):  # fails at its third evaluation, well after accepting the zeros
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("boom at the third call")
+        return 0.5 * z + x
+
+    with pytest.raises(RuntimeError, match=r"^boom at the third call$"):
+        DEQ(cell)(torch.randn(2, 3))
+
+    def out_of_memory(z, x):
+        raise torch.OutOfMemoryError("fake out of memory")
+
+    with pytest.raises(torch.OutOfMemoryError, match=r"^fake out of memory$"):
+        DEQ(out_of_memory)(torch.randn(2, 3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_deq_default_tolerance_follows_the_state_dtype(dtype):
+    # the example: a plain lambda over nn.Linear(8, 8), x of shape (32, 8)
+    c = nn.Linear(8, 8, dtype=dtype)
+    deq = DEQ(lambda z, x: torch.tanh(c(z) + x))
+    x = torch.randn(32, 8, dtype=dtype)
+    z = deq(x)
+    assert z.shape == (32, 8) and z.dtype == dtype
+    tol, forward = default_tol(dtype), deq.last_forward
+    assert forward.converged and forward.residual <= tol < min(forward.residuals[:-1])
+    W, b, x64 = c.weight.double().detach(), c.bias.double().detach(), x.double()
+    z_ref = fixed_point(lambda z: torch.tanh(z @ W.T + b + x64), x64 * 0, solver=Picard(**EXACT))
+    torch.testing.assert_close(z.double(), z_ref, atol=100 * tol, rtol=0)
+    z.square().sum().backward()  # the adjoint solve meets the same default
+    assert deq.last_backward.converged and deq.last_backward.residual <= tol
+
+
+def test_plain_callable_cell_trains_the_modules_it_closes_over():
+    c = nn.Linear(6, 6)
+    with torch.no_grad():
+        c.weight.copy_(contraction(6, 0.8))
+    deq = DEQ(lambda z, x: torch.tanh(c(z) + x), solver=Anderson(**EXACT))
+    assert list(deq.parameters()) == []  # documented: a plain callable's modules stay unregistered
+    x = torch.randn(4, 6)
+    deq(x).pow(3).sum().backward()
+    implicit = [c.weight.grad, c.bias.grad]
+    c.zero_grad()
+    deq.backward, deq.solver = Unrolled(), Picard(**EXACT)  # autograd through the iterations
+    deq(x).pow(3).sum().backward()
+    for g_implicit, g_unrolled in zip(implicit, [c.weight.grad, c.bias.grad], strict=True):
+        torch.testing.assert_close(g_implicit, g_unrolled, atol=1e-9, rtol=0)

@@ -9,9 +9,13 @@ import torch
 from deqlab.solvers import (
     Anderson,
     Broyden,
+    ForwardBackward,
+    MonotoneOperator,
+    PeacemanRachford,
     Picard,
     SolverError,
     Status,
+    default_tol,
     get_solver,
     residual_norms,
     solver_names,
@@ -181,6 +185,71 @@ def test_float32_anderson():
     assert solution.converged and solution.z.dtype == torch.float32
 
 
+# ---- default tolerance per dtype -----------------------------------------------------
+
+LOW_PRECISION = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def test_default_tol_values():
+    # max(8 eps, 1e-8): float64 keeps its historical 1e-8
+    assert default_tol(torch.float64) == 1e-8
+    assert default_tol(torch.float32) == pytest.approx(9.5367e-7, rel=1e-4)  # 8 · 2⁻²³
+    assert default_tol(torch.float16) == pytest.approx(7.8125e-3)  # 8 · 2⁻¹⁰
+    assert default_tol(torch.bfloat16) == pytest.approx(6.25e-2)  # 8 · 2⁻⁷
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, *LOW_PRECISION], ids=str)
+@pytest.mark.parametrize("solver_cls", SOLVERS)
+def test_default_tol_stops_at_the_dtype_tolerance(solver_cls, dtype):
+    # z = tanh(W z + x) on a batch of 6 samples of width 16; reference solved in float64
+    W, x = symmetric_contraction(16, 0.8), torch.randn(6, 16)
+    z_ref = Anderson(**EXACT)(lambda z: torch.tanh(z @ W.T + x), torch.zeros(6, 16)).z
+    W_, x_ = W.to(dtype), x.to(dtype)
+    solution = solver_cls()(lambda z: torch.tanh(z @ W_.T + x_), torch.zeros_like(x_))
+    tol = default_tol(dtype)
+    assert solution.converged and solution.z.dtype == dtype
+    assert solution.residual <= tol < min(solution.residuals[:-1])  # stopped by this tol
+    error = (solution.z.double() - z_ref).norm() / z_ref.norm()
+    assert error <= 10 * tol / (1 - 0.8)  # ‖z - z*‖ <= r‖f(z)‖/(1 - ρ), plus rounding
+
+
+@pytest.mark.parametrize("solver_cls", SOLVERS)
+def test_float64_tolerance_is_out_of_reach_in_float32(solver_cls):
+    # why the default depends on the dtype: 1e-8 is below float32's rounding floor
+    W, x = symmetric_contraction(16, 0.8).float(), torch.randn(6, 16).float()
+    solution = solver_cls(tol=1e-8, max_iter=300, throw=False)(
+        lambda z: torch.tanh(z @ W.T + x), torch.zeros_like(x)
+    )
+    assert solution.status is Status.MAX_STEPS
+    assert default_tol(torch.float32) < 1e-6 and solution.residual < default_tol(torch.float32)
+
+
+@pytest.mark.parametrize("solver_cls", SOLVERS)
+def test_explicit_tol_wins_and_errors_report_the_resolved_tol(solver_cls):
+    M, b = symmetric_contraction(8, 0.6), torch.randn(8)
+    solution = solver_cls(tol=1e-3)(lambda z: M @ z + b, torch.zeros(8))
+    assert solution.residual <= 1e-3 < solution.residuals[0] and solution.residual > 1e-8
+    with pytest.raises(SolverError, match=r"\(tol 9\.5e-07\)"):  # float32 default, resolved
+        solver_cls(max_iter=2)(lambda z: 0.9 * z + 1.0, torch.zeros(3, dtype=torch.float32))
+    assert solver_cls().tol is None and solver_cls(tol=1e-3).tol == 1e-3  # frozen, unresolved
+
+
+@pytest.mark.parametrize("solver_cls", [ForwardBackward, PeacemanRachford])
+def test_splitting_solvers_share_the_default_tol_rule(solver_cls):
+    # z = relu(W z + c), W = (1 − m) I − AᵀA (Eq. 3.3): monotone with m = 0.5
+    A = 0.6 * torch.randn(12, 12) / 12**0.5
+    W, c = 0.5 * torch.eye(12) - A.T @ A, torch.randn(12, 5)
+    z_ref = solver_cls(tol=1e-13, max_iter=5000).solve(MonotoneOperator(W, 0.5), c).z
+    for dtype in (torch.float64, torch.float32):
+        op = MonotoneOperator(W.to(dtype), 0.5)
+        solution = solver_cls().solve(op, c.to(dtype))
+        tol = default_tol(dtype)
+        assert solution.converged and solution.residual <= tol < min(solution.residuals[:-1])
+        torch.testing.assert_close(solution.z.double(), z_ref, atol=100 * tol, rtol=0)
+    with pytest.raises(SolverError, match=r"\(tol 9\.5e-07\)"):
+        solver_cls(max_iter=1).solve(MonotoneOperator(W.float(), 0.5), c.float())
+
+
 # ---- failure modes ----------------------------------------------------------------
 
 
@@ -242,6 +311,7 @@ def test_bad_types():
     [
         ({"tol": 0.0}, ValueError, r"`tol` must be in \(0, inf\); got 0"),
         ({"tol": -1e-3}, ValueError, r"`tol` must be in \(0"),
+        ({"tol": "1e-3"}, TypeError, r"`tol` must be a real number"),
         ({"max_iter": 0}, ValueError, r"`max_iter` must be >= 1; got 0"),
         ({"max_iter": 2.5}, TypeError, r"`max_iter` must be an int"),
         ({"stop": "max"}, ValueError, r"`stop` must be one of 'abs', 'rel'; got 'max'"),

@@ -10,7 +10,8 @@ iterate is ``x⁺ = β Σ α_i f_i + (1 - β) Σ α_i x_i = Σ α_i (x_i + β g_
 updated by one row per step (``O(mN)``, not ``O(m²N)``). Safeguard (cf. locuslab/deq issue
 #20): where the small system is singular or its solution is not finite, that sample takes
 the plain damped step ``x + β (f(x) - x)`` instead — the solve never crashes. The best
-iterate seen is returned (shared loop, :mod:`deqlab.solvers.base`).
+iterate seen is returned (shared loop, :mod:`deqlab.solvers.base`). ``G Gᵀ`` and the small
+system are kept in at least float32: ``torch.linalg`` has no float16/bfloat16 solve.
 """
 
 from __future__ import annotations
@@ -60,10 +61,11 @@ class Anderson(Solver):
             plain = z + self.damping * g  # (B, N)
             n = len(gs)
             if not gram:
-                gram.append(z.new_zeros(z.shape[0], self.history, self.history))
+                work = torch.promote_types(z.dtype, torch.float32)  # >= float32
+                gram.append(z.new_zeros(z.shape[0], self.history, self.history, dtype=work))
             X, G = xs.stacked(), gs.stacked()  # (B, n, N)
-            row = (G @ g[:, :, None])[:, :, 0]  # (B, n): g_i · g_new
             H = gram[0].clone()  # (B, m, m)
+            row = (G.to(H.dtype) @ g.to(H.dtype)[:, :, None])[:, :, 0]  # (B, n): g_i · g_new
             H[:, slot, :n] = row
             H[:, :n, slot] = row
             gram[0] = H
@@ -77,7 +79,7 @@ class Anderson(Solver):
             y, info = torch.linalg.solve_ex(H, ones)  # (B, n, 1), (B,)
             alpha = (y / y.sum(dim=1, keepdim=True)).transpose(1, 2)  # (B, 1, n)
             ok = (info == 0) & torch.isfinite(alpha).all(dim=2)[:, 0]  # (B,)
-            alpha = torch.where(ok[:, None, None], alpha, 0.0)  # keep NaN out of the mix
+            alpha = torch.where(ok[:, None, None], alpha, 0.0).to(X.dtype)  # no NaN in the mix
             mixed = (alpha @ X + self.damping * (alpha @ G))[:, 0]  # Σα(x + βg): (B, N)
             return torch.where(ok[:, None], mixed, plain)
 

@@ -24,7 +24,6 @@ from deqlab._checks import (
     check_bool,
     check_choice,
     check_int,
-    check_positive,
     check_real,
     check_tensor,
 )
@@ -33,8 +32,10 @@ from deqlab.solvers.solution import (
     Solution,
     SolverError,
     Status,
+    check_tol,
     relative_residual,
     residual_norms,
+    resolve_tol,
 )
 
 Map = Callable[[torch.Tensor], torch.Tensor]
@@ -46,7 +47,9 @@ class Solver:
     """Hyper-parameters shared by every solver.
 
     Args:
-        tol: stop when the residual (rule ``stop``) is ``<= tol``.
+        tol: stop when the residual (rule ``stop``) is ``<= tol``; None (default) takes
+            :func:`~deqlab.solvers.solution.default_tol` of ``z0``'s dtype, ``max(8 eps,
+            1e-8)`` (float64 ``1e-8``, float32 ``9.5e-7``), a residual rounding can reach.
         max_iter: maximum number of evaluations of ``f``.
         stop: ``"rel"`` or ``"abs"`` residual (see :mod:`deqlab.solvers.solution`).
         per_sample: dim 0 is the batch; stop when every sample meets ``tol``. Assumes
@@ -56,7 +59,7 @@ class Solver:
             seen (for a sample that has not yet met ``tol``) is divergence.
     """
 
-    tol: float = 1e-8
+    tol: float | None = None
     max_iter: int = 500
     stop: str = "rel"
     per_sample: bool = False
@@ -64,7 +67,7 @@ class Solver:
     divergence_factor: float = 1e6
 
     def __post_init__(self) -> None:
-        check_positive("tol", self.tol)
+        check_tol(self.tol)
         check_int("max_iter", self.max_iter, min_value=1)
         check_choice("stop", self.stop, STOP_RULES)
         check_bool("per_sample", self.per_sample)
@@ -104,15 +107,16 @@ class Solver:
         def f_flat(z: torch.Tensor) -> torch.Tensor:  # (B, N) -> (B, N)
             return f(z.reshape(shape)).reshape(batch, -1)
 
+        tol = resolve_tol(self.tol, z0.dtype)
         z = z0.reshape(batch, -1)  # (B, N)
-        trace = IterationTrace(self, _first_eval(f, z0).reshape(batch, -1), z)
+        trace = IterationTrace(self, tol, _first_eval(f, z0).reshape(batch, -1), z)
         step = self._stepper()
         while not trace.done:
             z = step(z, trace.fz)
             trace.observe(z, f_flat(z))
         solution = trace.solution(shape)
         if self.throw and not solution.converged:
-            raise SolverError(self.name, solution, tol=self.tol, stop=self.stop)
+            raise SolverError(self.name, solution, tol=tol, stop=self.stop)
         return solution
 
 
@@ -167,12 +171,14 @@ def _first_eval(f: Map, z0: torch.Tensor) -> torch.Tensor:
 class IterationTrace:
     """Residual trace, best iterate per row, and the stopping decision of one solve.
 
-    Divergence is judged on the absolute residual ``‖f(z) - z‖`` whatever the stopping
-    rule (the relative one stays bounded while the iterates blow up).
+    ``tol`` is the solver's tolerance resolved for the iterates' dtype (``solver.tol`` may
+    be None). Divergence is judged on the absolute residual ``‖f(z) - z‖`` whatever the
+    stopping rule (the relative one stays bounded while the iterates blow up).
     """
 
-    def __init__(self, solver: Solver, fz0: torch.Tensor, z0: torch.Tensor) -> None:
+    def __init__(self, solver: Solver, tol: float, fz0: torch.Tensor, z0: torch.Tensor) -> None:
         self.solver = solver
+        self.tol = tol
         self.residuals: list[float] = []
         self.status = Status.MAX_STEPS
         self.done = False
@@ -190,7 +196,7 @@ class IterationTrace:
         improved = r < self.best_r  # (B,); False where r is NaN
         self.best_r = torch.where(improved, r, self.best_r)
         self.least_abs = torch.fmin(self.least_abs, r_abs)
-        pending = self.best_r > self.solver.tol  # (B,) samples still to converge
+        pending = self.best_r > self.tol  # (B,) samples still to converge
         blown_up = pending & (r_abs > self.solver.divergence_factor * self.least_abs)
         flags = [r.max(), torch.isfinite(r_abs).all(), pending.any(), blown_up.any()]
         flags += [improved.all(), improved.any()]

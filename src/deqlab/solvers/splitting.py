@@ -37,7 +37,7 @@ from deqlab._checks import (
     check_tensor,
 )
 from deqlab.solvers.base import IterationTrace
-from deqlab.solvers.solution import STOP_RULES, Solution, SolverError
+from deqlab.solvers.solution import STOP_RULES, Solution, SolverError, check_tol, resolve_tol
 
 Prox = Callable[[torch.Tensor], torch.Tensor]
 
@@ -131,11 +131,12 @@ class _Splitting:
             (:class:`deqlab.solvers.base.Solver`). The residual is the one of the DEQ map
             itself, ``f(z) = relu(W z + c)`` (adjoint: ``f(w) = D(g + Wᵀ w)``), under rule
             ``stop``, with norms over the whole ``(n, N)`` tensor; so a splitting `Solution`
-            reads like any other solver's.
+            reads like any other solver's. ``tol=None`` takes the per-dtype default of every
+            solver (:func:`~deqlab.solvers.solution.default_tol` of ``c``'s dtype).
         alpha: step size α > 0; None lets the solver choose it from ``m`` and ``L``.
     """
 
-    tol: float = 1e-8
+    tol: float | None = None
     max_iter: int = 500
     stop: str = "rel"
     throw: bool = True
@@ -145,7 +146,7 @@ class _Splitting:
     def __post_init__(self) -> None:
         if self.alpha is not None:
             check_positive("alpha", self.alpha)
-        check_positive("tol", self.tol)
+        check_tol(self.tol)
         check_int("max_iter", self.max_iter, min_value=1)
         check_choice("stop", self.stop, STOP_RULES)
         check_bool("throw", self.throw)
@@ -193,9 +194,10 @@ class _Splitting:
             z0 = torch.zeros_like(c)
         check_tensor("z0", z0, shape=tuple(c.shape))
         alpha = self.step_size(op)
+        tol = resolve_tol(self.tol, c.dtype)
         z = z0
         pre = op.affine(z, c, transpose=transpose)  # W z + c, (n, N)
-        trace = IterationTrace(self, prox(pre).reshape(1, -1), z.reshape(1, -1))
+        trace = IterationTrace(self, tol, prox(pre).reshape(1, -1), z.reshape(1, -1))
         state = self._init_state(z, pre, alpha)
         while not trace.done:
             state, z = self._step(op, state, z, pre, c, alpha, prox, transpose)
@@ -206,7 +208,7 @@ class _Splitting:
             raise SolverError(
                 self.name,
                 solution,
-                tol=self.tol,
+                tol=tol,
                 stop=self.stop,
                 context=(
                     f"{what} solve with α = {alpha:.4g}, m = {op.m:g}, "
