@@ -28,7 +28,8 @@ PAPERS: Mapping[str, str] = {
     "deep equilibrium models (AISTATS 2023)",
     "kawaguchi2021": "Kawaguchi, On the theory of implicit deep learning: global "
     "convergence with implicit layers (ICLR 2021)",
-    "hieu2022": "Hieu, An NTK analysis of deep equilibrium models (thesis, 2022)",
+    "hieu2022": "Nguyen Ngoc Hieu, An analysis of applying neural tangent kernels for deep "
+    "equilibrium models (thesis, VNU University of Engineering and Technology, 2022)",
     "ours": "deqlab (ours: not a statement of the papers)",
 }
 
