@@ -20,7 +20,7 @@ from deqlab.report import (
     save_figure,
     sequential_colors,
 )
-from deqlab.report.figures import STYLE
+from deqlab.report.figures import STYLE, PlainLogFormatter
 
 
 def _line_figure(width_in: float = 4.0, height_in: float = 3.0) -> Figure:
@@ -133,3 +133,16 @@ def test_figure_style_is_scoped_and_reference_line_drawn() -> None:
     assert matplotlib.rcParams["axes.spines.top"] == before
     with pytest.raises(TypeError, match="`ax` must be a matplotlib Axes; got Figure"):
         add_reference_line(Figure(), 1.0)
+
+
+def test_log_axis_labels_are_plain_numbers_between_decades(tmp_path: Path) -> None:
+    with figure_style():
+        fig, ax = plt.subplots()
+        ax.semilogy([0, 1, 2], [20.0, 40.0, 60.0])  # less than a decade: minor labels shown
+        save_figure(fig, tmp_path, "short_log")
+        fig.canvas.draw()
+        labels = [t.get_text() for t in ax.yaxis.get_ticklabels(minor=True) if t.get_text()]
+    assert labels and not any("times" in t for t in labels), labels
+    assert r"$\mathdefault{40}$" in labels
+    formatter = PlainLogFormatter()
+    assert formatter(100.0) == r"$\mathdefault{10^{2}}$"  # decades keep the power form

@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt
 from cycler import cycler
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatterMathtext
 
 from deqlab._atomic import atomic_path
 from deqlab._checks import check_int
@@ -117,8 +118,26 @@ def add_reference_line(ax: Axes, y: float, label: str | None = None) -> None:
     ax.axhline(y, color="0.35", linestyle="--", linewidth=1.0, label=label, zorder=1)
 
 
+class PlainLogFormatter(LogFormatterMathtext):
+    """Log-axis labels: decades as 10^k, other ticks as plain numbers ("40", not "4×10¹")."""
+
+    def _non_decade_format(self, sign_string: str, base: str, fx: float, usetex: bool) -> str:
+        return rf"$\mathdefault{{{sign_string}{float(base) ** fx:.3g}}}$"
+
+
+def plain_log_ticks(fig: Figure) -> None:
+    """Give every log axis of ``fig`` :class:`PlainLogFormatter` labels (major and minor)."""
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() == "log":
+                axis.set_major_formatter(PlainLogFormatter())
+                axis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False))
+
+
 def save_figure(fig: Figure, directory: str | os.PathLike[str], name: str) -> list[Path]:
     """Save ``fig`` as ``<directory>/<name>.png`` (150 dpi) and ``.pdf``, then close it.
+
+    Log axes get plain-number labels between decades (:func:`plain_log_ticks`).
 
     Each file is written to a temporary name and moved into place with ``os.replace``, so
     a reader never sees a partial file; ``directory`` is created if needed. The PDF carries
@@ -137,6 +156,7 @@ def save_figure(fig: Figure, directory: str | os.PathLike[str], name: str) -> li
             f"(no directory, no extension needed); got {name!r}"
         )
     directory = Path(directory)
+    plain_log_ticks(fig)
     paths = [directory / f"{name}.png", directory / f"{name}.pdf"]
     metadata = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None}}
     try:
