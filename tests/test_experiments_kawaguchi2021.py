@@ -6,9 +6,9 @@ tests/test_cli_experiments.py.)"""
 import pytest
 
 from deqlab.experiments.base import TaskContext
-from deqlab.experiments.kawaguchi2021_fig1 import Fig1Config, Kawaguchi2021Fig1, final_test_losses
-from deqlab.experiments.kawaguchi2021_fig2 import Fig2Config, Kawaguchi2021Fig2, log_spaced_steps
-from deqlab.experiments.kawaguchi2021_fig3 import Fig3Config, Kawaguchi2021Fig3
+from deqlab.experiments.kawaguchi2021.fig1 import Fig1Config, Kawaguchi2021Fig1, final_test_losses
+from deqlab.experiments.kawaguchi2021.fig2 import Fig2Config, Kawaguchi2021Fig2, log_spaced_steps
+from deqlab.experiments.kawaguchi2021.fig3 import Fig3Config, Kawaguchi2021Fig3
 
 
 class MemoryCheckpoints:

@@ -23,7 +23,7 @@ import torch
 from deqlab._checks import check_int, check_positive, check_real
 from deqlab.data import zou_synthetic
 from deqlab.experiments.base import Claim, Experiment, Task, TaskContext
-from deqlab.experiments.kawaguchi2021_fig2 import (
+from deqlab.experiments.kawaguchi2021.fig2 import (
     Row,
     bound_claims,
     history_rows,
