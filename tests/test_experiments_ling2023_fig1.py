@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 from deqlab.cli import app
 from deqlab.data import synthetic_sphere
 from deqlab.experiments.config import ConfigError
-from deqlab.experiments.ling2023_fig1 import Fig1Config, Ling2023Fig1
-from deqlab.experiments.ling2023_fig1_claims import by_dataset, dataset_claims
+from deqlab.experiments.ling2023.fig1 import Fig1Config, Ling2023Fig1
+from deqlab.experiments.ling2023.fig1_report import by_dataset, dataset_claims
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.runs.store import RunStore, read_rows_csv
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from deqlab.cli import app
 from deqlab.data import synthetic_sphere
 from deqlab.experiments.config import ConfigError
-from deqlab.experiments.ling2023_init import Ling2023Init
+from deqlab.experiments.ling2023.init import Ling2023Init
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.runs.store import read_rows_csv
 from deqlab.theory.init_theorems import initialization_claims

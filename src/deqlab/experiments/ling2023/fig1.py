@@ -37,7 +37,7 @@ from deqlab._checks import check_choice, check_int, check_real
 from deqlab.data import get_dataset
 from deqlab.data.registry import DATASETS
 from deqlab.experiments.base import Claim, Experiment, Row, Task, TaskContext
-from deqlab.experiments.ling2023_fig1_claims import by_dataset, dataset_claims
+from deqlab.experiments.ling2023.fig1_report import by_dataset, dataset_claims
 from deqlab.experiments.registry import register
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.theory.ling2023 import Condition1, condition1, learning_rate
@@ -169,7 +169,7 @@ class Ling2023Fig1(Experiment):
 
     # ------------------------------------------------------------------ figures
     def plot(self, config: Fig1Config, rows: list[Row], directory: Path) -> list[Path]:
-        from deqlab.experiments.ling2023_fig1_plots import plot_fig1
+        from deqlab.experiments.ling2023.fig1_figures import plot_fig1
 
         return plot_fig1(by_dataset(rows), directory)
 

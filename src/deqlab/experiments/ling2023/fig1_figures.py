@@ -14,7 +14,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from deqlab.experiments.ling2023_fig1_claims import WidthRun
+from deqlab.experiments.ling2023.fig1_report import WidthRun
 from deqlab.report import add_reference_line, figure_style, save_figure, sequential_colors
 
 Panel = Callable[[Axes, WidthRun, str], None]
