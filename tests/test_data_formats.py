@@ -74,6 +74,34 @@ def test_idx_errors(tmp_path):
         write_idx(tmp_path / "c", np.zeros(2, dtype=np.complex64))
 
 
+def test_idx_header_whose_sizes_overflow_int64_is_named_not_a_reshape_error(tmp_path):
+    """65536⁴ elements = 2⁶⁴ wraps to 0 in int64: the size check must not be fooled."""
+    path = tmp_path / "train-images-idx3-ubyte"
+    path.write_bytes(bytes.fromhex("00000804") + np.full(4, 65536, dtype=">u4").tobytes())
+    with pytest.raises(
+        IdxFormatError,
+        match=rf"{path}: IDX header announces shape \(65536, 65536, 65536, 65536\) "
+        r"\(18446744073709551636 bytes with the header\) but the file holds 20 bytes: the file "
+        r"is truncated or its header is corrupt",
+    ):
+        read_idx(path)
+    good = write_idx(tmp_path / "y", np.zeros((2, 3), dtype=np.uint8)).read_bytes()
+    (tmp_path / "long").write_bytes(good + b"\x00")
+    with pytest.raises(
+        IdxFormatError, match="holds 19 bytes: the file has trailing bytes or its header"
+    ):
+        read_idx(tmp_path / "long")
+
+
+def test_truncated_idx_gz_is_named(tmp_path):
+    images = np.random.default_rng(0).integers(0, 256, (50, 28, 28), dtype=np.uint8)
+    payload = write_idx(tmp_path / "full.gz", images).read_bytes()
+    cut = tmp_path / "t10k-images-idx3-ubyte.gz"
+    cut.write_bytes(payload[: len(payload) // 2])
+    with pytest.raises(IdxFormatError, match=rf"{cut} is a truncated gzip file"):
+        read_idx(cut)
+
+
 # ---------------------------------------------------------------- CIFAR-10
 
 

@@ -8,6 +8,7 @@ then the array in C order, big-endian. Type codes: 0x08 uint8, 0x09 int8, 0x0B i
 from __future__ import annotations
 
 import gzip
+import math
 import os
 from pathlib import Path
 
@@ -35,7 +36,11 @@ def _read_bytes(path: Path) -> bytes:
         try:
             with gzip.open(path, "rb") as stream:
                 return stream.read()
-        except (OSError, EOFError) as err:  # BadGzipFile is an OSError
+        except EOFError as err:  # the stream stops before its end-of-stream marker
+            raise IdxFormatError(
+                f"{path} is a truncated gzip file (the compressed stream ends early): {err}"
+            ) from err
+        except OSError as err:  # BadGzipFile is an OSError
             raise IdxFormatError(f"{path} is not a readable gzip file: {err}") from err
     return path.read_bytes()
 
@@ -54,11 +59,13 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
     if len(raw) < header:
         raise IdxFormatError(f"{path}: truncated IDX header ({len(raw)} bytes, ndim {ndim})")
     shape = tuple(int(s) for s in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
-    expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    # Python ints: a product of uint32 sizes can exceed int64 (and wrap around to match).
+    expected = header + math.prod(shape) * dtype.itemsize
     if len(raw) != expected:
+        what = "is truncated" if len(raw) < expected else "has trailing bytes"
         raise IdxFormatError(
             f"{path}: IDX header announces shape {shape} ({expected} bytes with the header) "
-            f"but the file holds {len(raw)} bytes"
+            f"but the file holds {len(raw)} bytes: the file {what} or its header is corrupt"
         )
     array = np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape)
     return array.astype(dtype.newbyteorder("="), copy=True)
