@@ -1,8 +1,17 @@
-"""Data sets: synthetic generators, MNIST / Fashion-MNIST / CIFAR-10 / digits readers,
-downloads with checksums, and the preprocessing of the papers.
+"""Data sets: synthetic generators, MNIST / Fashion-MNIST / KMNIST / CIFAR-10 / CIFAR-100 /
+SVHN / SEMEION / digits readers, downloads with checksums,
+and the preprocessing of the papers.
 """
 
-from deqlab.data.cifar import CifarFormatError, read_cifar10, write_cifar_batch
+from deqlab.data.cifar import (
+    CifarFormatError,
+    read_cifar10,
+    read_cifar100,
+    read_cifar100_meta,
+    write_cifar100_file,
+    write_cifar100_meta,
+    write_cifar_batch,
+)
 from deqlab.data.diagnostics import InputDiagnostics, input_diagnostics
 from deqlab.data.download import ChecksumError, DownloadError, download_file, fetch, file_digest
 from deqlab.data.idx import IdxFormatError, read_idx, write_idx
@@ -10,7 +19,9 @@ from deqlab.data.labelled import DataInfo, LabelledData
 from deqlab.data.locate import DatasetNotFoundError, data_root, search_dirs
 from deqlab.data.preprocess import normalize_columns, to_grayscale
 from deqlab.data.registry import DATASETS, RawImages, get_dataset, load_images, locate
+from deqlab.data.semeion import SemeionFormatError, read_semeion, write_semeion
 from deqlab.data.sources import SOURCES, RemoteFile, Source
+from deqlab.data.svhn import SvhnFormatError, read_svhn, write_svhn
 from deqlab.data.synthetic import synthetic_sphere, zou_synthetic
 
 __all__ = [
@@ -26,7 +37,9 @@ __all__ = [
     "LabelledData",
     "RawImages",
     "RemoteFile",
+    "SemeionFormatError",
     "Source",
+    "SvhnFormatError",
     "data_root",
     "download_file",
     "fetch",
@@ -37,11 +50,19 @@ __all__ = [
     "locate",
     "normalize_columns",
     "read_cifar10",
+    "read_cifar100",
+    "read_cifar100_meta",
     "read_idx",
+    "read_semeion",
+    "read_svhn",
     "search_dirs",
     "synthetic_sphere",
     "to_grayscale",
+    "write_cifar100_file",
+    "write_cifar100_meta",
     "write_cifar_batch",
     "write_idx",
+    "write_semeion",
+    "write_svhn",
     "zou_synthetic",
 ]
