@@ -2,6 +2,7 @@
 
 import hashlib
 import socket
+import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -20,8 +21,14 @@ from deqlab.data import (
     download_file,
     fetch,
     get_dataset,
+    load_images,
+    write_cifar100_file,
+    write_cifar100_meta,
     write_idx,
+    write_semeion,
+    write_svhn,
 )
+from deqlab.data.registry import dataset_splits
 
 
 class _Server(ThreadingHTTPServer):
@@ -99,6 +106,85 @@ def _serve_mnist(server, tmp_path):
             server.files[path.name] = path.read_bytes()
             files.append(RemoteFile(path.name, _md5(path.read_bytes())))
     return Source(mirrors=(server.url,), files=tuple(files))
+
+
+def _serve(server, staging):
+    """Serve every file of ``staging``; a Source with their real MD5s and sizes."""
+    files = []
+    for path in sorted(staging.iterdir()):
+        if path.is_file():
+            server.files[path.name] = path.read_bytes()
+            files.append(RemoteFile(path.name, _md5(path.read_bytes()), size=path.stat().st_size))
+    return Source(mirrors=(server.url,), files=tuple(files))
+
+
+def _stage(name, tmp_path):
+    """The files of data set ``name`` as published (real formats, 20 images a split)."""
+    rng = np.random.default_rng(len(name))
+    staging = tmp_path / "staging" / name
+    staging.mkdir(parents=True)
+    labels = np.tile(np.arange(10), 2)
+    if name == "kmnist":
+        for prefix in ("train", "t10k"):
+            images = rng.integers(0, 256, (20, 28, 28), dtype=np.uint8)
+            write_idx(staging / f"{prefix}-images-idx3-ubyte.gz", images)
+            write_idx(staging / f"{prefix}-labels-idx1-ubyte.gz", labels.astype(np.uint8))
+    elif name == "cifar100":
+        folder = tmp_path / "staging" / "cifar-100-python"
+        for split in ("train", "test"):
+            images = rng.integers(0, 256, (20, 3, 32, 32), dtype=np.uint8)
+            write_cifar100_file(folder / split, images, 5 * labels, labels)
+        write_cifar100_meta(folder / "meta", [f"f{i}" for i in range(100)], ["c"] * 20)
+        with tarfile.open(staging / "cifar-100-python.tar.gz", "w:gz") as archive:
+            archive.add(folder, arcname="cifar-100-python")
+    elif name == "svhn":
+        for split in ("train", "test"):
+            images = rng.integers(0, 256, (20, 3, 32, 32), dtype=np.uint8)
+            write_svhn(staging / f"{split}_32x32.mat", images, labels)
+    else:
+        images = rng.integers(0, 2, (20, 1, 16, 16), dtype=np.uint8)
+        write_semeion(staging / "semeion.data", images, labels)
+    return staging
+
+
+NEW_SETS = ("kmnist", "cifar100", "svhn", "semeion")
+
+
+@pytest.mark.parametrize("name", NEW_SETS)
+def test_fetch_new_sets_from_a_server_in_their_real_formats(server, tmp_path, name):
+    source = _serve(server, _stage(name, tmp_path))
+    root = tmp_path / "root"
+    paths = fetch(name, root, sources={name: source}, show_progress=False)
+    assert [p.name for p in paths] == [f.filename for f in source.files]
+    for path in paths:
+        assert path.parent == root / name and path.read_bytes() == server.files[path.name]
+    assert not list((root / name).glob("*.part"))
+    for split in dataset_splits(name):
+        raw = load_images(name, split, data_dir=root)
+        assert raw.images.shape[0] == 20 and raw.labels.shape == (20,)
+        expected = np.tile(np.arange(10), 2) * (5 if name == "cifar100" else 1)  # fine labels
+        np.testing.assert_array_equal(raw.labels, expected)
+    classes = (0, 5) if name == "cifar100" else (0, 1)
+    data = get_dataset(name, n_per_class=2, classes=classes, data_dir=root)
+    assert data.X.shape[1] == 4 and data.info.source.startswith(str(root / name))
+    n_requests = len(server.requests)  # verified files are not downloaded again
+    fetch(name, root, sources={name: source}, show_progress=False)
+    assert len(server.requests) == n_requests
+
+
+@pytest.mark.parametrize("name", NEW_SETS)
+def test_fetch_new_sets_rejects_a_checksum_mismatch(server, tmp_path, name):
+    source = _serve(server, _stage(name, tmp_path))
+    bad = source.files[-1].filename
+    body, middle = server.files[bad], len(server.files[bad]) // 2
+    server.files[bad] = body[:middle] + bytes([body[middle] ^ 0xFF]) + body[middle + 1 :]
+    with pytest.raises(ChecksumError, match=rf"md5 checksum mismatch for {bad} \(\d+ bytes\)"):
+        fetch(name, tmp_path / "root", sources={name: source}, show_progress=False)
+    assert not (tmp_path / "root" / name / bad).exists()
+    assert not list((tmp_path / "root" / name).glob("*.part"))
+    twice = Source(mirrors=(server.url, server.url), files=source.files)
+    with pytest.raises(ChecksumError, match=rf"every mirror failed for {bad}:\n  http"):
+        fetch(name, tmp_path / "root", sources={name: twice}, show_progress=False)
 
 
 def test_fetch_verifies_and_places_files_where_readers_look(server, tmp_path):
@@ -182,18 +268,31 @@ def test_http_errors_and_mirror_fallback(server, tmp_path):
     with pytest.raises(DownloadError, match=r"every mirror failed for g:\n  .*/a/g: HTTP 404"):
         fetch("g", tmp_path, sources={"g": source}, show_progress=False)
     with pytest.raises(
-        ValueError, match="`name` must be one of 'mnist', 'fashion-mnist', 'cifar10'"
+        ValueError,
+        match="`name` must be one of 'mnist', 'fashion-mnist', 'kmnist', 'cifar10', 'cifar100', "
+        "'svhn', 'semeion'; got 'usps'",
     ):
-        fetch("svhn", tmp_path)
+        fetch("usps", tmp_path)
 
 
 def test_canonical_sources_are_complete():
-    assert set(SOURCES) == {"mnist", "fashion-mnist", "cifar10"}
-    for source in SOURCES.values():
+    assert list(SOURCES) == [
+        "mnist",
+        "fashion-mnist",
+        "kmnist",
+        "cifar10",
+        "cifar100",
+        "svhn",
+        "semeion",
+    ]
+    for name, source in SOURCES.items():
         assert source.mirrors and all(m.endswith("/") for m in source.mirrors)
         for file in source.files:
             assert file.algorithm == "md5" and len(file.digest) == 32
             int(file.digest, 16)
+            # published sizes are known for all but SEMEION (checked by content instead)
+            assert (file.size is None) == (name == "semeion")
+            assert file.size is None or file.size > 1000
 
 
 def test_cli_fetch(server, tmp_path, monkeypatch):
@@ -211,5 +310,5 @@ def test_cli_fetch(server, tmp_path, monkeypatch):
     )
     assert result.exit_code == 1
     assert "md5 checksum mismatch for t10k-labels-idx1-ubyte.gz" in result.output
-    result = runner.invoke(app, ["data", "fetch", "svhn"])
+    result = runner.invoke(app, ["data", "fetch", "usps"])
     assert result.exit_code == 1 and "`name` must be one of" in result.output

@@ -18,7 +18,15 @@ from deqlab.data.idx import IdxFormatError, read_idx, write_idx
 from deqlab.data.labelled import DataInfo, LabelledData
 from deqlab.data.locate import DatasetNotFoundError, data_root, search_dirs
 from deqlab.data.preprocess import normalize_columns, to_grayscale
-from deqlab.data.registry import DATASETS, RawImages, get_dataset, load_images, locate
+from deqlab.data.registry import (
+    DATASETS,
+    RawImages,
+    dataset_splits,
+    get_dataset,
+    load_images,
+    locate,
+    n_classes,
+)
 from deqlab.data.semeion import SemeionFormatError, read_semeion, write_semeion
 from deqlab.data.sources import SOURCES, RemoteFile, Source
 from deqlab.data.svhn import SvhnFormatError, read_svhn, write_svhn
@@ -41,6 +49,7 @@ __all__ = [
     "Source",
     "SvhnFormatError",
     "data_root",
+    "dataset_splits",
     "download_file",
     "fetch",
     "file_digest",
@@ -48,6 +57,7 @@ __all__ = [
     "input_diagnostics",
     "load_images",
     "locate",
+    "n_classes",
     "normalize_columns",
     "read_cifar10",
     "read_cifar100",

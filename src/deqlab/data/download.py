@@ -152,7 +152,7 @@ def _fetch_one(
     progress: Progress | None,
 ) -> Path:
     """Download one file, trying each mirror in turn (a ``.part`` carries over between them)."""
-    errors = []
+    errors: list[DownloadError] = []
     for base in mirrors:
         url = base.rstrip("/") + "/" + file.filename
         try:
@@ -165,10 +165,13 @@ def _fetch_one(
                 progress=progress,
             )
         except DownloadError as err:
-            errors.append(str(err))
+            errors.append(err)
     if len(errors) == 1:
-        raise DownloadError(errors[0])
-    raise DownloadError(f"every mirror failed for {file.filename}:\n  " + "\n  ".join(errors))
+        raise errors[0]  # keeps its type: a ChecksumError stays one
+    kind = ChecksumError if all(isinstance(e, ChecksumError) for e in errors) else DownloadError
+    raise kind(
+        f"every mirror failed for {file.filename}:\n  " + "\n  ".join(str(e) for e in errors)
+    )
 
 
 def fetch(

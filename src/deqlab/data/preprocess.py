@@ -112,8 +112,11 @@ def check_float_dtype(dtype: object) -> torch.dtype:
     return dtype
 
 
-def check_classes(classes: object, n_classes: int) -> tuple[int, ...]:
-    """``classes`` as a tuple of distinct ints in 0..n_classes-1 (at least one)."""
+def check_classes(classes: object, n_classes: int, name: str | None = None) -> tuple[int, ...]:
+    """``classes`` as a tuple of distinct ints in 0..n_classes-1 (at least one).
+
+    ``name``, the data set, is quoted in the message of an out-of-range class.
+    """
     if isinstance(classes, (str, bytes)) or not isinstance(classes, Sequence):
         raise TypeError(f"`classes` must be a sequence of ints; got {type(classes).__name__}")
     out = tuple(check_int("classes", c) for c in classes)
@@ -121,7 +124,8 @@ def check_classes(classes: object, n_classes: int) -> tuple[int, ...]:
         raise ValueError("`classes` must name at least one class; got an empty sequence")
     bad = [c for c in out if not 0 <= c < n_classes]
     if bad:
-        raise ValueError(f"`classes` must lie in 0..{n_classes - 1}; got {bad[0]} in {out}")
+        which = f" ({name!r} has {n_classes} classes)" if name is not None else ""
+        raise ValueError(f"`classes` must lie in 0..{n_classes - 1}; got {bad[0]} in {out}{which}")
     if len(set(out)) != len(out):
         raise ValueError(f"`classes` must be distinct; got {out}")
     return out

@@ -1,9 +1,10 @@
 """``get_dataset``: every data set of the experiments by name, preprocessed as in the papers.
 
-Image data sets (MNIST, Fashion-MNIST, CIFAR-10, digits) follow Ling et al. (2023),
-Section 5: k images of each requested class drawn at random (seeded), flattened to the
-columns of X (d, n), optionally grayscale (CIFAR-10, as the paper's code), and every column
-scaled to norm √d (Assumption 2). ``"sphere"`` is the paper's synthetic data.
+Image data sets (MNIST, Fashion-MNIST, KMNIST, CIFAR-10, CIFAR-100, SVHN, SEMEION, digits)
+follow Ling et al. (2023), Section 5: k images of each requested class drawn at random
+(seeded), flattened to the columns of X (d, n), optionally grayscale (the colour sets, as
+the paper's code does for CIFAR-10), and every column scaled to norm √d (Assumption 2).
+``"sphere"`` is the paper's synthetic data.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 
 from deqlab._checks import check_choice, check_int
-from deqlab.data import cifar
+from deqlab.data import cifar, semeion, svhn
 from deqlab.data.digits import PIXEL_MAX, digits_path, read_digits
 from deqlab.data.idx import read_idx
 from deqlab.data.labelled import DataInfo, LabelledData
@@ -33,24 +34,54 @@ from deqlab.data.preprocess import (
 )
 from deqlab.data.synthetic import synthetic_sphere
 
-IMAGE_DATASETS = ("mnist", "fashion-mnist", "cifar10", "digits")
+IMAGE_DATASETS = (
+    "mnist",
+    "fashion-mnist",
+    "kmnist",
+    "cifar10",
+    "cifar100",
+    "svhn",
+    "semeion",
+    "digits",
+)
 DATASETS = ("sphere", *IMAGE_DATASETS)
 SPLITS = ("train", "test")
-N_CLASSES = 10
+N_CLASSES = 10  # the class count of every image set but CIFAR-100: see CLASS_COUNTS
+CLASS_COUNTS: dict[str, int] = {name: N_CLASSES for name in IMAGE_DATASETS} | {"cifar100": 100}
+# The splits of each image set: digits and SEMEION come as a single set of images.
+DATASET_SPLITS: dict[str, tuple[str, ...]] = {name: SPLITS for name in IMAGE_DATASETS} | {
+    "digits": ("train",),
+    "semeion": ("train",),
+}
+IDX_DATASETS = ("mnist", "fashion-mnist", "kmnist")
+_PIXEL_MAX = {"digits": PIXEL_MAX, "semeion": 1}  # else 255
 _IDX_FILES = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
 
 
+def n_classes(name: str) -> int:
+    """Number of classes of image data set ``name`` (labels lie in 0..n_classes-1)."""
+    return CLASS_COUNTS[check_choice("name", name, IMAGE_DATASETS)]
+
+
+def dataset_splits(name: str) -> tuple[str, ...]:
+    """The splits of image data set ``name``: ``("train", "test")``, or ``("train",)``."""
+    return DATASET_SPLITS[check_choice("name", name, IMAGE_DATASETS)]
+
+
 @dataclass(frozen=True, eq=False)
 class RawImages:
-    """A split as stored: ``images`` (N, C, H, W) uint8, ``labels`` (N,) int64 in 0..9."""
+    """A split as stored: ``images`` (N, C, H, W) uint8, ``labels`` (N,) int64 in 0..K-1.
+
+    K is :func:`n_classes` (100 for CIFAR-100 — its fine labels —, else 10).
+    """
 
     images: np.ndarray
     labels: np.ndarray
     source: Path
-    pixel_max: int  # 255, or 16 for digits
+    pixel_max: int  # 255, or 16 for digits, or 1 for SEMEION (binary pixels)
 
 
 def _existing(directory: Path, stem: str) -> Path | None:
@@ -60,37 +91,78 @@ def _existing(directory: Path, stem: str) -> Path | None:
     return None
 
 
+def _find(name: str, split: str, directory: Path, problems: list[str]) -> Path | None:
+    """The stored split of ``name`` in ``directory`` (None: not there; notes go to problems)."""
+    if name == "cifar10":
+        for candidate in (directory / cifar.BATCH_DIR, directory):
+            if (candidate / cifar.SPLIT_BATCHES[split][0]).is_file():
+                return candidate
+        archive = directory / cifar.ARCHIVE
+        return archive if archive.is_file() else None
+    if name == "cifar100":
+        for candidate in (directory / cifar.CIFAR100_DIR, directory):
+            if (candidate / cifar.CIFAR100_FILES[split]).is_file():
+                return candidate
+        archive = directory / cifar.CIFAR100_ARCHIVE
+        return archive if archive.is_file() else None
+    if name in ("svhn", "semeion"):
+        path = directory / (svhn.SPLIT_FILES[split] if name == "svhn" else semeion.FILENAME)
+        return path if path.is_file() else None
+    images_stem, labels_stem = _IDX_FILES[split]
+    images, labels = _existing(directory, images_stem), _existing(directory, labels_stem)
+    if images is not None and labels is not None:
+        return images
+    if (images is None) != (labels is None):
+        missing = labels_stem if labels is None else images_stem
+        problems.append(f"{directory} has {(images or labels).name} but no {missing}[.gz]")
+    return None
+
+
+def _expected(name: str, split: str) -> str:
+    """What :func:`locate` looks for, in words."""
+    if name == "cifar10":
+        return f"{cifar.BATCH_DIR}/ or {cifar.ARCHIVE}"
+    if name == "cifar100":
+        return f"{cifar.CIFAR100_DIR}/{cifar.CIFAR100_FILES[split]} or {cifar.CIFAR100_ARCHIVE}"
+    if name == "svhn":
+        return svhn.SPLIT_FILES[split]
+    if name == "semeion":
+        return semeion.FILENAME
+    return " and ".join(f"{stem}[.gz]" for stem in _IDX_FILES[split])
+
+
 def locate(name: str, split: str = "train", data_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Path of the stored split (the images file, CIFAR directory or archive, digits file).
+    """Path of the stored split (the images file, CIFAR directory or archive, SVHN or
+    SEMEION file, digits file).
 
     Raises :class:`~deqlab.data.locate.DatasetNotFoundError` saying where it looked and
-    the command that fetches the data.
+    the command that fetches the data. Only presence is checked here: a damaged file is
+    reported by the reader (and by :func:`deqlab.data.catalog.check_split`).
     """
     check_choice("name", name, IMAGE_DATASETS)
-    check_choice("split", split, SPLITS if name != "digits" else ("train",))
+    check_choice("split", split, DATASET_SPLITS[name])
     if name == "digits":
         return digits_path()
     problems: list[str] = []
     for directory in search_dirs(name, data_dir):
-        if name == "cifar10":
-            for candidate in (directory / cifar.BATCH_DIR, directory):
-                if (candidate / cifar.SPLIT_BATCHES[split][0]).is_file():
-                    return candidate
-            if (directory / cifar.ARCHIVE).is_file():
-                return directory / cifar.ARCHIVE
-            continue
-        images_stem, labels_stem = _IDX_FILES[split]
-        images, labels = _existing(directory, images_stem), _existing(directory, labels_stem)
-        if images is not None and labels is not None:
-            return images
-        if (images is None) != (labels is None):
-            missing = labels_stem if labels is None else images_stem
-            problems.append(f"{directory} has {(images or labels).name} but no {missing}[.gz]")
+        found = _find(name, split, directory, problems)
+        if found is not None:
+            return found
+    raise not_found(name, split, _expected(name, split), data_dir, problems)
+
+
+def stored_files(
+    name: str, split: str = "train", data_dir: str | os.PathLike[str] | None = None
+) -> tuple[Path, ...]:
+    """Every file the split is read from (both IDX files, each CIFAR-10 batch, …)."""
+    path = locate(name, split, data_dir)
+    if name in IDX_DATASETS:
+        return path, _existing(path.parent, _IDX_FILES[split][1])
+    if not path.is_dir():
+        return (path,)
     if name == "cifar10":
-        expected = f"{cifar.BATCH_DIR}/ or {cifar.ARCHIVE}"
-    else:
-        expected = " and ".join(f"{stem}[.gz]" for stem in _IDX_FILES[split])
-    raise not_found(name, split, expected, data_dir, problems)
+        return tuple(path / batch for batch in cifar.SPLIT_BATCHES[split])
+    return (path / cifar.CIFAR100_FILES[split],)
 
 
 def _read_idx_split(path: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
@@ -113,20 +185,26 @@ def _read_idx_split(path: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
 @functools.lru_cache(maxsize=4)
 def _read_cached(name: str, split: str, path: Path, mtime_ns: int) -> RawImages:
     """The split stored at ``path`` (``mtime_ns`` is part of the key: edits invalidate)."""
-    pixel_max = PIXEL_MAX if name == "digits" else 255
     if name == "digits":
         images, labels = read_digits()
     elif name == "cifar10":
         images, labels = cifar.read_cifar10(path, split)
+    elif name == "cifar100":
+        images, labels, _ = cifar.read_cifar100(path, split)  # the fine labels: 100 classes
+    elif name == "svhn":
+        images, labels = svhn.read_svhn(path)
+    elif name == "semeion":
+        images, labels = semeion.read_semeion(path)
     else:
         images, labels = _read_idx_split(path, split)
-    if labels.size and (labels.min() < 0 or labels.max() >= N_CLASSES):
+    count = CLASS_COUNTS[name]
+    if labels.size and (labels.min() < 0 or labels.max() >= count):
         raise ValueError(
-            f"{path}: labels must lie in 0..{N_CLASSES - 1}; got {labels.min()}..{labels.max()}"
+            f"{path}: labels must lie in 0..{count - 1}; got {labels.min()}..{labels.max()}"
         )
     images.flags.writeable = False
     labels.flags.writeable = False
-    return RawImages(images, labels, path, pixel_max=pixel_max)
+    return RawImages(images, labels, path, pixel_max=_PIXEL_MAX.get(name, 255))
 
 
 def load_images(
@@ -174,15 +252,18 @@ def get_dataset(
 
     ``name``: ``"sphere"`` (``n`` points, default 1000, on the sphere of radius √d in
     R^d, default d = 1000; labels ``"gaussian"`` by default) or an image data set
-    ``"mnist"``, ``"fashion-mnist"``, ``"cifar10"``, ``"digits"``. For ``"sphere"`` the
-    image options (``split``, ``grayscale``, ``normalize``, ``data_dir``) have no effect:
-    its points already have norm √d.
+    ``"mnist"``, ``"fashion-mnist"``, ``"kmnist"`` (28×28), ``"cifar10"``, ``"cifar100"``,
+    ``"svhn"`` (32×32 colour), ``"semeion"`` (16×16 binary, a single split) or ``"digits"``
+    (8×8, a single split). For ``"sphere"`` the image options (``split``, ``grayscale``,
+    ``normalize``, ``data_dir``) have no effect: its points already have norm √d.
 
     Image data sets: ``n_per_class`` images of each of ``classes`` (default 500 of classes
     (0, 1), the paper's n = 1000; ``n`` may be given instead and is split equally), drawn
-    without replacement with ``seed``; pixels scaled to [0, 1]; CIFAR-10 converted to luma
-    grayscale (d = 1024) when ``grayscale``, else d = 3072 channel-major; every column
-    scaled to norm √d when ``normalize`` (Assumption 2). Whole splits: :func:`load_images`.
+    without replacement with ``seed``; classes are 0..9, or 0..99 for CIFAR-100 (its fine
+    labels); pixels scaled to [0, 1]; colour images (CIFAR-10, CIFAR-100, SVHN) converted
+    to luma grayscale (d = 1024) when ``grayscale``, else d = 3072 channel-major; every
+    column scaled to norm √d when ``normalize`` (Assumption 2). Whole splits:
+    :func:`load_images`.
     ``labels``: ``"class"`` (default; ±1, −1 for ``classes[0]``), ``"gaussian"`` N(0, 1),
     ``"uniform"`` U[0, 1) (the official code's choice), or ``"index"`` (int64 class
     position). Samples come in class blocks: ``classes[0]`` first. Random draws use one
@@ -206,7 +287,7 @@ def get_dataset(
         raise ValueError(f"`d` applies only to 'sphere'; {name!r} has a fixed input size")
     check_float_dtype(dtype)
     labels = check_choice("labels", "class" if labels is None else labels, LABEL_KINDS)
-    classes = check_classes((0, 1) if classes is None else classes, N_CLASSES)
+    classes = check_classes((0, 1) if classes is None else classes, CLASS_COUNTS[name], name)
     k = _check_sizes(name, n, n_per_class, len(classes))
     seed = check_int("seed", seed, min_value=0)
     raw = load_images(name, split, data_dir)
