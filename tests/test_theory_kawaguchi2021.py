@@ -11,13 +11,19 @@ from deqlab.theory.kawaguchi2021 import (
     convergence_bound,
     corollary1_kappa,
     corollary2_kappa,
+    delm_objective,
     dynamics_matrix,
     feature_sigma_min,
     lambda_lower_bound,
     lambda_min_dynamics,
+    linear_objective,
     logistic_loss,
     logistic_loss_optimum,
     logistic_rho,
+    objective_sharpness,
+    pl_ratio,
+    rank_ratio,
+    rank_tolerance,
     softmax_jacobians,
     square_loss,
     square_loss_optimum,
@@ -240,3 +246,88 @@ def test_trainer_rejects_bad_input():
         DELMGradientDescent(model, torch.randn(3, 5), torch.randn(2, 5), lr=0.1, loss="hinge")
     with pytest.raises(TypeError, match="`model` must be a DELM"):
         DELMGradientDescent(torch.nn.Linear(3, 2), torch.randn(3, 5), torch.randn(2, 5), lr=0.1)
+
+
+def test_rank_ratio_against_numpy_svd():
+    Phi = torch.randn(4, 9)
+    sv = np.linalg.svd(Phi.numpy(), compute_uv=False)
+    assert rank_ratio(Phi, 4) == pytest.approx(sv[3] / sv[0])
+    assert rank_ratio(Phi, 2) == pytest.approx(sv[1] / sv[0])
+    assert rank_ratio(Phi.T, 9) == 0.0  # rank m = 9 is impossible with n = 4 samples
+    assert rank_ratio(torch.ones(4, 9), 4) <= rank_tolerance(torch.ones(4, 9))
+    assert rank_tolerance(Phi) == 9 * torch.finfo(Phi.dtype).eps
+
+
+def _numpy_delm_loss(theta, m, m_y, Phi, Y, gamma):
+    """L(A, B) (Eq. 5) in numpy: the column softmax, a linear solve, the square loss."""
+    A, B = theta[: m * m].reshape(m, m), theta[m * m :].reshape(m_y, m)
+    S = np.exp(A - A.max(axis=0)) / np.exp(A - A.max(axis=0)).sum(axis=0)
+    Z = np.linalg.solve(np.eye(m) - gamma * S, Phi)
+    return ((B @ Z - Y) ** 2).sum()
+
+
+def test_delm_objective_equals_the_model_loss():
+    m, n, gamma = 4, 7, 0.6
+    model = DELM(m, 2, gamma=gamma)
+    X, Y = torch.randn(m, n), torch.randn(2, n)
+    with torch.no_grad():
+        expected = square_loss(model(X), Y)
+    torch.testing.assert_close(delm_objective(model.A, model.B, X, Y, gamma), expected)
+    y = (torch.rand(1, n) > 0.5).double()
+    logistic_model = DELM(m, 1, gamma=gamma)
+    with torch.no_grad():
+        expected = logistic_loss(logistic_model(X), y, 0.1)
+    got = delm_objective(logistic_model.A, logistic_model.B, X, y, gamma, loss="logistic", tau=0.1)
+    torch.testing.assert_close(got, expected)
+    with pytest.raises(ValueError, match="`loss` must be one of"):
+        linear_objective(torch.zeros(1, m), X, y, loss="hinge")
+
+
+def test_objective_sharpness_against_a_finite_difference_hessian():
+    """λ_max(∇²L) against central second differences of a numpy L(A, B)."""
+    m, m_y, n, gamma, h = 2, 1, 6, 0.7, 1e-4
+    A, B = torch.randn(m, m), torch.randn(m_y, m)
+    Phi, Y = torch.randn(m, n), torch.randn(m_y, n)
+    args = (m, m_y, Phi.numpy(), Y.numpy(), gamma)
+    theta = np.concatenate([A.numpy().ravel(), B.numpy().ravel()])
+    p = theta.size
+    H = np.empty((p, p))
+    for i in range(p):
+        for j in range(p):
+            e_i, e_j = h * np.eye(p)[i], h * np.eye(p)[j]
+            H[i, j] = (
+                _numpy_delm_loss(theta + e_i + e_j, *args)
+                - _numpy_delm_loss(theta + e_i - e_j, *args)
+                - _numpy_delm_loss(theta - e_i + e_j, *args)
+                + _numpy_delm_loss(theta - e_i - e_j, *args)
+            ) / (4 * h * h)
+    expected = np.linalg.eigvalsh(0.5 * (H + H.T))[-1]
+    assert objective_sharpness(A, B, Phi, Y, gamma) == pytest.approx(expected, rel=1e-5)
+
+
+def test_pl_ratio_is_tight_along_the_smallest_singular_direction():
+    """Square loss: ½‖∇L₀‖² = κ(L₀ − L*) exactly for W = W* + c u_minᵀ (κ = 2σ_min(Φ)²), and
+    > κ(L₀ − L*) elsewhere; a κ too large (e.g. a mean loss's) makes the ratio < 1."""
+    Phi, Y = torch.randn(3, 20), torch.randn(1, 20)
+    W_star, L_star = square_loss_optimum(Phi, Y)
+    kappa = corollary1_kappa(Phi)
+    u_min = torch.linalg.svd(Phi)[0][:, -1]  # left singular vector of σ_min
+    W = W_star + 0.7 * u_min[None, :]
+    assert pl_ratio(W, Phi, Y, kappa=kappa, loss_star=float(L_star)) == pytest.approx(1.0)
+    W_random = W_star + torch.randn(1, 3)
+    assert pl_ratio(W_random, Phi, Y, kappa=kappa, loss_star=float(L_star)) > 1.0
+    assert pl_ratio(W, Phi, Y, kappa=20 * kappa, loss_star=float(L_star)) == pytest.approx(0.05)
+    assert math.isnan(pl_ratio(W_star, Phi, Y, kappa=kappa, loss_star=float(L_star) + 1.0))
+
+
+def test_pl_ratio_of_the_logistic_loss_with_tau():
+    """Logistic + τq² (R = ∞): PL holds with κ = 2τσ_min(Φ)² (strong convexity)."""
+    Phi = torch.randn(3, 30)
+    y = (torch.rand(1, 30) > 0.5).double()
+    tau = 0.05
+    _, L_star = logistic_loss_optimum(Phi, y, tau=tau)
+    kappa = corollary2_kappa(Phi, tau=tau)
+    for _ in range(5):
+        W = 2 * torch.randn(1, 3)
+        ratio = pl_ratio(W, Phi, y, kappa=kappa, loss_star=float(L_star), loss="logistic", tau=tau)
+        assert ratio >= 1.0

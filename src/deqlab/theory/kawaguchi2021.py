@@ -16,6 +16,11 @@ loss whose linear-model objective L₀ satisfies the PL inequality with paramete
 
 with κ = 2σ_min(Φ)² for the square loss (Corollary 1, R = ∞, L*_R = L*_{0,R} = L*) and
 κ = (2τ + ρ(R)) σ_min(Φ)² for the logistic loss (Corollary 2).
+
+The corollaries' hypotheses are measured with: the rank of Φ (:func:`rank_ratio`), the
+PL inequality of Definition 1 at a predictor (:func:`pl_ratio`), and the largest Hessian
+eigenvalue of L (:func:`objective_sharpness`), which says whether a gradient-descent step
+follows the gradient flow (Eq. 6) the theorems are stated for.
 """
 
 from __future__ import annotations
@@ -26,8 +31,11 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
-from deqlab._checks import check_int, check_real, check_tensor
+from deqlab._checks import check_choice, check_int, check_real, check_tensor
 from deqlab.models.delm import check_gamma, column_softmax
+
+#: The losses of the two corollaries: square (Corollary 1), logistic + τq² (Corollary 2).
+LOSSES = ("square", "logistic")
 
 
 def _check_AB(A: object, B: object) -> tuple[torch.Tensor, torch.Tensor]:
@@ -128,12 +136,31 @@ def feature_sigma_min(Phi: torch.Tensor, *, require_full_row_rank: bool = False)
         raise ValueError(f"`Phi` must have rank m = {m} (Corollary 2), impossible with n = {n} < m")
     sv = torch.linalg.svdvals(Phi)
     smin = float(sv[-1])
-    if smin <= sv[0].item() * max(m, n) * torch.finfo(Phi.dtype).eps:
+    if smin <= sv[0].item() * rank_tolerance(Phi):
         raise ValueError(
             f"`Phi` must have full rank min(m, n) = {min(m, n)}; got σ_min = {smin:.3g}, "
             f"σ_max = {float(sv[0]):.3g}"
         )
     return smin
+
+
+def rank_tolerance(Phi: torch.Tensor) -> float:
+    """max(m, n)·ε of Φ's dtype: σ_k(Φ)/σ_1(Φ) at or below it counts as zero (numerical rank)."""
+    check_tensor("Phi", Phi, ndim=2)
+    return max(Phi.shape) * torch.finfo(Phi.dtype).eps
+
+
+def rank_ratio(Phi: torch.Tensor, rank: int) -> float:
+    """σ_rank(Φ)/σ_1(Φ): > :func:`rank_tolerance` iff rank(Φ) ≥ ``rank`` (0 if rank > min(m, n)).
+
+    Corollary 1 assumes rank(Φ) = min(n, m), Corollary 2 rank(Φ) = m (Section 3.1.3).
+    """
+    check_tensor("Phi", Phi, ndim=2)
+    rank = check_int("rank", rank, min_value=1)
+    sv = torch.linalg.svdvals(Phi)
+    if rank > sv.numel() or float(sv[0]) == 0.0:
+        return 0.0
+    return float(sv[rank - 1] / sv[0])
 
 
 def square_loss_optimum(Phi: torch.Tensor, Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -232,3 +259,86 @@ def convergence_bound(
     if bool((lam <= 0).any()) or bool((T < 0).any()):
         raise ValueError("`lambda_T` must be > 0 and `T` must be >= 0")
     return loss_star + (loss_init - loss_star_linear) * torch.exp(-2.0 * kappa * lam * T)
+
+
+def linear_objective(
+    W: torch.Tensor, Phi: torch.Tensor, Y: torch.Tensor, *, loss: str = "square", tau: float = 0.0
+) -> torch.Tensor:
+    """L₀(W) = Σ_i ℓ(W φ(x_i), y_i) (Eq. 2): the square loss (Cor. 1) or logistic + τq² (Cor. 2)."""
+    check_choice("loss", loss, LOSSES)
+    check_tensor("W", W, shape=(None, Phi.shape[0]))
+    Q = W @ Phi  # (m_y, n)
+    return square_loss(Q, Y) if loss == "square" else logistic_loss(Q, Y, tau)
+
+
+def delm_objective(
+    A: torch.Tensor,
+    B: torch.Tensor,
+    Phi: torch.Tensor,
+    Y: torch.Tensor,
+    gamma: float,
+    *,
+    loss: str = "square",
+    tau: float = 0.0,
+) -> torch.Tensor:
+    """L(A, B) = L₀(B U⁻¹) with U = I − γσ(A) (Eq. 5: the DELM's output is B U⁻¹ φ(x))."""
+    A, B = _check_AB(A, B)
+    U = torch.eye(A.shape[0], dtype=A.dtype, device=A.device) - check_gamma(gamma) * column_softmax(
+        A
+    )
+    W = torch.linalg.solve(U.mT, B.mT).mT  # (m_y, m) = B U⁻¹
+    return linear_objective(W, Phi, Y, loss=loss, tau=tau)
+
+
+def objective_sharpness(
+    A: torch.Tensor,
+    B: torch.Tensor,
+    Phi: torch.Tensor,
+    Y: torch.Tensor,
+    gamma: float,
+    *,
+    loss: str = "square",
+    tau: float = 0.0,
+) -> float:
+    """λ_max(∇²L(A, B)): the largest Hessian eigenvalue of Eq. (5) over θ = (A, B).
+
+    Gradient descent with step η is the Euler discretization of the flow (Eq. 6); by the
+    descent lemma a step decreases L by at least η(1 − ηλ_max/2)‖∇L‖², so ηλ_max says how
+    far the step is from following the flow.  The Hessian is formed exactly by autograd.
+    """
+    A, B = _check_AB(A, B)
+    sizes = (A.numel(), B.numel())
+
+    def objective(theta: torch.Tensor) -> torch.Tensor:
+        a, b = theta.split(sizes)
+        return delm_objective(a.view_as(A), b.view_as(B), Phi, Y, gamma, loss=loss, tau=tau)
+
+    theta = torch.cat([A.detach().reshape(-1), B.detach().reshape(-1)])
+    H = torch.autograd.functional.hessian(objective, theta)  # (p, p)
+    return float(torch.linalg.eigvalsh(0.5 * (H + H.mT))[-1])
+
+
+def pl_ratio(
+    W: torch.Tensor,
+    Phi: torch.Tensor,
+    Y: torch.Tensor,
+    *,
+    kappa: float,
+    loss_star: float,
+    loss: str = "square",
+    tau: float = 0.0,
+) -> float:
+    """½‖∇L₀(W)‖²_F / (κ (L₀(W) − L*₀)): ≥ 1 iff the PL inequality (Definition 1) holds at W.
+
+    Corollaries 1–2 rest on L₀ satisfying it with κ = 2σ_min(Φ)² (square loss) or
+    (2τ + ρ(R))σ_min(Φ)² (logistic loss); the ratio measures it at a given predictor.
+    Returns NaN when W is at the minimum (L₀(W) ≤ L*₀: the inequality is then 0 ≥ 0).
+    """
+    kappa = check_real("kappa", kappa, low=0.0, low_inclusive=False)
+    W = W.detach().clone().requires_grad_()
+    value = linear_objective(W, Phi, Y, loss=loss, tau=tau)
+    (grad,) = torch.autograd.grad(value, W)
+    gap = float(value.detach()) - loss_star
+    if gap <= 0:
+        return math.nan
+    return 0.5 * float((grad**2).sum()) / (kappa * gap)
