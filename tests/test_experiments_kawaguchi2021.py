@@ -1,14 +1,32 @@
-"""Kawaguchi (2021) Figures 1–3 at the tiny preset: tasks, claims, and resume.
+"""Kawaguchi (2021) Figures 1–3: tasks, resume, paper settings, and every statement in both
+directions (a run or a trajectory where it holds, one where it must not, and no data).
 
 (Plots and the run directory are exercised for every registered experiment by
 tests/test_cli_experiments.py.)"""
 
+import math
+
 import pytest
 
 from deqlab.experiments.base import TaskContext
-from deqlab.experiments.kawaguchi2021.fig1 import Fig1Config, Kawaguchi2021Fig1, final_test_losses
-from deqlab.experiments.kawaguchi2021.fig2 import Fig2Config, Kawaguchi2021Fig2, log_spaced_steps
+from deqlab.experiments.kawaguchi2021 import corollaries, fig1_report, fig2_report
+from deqlab.experiments.kawaguchi2021.corollaries import (
+    COROLLARY_1,
+    COROLLARY_2,
+    bound_checks,
+    faster_rate_observation,
+    gamma_hypothesis,
+    hypotheses,
+    lambda_bound_check,
+)
+from deqlab.experiments.kawaguchi2021.fig1 import Fig1Config, Kawaguchi2021Fig1
+from deqlab.experiments.kawaguchi2021.fig2 import Fig2Config, Kawaguchi2021Fig2
 from deqlab.experiments.kawaguchi2021.fig3 import Fig3Config, Kawaguchi2021Fig3
+from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps
+from deqlab.statements import Kind, Source, Verdict
+from deqlab.theory.kawaguchi2021 import lambda_lower_bound
+
+PASS, FAIL, NM, NA = Verdict.PASS, Verdict.FAIL, Verdict.NOT_MEASURED, Verdict.NOT_APPLICABLE
 
 
 class MemoryCheckpoints:
@@ -34,27 +52,195 @@ def _run_all(experiment, config):
     return rows
 
 
-def test_fig2_tiny_claims():
+def _by_name(statements):
+    return {s.name: s for s in statements}
+
+
+# --- Corollaries 1–2 and Theorem 1 on synthetic trajectories --------------------------------
+
+
+def _trajectory(rate, bound_rate, *, key="t", steps=11, loss_star=1.0, gap0=10.0, **constants):
+    """L_τ = L* + g₀e^{−rate·τ} under bounds L* + g₀e^{−bound_rate·τ} (dependent) and
+    L* + g₀e^{−bound_rate·τ/2} (independent), with hypothesis constants that hold."""
+    base = {"task": key, "loss_star": loss_star, "lambda_T": 1.0, "b_norm1": 1.0,
+            "rank_ratio": 0.5, "rank_tol": 1e-13, "pl_ratio": 2.0, "sharpness_start": 10.0,
+            "sharpness_end": 10.0, **constants}  # fmt: skip
+    return [
+        {**base, "step": s, "loss": loss_star + gap0 * math.exp(-rate * s),
+         "bound_dependent": loss_star + gap0 * math.exp(-bound_rate * s),
+         "bound_independent": loss_star + gap0 * math.exp(-bound_rate * s / 2)}
+        for s in range(steps)
+    ]  # fmt: skip
+
+
+def _checks(rows, corollary=COROLLARY_1, lr=0.01, gamma=0.5, **kw):
+    runs = corollaries.runs_by_task(rows)
+    guards = hypotheses(corollary, runs, lr=lr, gamma=gamma, **kw)
+    return guards, bound_checks(corollary, runs, guards, lr=lr)
+
+
+def test_bound_check_passes_with_the_decay_ratio_after_the_start():
+    """The ratio of decay exponents is rate/bound_rate at every τ ≥ 1 (τ = 0 is a tie)."""
+    guards, (dependent, independent) = _checks(_trajectory(0.3, 0.2))
+    assert all(g.verdict is Verdict.HOLDS for g in guards)
+    assert dependent.verdict is PASS and dependent.value == pytest.approx(1.5)
+    assert independent.verdict is PASS and independent.value == pytest.approx(3.0)
+    assert dependent.margin == pytest.approx(0.5)
+
+
+def test_bound_check_fails_on_a_violating_trajectory():
+    _, (dependent, independent) = _checks(_trajectory(0.15, 0.2))
+    assert dependent.verdict is FAIL and dependent.value == pytest.approx(0.75)
+    assert independent.verdict is PASS  # 0.15 > 0.2 / 2
+    one_step = _trajectory(0.3, 0.2)
+    one_step[5]["loss"] = one_step[5]["bound_dependent"] + 1e-6  # above by more than rounding
+    assert _checks(one_step)[1][0].verdict is FAIL
+
+
+def test_bound_check_rounding_ties_and_unresolvable_steps():
+    """Above the bound by rounding only: a tie (ratio 1); both at L*: not counted."""
+    rows = _trajectory(0.3, 0.2)
+    rows[3]["loss"] = rows[3]["bound_dependent"] * (1 + 1e-12)
+    (dependent, _) = _checks(rows)[1]
+    assert dependent.verdict is PASS and dependent.value == pytest.approx(1.0)
+    at_optimum = _trajectory(80.0, 60.0)  # both reach L* within float64 after one step
+    (dependent, _) = _checks(at_optimum)[1]
+    assert dependent.verdict is NM and "resolvable" in dependent.detail
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda rows: rows.__setitem__(4, {**rows[4], "loss": math.nan}),
+        lambda rows: rows.pop(0),  # no step 0: L₀ unknown
+        lambda rows: rows.clear(),
+    ],
+)
+def test_bound_check_is_not_measured_without_data(edit):
+    rows = _trajectory(0.3, 0.2)
+    edit(rows)
+    _, checks = _checks(rows)
+    assert all(c.verdict is NM for c in checks)
+
+
+@pytest.mark.parametrize(
+    ("constants", "kw", "unmet", "needs"),
+    [
+        ({"rank_ratio": 0.0}, {}, "rank(Φ) = min(n, m)", "rank min(n, m)"),
+        ({"pl_ratio": 0.5}, {}, "the loss is the square loss", "PL constant"),
+        ({"sharpness_end": 500.0}, {}, "gradient descent follows", "η ≤ 0.002"),
+        ({}, {"gamma": 1.5}, "γ ∈ (0, 1)", "γ < 1"),
+    ],
+)
+def test_a_violated_hypothesis_makes_corollary_1_not_applicable(constants, kw, unmet, needs):
+    guards, checks = _checks(_trajectory(0.15, 0.2, **constants), **kw)
+    failing = [g for g in guards if g.verdict is Verdict.UNMET]
+    assert [g.name[: len(unmet)] for g in failing] == [unmet]
+    assert all(c.verdict is NA and needs in c.needs for c in checks)
+    assert all(c.value is not None for c in checks)  # the measurement is kept
+
+
+def test_corollary_2_has_the_radius_hypothesis():
+    rows = _trajectory(0.3, 0.2, b_norm1=2.0)
+    guards, checks = _checks(rows, COROLLARY_2)
+    assert [g.name for g in guards][3] == "‖B_t‖₁ < (1 − γ)R for all t ∈ [0, T]"
+    assert all(c.verdict is PASS for c in checks)
+    guards, checks = _checks(rows, COROLLARY_2, radius=3.0)  # (1 − γ)R = 1.5 < 2
+    assert guards[3].verdict is Verdict.UNMET and all(c.verdict is NA for c in checks)
+
+
+def test_an_unmeasured_hypothesis_leaves_the_corollary_not_measured():
+    _, checks = _checks(_trajectory(0.3, 0.2, sharpness_end=math.nan))
+    assert all(c.verdict is NM for c in checks)
+
+
+def test_lambda_bound_and_faster_rate_in_both_directions():
+    m, gamma = 4, 0.5
+    lam = lambda_lower_bound(m, gamma)
+    guard = [gamma_hypothesis(gamma)]
+    source = Source("kawaguchi2021", "Figure 3")
+    for lam_T, verdict, faster in (
+        (3 * lam, PASS, PASS),
+        (lam, PASS, FAIL),
+        (0.5 * lam, FAIL, FAIL),
+    ):
+        rows = _trajectory(0.3, 0.2, lambda_T=lam_T)
+        check = lambda_bound_check({"t": rows}, guard, m=m, gamma=gamma)
+        assert check.verdict is verdict and check.value == pytest.approx(lam_T / lam)
+        assert faster_rate_observation(rows, source, m=m, gamma=gamma).verdict is faster
+    nan_rows = _trajectory(0.3, 0.2, lambda_T=math.nan)
+    assert lambda_bound_check({"t": nan_rows}, guard, m=m, gamma=gamma).verdict is NM
+    assert lambda_bound_check({}, guard, m=m, gamma=gamma).verdict is NM
+    assert faster_rate_observation([], source, m=m, gamma=gamma).verdict is NM
+
+
+# --- Figure 2 ------------------------------------------------------------------------------
+
+
+def _final_rows(config, task, model, loss, *, step=None):
+    step = config.steps if step is None else step
+    row = {"task": task, "panel": task[0], "model": model, "init": "x", "step": step}
+    return [{**row, "loss": loss, "loss_star": 10.0}]
+
+
+@pytest.mark.parametrize(
+    ("delm_loss", "resnet_a", "resnet_b", "verdicts"),
+    [
+        (10.0, 20.0, 10.0, (PASS, PASS, PASS, PASS)),
+        (11.0, 10.0, 20.0, (FAIL, FAIL, FAIL, FAIL)),
+        (math.nan, math.nan, math.nan, (NM, NM, NM, NM)),
+    ],
+)
+def test_fig2_observations_in_both_directions(delm_loss, resnet_a, resnet_b, verdicts):
+    config = Fig2Config(n_random=0, steps=100)
+    rows = [
+        *_final_rows(config, "a-delm-identity", "DELM", delm_loss),
+        *_final_rows(config, "b-delm-identity", "DELM", 10.0),
+        *_final_rows(config, "a-resnet", "LinearResNet", resnet_a),
+        *_final_rows(config, "b-resnet", "LinearResNet", resnet_b),
+    ]
+    found = fig2_report.statements(config, rows)
+    observed = [s for s in found if s.kind is Kind.OBSERVATION][:4]
+    got = (observed[0].verdict, observed[2].verdict, observed[3].verdict)
+    assert got == (verdicts[0], verdicts[2], verdicts[3])
+    assert observed[1].verdict is PASS
+    assert "stand-in linear ResNet" in observed[2].detail
+    unfinished = _final_rows(config, "a-delm-identity", "DELM", 10.0, step=50)
+    assert fig2_report.statements(config, unfinished)[0].verdict is NM
+
+
+def test_fig2_tiny_statements():
+    """The tiny run: observations decided (the stand-in ResNet fails on uniform data),
+    Corollary 1 not applicable because its step is above 1/λ_max, with the step it needs."""
     experiment = Kawaguchi2021Fig2()
     config = experiment.resolve("tiny")
     rows = _run_all(experiment, config)
-    claims = {c.name: c for c in experiment.claims(config, rows)}
-    for name in (
-        "every DELM run reaches the global minimum value",
-        "the training trajectory stays under both bounds of Corollary 1",
-        "the initialization-dependent bound is the tighter one",
-    ):
-        assert claims[name].passed, claims[name]
-    assert {r["model"] for r in rows} == {"DELM", "LinearResNet"}
     assert {r["panel"] for r in rows} == {"a", "b", "c"}
+    found = _by_name(experiment.statements(config, rows))
+    assert found["DELMs reach the global minimum value on Gaussian data from every "
+                 "initialization"].verdict is PASS  # fmt: skip
+    resnet = "linear ResNet (identity init) reaches the global minimum value on uniform data"
+    assert found[resnet].verdict is FAIL
+    assert found["Theorem 1: λ_min(D_t) ≥ 1/(m(1+γ)²) at every step"].verdict is PASS
+    flow = found["gradient descent follows the gradient flow (Eq. 6)"]
+    assert flow.verdict is Verdict.UNMET and flow.value > 1
+    corollary = [s for name, s in found.items() if name.startswith("Corollary 1")]
+    assert len(corollary) == 2 and all(s.verdict is NA for s in corollary)
+    assert all(s.needs.startswith("η ≤ ") and s.value >= 1 for s in corollary)
+    assert all(s.kind is not Kind.OURS for s in found.values())
 
 
-def test_fig3_tiny_claims_and_bit_exact_resume():
+# --- Figure 3 ------------------------------------------------------------------------------
+
+
+def test_fig3_tiny_statements_and_bit_exact_resume():
     experiment = Kawaguchi2021Fig3()
     config = experiment.resolve("tiny")
     (task,) = experiment.tasks(config)
     rows = experiment.run_task(config, task, MemoryCheckpoints().context(100))
-    assert all(c.passed for c in experiment.claims(config, rows))
+    found = experiment.statements(config, rows)
+    assert {s.verdict for s in found} == {PASS, Verdict.HOLDS}
+    assert [s.kind for s in found].count(Kind.THEOREM) == 3
     interrupted = MemoryCheckpoints(stop_after=5)
     with pytest.raises(KeyboardInterrupt):
         experiment.run_task(config, task, interrupted.context(100))
@@ -62,13 +248,10 @@ def test_fig3_tiny_claims_and_bit_exact_resume():
     assert experiment.run_task(config, task, interrupted.context(100)) == rows
 
 
-def test_log_spaced_steps():
-    steps = log_spaced_steps(1000, 4)
-    assert steps == [0, 1, 10, 100, 1000]
-    assert log_spaced_steps(0, 5) == [0]
+# --- Figure 1 ------------------------------------------------------------------------------
 
 
-def test_fig1_tiny_rows_claims_and_divergence():
+def test_fig1_tiny_rows_statements_and_divergence():
     """Linear model = DELM at initialization (W₀ = B₀U₀⁻¹); a diverging lr is counted."""
     experiment = Kawaguchi2021Fig1()
     config = experiment.resolve("tiny", overrides=["lrs=[1e30, 0.001]"])
@@ -76,13 +259,68 @@ def test_fig1_tiny_rows_claims_and_divergence():
     start = {(r["model"], r["lr"]): r for r in rows if r["epoch"] == 0}
     for lr in config.lrs:
         assert start[("Linear", lr)]["test_loss"] == pytest.approx(start[("DELM", lr)]["test_loss"])
-    summary = final_test_losses(config, rows)
+    summary = fig1_report.final_test_losses(config, rows)
     assert summary["DELM"]["best"][0] == 0.001 and summary["Linear"]["diverged"] == 1
-    claims = experiment.claims(config, rows)
-    assert [c.name.split(":")[1].split("(best lr)")[1] for c in claims] == [
-        " ends with a lower test loss than Linear ",
-        " ends with a lower test loss than DNN-H2 ",
+    found = experiment.statements(config, rows)
+    assert [s.name for s in found] == [
+        "digits: all models start at about the same test loss",
+        "digits: the DELM ends with a lower test loss than Linear (best lrs)",
+        "digits: the DELM ends with a lower test loss than DNN-H2 (best lrs)",
     ]
+    assert all(s.kind is Kind.OBSERVATION and s.source.quote for s in found)
+    assert all(s.verdict in (PASS, FAIL) for s in found)
+
+
+def _fig1_rows(config, finals, starts):
+    """One trial per model: epoch 0 at ``starts[model]``, the last epoch at ``finals[model]``."""
+    return [
+        {"dataset": "digits", "model": model, "trial": 0, "lr": config.lrs[0], "epoch": epoch,
+         "train_loss": 1.0, "test_loss": loss}
+        for model in finals
+        for epoch, loss in ((0, starts[model]), (config.epochs, finals[model]))
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("finals", "starts", "verdicts"),
+    [
+        ({"DELM": 1.0, "Linear": 2.0}, {"DELM": 5.0, "Linear": 6.0}, (PASS, PASS)),
+        ({"DELM": 2.0, "Linear": 1.0}, {"DELM": 5.0, "Linear": 15.0}, (FAIL, FAIL)),
+        ({"DELM": 1.0, "Linear": math.nan}, {"DELM": 5.0, "Linear": math.nan}, (NM, NM)),
+        ({}, {}, (NM, NM)),
+    ],
+)
+def test_fig1_statements_in_both_directions(finals, starts, verdicts):
+    config = Fig1Config(datasets=("digits",), lrs=(0.001,), trials=1, depths=())
+    found = fig1_report.statements(config, _fig1_rows(config, finals, starts))
+    assert tuple(s.verdict for s in found) == verdicts
+
+
+# --- settings, captions, configs -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("experiment", [Kawaguchi2021Fig1(), Kawaguchi2021Fig2(),
+                                        Kawaguchi2021Fig3()])  # fmt: skip
+def test_paper_settings_declare_every_field_and_captions_are_sentences(experiment):
+    for preset in experiment.presets:
+        experiment.deviations(experiment.resolve(preset))  # raises on an undeclared field
+    assert experiment.figure_captions
+    assert all(c[0].isupper() and c.endswith(".") for c in experiment.figure_captions.values())
+
+
+def test_paper_presets_list_their_substitutions():
+    fig1 = Kawaguchi2021Fig1()
+    found = {d.setting: d for d in fig1.deviations(fig1.resolve("paper"))}
+    assert found["datasets"].kind == "substitution" and "CIFAR-10" in found["datasets"].paper
+    fig2 = Kawaguchi2021Fig2()
+    found = {d.setting: d for d in fig2.deviations(fig2.resolve("paper"))}
+    assert found["resnet_io"].kind == "substitution" and found["resnet_io"].run == "identity"
+    assert {d.kind for d in found.values()} == {"substitution", "our choice"}
+
+
+def test_log_spaced_steps():
+    assert log_spaced_steps(1000, 4) == [0, 1, 10, 100, 1000]
+    assert log_spaced_steps(0, 5) == [0]
 
 
 @pytest.mark.parametrize(
@@ -91,6 +329,7 @@ def test_fig1_tiny_rows_claims_and_divergence():
         (Fig2Config, "n", -3, r"`n` must be >= 1; got -3"),
         (Fig2Config, "gamma", 1.5, r"`gamma` must be in \(0, 1\); got 1.5"),
         (Fig2Config, "lr", 0.0, r"`lr` must be in \(0, inf\); got 0"),
+        (Fig2Config, "resnet_io", "zou", r"`resnet_io` must be one of 'identity'; got 'zou'"),
         (Fig3Config, "tau", -1.0, r"`tau` must be in \(0, inf\); got -1"),
         (Fig3Config, "records", 0, r"`records` must be >= 1; got 0"),
         (

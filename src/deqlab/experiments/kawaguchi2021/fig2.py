@@ -1,47 +1,46 @@
-"""Kawaguchi (2021), Figure 2: global convergence of DELMs and the bounds of Corollary 1.
+"""Kawaguchi (2021), Figure 2 (Section 4): global convergence of DELMs and Corollary 1's bounds.
 
-Data (Section 4, Zou et al. 2020): x_i ∈ R^10 standard normal (panel a) or uniform on
-[−1, 1] (panel b), y_i = −x_i + 0.1 ς_i, n = 1000; φ(x) = x; square loss
-L = Σ_i ‖f(x_i) − y_i‖² (Eq. 5).  Models: DELMs (γ = 0.8, Appendix D.1) from the identity
-initialization (A = 0, B = U₀, so f₀(x) = x) and from three N(0, 1/m) initializations; a
-linear ResNet with identity initialization (W_l = 0, fixed identity input/output layers).
-All are trained by full-batch GD with the same step, the Euler discretization of the
-gradient flow (Eq. 6) with time step ``lr``.
+Data (Section 4, after Zou et al. 2020b): x_i ∈ R^10 standard normal (panel a) or uniform
+on [−1, 1] (panel b), y_i = −x_i + 0.1 ς_i, n = 1000; φ(x) = x; square loss
+L = Σ_i ‖f(x_i) − y_i‖² (Eq. 5).  Models: DELMs from the identity initialization (A = 0,
+B = U₀, so f₀(x) = x) and from three N(0, 1/m) initializations (Appendix D.1's); a linear
+ResNet with identity initialization.  All are trained by full-batch GD with the same
+step η, the Euler discretization of the gradient flow (Eq. 6).
 
-Panel (c): the trajectory of a random-initialized DELM on the Gaussian data against the
-two upper bounds of Corollary 1, with λ_T = 1/(m(1+γ)²) (initialization-independent) and
-λ_T = min_{t≤T} λ_min(D_t) (initialization-dependent), over ``bound_steps`` steps.
+Panel (c): the trajectory of a random-initialized DELM on the Gaussian data against
+Corollary 1's two bounds, with λ_T = 1/(m(1+γ)²) (initialization-independent) and
+λ_T = inf_{t≤T} λ_min(D_t) (initialization-dependent), over ``bound_steps`` steps.
 
-Choices the paper leaves open (ours): γ = 0.8 (Appendix D's value), the ResNet depth,
-the step size and the meaning of the DELM's identity initialization (the DELM starts at
-the identity function, like the ResNet).
+The linear ResNet is a stand-in: f(x) = (I + W_L)⋯(I + W_1) x with identity input and
+output layers, where Zou et al. fix special input/output transformations (``resnet_io``
+names the construction; the deviations table lists it as a substitution).  The
+statements are in :mod:`.fig2_report`.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import torch
 
-from deqlab._checks import check_int, check_positive, check_real
+from deqlab._checks import check_choice, check_int, check_positive, check_real
 from deqlab.data import zou_synthetic
-from deqlab.experiments.base import Claim, Experiment, Task, TaskContext
+from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.deviations import measurement, not_given, paper
+from deqlab.experiments.kawaguchi2021 import fig2_report
+from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps, run_trajectory
 from deqlab.experiments.registry import register
 from deqlab.models.baselines import LinearResNet
 from deqlab.models.delm import DELM, check_gamma
-from deqlab.theory.kawaguchi2021 import lambda_lower_bound, square_loss, square_loss_optimum
+from deqlab.statements import Statement
+from deqlab.theory.kawaguchi2021 import square_loss, square_loss_optimum
 from deqlab.train.delm_gd import DELMGradientDescent
 
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-
-Row = dict[str, object]
 DATA_OF_PANEL = {"a": "gaussian", "b": "uniform", "c": "gaussian"}
-#: Relative slack for "loss ≤ bound" (float64 rounding of sums of ~1e4-sized losses).
-BOUND_RTOL = 1e-9
+#: Input/output layers of the linear ResNet we can build (Zou et al.'s come later).
+RESNET_IO = ("identity",)
 
 
 @dataclass(frozen=True)
@@ -55,6 +54,7 @@ class Fig2Config:
     record_every: int = 10
     n_random: int = 3
     resnet_depth: int = 10
+    resnet_io: str = "identity"
     bound_steps: int = 100_000
     bound_records: int = 200
     optimum_rtol: float = 1e-4
@@ -69,43 +69,8 @@ class Fig2Config:
         check_real("noise", self.noise, low=0.0)
         check_gamma(self.gamma)
         check_positive("lr", self.lr)
+        check_choice("resnet_io", self.resnet_io, RESNET_IO)
         check_positive("optimum_rtol", self.optimum_rtol)
-
-
-def log_spaced_steps(total: int, count: int) -> list[int]:
-    """0 and about ``count`` distinct integers log-spaced in [1, total], ending at ``total``."""
-    if total < 1:
-        return [0]
-    steps = {round(math.exp(math.log(total) * i / max(count - 1, 1))) for i in range(count)}
-    return sorted({0, total} | steps)
-
-
-def train_delm_with_bounds(
-    trainer: DELMGradientDescent, targets: list[int], ctx: TaskContext
-) -> dict[str, torch.Tensor]:
-    """Run ``trainer`` through the step ``targets`` (each recorded), checkpointing at each.
-
-    Resumes from ``ctx`` when a checkpoint exists; the history lives in the trainer state.
-    """
-    resumed = ctx.resume()
-    if resumed is not None:
-        trainer.load_state_dict(resumed[0])
-    for target in targets:
-        if target < trainer.step_count or (target == trainer.step_count and target > 0):
-            continue
-        trainer.run(target - trainer.step_count)
-        ctx.checkpoint(trainer.state_dict(), [])
-        ctx.progress(target, targets[-1])
-    return trainer.history_tensors()
-
-
-def history_rows(history: dict[str, torch.Tensor], base: Row, loss_star: float) -> list[Row]:
-    """One tidy row per recorded step of a DELM run."""
-    columns = ("step", "loss", "lambda_min", "lambda_T", "bound_independent", "bound_dependent")
-    return [
-        {**base, **{c: history[c][i].item() for c in columns}, "loss_star": loss_star}
-        for i in range(len(history["step"]))
-    ]
 
 
 def _data(config: Fig2Config, panel: str, device: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,6 +110,30 @@ def _train_resnet(
     return records
 
 
+#: What Section 4 and Figure 2 use, field by field (the ResNet construction a substitute).
+PAPER_SETTING = {
+    "n": paper(1000, "Section 4"),
+    "d": paper(10, "Section 4: x_i ∈ R^10, m = 10"),
+    "noise": paper(0.1, "Section 4: y_i = −x_i + 0.1ς_i"),
+    "gamma": not_given("Section 4 gives none; 0.8 is Appendix D.1's value for Figure 1"),
+    "lr": not_given("Section 4 gives no step size (Corollary 1 is for the gradient flow)"),
+    "steps": paper(2000, "Figure 2 (a)–(b): 2000 iterations"),
+    "record_every": measurement(),
+    "n_random": paper(3, "Figure 2 caption: three random trials"),
+    "resnet_depth": not_given("Section 4 gives no depth of the linear ResNet"),
+    "resnet_io": paper(
+        "fixed input/output transformations of Zou et al. 2020b",
+        "Section 4 (after Zou et al. 2020b); Section 5: their input and output layers "
+        "represent special transformations fixed during training",
+        substitute=True,
+    ),
+    "bound_steps": paper(100_000, "Figure 2 (c): 10⁵ iterations"),
+    "bound_records": measurement(),
+    "optimum_rtol": not_given("no tolerance for reaching the global minimum (ours)"),
+    "seed": not_given(),
+}
+
+
 @register
 class Kawaguchi2021Fig2(Experiment):
     """DELMs reach the global minimum from every initialization; Corollary 1's bounds hold."""
@@ -161,6 +150,14 @@ class Kawaguchi2021Fig2(Experiment):
         "quick": {"bound_steps": 10_000, "bound_records": 60},
         "paper": {},
     }  # fmt: skip
+    paper_setting: ClassVar = PAPER_SETTING
+    figure_captions: ClassVar = {
+        "fig2": "Training loss of DELMs (identity and three random initializations) and of "
+        "the stand-in linear ResNet on Gaussian (a) and uniform (b) inputs, and (c) a "
+        "random-initialized DELM's trajectory on the Gaussian data under Corollary 1's "
+        "bounds with the initialization-independent and -dependent λ_T; the subtitle "
+        "gives n, d, γ, η and the ResNet's construction.",
+    }
     metric_columns: ClassVar = {
         "panel": "a: Gaussian inputs, b: uniform inputs, c: trajectory with bounds",
         "model": "DELM or LinearResNet",
@@ -172,6 +169,12 @@ class Kawaguchi2021Fig2(Experiment):
         "lambda_T": "min over the steps so far of λ_min(D_t)",
         "bound_independent": "Corollary 1 with λ_T = 1/(m(1+γ)²)",
         "bound_dependent": "Corollary 1 with λ_T = min_t λ_min(D_t)",
+        "b_norm1": "‖B_t‖₁ (largest column 1-norm of B)",
+        "rank_ratio": "σ_min(n,m)(Φ)/σ_1(Φ) (Corollary 1's rank hypothesis)",
+        "rank_tol": "max(n, m)·ε, below which the ratio counts as rank-deficient",
+        "pl_ratio": "½‖∇L₀(Z₀)‖²/(κ(L₀(Z₀) − L*)) at the initial predictor (Definition 1)",
+        "sharpness_start": "λ_max(∇²L) at the first parameters",
+        "sharpness_end": "λ_max(∇²L) at the last parameters",
     }
     default_checkpoint_every = 500
 
@@ -214,108 +217,14 @@ class Kawaguchi2021Fig2(Experiment):
             )
             chunk = max(ctx.checkpoint_every, 1)
             targets = [0, *range(chunk, config.steps, chunk), config.steps]
-        history = train_delm_with_bounds(trainer, targets, ctx)
-        return history_rows(history, base, trainer.loss_star)
+        return run_trajectory(trainer, targets, ctx, base)
 
-    def claims(self, config: Fig2Config, rows: list[Row]) -> list[Claim]:
-        final = {r["task"]: r for r in rows}  # the last row of each task
-        delm_ab = [r for r in final.values() if r["model"] == "DELM" and r["panel"] != "c"]
-        gaps = {k: _relative_gap(r) for k, r in final.items()}
-        worst = max(delm_ab, key=lambda r: gaps[r["task"]])
-        claims = [
-            Claim(
-                "every DELM run reaches the global minimum value",
-                gaps[worst["task"]] <= config.optimum_rtol,
-                f"worst final (L − L*)/L* = {gaps[worst['task']]:.3g} ({worst['task']})",
-                f"<= {config.optimum_rtol:g} for all {len(delm_ab)} runs (panels a, b)",
-            )
-        ]
-        lam = lambda_lower_bound(config.d, config.gamma)
-        claims += bound_claims([r for r in rows if r["panel"] == "c"], "Corollary 1", lam)
-        for panel, data in (("a", "Gaussian"), ("b", "uniform")):
-            resnet = final.get(f"{panel}-resnet")
-            if resnet is None:
-                continue
-            stalls = panel == "a"
-            gap = gaps[resnet["task"]]
-            claims.append(
-                Claim(
-                    f"linear ResNet (identity init) {'stays above' if stalls else 'reaches'} "
-                    f"the global minimum on {data} data (paper's observation)",
-                    (gap > config.optimum_rtol) if stalls else (gap <= config.optimum_rtol),
-                    f"final (L − L*)/L* = {gap:.3g}",
-                    f"{'>' if stalls else '<='} {config.optimum_rtol:g}",
-                )
-            )
-        return claims
+    def statements(self, config: Fig2Config, rows: list[Row]) -> list[Statement]:
+        return fig2_report.statements(config, rows)
 
     def plot(self, config: Fig2Config, rows: list[Row], directory: Path) -> list[Path]:
-        import matplotlib.pyplot as plt  # imported here: spawned workers never plot
-
-        from deqlab.report import add_reference_line, figure_style, save_figure
-
-        with figure_style():
-            fig, axes = plt.subplots(1, 3, figsize=(14.0, 3.8))
-            for ax, (panel, data) in zip(axes, (("a", "Gaussian"), ("b", "uniform")), strict=False):
-                mine = [r for r in rows if r["panel"] == panel]
-                for task in dict.fromkeys(r["task"] for r in mine):
-                    run = [r for r in mine if r["task"] == task]
-                    label = f"{run[0]['model']}: {run[0]['init']}"
-                    ax.semilogy([r["step"] for r in run], [r["loss"] for r in run], label=label)
-                add_reference_line(ax, mine[0]["loss_star"], "global optimum L*")
-                ax.set(
-                    xlabel="# of iterations", ylabel="train loss", title=f"({panel}) {data} data"
-                )
-                ax.legend()
-            plot_bounds(axes[2], [r for r in rows if r["panel"] == "c"])
-            axes[2].set_title("(c) theoretical bounds (Corollary 1)")
-            return save_figure(fig, directory, "fig2")
+        return fig2_report.plot(config, rows, directory)
 
 
 def _loss_star(X: torch.Tensor, Y: torch.Tensor) -> float:
     return float(square_loss_optimum(X, Y)[1])
-
-
-def _relative_gap(row: Row) -> float:
-    return (float(row["loss"]) - float(row["loss_star"])) / abs(float(row["loss_star"]))
-
-
-def bound_claims(rows: list[Row], corollary: str, lambda_independent: float) -> list[Claim]:
-    """The trajectory stays under both bounds; the initialization-dependent one is tighter."""
-    if not rows:
-        return []
-    excess = max(float(r["loss"]) / float(r["bound_dependent"]) - 1 for r in rows)
-    excess_ind = max(float(r["loss"]) / float(r["bound_independent"]) - 1 for r in rows)
-    last = rows[-1]
-    gap_dependent = float(last["bound_dependent"]) - float(last["loss_star"])
-    gap_independent = float(last["bound_independent"]) - float(last["loss_star"])
-    tighter = all(float(r["bound_dependent"]) <= float(r["bound_independent"]) for r in rows)
-    return [
-        Claim(
-            f"the training trajectory stays under both bounds of {corollary}",
-            max(excess, excess_ind) <= BOUND_RTOL,
-            f"max loss/bound − 1 = {excess:.3g} (init-dependent), {excess_ind:.3g} (independent)",
-            f"<= {BOUND_RTOL:g} at all {len(rows)} recorded steps",
-        ),
-        Claim(
-            "the initialization-dependent bound is the tighter one",
-            tighter and float(last["bound_dependent"]) < float(last["bound_independent"]),
-            f"final gaps to L*: {gap_dependent:.3g} (init-dependent) vs {gap_independent:.3g}",
-            "init-dependent <= independent at every step, strictly at the end",
-            f"λ_T = {float(last['lambda_T']):.4g} vs 1/(m(1+γ)²) = {lambda_independent:.4g}",
-        ),
-    ]
-
-
-def plot_bounds(ax: Axes, rows: list[Row]) -> None:
-    """Log-log trajectory with the two bounds and L* on ``ax`` (Figure 2c / Figure 3)."""
-    from deqlab.report import add_reference_line
-
-    rows = [r for r in rows if int(r["step"]) >= 1]  # the log axis starts at iteration 1
-    steps = [r["step"] for r in rows]
-    ax.loglog(steps, [r["loss"] for r in rows], label="training trajectory")
-    ax.loglog(steps, [r["bound_independent"] for r in rows], "--", label="bound: init-ind λ_T")
-    ax.loglog(steps, [r["bound_dependent"] for r in rows], "-.", label="bound: init-dep λ_T")
-    add_reference_line(ax, rows[0]["loss_star"], "global optimum L*")
-    ax.set(xlabel="# of iterations", ylabel="train loss")
-    ax.legend()

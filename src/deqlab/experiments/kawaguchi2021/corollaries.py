@@ -1,0 +1,300 @@
+"""Corollaries 1–2 and Theorem 1's bound on λ_T, checked on measured DELM trajectories.
+
+Shared by Figures 2 and 3.  The corollaries are proven for every width and initialization,
+so they are theorem statements checked on every recorded trajectory, guarded by their
+hypotheses: γ ∈ (0, 1)
+(Eq. 4), the rank of Φ, the loss (through the PL inequality with the corollary's κ,
+Definition 1), ‖B_t‖₁ < (1 − γ)R (Corollary 2), and the gradient flow (Eq. 6), of which
+our runs are the GD discretization with the step η actually used.
+
+A bound B_τ = L* + (L₀ − L*) e^{−E_τ} holds at step τ iff the trajectory's decay exponent
+e_τ = log((L₀ − L*)/(L_τ − L*)) is at least E_τ.  The statement is decided on
+min_{τ≥1} e_τ/E_τ ≥ 1: the margin over the steps after the start (at τ = 0 the trajectory
+and both bounds equal L₀, a tie), and a value that says how much faster than its bound
+the loss decayed.  Gaps within the float64 slack BOUND_RTOL·L₀ are rounding: a step where
+the trajectory exceeds the bound by more is a violation (ratio < 1); one where the bound
+is within it of L* (or of L₀) and the trajectory is not above it cannot be resolved and
+is not counted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from deqlab.experiments.base import Row
+from deqlab.statements import (
+    Kind,
+    Source,
+    Statement,
+    is_measured,
+    measure,
+    not_measured,
+    theorem,
+)
+from deqlab.theory.kawaguchi2021 import lambda_lower_bound
+
+#: Relative slack of "loss ≤ bound" (float64 rounding of sums of up to ~10⁴-sized losses).
+BOUND_RTOL = 1e-9
+#: The two λ_T of the bounds: the row column and how the statement names it.
+BOUNDS = {
+    "bound_dependent": "λ_T = inf_{t≤T} λ_min(D_t) (initialization-dependent)",
+    "bound_independent": "λ_T = 1/(m(1+γ)²) (initialization-independent)",
+}
+
+#: Runs by task key, each a list of rows in step order.
+Runs = Mapping[str, Sequence[Row]]
+
+
+def runs_by_task(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """The rows of each task, in the tasks' order of appearance, each sorted by step."""
+    runs: dict[str, list[Row]] = {}
+    for r in rows:
+        runs.setdefault(str(r["task"]), []).append(r)
+    return {k: sorted(v, key=lambda r: int(r["step"])) for k, v in runs.items()}
+
+
+@dataclass(frozen=True)
+class Corollary:
+    """What differs between Corollaries 1 and 2: name, location, loss, κ, rank, radius."""
+
+    name: str
+    location: str
+    loss: str
+    kappa: str
+    rank: str
+    radius_hypothesis: bool
+
+
+COROLLARY_1 = Corollary(
+    "Corollary 1", "Corollary 1 (Section 3.1.3, Appendix A.3)",
+    "the square loss ℓ(q, y) = ‖q − y‖² summed over the samples", "κ = 2σ_min(Φ)²",
+    "min(n, m)", False,
+)  # fmt: skip
+COROLLARY_2 = Corollary(
+    "Corollary 2", "Corollary 2 with R = ∞ (Section 3.1.3, Appendix A.4)",
+    "the logistic loss + τq² (τ ≥ 0, y ∈ {0, 1}) summed over the samples",
+    "κ = (2τ + ρ(R))σ_min(Φ)²", "m", True,
+)  # fmt: skip
+
+
+def gamma_hypothesis(gamma: float) -> Statement:
+    """γ ∈ (0, 1) (Eq. 4): σ(A) is column-stochastic, so γσ(A) contracts in ‖·‖₁."""
+    return measure(
+        "γ ∈ (0, 1)", Kind.HYPOTHESIS, Source("kawaguchi2021", "Section 2.1, Eq. (4)"),
+        value=gamma, relation="<", threshold=1.0, measured=f"γ = {gamma:g}",
+        expected="γ < 1 (γ > 0 is checked by the config)", needs="γ < 1",
+    )  # fmt: skip
+
+
+def hypotheses(
+    corollary: Corollary, runs: Runs, *, lr: float, gamma: float, radius: float = math.inf
+) -> list[Statement]:
+    """The corollary's hypotheses, each measured over every run of ``runs`` (R: Cor. 2)."""
+    found = [
+        gamma_hypothesis(gamma),
+        _rank_hypothesis(corollary, runs),
+        _pl_hypothesis(corollary, runs),
+    ]
+    if corollary.radius_hypothesis:
+        found.append(_radius_hypothesis(runs, gamma, radius))
+    return [*found, _flow_hypothesis(corollary, runs, lr)]
+
+
+def _starts(runs: Runs, column: str) -> list[object]:
+    """``column`` of each run's first row (a constant of the run); None where missing."""
+    return [rows[0].get(column) if rows else None for rows in runs.values()]
+
+
+def _all(runs: Runs, column: str) -> list[object]:
+    return [r.get(column) for rows in runs.values() for r in rows]
+
+
+def _rank_hypothesis(corollary: Corollary, runs: Runs) -> Statement:
+    ratios, tols = _starts(runs, "rank_ratio"), _starts(runs, "rank_tol")
+    value, tol = _worst(ratios, min), _worst(tols, max)
+    return measure(
+        f"rank(Φ) = {corollary.rank}", Kind.HYPOTHESIS,
+        Source("kawaguchi2021", corollary.location), value=value, relation=">",
+        threshold=tol if tol is not None else 0.0,
+        measured=f"smallest σ_r(Φ)/σ_1(Φ) over {_runs(runs)} = {_g(value)}",
+        expected=f"> max(n, m)·ε = {_g(tol)} (numerically of rank {corollary.rank})",
+        needs=f"inputs whose feature matrix Φ has rank {corollary.rank} (generic inputs, at "
+        "least m of them for rank m)",
+    )  # fmt: skip
+
+
+def _pl_hypothesis(corollary: Corollary, runs: Runs) -> Statement:
+    value = _worst(_starts(runs, "pl_ratio"), min)
+    return measure(
+        f"the loss is {corollary.loss}", Kind.HYPOTHESIS,
+        Source("kawaguchi2021", f"{corollary.location}; Definition 1 (PL inequality)"),
+        value=value, relation=">=", threshold=1.0,
+        measured=f"smallest ½‖∇L₀(Z₀)‖²/(κ(L₀(Z₀) − L*)) over {_runs(runs)} = {_g(value)}",
+        expected=f"≥ 1: L₀ satisfies the PL inequality with {corollary.kappa} (what this loss "
+        "gives), measured at each run's initial predictor Z₀ = B₀U₀⁻¹",
+        needs=f"the loss of {corollary.name}, whose PL constant is {corollary.kappa}",
+    )  # fmt: skip
+
+
+def _radius_hypothesis(runs: Runs, gamma: float, radius: float) -> Statement:
+    norms = _all(runs, "b_norm1")
+    value = _worst(norms, max)
+    return measure(
+        "‖B_t‖₁ < (1 − γ)R for all t ∈ [0, T]", Kind.HYPOTHESIS,
+        Source("kawaguchi2021", COROLLARY_2.location), value=value, relation="<",
+        threshold=(1 - gamma) * radius,
+        measured=f"largest recorded ‖B_t‖₁ = {_g(value)} ({len(norms)} recorded steps)",
+        expected=f"< (1 − γ)R = {(1 - gamma) * radius:g} (R = {radius:g})",
+        needs="a larger radius R (with L*_R in place of L*)",
+    )  # fmt: skip
+
+
+def _flow_hypothesis(corollary: Corollary, runs: Runs, lr: float) -> Statement:
+    sharpness = _worst(_starts(runs, "sharpness_start") + _starts(runs, "sharpness_end"), max)
+    value = None if sharpness is None else lr * sharpness
+    needs = f"η ≤ {1 / sharpness:.3g} (1/λ_max at the measured λ_max)" if sharpness else ""
+    return measure(
+        "gradient descent follows the gradient flow (Eq. 6)", Kind.HYPOTHESIS,
+        Source("kawaguchi2021", f"Eq. (6); {corollary.name} is stated for the gradient flow"),
+        value=value, relation="<=", threshold=1.0,
+        measured=f"η·λ_max(∇²L) = {lr:g} × {_g(sharpness)} = {_g(value)} (largest at the "
+        f"first and last parameters of {_runs(runs)})",
+        expected="≤ 1 (our criterion: by the descent lemma each step then decreases L by at "
+        "least half of what the flow does over the same time η)",
+        needs=needs,
+    )  # fmt: skip
+
+
+def bound_checks(
+    corollary: Corollary, runs: Runs, guards: Sequence[Statement], *, lr: float
+) -> list[Statement]:
+    """The corollary's inequality with each λ_T, on every run, guarded by ``guards``."""
+    found = []
+    for column, which in BOUNDS.items():
+        where = "" if column == "bound_dependent" else ", with λ_T ≥ 1/(m(1+γ)²) (Eq. 33)"
+        source = Source("kawaguchi2021", corollary.location + where)
+        name = f"{corollary.name}: L(A_T, B_T) ≤ its bound with {which}"
+        found.append(theorem(_bound_check(name, source, runs, column, lr), guards))
+    return found
+
+
+@dataclass(frozen=True)
+class _Worst:
+    """The smallest decay-exponent ratio over the steps τ ≥ 1 of the runs, and where."""
+
+    ratio: float | None = None
+    where: str = ""
+    counted: int = 0
+    skipped: int = 0
+    why: str = ""
+
+
+def _bound_check(name: str, source: Source, runs: Runs, column: str, lr: float) -> Statement:
+    expected = "≥ 1 at every step τ ≥ 1 (L_τ ≤ bound_τ; at τ = 0 both equal L₀, a tie not counted)"
+    worst = _Worst()
+    for key, rows in runs.items():
+        worst = _combine(worst, _decay_ratio(key, rows, column))
+    if worst.ratio is None:
+        return not_measured(name, Kind.THEOREM, source, expected=expected,
+                            why=worst.why or "no recorded trajectory")  # fmt: skip
+    return measure(
+        name, Kind.THEOREM, source, value=worst.ratio, relation=">=", threshold=1.0,
+        measured=f"min over steps τ ≥ 1 of log((L₀ − L*)/(L_τ − L*)) / log((L₀ − L*)/"
+        f"(bound_τ − L*)) = {worst.ratio:.4g} ({worst.where}); {worst.counted} steps of "
+        f"{_runs(runs)}",
+        expected=expected,
+        detail=f"GD with η = {lr:g}, flow time T = τη; {worst.skipped} steps where the bound "
+        f"is within {BOUND_RTOL:g}·L₀ of L* or of L₀ (and the loss not above it) are not "
+        "resolvable in float64 and not counted",
+    )  # fmt: skip
+
+
+def _combine(a: _Worst, b: _Worst) -> _Worst:
+    if a.why or b.why:
+        return a if a.why else b
+    best = a if b.ratio is None or (a.ratio is not None and a.ratio <= b.ratio) else b
+    return _Worst(best.ratio, best.where, a.counted + b.counted, a.skipped + b.skipped)
+
+
+def _decay_ratio(key: str, rows: Sequence[Row], column: str) -> _Worst:
+    """min_{τ≥1} e_τ/E_τ of one run (see the module docstring)."""
+    if not rows or int(rows[0]["step"]) != 0:
+        return _Worst(why=f"{key} has no record of step 0")
+    bad = [r for r in rows if not all(is_measured(r.get(c)) for c in ("loss", column, "loss_star"))]
+    if bad:
+        return _Worst(why=f"non-finite loss or bound at step {bad[0]['step']} of {key}")
+    loss0, loss_star = float(rows[0]["loss"]), float(rows[0]["loss_star"])
+    gap0, eps = loss0 - loss_star, BOUND_RTOL * abs(loss0)
+    if gap0 <= eps:
+        return _Worst(why=f"{key} starts at L* (within {BOUND_RTOL:g}·L₀)")
+    resolution = eps / gap0  # the smallest exponent float64 tells from 0
+    worst, skipped, counted = (math.inf, ""), 0, 0
+    for r in rows[1:]:
+        loss, bound = float(r["loss"]), float(r[column])
+        e = math.log(gap0 / max(loss - loss_star, eps))
+        E = math.log(gap0 / max(bound - loss_star, eps))
+        if loss - bound > eps:  # a violation: e < E
+            ratio = e / max(E, resolution)
+        elif bound - loss_star <= eps or resolution > E:
+            skipped += 1
+            continue
+        else:  # below the bound, or above it by rounding only
+            ratio = max(e / E, 1.0)
+        counted += 1
+        worst = min(worst, (ratio, f"{key}, step {r['step']}"))
+    if not counted:
+        return _Worst(skipped=skipped, why=f"no step of {key} resolvable against the bound")
+    return _Worst(worst[0], worst[1], counted, skipped)
+
+
+def lambda_bound_check(
+    runs: Runs, guards: Sequence[Statement], *, m: int, gamma: float
+) -> Statement:
+    """Theorem 1 (Eq. 33): λ_min(D_t) ≥ 1/(m(1+γ)²) for every (A_t, B_t), decided on the
+    smallest λ_T·m(1+γ)² over all runs (λ_T is the running infimum over every GD step)."""
+    lam = lambda_lower_bound(m, gamma)
+    smallest = _worst(_all(runs, "lambda_T"), min)
+    ratio = None if smallest is None else smallest / lam
+    check = measure(
+        "Theorem 1: λ_min(D_t) ≥ 1/(m(1+γ)²) at every step", Kind.THEOREM,
+        Source("kawaguchi2021", "Theorem 1, Eq. (33)"), value=ratio, relation=">=",
+        threshold=1.0,
+        measured=f"min_t λ_min(D_t) = {_g(smallest)} = {_g(ratio)} × 1/(m(1+γ)²) over "
+        f"{_runs(runs)}",
+        expected=f"≥ 1/(m(1+γ)²) = {lam:.4g} (m = {m}, γ = {gamma:g})",
+    )  # fmt: skip
+    return theorem(check, guards)
+
+
+def faster_rate_observation(
+    rows: Sequence[Row], source: Source, *, m: int, gamma: float
+) -> Statement:
+    """The paper's observation that the initialization-dependent bound converges faster:
+    its rate λ_T = inf λ_min(D_t) at the last step over 1/(m(1+γ)²)."""
+    lam = lambda_lower_bound(m, gamma)
+    lam_T = _worst([rows[-1].get("lambda_T")] if rows else [], min)
+    value = None if lam_T is None else lam_T / lam
+    return measure(
+        "the initialization-dependent bound converges faster than the independent one",
+        Kind.OBSERVATION, source, value=value, relation=">", threshold=1.0,
+        measured=f"λ_T = {_g(lam_T)} at step {rows[-1]['step'] if rows else '—'}, "
+        f"{_g(value)} × 1/(m(1+γ)²) = {lam:.4g}",
+        expected="> 1: a faster rate e^{−2κλ_T T} (both bounds start at L₀)",
+    )  # fmt: skip
+
+
+def _worst(values: Sequence[object], pick) -> float | None:
+    """``pick`` (min or max) of ``values``; None if empty or any is not a finite number."""
+    if not values or not all(is_measured(v) for v in values):
+        return None
+    return float(pick(float(v) for v in values))
+
+
+def _runs(runs: Runs) -> str:
+    return f"{len(runs)} run" + ("" if len(runs) == 1 else "s")
+
+
+def _g(x: float | None) -> str:
+    return "—" if x is None else f"{x:.4g}"
