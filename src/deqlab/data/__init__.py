@@ -1,5 +1,5 @@
 """Data sets: synthetic generators, MNIST / Fashion-MNIST / KMNIST / CIFAR-10 / CIFAR-100 /
-SVHN / SEMEION / digits readers, downloads with checksums,
+SVHN / SEMEION / digits readers, downloads with checksums, the catalog of what is on disk,
 and the preprocessing of the papers.
 """
 
@@ -15,6 +15,7 @@ from deqlab.data.cifar import (
 from deqlab.data.diagnostics import InputDiagnostics, input_diagnostics
 from deqlab.data.download import ChecksumError, DownloadError, download_file, fetch, file_digest
 from deqlab.data.idx import IdxFormatError, read_idx, write_idx
+from deqlab.data.inventory import CatalogEntry, catalog, check_split
 from deqlab.data.labelled import DataInfo, LabelledData
 from deqlab.data.locate import DatasetNotFoundError, data_root, search_dirs
 from deqlab.data.preprocess import normalize_columns, to_grayscale
@@ -35,6 +36,7 @@ from deqlab.data.synthetic import synthetic_sphere, zou_synthetic
 __all__ = [
     "DATASETS",
     "SOURCES",
+    "CatalogEntry",
     "ChecksumError",
     "CifarFormatError",
     "DataInfo",
@@ -48,6 +50,8 @@ __all__ = [
     "SemeionFormatError",
     "Source",
     "SvhnFormatError",
+    "catalog",
+    "check_split",
     "data_root",
     "dataset_splits",
     "download_file",
