@@ -137,7 +137,7 @@ def locate(name: str, split: str = "train", data_dir: str | os.PathLike[str] | N
 
     Raises :class:`~deqlab.data.locate.DatasetNotFoundError` saying where it looked and
     the command that fetches the data. Only presence is checked here: a damaged file is
-    reported by the reader (and by :func:`deqlab.data.catalog.check_split`).
+    reported by the reader (and by :func:`deqlab.data.inventory.check_split`).
     """
     check_choice("name", name, IMAGE_DATASETS)
     check_choice("split", split, DATASET_SPLITS[name])
