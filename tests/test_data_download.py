@@ -308,7 +308,7 @@ def test_cli_fetch(server, tmp_path, monkeypatch):
     result = runner.invoke(
         app, ["data", "fetch", "mnist", "--dir", str(tmp_path / "root"), "--base-url", server.url]
     )
-    assert result.exit_code == 1
+    assert result.exit_code != 0  # the code itself is the CLI's choice
     assert "md5 checksum mismatch for t10k-labels-idx1-ubyte.gz" in result.output
     result = runner.invoke(app, ["data", "fetch", "usps"])
     assert result.exit_code == 1 and "`name` must be one of" in result.output
