@@ -9,10 +9,12 @@ from deqlab.models.mondeq import MonDEQ
 from deqlab.solvers import Anderson
 from deqlab.solvers.splitting import PeacemanRachford
 from deqlab.theory.mondeq import (
+    M_BOUND_3_18,
     MonDEQConstants,
     condition_1,
     condition_2,
     gd_bound,
+    gd_rate,
     gradient_flow_bound,
     hypotheses,
     lemma_3_3_2,
@@ -77,10 +79,16 @@ def test_conditions_by_hand():
     assert step_size_bound(c) == pytest.approx(min(1.0, 1 / 328, 0.5 / 16, 1 / (6 * 4 * 16)))
 
 
+def test_inequalities_are_plain_numbers():
+    (row,) = condition_2(unit_constants(lambda0=100.0))[:1]
+    assert row == {"name": "Eq. (3.16)", "lhs": 1e4, "relation": ">=", "rhs": 8 * 16.0,
+                   "holds": True}  # fmt: skip
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_condition_318_needs_small_m(seed):
     """λ_0 ≤ ‖X‖_F‖U‖₂/m (Lemma 3.3.3) makes (3.18) impossible for m ≥ 1/√20."""
-    model, X, y, Z = setup(m=1 / math.sqrt(20), seed=seed, scale=0.1)
+    model, X, y, Z = setup(m=M_BOUND_3_18, seed=seed, scale=0.1)
     (row,) = [r for r in condition_2(constants(model, X, y, Z, radius=1e-3)) if "3.18" in r["name"]]
     assert not row["holds"]
 
@@ -94,6 +102,28 @@ def test_rates_closed_form():
         gd_bound(c, 1, eta=100.0)
     with pytest.raises(ValueError, match="`eta` must be in"):
         gd_bound(c, 1, eta=0.0)
+
+
+def test_gd_rate_reaches_zero_at_the_bound_and_rejects_larger_steps():
+    assert gd_rate(2.0, 0.5) == pytest.approx(0.5)
+    assert gd_rate(3.0, 4 / 3.0**2) == 0.0  # η = 4/λ_0² (a rounding error below 0 is 0)
+    assert gd_bound(unit_constants(lambda0=2.0), torch.tensor([0, 1, 2]), eta=1.0).tolist() == [
+        0.5, 0.0, 0.0,
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="negative"):
+        gd_rate(2.0, 1.01)
+
+
+def test_at_eta_4_over_lambda0_squared_the_output_step_expands_every_residual_direction():
+    """The update of u alone maps ŷ − y to (I − ηZᵀZ)(ŷ − y); at η = 4/λ_0² every eigenvalue
+    of I − ηZᵀZ is ≤ −3 (module docstring), so L(θ(1)) ≤ 0 cannot follow for u alone."""
+    Z = torch.randn(12, 5, dtype=torch.float64)
+    eta = 4 / sigma_min(Z) ** 2
+    u, y = torch.randn(12, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+    residual = Z.T @ u - y
+    stepped = Z.T @ (u - eta * Z @ residual) - y
+    assert float(torch.linalg.eigvalsh(torch.eye(5) - eta * Z.T @ Z).max()) <= -3 + 1e-9
+    assert float(stepped.norm()) >= 3 * float(residual.norm()) * (1 - 1e-9)
 
 
 def test_hypotheses_hold_at_step_zero_and_detect_leaving_the_ball():

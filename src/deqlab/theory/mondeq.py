@@ -5,15 +5,22 @@ equilibrium at initialisation (``n ≥ N``); balls ``B(·(0), R_·)`` around the
 A, B, U, u; ``λ̄_· = ‖·(0)‖₂ + R_·`` bounds the operator norm of each parameter in its ball
 and ``λ̄_{ab} = λ̄_a λ̄_b``. The loss is ``L(θ) = ½‖ŷ − y‖²`` (Eq. 3.4), ``ŷ = Zᵀu``.
 
-Every check returns tidy rows ``{"name", "lhs", "relation", "rhs", "holds"}`` with both sides
-of the inequality as floats, so a user (or an experiment) can tabulate how far each one is
-from holding. The formulas are transcribed as printed, including (3.17), which has no ``m``.
+Every check returns :class:`Inequality` values ``{"name", "lhs", "relation", "rhs", "holds"}``:
+both sides of one inequality of the thesis as plain floats (``holds`` is ``lhs ≥ rhs`` or
+``lhs ≤ rhs``), so a caller can tell how far each one is from holding; statements and
+verdicts are built from them elsewhere (``deqlab.experiments.hieu2022.statements``). The
+formulas are transcribed as printed, including (3.17), which has no ``m``.
 
-Two facts worth knowing when reading the results:
+Facts worth knowing when reading the results:
 
 * Lemma 3.3.3 gives ``λ_0 ≤ ‖Z(0)‖_F ≤ ‖X‖_F‖U(0)‖₂/m`` while the right side of (3.18) is
   at least ``20‖X‖_F² λ̄_U² > 20‖X‖_F²‖U(0)‖₂²``: condition (3.18) can only hold when
-  ``m < 1/√20 ≈ 0.224``.
+  ``m < 1/√20 ≈ 0.224`` (:data:`M_BOUND_3_18`).
+* ``C_11`` of Lemma 3.3.8 (hence the second term of the step-size bound and (3.18)) drops
+  the ``1/m`` factors of Lemmas 3.3.4 and 3.3.7. And ``η = 4/λ_0²``, allowed whenever it
+  is the smallest term of the bound, makes the update of ``u`` alone map the residual
+  ``ŷ − y`` to ``(I − η Z(0)ᵀZ(0))(ŷ − y)``, whose eigenvalues are all ``≤ −3`` (``n ≥ N``):
+  at the bound, GD can increase the loss although the theorem promises ``L(θ(1)) ≤ 0``.
 * Lemma 3.3.2 / C.0.4, ``‖(I − WᵀD)⁻¹u‖ ≤ ‖u‖/m``, holds for ``D = I`` but not for every
   0/1 diagonal ``D`` (see :func:`lemma_3_3_2`); the gradient bounds of Lemma 3.3.7 rest on it.
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypedDict
 
 import torch
 
@@ -30,18 +38,28 @@ from deqlab._checks import check_int, check_positive, check_real, check_tensor
 from deqlab.theory.spectra import gram_lambda_min, spectral_norm
 
 PARAMETERS = ("A", "B", "U", "u")
-Row = dict[str, object]
+
+#: Condition (3.18) can hold only for ``m < 1/√20`` (Lemma 3.3.3; see the module docstring).
+M_BOUND_3_18 = 1 / math.sqrt(20)
 
 
-def _row(name: str, lhs: float, relation: str, rhs: float) -> Row:
+class Inequality(TypedDict):
+    """``lhs relation rhs`` (relation ``">="`` or ``"<="``), both sides evaluated."""
+
+    name: str
+    lhs: float
+    relation: str
+    rhs: float
+    holds: bool
+
+
+#: The name :mod:`deqlab.train.mondeq_gd` gives these values.
+Row = Inequality
+
+
+def _row(name: str, lhs: float, relation: str, rhs: float) -> Inequality:
     holds = lhs >= rhs if relation == ">=" else lhs <= rhs
-    return {
-        "name": name,
-        "lhs": float(lhs),
-        "relation": relation,
-        "rhs": float(rhs),
-        "holds": holds,
-    }
+    return Inequality(name=name, lhs=float(lhs), relation=relation, rhs=float(rhs), holds=holds)
 
 
 def sigma_min(Z: torch.Tensor) -> float:
@@ -140,7 +158,7 @@ def _ball_terms(c: MonDEQConstants) -> float:
     )
 
 
-def condition_1(c: MonDEQConstants) -> list[Row]:
+def condition_1(c: MonDEQConstants) -> list[Inequality]:
     """Condition 1, Eqs. (3.8)–(3.9), of Theorem 3.3.1 (gradient flow)."""
     root = math.sqrt(2 * c.loss0)
     rhs_39 = (
@@ -157,7 +175,7 @@ def condition_1(c: MonDEQConstants) -> list[Row]:
     ]
 
 
-def condition_2(c: MonDEQConstants) -> list[Row]:
+def condition_2(c: MonDEQConstants) -> list[Inequality]:
     """Condition 2, Eqs. (3.16)–(3.18), of Theorem 3.3.5 (gradient descent)."""
     root = math.sqrt(2 * c.loss0)
     rhs_317 = (
@@ -206,18 +224,29 @@ def gradient_flow_bound(c: MonDEQConstants, t: torch.Tensor | float) -> torch.Te
     return torch.exp(-(c.lambda0**2) * t / 2) * c.loss0
 
 
+def gd_rate(lambda0: float, eta: float) -> float:
+    """Theorem 3.3.5's per-step factor ``1 − ηλ_0²/4``: ``L(θ(k+1)) ≤ (1 − ηλ_0²/4) L(θ(k))``.
+
+    ``η = 4/λ_0²`` (allowed by the bound) gives 0; a factor within ``1e-12`` of 0 from
+    rounding is 0, a clearly negative one (``η > 4/λ_0²``) raises ValueError.
+    """
+    lambda0 = check_real("lambda0", lambda0, low=0.0)
+    eta = check_positive("eta", eta)
+    rate = 1 - eta * lambda0**2 / 4
+    if rate < -1e-12:
+        raise ValueError(
+            f"`eta` = {eta:g} makes the rate 1 − ηλ_0²/4 = {rate:.3g} negative; Theorem 3.3.5 "
+            f"needs eta <= 4/λ_0² = {4 / lambda0**2:.4g}"
+        )
+    return max(rate, 0.0)
+
+
 def gd_bound(c: MonDEQConstants, k: torch.Tensor | int, eta: float) -> torch.Tensor:
     """Theorem 3.3.5 / Eq. (3.20): ``L(θ(k)) ≤ (1 − η λ_0²/4)^k L(θ(0))`` at steps ``k``."""
-    eta = check_positive("eta", eta)
+    rate = gd_rate(c.lambda0, eta)
     k = torch.as_tensor(k, dtype=torch.float64)
     if bool((k < 0).any()):
         raise ValueError("`k` must be >= 0")
-    rate = 1 - eta * c.lambda0**2 / 4
-    if rate < 0:
-        raise ValueError(
-            f"`eta` = {eta:g} makes the rate 1 − ηλ_0²/4 = {rate:.3g} negative; Theorem 3.3.5 "
-            f"needs eta <= 4/λ_0² = {4 / c.lambda0**2:.4g}"
-        )
     return rate**k * c.loss0
 
 
@@ -230,7 +259,7 @@ def hypotheses(
     loss: float,
     k: int,
     eta: float,
-) -> list[Row]:
+) -> list[Inequality]:
     """Induction hypotheses 1–3 of the proof of Theorem 3.3.5 at GD step ``k``.
 
     ``initial`` / ``current`` map A, B, U, u to their values at steps 0 and ``k``; ``Z`` is
@@ -253,7 +282,7 @@ def hypotheses(
     return rows
 
 
-def lemma_3_3_3(Z: torch.Tensor, X: torch.Tensor, U: torch.Tensor, m: float) -> Row:
+def lemma_3_3_3(Z: torch.Tensor, X: torch.Tensor, U: torch.Tensor, m: float) -> Inequality:
     """Lemma 3.3.3: ``‖Z*‖_F ≤ ‖X‖_F ‖U‖₂ / m`` for the equilibrium ``Z*`` (n, N)."""
     m = check_positive("m", m)
     return _row(
@@ -264,7 +293,7 @@ def lemma_3_3_3(Z: torch.Tensor, X: torch.Tensor, U: torch.Tensor, m: float) -> 
     )
 
 
-def lemma_3_3_2(W: torch.Tensor, u: torch.Tensor, mask: torch.Tensor, m: float) -> Row:
+def lemma_3_3_2(W: torch.Tensor, u: torch.Tensor, mask: torch.Tensor, m: float) -> Inequality:
     """Lemma 3.3.2 / C.0.4 as printed: ``max_j ‖(I − Wᵀ D_j)⁻¹ u‖ ≤ ‖u‖ / m``.
 
     ``D_j = diag(mask[:, j])`` is the ReLU derivative of sample ``j`` (``mask`` (n, N));
@@ -290,7 +319,7 @@ def lemma_3_3_4(
     W: tuple[torch.Tensor, torch.Tensor],
     U: tuple[torch.Tensor, torch.Tensor],
     m: float,
-) -> Row:
+) -> Inequality:
     """Lemma 3.3.4, Eq. (3.15): ``‖Z(k) − Z(s)‖_F ≤ ‖X‖_F(‖ΔU‖₂/m + ‖ΔW‖₂‖U(s)‖₂/m²)``.
 
     Each pair holds the values at steps ``(k, s)``.
