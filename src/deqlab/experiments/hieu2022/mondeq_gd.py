@@ -4,18 +4,24 @@ Setting (Section 3.2.1): ``z* = relu(W z* + U x)``, ``W = (1 − m) I − AᵀA 
 (Eq. 3.3), ``ŷ = uᵀz*``, ``L = ½‖ŷ − y‖²`` (Eq. 3.4), GD on θ = (A, B, U, u) with the exact
 gradient of the Peaceman–Rachford adjoint, in float64. The thesis has no experiment for
 Chapter 3; ours: N points uniform on the sphere of radius √d with N(0, 1) labels
-(``deqlab.data``), widths n ≥ N, entries ``A, B ~ N(0, 1/n)``, ``U ~ N(0, 1/d)``, ``u ~ N(0, 1/n)``.
+(``deqlab.data``), widths n ≥ N, entries ``A ~ N(0, σ_A²/n)``, ``B ~ N(0, σ_B²/n)``,
+``U ~ N(0, σ_U²/d)``, ``u ~ N(0, σ_u²/n)``.
 
-Learning rate: Theorem 3.3.5's bound on η is of order 1e-6 here, so — as for Ling et al.'s
-Figure 1 — one η for every width, ``eta_fraction · 2/λ_max(Z(0)ᵀZ(0))`` of the widest model
-(the stability limit of GD on the output layer). The Theorem 3.3.5 curve
-``(1 − ηλ_0²/4)^k L(0)`` uses that η; Conditions 1–2 (Eqs. 3.8–3.9, 3.16–3.18) and the
-induction hypotheses are evaluated with balls of radius ``radius``
-(:mod:`deqlab.theory.mondeq`).
+Learning rate (``eta_rule``):
+
+- ``"theorem"``: ``eta_fraction`` times Theorem 3.3.5's bound ``η_max`` at each width;
+- ``"stability"``: one η for every width, ``eta_fraction · 2/λ_max(Z(0)ᵀZ(0))`` of the
+  widest model (the stability limit of GD on the output layer), as for Ling et al.'s
+  Figure 1 — at the defaults hundreds of times ``η_max``, so the theorem does not apply.
+
+The ``theorem`` preset runs inside the theorem's hypotheses: N = 2 points, m = 0.05
+(Eq. 3.18 needs m < 1/√20), small A, B, u and a large U (so that ``λ_0`` dominates the
+``λ̄``'s), radius 0.1, and ``η = η_max``. It was chosen from the constants measured at
+initialisation (its Condition 2 statements show the margins).
 
 Metrics: every record of :class:`deqlab.train.mondeq_gd.MonDEQGD` plus ``width``, ``eta``,
-``eta_max`` (Theorem 3.3.5), ``lambda0`` and, constant over a task, each side of each
-condition: ``eq3_8_lhs``, ``eq3_8_rhs``, ``eq3_8_holds``, … ``eq3_18_holds``.
+``eta_max`` (Theorem 3.3.5), ``lambda0`` and, constant over a task, both sides of each
+condition: ``eq3_8_lhs``, ``eq3_8_rhs``, … ``eq3_18_rhs``.
 """
 
 from __future__ import annotations
@@ -26,15 +32,24 @@ from typing import ClassVar
 
 import torch
 
-from deqlab._checks import check_int, check_positive, check_real
+from deqlab._checks import check_choice, check_int, check_positive, check_real
 from deqlab.data import get_dataset
-from deqlab.experiments.base import Claim, Experiment, Row, Task, TaskContext
+from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.deviations import PaperValue, measurement, not_given, paper
 from deqlab.experiments.registry import register
 from deqlab.models.mondeq import MonDEQ
 from deqlab.solvers.splitting import PeacemanRachford
+from deqlab.statements import Statement
+from deqlab.theory.mondeq import mondeq_constants, step_size_bound
 from deqlab.train.mondeq_gd import MonDEQGD
 
 CONDITION_KEYS = ("eq3_8", "eq3_9", "eq3_16", "eq3_17", "eq3_18")
+ETA_RULES = ("theorem", "stability")
+_NO_EXPERIMENT = "Chapter 3 has no experiment"
+_INIT = (
+    "not given: 'concrete discussion on the satisfiability of initial conditions on λ_0 "
+    "… under different initialization schemes' is future work (Chapter 5)"
+)
 
 
 @dataclass(frozen=True)
@@ -46,8 +61,13 @@ class MonDEQGDConfig:
     widths: tuple[int, ...] = (50, 100, 200, 400)
     m: float = 0.2
     steps: int = 500
+    eta_rule: str = "stability"
     eta_fraction: float = 0.5
     radius: float = 1.0
+    sigma_A: float = 1.0
+    sigma_B: float = 1.0
+    sigma_U: float = 1.0
+    sigma_u: float = 1.0
     tol: float = 1e-10  # relative residual of the forward and adjoint splitting solves
     loss_rtol: float = 1e-2  # claim: final loss <= loss_rtol · L(0)
     seed: int = 0
@@ -65,8 +85,10 @@ class MonDEQGDConfig:
             )
         check_positive("m", self.m)
         check_int("steps", self.steps, min_value=1)
+        check_choice("eta_rule", self.eta_rule, ETA_RULES)
         check_real("eta_fraction", self.eta_fraction, low=0.0, high=1.0, low_inclusive=False)
-        check_positive("radius", self.radius)
+        for name in ("radius", "sigma_A", "sigma_B", "sigma_U", "sigma_u"):
+            check_positive(name, getattr(self, name))
         check_positive("tol", self.tol)
         check_positive("loss_rtol", self.loss_rtol)
 
@@ -74,17 +96,46 @@ class MonDEQGDConfig:
 def _model(config: MonDEQGDConfig, width: int, device: str) -> MonDEQ:
     generator = torch.Generator().manual_seed(config.seed * 100_003 + width)
     solver = PeacemanRachford(tol=config.tol, max_iter=5000)
+    scales = {k: getattr(config, k) for k in ("sigma_A", "sigma_B", "sigma_U", "sigma_u")}
     model = MonDEQ(
-        config.d, width, m=config.m, solver=solver, generator=generator, dtype=torch.float64
-    )
+        config.d, width, m=config.m, solver=solver, generator=generator, dtype=torch.float64,
+        **scales,
+    )  # fmt: skip
     return model.to(device)
 
 
-def _learning_rate(config: MonDEQGDConfig, X: torch.Tensor, device: str) -> float:
-    """``eta_fraction · 2/λ_max(Z(0)ᵀZ(0))`` of the widest model."""
+def _learning_rate(config: MonDEQGDConfig, width: int, X: torch.Tensor, y: torch.Tensor) -> float:
+    """``eta_fraction`` times Theorem 3.3.5's bound at ``width`` (rule "theorem") or
+    times ``2/λ_max(Z(0)ᵀZ(0))`` of the widest model (rule "stability")."""
+    model = _model(config, width if config.eta_rule == "theorem" else config.widths[-1], X.device)
     with torch.no_grad():
-        Z = _model(config, config.widths[-1], device).equilibrium(X)
-    return config.eta_fraction * 2.0 / float(torch.linalg.eigvalsh(Z.T @ Z)[-1])
+        Z = model.equilibrium(X)
+        if config.eta_rule == "stability":
+            return config.eta_fraction * 2.0 / float(torch.linalg.eigvalsh(Z.T @ Z)[-1])
+        params = dict(model.named_parameters())
+        c = mondeq_constants(**params, Z=Z, X=X, y=y, m=config.m, radius=config.radius)
+    return config.eta_fraction * step_size_bound(c)
+
+
+#: What the thesis says about each config field (Chapter 3 has no experiment).
+PAPER_SETTING: dict[str, PaperValue] = {
+    "n_samples": not_given(f"{_NO_EXPERIMENT}; Lemma 3.3.10 needs n ≥ N"),
+    "d": not_given(_NO_EXPERIMENT),
+    "widths": not_given("Theorems 3.3.1 and 3.3.5: 'the width of hidden layer is O(N)'"),
+    "m": not_given("Eq. (3.3): any m > 0; Eq. (3.18) needs m < 1/√20 (Lemma 3.3.3)"),
+    "steps": not_given(_NO_EXPERIMENT),
+    "eta_rule": paper("theorem", "Theorem 3.3.5: η ≤ min{4/λ₀², …}"),
+    "eta_fraction": not_given("Theorem 3.3.5 allows any η up to its bound"),
+    "radius": not_given("Section 3.3: the radii R_A, R_B, R_U, R_u are free"),
+    "sigma_A": not_given(_INIT),
+    "sigma_B": not_given(_INIT),
+    "sigma_U": not_given(_INIT),
+    "sigma_u": not_given(_INIT),
+    "tol": measurement(),
+    "loss_rtol": measurement(),
+    "seed": measurement(),
+    "data_seed": measurement(),
+}
 
 
 @register
@@ -95,17 +146,29 @@ class Hieu2022MonDEQGD(Experiment):
     title = "GD on monotone DEQs of several widths vs Theorem 3.3.5"
     paper = (
         "Hieu, An NTK analysis of deep equilibrium models (thesis, 2022), Chapter 3: "
-        "Conditions 1–2, Theorems 3.3.1 and 3.3.5"
+        "Condition 2, Theorem 3.3.5 and Propositions 5–6 (no experiment in the thesis)"
     )
     Config = MonDEQGDConfig
     presets: ClassVar = {
         "tiny": {"n_samples": 6, "d": 3, "widths": (12, 48), "steps": 25, "loss_rtol": 0.5},
         "quick": {"n_samples": 30, "widths": (30, 60, 120, 240), "steps": 200},
+        "theorem": {"n_samples": 2, "widths": (200, 400), "m": 0.05, "steps": 10,
+                    "eta_rule": "theorem", "eta_fraction": 1.0, "radius": 0.1, "sigma_A": 1e-3,
+                    "sigma_B": 1e-3, "sigma_U": 10.0, "sigma_u": 1e-3},
         "paper": {},
+    }  # fmt: skip
+    paper_setting: ClassVar = PAPER_SETTING
+    figure_captions: ClassVar = {
+        "mondeq_gd": (
+            "Left: the training loss of full-batch GD at each width (solid) and the curve "
+            "(1 − ηλ₀²/4)^k L(0) of Theorem 3.3.5, Eq. (3.20) (dashed); middle: σ_min(Z(k))/λ₀ "
+            "against Hypothesis 2's 1/2; right: the margin lhs/rhs of Conditions 1–2 at "
+            "initialisation against the width (the condition holds above 1)."
+        ),
     }
     metric_columns: ClassVar = {
         "width": "hidden width n",
-        "eta": "learning rate η (same for every width)",
+        "eta": "learning rate η (eta_rule)",
         "eta_max": "the step-size bound of Theorem 3.3.5",
         "lambda0": "λ_0 = σ_min(Z(0))",
         "step": "GD step k",
@@ -113,10 +176,10 @@ class Hieu2022MonDEQGD(Experiment):
         "loss_bound": "(1 − ηλ_0²/4)^k L(θ(0)), Eq. (3.20)",
         "sigma_min": "σ_min(Z(k))",
         "dist_A": "‖A(k) − A(0)‖_F (likewise dist_B, dist_U, dist_u)",
-        "in_balls": "Hypothesis 1: every parameter within radius R of its start",
-        "sigma_ok": "Hypothesis 2: σ_min(Z(k)) ≥ λ_0/2",
-        "loss_ok": "Hypothesis 3: loss <= loss_bound",
-        "eq3_8_lhs": "left side of Eq. (3.8) (likewise _rhs, _holds; eq3_9 … eq3_18)",
+        "in_balls": "every parameter within radius R of its start (Hypothesis 1 at step k)",
+        "sigma_ok": "σ_min(Z(k)) ≥ λ_0/2 (Hypothesis 2 at step k)",
+        "loss_ok": "loss <= loss_bound (Hypothesis 3 at step k)",
+        "eq3_8_lhs": "left side of Eq. (3.8) at initialisation (likewise _rhs; eq3_9 … eq3_18)",
     }
     default_checkpoint_every = 50
 
@@ -129,7 +192,7 @@ class Hieu2022MonDEQGD(Experiment):
         )
         X, y = data.X.to(ctx.device), data.y.to(ctx.device)
         width = int(task.params["width"])
-        eta = _learning_rate(config, X, ctx.device)
+        eta = _learning_rate(config, width, X, y)
         trainer = MonDEQGD(_model(config, width, ctx.device), X, y, lr=eta, radius=config.radius)
         resumed = ctx.resume()
         if resumed is not None:
@@ -149,15 +212,14 @@ class Hieu2022MonDEQGD(Experiment):
         }
         for key, row in zip(CONDITION_KEYS, trainer.conditions, strict=True):
             constant.update({f"{key}_lhs": row["lhs"], f"{key}_rhs": row["rhs"]})
-            constant[f"{key}_holds"] = row["holds"]
         return [{**constant, **record} for record in trainer.records]
 
-    def claims(self, config: MonDEQGDConfig, rows: list[Row]) -> list[Claim]:
-        from deqlab.experiments.hieu2022_mondeq_gd_report import mondeq_gd_claims
+    def statements(self, config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
+        from deqlab.experiments.hieu2022.mondeq_gd_report import mondeq_gd_statements
 
-        return mondeq_gd_claims(config, rows)
+        return mondeq_gd_statements(config, rows)
 
     def plot(self, config: MonDEQGDConfig, rows: list[Row], directory: Path) -> list[Path]:
-        from deqlab.experiments.hieu2022_mondeq_gd_report import plot_mondeq_gd
+        from deqlab.experiments.hieu2022.mondeq_gd_report import plot_mondeq_gd
 
-        return plot_mondeq_gd(rows, directory)
+        return plot_mondeq_gd(config, rows, directory)

@@ -1,33 +1,39 @@
-"""Claims and figures of ``hieu2022-mondeq-gd``, computed from its tidy rows.
+"""Statements and figure of ``hieu2022-mondeq-gd``, computed from its tidy rows.
 
-Claims (one set per run, widths in increasing order):
+Chapter 3 has no experiment, so no statement here is an observation of the thesis.
 
-- GD drives the loss below ``loss_rtol · L(0)`` at the widest width (Thm 3.3.5);
-- the final ``L(K)/L(0)`` decreases with the width (λ_0, hence the rate, grows with it);
-- the loss stays under the Theorem 3.3.5 curve ``(1 − ηλ_0²/4)^k L(0)`` at every width;
-- ``σ_min(Z(k)) ≥ λ_0/2`` throughout (Hypothesis 2) at the widest width;
-- ``λ_0 = σ_min(Z(0))`` increases with the width;
-- the margin ``lhs/rhs`` of each equation of Condition 2 grows with the width;
-- Condition 2 holds at initialisation for some width (the premise of Theorem 3.3.5).
+At each width n (:func:`deqlab.experiments.hieu2022.statements.theorem_3_3_5`):
+Condition 2, Eqs. (3.16)–(3.18), and ``η ≤ η_max`` are HYPOTHESIS statements with their
+margins and what would satisfy them; Theorem 3.3.5 (``L(k+1) ≤ (1 − ηλ₀²/4) L(k)``),
+Proposition 5 (the parameters stay in their balls) and Proposition 6 (``σ_min(Z(k)) ≥
+λ₀/2``) are THEOREM statements, NOT APPLICABLE at a width where a hypothesis is unmet.
+
+Ours, across the widths: GD reaches ``L(K) ≤ loss_rtol · L(0)`` at the widest width;
+wider is faster (``L(K)/L(0)`` decreases with n); ``λ₀`` increases with n; the margin
+``lhs/rhs`` of each equation of Condition 2 grows with n.
 
 Figure ``mondeq_gd``: loss and the Theorem 3.3.5 curve per width (log scale);
-``σ_min(Z(k))/λ_0`` with the line at 1/2; the margins of Conditions 1–2 against the width.
+``σ_min(Z(k))/λ₀`` with the line at 1/2; the margins of Conditions 1–2 against the width.
 """
 
 from __future__ import annotations
 
-import itertools
+import math
 from collections import defaultdict
 from pathlib import Path
 
-from deqlab.experiments.base import Claim, Row
+from deqlab.experiments.base import Row
+from deqlab.experiments.hieu2022.mondeq_gd import MonDEQGDConfig
+from deqlab.experiments.hieu2022.statements import GDTrace, WidthFit, theorem_3_3_5
+from deqlab.statements import OURS, Kind, Statement, measure, min_step_gap
+from deqlab.theory.mondeq import PARAMETERS, Inequality
 
 CONDITION_LABELS = {
-    "eq3_8": "(3.8)",
-    "eq3_9": "(3.9)",
-    "eq3_16": "(3.16)",
-    "eq3_17": "(3.17)",
-    "eq3_18": "(3.18)",
+    "eq3_8": "Eq. (3.8)",
+    "eq3_9": "Eq. (3.9)",
+    "eq3_16": "Eq. (3.16)",
+    "eq3_17": "Eq. (3.17)",
+    "eq3_18": "Eq. (3.18)",
 }
 CONDITION_2 = ("eq3_16", "eq3_17", "eq3_18")
 
@@ -40,88 +46,99 @@ def by_width(rows: list[Row]) -> dict[int, list[Row]]:
     return {w: sorted(groups[w], key=lambda r: int(r["step"])) for w in sorted(groups)}
 
 
+def inequality(row: Row, key: str) -> Inequality:
+    """Condition ``key`` (e.g. ``"eq3_16"``) at initialisation, from a row of its width."""
+    lhs, rhs = float(row[f"{key}_lhs"]), float(row[f"{key}_rhs"])
+    return Inequality(name=CONDITION_LABELS[key], lhs=lhs, relation=">=", rhs=rhs, holds=lhs >= rhs)
+
+
 def margin(row: Row, key: str) -> float:
     """``lhs / rhs`` of condition ``key`` (≥ 1 exactly when it holds)."""
     rhs = float(row[f"{key}_rhs"])
-    return float(row[f"{key}_lhs"]) / rhs if rhs > 0 else float("inf")
+    return float(row[f"{key}_lhs"]) / rhs if rhs > 0 else math.inf
 
 
-def _increasing(values: list[float]) -> bool:
-    return all(b > a for a, b in itertools.pairwise(values))
+def trace(config: MonDEQGDConfig, run: list[Row]) -> GDTrace:
+    """The GD run of one width, as the statement builders take it."""
+    first = run[0]
+    return GDTrace(
+        width=int(first["width"]),
+        eta=float(first["eta"]),
+        eta_max=float(first["eta_max"]),
+        lambda0=float(first["lambda0"]),
+        radii=dict.fromkeys(PARAMETERS, config.radius),
+        losses=[_float(r.get("loss")) for r in run],
+        sigmas=[_float(r.get("sigma_min")) for r in run],
+        distances={p: [_float(r.get(f"dist_{p}")) for r in run] for p in PARAMETERS},
+    )
 
 
-def mondeq_gd_claims(config, rows: list[Row]) -> list[Claim]:
-    """The named checks of the module docstring."""
+def mondeq_gd_statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
+    """The statements of the module docstring (widths without rows are not measured)."""
     runs = by_width(rows)
-    widths = list(runs)
-    final = {w: float(r[-1]["loss"]) / float(r[0]["loss"]) for w, r in runs.items()}
-    under = {w: all(bool(x.get("loss_ok")) for x in r) for w, r in runs.items()}
-    widest = runs[widths[-1]]
-    lam0_widest = float(widest[0]["lambda0"])
-    sigma = (
-        min(float(x.get("sigma_min", 0.0)) for x in widest) / lam0_widest if lam0_widest else 0.0
-    )
-    lambda0 = [float(runs[w][0]["lambda0"]) for w in widths]
-    fmt = ", ".join
-    claims = [
-        Claim(
-            "GD reaches a small training loss at the widest width",
-            final[widths[-1]] <= config.loss_rtol,
-            f"L(K)/L(0) = {final[widths[-1]]:.2e} at n = {widths[-1]}",
-            f"<= {config.loss_rtol:g}",
+    fits = {
+        CONDITION_LABELS[k]: WidthFit.of(list(runs), [margin(r[0], k) for r in runs.values()])
+        for k in CONDITION_2
+    }
+    out: list[Statement] = []
+    for run in runs.values():
+        conditions = [inequality(run[0], k) for k in CONDITION_2]
+        out += theorem_3_3_5(trace(config, run), conditions, fits=fits, m=config.m)
+    return out + _ours(config, runs)
+
+
+def _ours(config: MonDEQGDConfig, runs: dict[int, list[Row]]) -> list[Statement]:
+    widths = list(config.widths)
+    final = {w: _final(runs.get(w)) for w in widths}
+    lambda0 = {w: _float(runs[w][0]["lambda0"]) if w in runs else math.nan for w in widths}
+    shown = ", ".join
+    out = [
+        measure(
+            f"GD reaches L(K) ≤ {config.loss_rtol:g}·L(0) at the widest width",
+            Kind.OURS, OURS, value=final[widths[-1]], relation="<=",
+            threshold=config.loss_rtol,
+            measured=f"L(K)/L(0) = {final[widths[-1]]:.3g} at n = {widths[-1]}",
+            expected=f"≤ {config.loss_rtol:g} after K = {config.steps} steps",
         ),
-        Claim(
-            "wider is faster: L(K)/L(0) decreases with the width (λ₀ and the rate grow)",
-            _increasing([-final[w] for w in widths]),
-            fmt(f"n={w}: {v:.2e}" for w, v in final.items()),
-            "strictly decreasing",
+        measure(
+            "wider is faster: L(K)/L(0) decreases with the width",
+            Kind.OURS, OURS, value=min_step_gap([-final[w] for w in widths]), relation=">",
+            threshold=0.0, measured=shown(f"n={w}: {v:.3g}" for w, v in final.items()),
+            expected="strictly decreasing (smallest decrease > 0)",
         ),
-        Claim(
-            "the loss stays under the Theorem 3.3.5 curve (1 − ηλ₀²/4)^k L(0)",
-            all(under.values()),
-            fmt(f"n={w}: {'yes' if ok else 'no'}" for w, ok in under.items()),
-            "every step of every width",
-        ),
-        Claim(
-            "σ_min(Z(k)) stays >= λ₀/2 at the widest width (Hypothesis 2)",
-            sigma >= 0.5,
-            f"min_k σ_min(Z(k))/λ₀ = {sigma:.3f} at n = {widths[-1]}",
-            ">= 0.5",
-        ),
-        Claim(
+        measure(
             "λ₀ = σ_min(Z(0)) increases with the width",
-            _increasing(lambda0),
-            fmt(f"n={w}: {v:.3g}" for w, v in zip(widths, lambda0, strict=True)),
-            "strictly increasing",
+            Kind.OURS, OURS, value=min_step_gap(list(lambda0.values())), relation=">",
+            threshold=0.0, measured=shown(f"n={w}: {v:.3g}" for w, v in lambda0.items()),
+            expected="strictly increasing (smallest increase > 0)",
         ),
-    ]
+    ]  # fmt: skip
     for key in CONDITION_2:
-        margins = [margin(runs[w][0], key) for w in widths]
-        claims.append(
-            Claim(
-                f"the margin lhs/rhs of Eq. {CONDITION_LABELS[key]} grows with the width",
-                _increasing(margins),
-                fmt(f"n={w}: {v:.2e}" for w, v in zip(widths, margins, strict=True)),
-                "strictly increasing",
+        margins = {w: margin(runs[w][0], key) if w in runs else math.nan for w in widths}
+        logs = [math.log10(v) if v > 0 else math.nan for v in margins.values()]
+        out.append(
+            measure(
+                f"the margin lhs/rhs of {CONDITION_LABELS[key]} grows with the width",
+                Kind.OURS, OURS, value=min_step_gap(logs), relation=">", threshold=0.0,
+                measured=shown(f"n={w}: {v:.3g}" for w, v in margins.items()),
+                expected="strictly increasing (smallest increase of log₁₀ lhs/rhs > 0)",
             )
-        )
-    holds = {w: all(bool(runs[w][0][f"{k}_holds"]) for k in CONDITION_2) for w in widths}
-    claims.append(
-        Claim(
-            "Condition 2 (Eqs. 3.16–3.18) holds at initialization for some width",
-            any(holds.values()),
-            fmt(
-                f"n={w}: min margin {min(margin(runs[w][0], k) for k in CONDITION_2):.2e}"
-                for w in widths
-            ),
-            "all three margins >= 1 for some width",
-            "the premise of Theorem 3.3.5; (3.18) needs m < 1/√20 (Lemma 3.3.3)",
-        )
-    )
-    return claims
+        )  # fmt: skip
+    return out
 
 
-def plot_mondeq_gd(rows: list[Row], directory: Path) -> list[Path]:
+def _final(run: list[Row] | None) -> float:
+    """``L(K)/L(0)`` of a run (NaN without rows)."""
+    if not run:
+        return math.nan
+    return _float(run[-1]["loss"]) / _float(run[0]["loss"])
+
+
+def _float(x: object) -> float:
+    return math.nan if x is None else float(x)
+
+
+def plot_mondeq_gd(config: MonDEQGDConfig, rows: list[Row], directory: Path) -> list[Path]:
     """Write the figure of the module docstring; return its files."""
     import matplotlib.pyplot as plt
 
@@ -130,7 +147,7 @@ def plot_mondeq_gd(rows: list[Row], directory: Path) -> list[Path]:
     runs = by_width(rows)
     colors = sequential_colors(len(runs))
     with figure_style():
-        fig, (ax_loss, ax_sigma, ax_cond) = plt.subplots(1, 3, figsize=(13, 3.6))
+        fig, (ax_loss, ax_sigma, ax_cond) = plt.subplots(1, 3, figsize=(13, 4.4))
         for (width, run), color in zip(runs.items(), colors, strict=True):
             steps = [int(r["step"]) for r in run if r.get("loss_bound") is not None]
             ax_loss.semilogy(steps, [float(r["loss"]) for r in run[: len(steps)]], color=color,
@@ -138,18 +155,38 @@ def plot_mondeq_gd(rows: list[Row], directory: Path) -> list[Path]:
             ax_loss.semilogy(steps, [float(r["loss_bound"]) for r in run[: len(steps)]],
                              color=color, linestyle="--", linewidth=1.0)  # fmt: skip
             lam0 = float(run[0]["lambda0"])
-            if lam0 > 0:
-                ratios = [float(r["sigma_min"]) / lam0 for r in run[: len(steps)]]
-                ax_sigma.plot(steps, ratios, color=color, label=f"n = {width}")
-        add_reference_line(ax_sigma, 0.5, r"$\lambda_0/2$")
+            ratios = [float(r["sigma_min"]) / lam0 for r in run[: len(steps)]]
+            ax_sigma.plot(steps, ratios, color=color, label=f"n = {width}")
+        bound = "(1 − ηλ₀²/4)^k L(0), Eq. (3.20)"
+        if any(r.get("loss_bound") == 0 for r in rows):
+            bound += "\n(0 from k = 1, below the log axis)"
+        ax_loss.plot([], [], color="0.35", linestyle="--", linewidth=1.0, label=bound)
+        add_reference_line(ax_sigma, 0.5, r"$\lambda_0/2$ (Hypothesis 2)")
         widths = list(runs)
+        places = range(len(widths))  # one place per width, labelled with it
         for key, label in CONDITION_LABELS.items():
-            ax_cond.semilogy(widths, [margin(runs[w][0], key) for w in widths], marker="o",
-                             label=f"Eq. {label}")  # fmt: skip
-        add_reference_line(ax_cond, 1.0, "holds above")
-        ax_loss.set(xlabel="GD step k", ylabel="loss (dashed: Thm 3.3.5 curve)")
+            ax_cond.semilogy(places, [margin(runs[w][0], key) for w in widths], marker="o",
+                             label=label)  # fmt: skip
+        add_reference_line(ax_cond, 1.0, "lhs = rhs (holds above)")
+        ax_loss.set(xlabel="GD step k", ylabel=r"loss $L(\theta(k))$")
         ax_sigma.set(xlabel="GD step k", ylabel=r"$\sigma_{\min}(Z(k))/\lambda_0$")
-        ax_cond.set(xlabel="width n", ylabel="margin lhs / rhs at init", xscale="log")
+        ax_cond.set(xlabel="width n", ylabel="margin lhs / rhs at init")
+        ax_cond.set_xticks(places, [str(w) for w in widths])
         for ax in (ax_loss, ax_sigma, ax_cond):
-            ax.legend()
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+        fig.suptitle(_setting(config, rows), fontsize=10)
         return save_figure(fig, directory, "mondeq_gd")
+
+
+def _setting(config: MonDEQGDConfig, rows: list[Row]) -> str:
+    """The subtitle: data, sizes, m, R, the initial scales and η."""
+    if config.eta_rule == "theorem":
+        eta = f"η = {config.eta_fraction:g}·η_max(n) (Theorem 3.3.5's bound)"
+    else:
+        value = f" = {float(rows[0]['eta']):.3g}" if rows else ""
+        eta = f"η{value} ({config.eta_fraction:g}·2/λ_max(Z(0)ᵀZ(0)) of the widest)"
+    scales = "/".join(f"{getattr(config, f'sigma_{p}'):g}" for p in PARAMETERS)
+    return (
+        f"sphere data, N = {config.n_samples}, d = {config.d}, m = {config.m:g}, "
+        f"R = {config.radius:g}, σ_A/σ_B/σ_U/σ_u = {scales}, {eta}, K = {config.steps}"
+    )
