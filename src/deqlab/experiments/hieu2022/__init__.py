@@ -1,5 +1,5 @@
 """Hieu (thesis, 2022): the experiments of the monotone and convolutional DEQs."""
 
-import deqlab.experiments.hieu2022_dynamics
-import deqlab.experiments.hieu2022_landscape
-import deqlab.experiments.hieu2022_mondeq_gd  # noqa: F401
+import deqlab.experiments.hieu2022.dynamics
+import deqlab.experiments.hieu2022.landscape
+import deqlab.experiments.hieu2022.mondeq_gd  # noqa: F401

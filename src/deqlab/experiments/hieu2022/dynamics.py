@@ -8,10 +8,10 @@ Tasks:
   relative residuals, Eq. (4.2) (Figure 4.1), and their projection on the first two
   principal components of all iterates (Figure 4.2).
 - ``training``: the model with ``train_std`` initialisation trained with Adam (lr 1e-3) and
-  cosine annealing (thesis: MNIST, 40 epochs; offline default Fashion-MNIST); after
-  each epoch in ``snapshot_epochs`` (0 = before training) the PCA trajectories of
-  ``n_traj`` training images, coloured by class (Figure 4.3), and the epoch's loss and
-  accuracy.
+  cosine annealing (thesis: MNIST, 40 epochs; offline default Fashion-MNIST, MNIST after
+  ``deqlab data fetch mnist``); after each epoch in ``snapshot_epochs`` (0 = before
+  training) the PCA trajectories of ``n_traj`` training images, coloured by class
+  (Figure 4.3), and the epoch's loss and accuracy.
 
 Rows: ``panel`` ("init" | "training" | "train"), ``init_std``, ``epoch``, ``sample``,
 ``label``, ``step``, ``residual``, ``pc1``, ``pc2``; "train" rows hold ``train_loss``,
@@ -30,11 +30,41 @@ from torch import nn
 
 from deqlab._checks import check_int, check_positive
 from deqlab.data import get_dataset
-from deqlab.experiments.base import Claim, Experiment, Row, Task, TaskContext
-from deqlab.experiments.hieu2022_training import train_classifier
+from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.deviations import PaperValue, measurement, not_given, paper
+from deqlab.experiments.hieu2022.training import train_classifier
 from deqlab.experiments.registry import register
 from deqlab.models.conv_deq import ConvDEQ
 from deqlab.solvers import Anderson
+from deqlab.statements import Statement
+
+_CHANNELS = "Eq. (4.1) gives no channel counts"
+#: What the thesis says about each config field (Section 4.1).
+PAPER_SETTING: dict[str, PaperValue] = {
+    "dataset": paper(
+        "mnist",
+        "Section 4.1: MNIST test inputs (Figs. 4.1–4.2), training inputs (Fig. 4.3)",
+        substitute=True,
+    ),
+    "n_train": paper(60_000, "Section 4.1.2: 'we train the previous model on MNIST'"),
+    "n_traj": not_given("Figs. 4.1–4.3 do not say how many inputs they plot"),
+    "channels": not_given(_CHANNELS),
+    "inner_channels": not_given(_CHANNELS),
+    "groups": not_given("Eq. (4.1): group norm, number of groups not given"),
+    "init_stds": paper(
+        (1.0, 0.01),
+        "Section 4.1.1: N(0, 1) and N(0, 0.01), read as standard deviations "
+        "(normal_(0, 0.01) of the DEQ tutorial code)",
+    ),
+    "train_std": not_given("Section 4.1.2 trains 'the previous model' of either init"),
+    "epochs": paper(40, "Section 4.1.2"),
+    "snapshot_epochs": not_given("Fig. 4.3: its epochs are not given in the text"),
+    "batch_size": not_given("Section 4.1.2 gives none (Section 4.2.1 uses 100)"),
+    "lr": paper(1e-3, "Section 4.1.2: Adam, learning rate 0.001, CosineAnnealingLR"),
+    "tol": paper(1e-2, "Section 4.1.2 (Fig. 4.3's caption says 1e-3)"),
+    "max_iter": paper(50, "Section 4.1.2 (Fig. 4.3's caption says 100)"),
+    "seed": measurement(),
+}
 
 
 @dataclass(frozen=True)
@@ -139,6 +169,22 @@ class Hieu2022Dynamics(Experiment):
                   "max_iter": 30},
         "paper": {},
     }  # fmt: skip
+    paper_setting: ClassVar = PAPER_SETTING
+    figure_captions: ClassVar = {
+        "residuals": (
+            "Figure 4.1: the relative residual ‖f(z) − z‖/‖f(z)‖ (Eq. 4.2) along the Anderson "
+            "iterates z^[i] from z^[0] = 0, one line per test input, for the untrained model "
+            "with each initialisation."
+        ),
+        "pca_init": (
+            "Figure 4.2: the iterates z^[i] of the same inputs projected on their first two "
+            "principal components, from z^[0] = 0 (open circle) to the last iterate (dot)."
+        ),
+        "pca_training": (
+            "Figure 4.3: the iterates z^[i] of training inputs in their principal plane "
+            "before training and after the given epochs, coloured by class."
+        ),
+    }
     metric_columns: ClassVar = {
         "panel": "init (Figs. 4.1–4.2), training (Fig. 4.3) or train (epoch metrics)",
         "init_std": "standard deviation of the cell's convolution weights",
@@ -183,12 +229,12 @@ class Hieu2022Dynamics(Experiment):
             base={"panel": "train", "init_std": config.train_std},
         )  # fmt: skip
 
-    def claims(self, config: DynamicsConfig, rows: list[Row]) -> list[Claim]:
-        from deqlab.experiments.hieu2022_dynamics_report import dynamics_claims
+    def statements(self, config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
+        from deqlab.experiments.hieu2022.dynamics_report import dynamics_statements
 
-        return dynamics_claims(config, rows)
+        return dynamics_statements(config, rows)
 
     def plot(self, config: DynamicsConfig, rows: list[Row], directory: Path) -> list[Path]:
-        from deqlab.experiments.hieu2022_dynamics_report import plot_dynamics
+        from deqlab.experiments.hieu2022.dynamics_report import plot_dynamics
 
         return plot_dynamics(config, rows, directory)

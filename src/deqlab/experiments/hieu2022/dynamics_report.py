@@ -1,28 +1,56 @@
-"""Claims and figures of ``hieu2022-dynamics``, computed from its tidy rows.
+"""Statements and figures of ``hieu2022-dynamics``, computed from its tidy rows.
 
-Claims (thesis, Section 4.1):
+Observations of the thesis (Section 4.1), each quoted with its location:
 
-- the small initialisation needs fewer solver steps than N(0, 1) (Fig. 4.1);
-- with the small initialisation the median final relative residual meets ``tol``;
-- training makes the forward dynamics longer: more solver steps at the last snapshot than
-  before training (Section 4.1.2, as in Bai et al. 2021);
-- the classes separate in the PCA plane during training: the ratio of between-class to
-  within-class spread of the final states grows (Fig. 4.3).
+- Section 4.1.1, Figs. 4.1–4.2: with the small initialisation the iterates ``z^[i]`` are
+  steadier after the first step than with N(0, 1) — measured as the median over inputs of
+  the mean relative residual (Eq. 4.2) over the solver steps ``i ≥ 1``;
+- Section 4.1.2, Fig. 4.3: the dynamics become more complex during training — more solver
+  steps at the last snapshot than before training (NOT MEASURED when the solver already
+  used all ``max_iter`` evaluations before training);
+- Section 4.1.2, Fig. 4.3: after the first epoch the classes move to different regions —
+  the between/within-class spread of the final PCA points grows from epoch 0.
+
+The last two are about trained models: NOT MEASURED when the model did not learn
+(:func:`deqlab.experiments.hieu2022.statements.untrained`).
+
+Ours: the small initialisation needs fewer solver steps than N(0, 1), and its median final
+relative residual meets ``tol``.
 
 Figures: ``residuals`` (Fig. 4.1), ``pca_init`` (Fig. 4.2), ``pca_training`` (Fig. 4.3).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 from statistics import median
 
 import torch
 
-from deqlab.experiments.base import Claim, Row
+from deqlab.experiments.base import Row
+from deqlab.experiments.hieu2022.dynamics import DynamicsConfig
+from deqlab.experiments.hieu2022.statements import thesis, untrained
+from deqlab.statements import OURS, Kind, Statement, measure, not_measured
 
 Trajectories = dict[int, list[Row]]  # sample -> rows in step order
+
+STEADY = thesis(
+    "Section 4.1.1, Figs. 4.1–4.2",
+    "the sequence of z^[i] is more chaos in the normal initialization setting while in small "
+    "initialization, z^[i] stay quite steady after the first step",
+)
+COMPLEX = thesis(
+    "Section 4.1.2, Fig. 4.3",
+    "the dynamic of DEQ becomes more complex during training, which can be interpreted as the "
+    "model becoming deeper and more complex",
+)
+CLASSES = thesis(
+    "Section 4.1.2, Fig. 4.3",
+    "After the first epoch, one can see from Fig. 4.3 that the hidden states of DEQ "
+    "corresponding to different classes are moved to a different region of the space",
+)
 
 
 def trajectories(rows: list[Row], panel: str, key: str) -> dict[float, Trajectories]:
@@ -42,6 +70,15 @@ def solver_steps(samples: Trajectories) -> int:
     return max(len(t) for t in samples.values())
 
 
+def unsteadiness(samples: Trajectories) -> float:
+    """Median over inputs of the mean relative residual over the solver steps ``i ≥ 1``
+    (NaN when no input has a step after the first)."""
+    means = [
+        sum(float(r["residual"]) for r in t[1:]) / (len(t) - 1) for t in samples.values() if t[1:]
+    ]
+    return median(means) if means else math.nan
+
+
 def separation(samples: Trajectories) -> float:
     """Between-class over within-class spread of the final PCA points (Fisher ratio)."""
     finals = [t[-1] for t in samples.values()]
@@ -53,85 +90,171 @@ def separation(samples: Trajectories) -> float:
         group = points[labels == c]
         between += len(group) * float(((group.mean(0) - centre) ** 2).sum())
         within += float(((group - group.mean(0)) ** 2).sum())
-    return between / within if within > 0 else float("inf")
+    return between / within if within > 0 else math.nan
 
 
-def dynamics_claims(config, rows: list[Row]) -> list[Claim]:
-    """The named checks of the module docstring."""
+def accuracy(rows: list[Row], epoch: int) -> float | None:
+    """Training accuracy of ``epoch`` (None when the run has no row for it)."""
+    found = [r["train_acc"] for r in rows if r["panel"] == "train" and r["epoch"] == epoch]
+    return float(found[0]) if found else None
+
+
+def dynamics_statements(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
+    """The statements of the module docstring."""
+    return [*_initialisation(config, rows), *_training(config, rows)]
+
+
+def _initialisation(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     init = trajectories(rows, "init", "init_std")
-    small, large = min(init), max(init)
-    steps = {s: solver_steps(t) for s, t in init.items()}
+    small, large = min(config.init_stds), max(config.init_stds)
+    names = (
+        f"z^[i] steadier after the first step with N(0, {small:g}) than N(0, {large:g})",
+        f"N(0, {small:g}) init needs fewer solver steps than N(0, {large:g})",
+        f"N(0, {small:g}) init: the median final relative residual meets tol",
+    )
+    if small == large or small not in init or large not in init:
+        why = "needs the trajectories of two initialisations"
+        return [
+            not_measured(names[0], Kind.OBSERVATION, STEADY, expected="ratio < 1", why=why),
+            not_measured(names[1], Kind.OURS, OURS, expected="fewer steps", why=why),
+            not_measured(names[2], Kind.OURS, OURS, expected=f"≤ {config.tol:g}", why=why),
+        ]
+    chaos = {s: unsteadiness(init[s]) for s in (small, large)}
+    ratio = chaos[small] / chaos[large] if chaos[large] > 0 else math.nan
+    steps = {s: solver_steps(init[s]) for s in (small, large)}
     final = median(float(t[-1]["residual"]) for t in init[small].values())
-    training = trajectories(rows, "training", "epoch")
-    first, last = min(training), max(training)
-    length = {e: solver_steps(t) for e, t in training.items()}
-    spread = {e: separation(t) for e, t in training.items()}
     return [
-        Claim(
-            f"N(0, {small:g}) init needs fewer solver steps than N(0, {large:g}) (Fig. 4.1)",
-            steps[small] < steps[large],
-            f"{steps[small]} vs {steps[large]} steps",
-            "fewer with the small initialisation",
+        measure(
+            names[0], Kind.OBSERVATION, STEADY, value=ratio, relation="<",
+            threshold=1.0,
+            measured=f"median mean residual over steps i ≥ 1: {chaos[small]:.3g} with "
+            f"N(0, {small:g}), {chaos[large]:.3g} with N(0, {large:g})",
+            expected="ratio small/large < 1",
         ),
-        Claim(
-            f"N(0, {small:g}) init: the median final relative residual meets tol",
-            final <= config.tol,
-            f"median final residual {final:.3g}",
-            f"<= tol = {config.tol:g}",
+        measure(
+            names[1], Kind.OURS, OURS, value=steps[small], relation="<", threshold=steps[large],
+            measured=f"{steps[small]} vs {steps[large]} evaluations of f",
+            expected=f"fewer with N(0, {small:g}) (max_iter = {config.max_iter})",
         ),
-        Claim(
-            "training lengthens the forward dynamics (more solver steps)",
-            length[last] > length[first],
-            f"epoch {first}: {length[first]} steps, epoch {last}: {length[last]} steps",
-            "more steps after training",
+        measure(
+            names[2], Kind.OURS, OURS, value=final, relation="<=", threshold=config.tol,
+            measured=f"median final residual {final:.3g}", expected=f"≤ tol = {config.tol:g}",
         ),
-        Claim(
-            "classes separate in the PCA plane during training (Fig. 4.3)",
-            spread[last] > spread[first],
-            f"between/within spread: epoch {first}: {spread[first]:.3g}, "
-            f"epoch {last}: {spread[last]:.3g}",
-            "larger after training",
-        ),
+    ]  # fmt: skip
+
+
+def _training(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
+    training = trajectories(rows, "training", "epoch")
+    later = [e for e in training if e > 0]
+    complex_name = "training makes the forward dynamics longer (more solver steps)"
+    classes_name = "after the first epoch the classes move apart in the PCA plane"
+    if 0 not in training or not later:
+        why = "needs snapshots before and after training"
+        return [
+            not_measured(complex_name, Kind.OBSERVATION, COMPLEX, expected="more", why=why),
+            not_measured(classes_name, Kind.OBSERVATION, CLASSES, expected="larger", why=why),
+        ]
+    first, last = min(later), max(later)
+    return [
+        _longer(config, training, last, untrained({f"epoch {last}": accuracy(rows, last)})),
+        _apart(training, first, untrained({f"epoch {first}": accuracy(rows, first)})),
     ]
 
 
-def _panels(groups: dict[float, Trajectories], title: str, draw, directory: Path, name: str):
+def _longer(config: DynamicsConfig, training, last: int, not_trained: str) -> Statement:
+    name = "training makes the forward dynamics longer (more solver steps)"
+    before, after = solver_steps(training[0]), solver_steps(training[last])
+    expected = f"more evaluations of f after epoch {last} than before training"
+    if not_trained:
+        return not_measured(name, Kind.OBSERVATION, COMPLEX, expected=expected, why=not_trained)
+    if before >= config.max_iter:
+        why = f"the solver already used all max_iter = {config.max_iter} evaluations at epoch 0"
+        return not_measured(name, Kind.OBSERVATION, COMPLEX, expected=expected, why=why)
+    return measure(
+        name, Kind.OBSERVATION, COMPLEX, value=after, relation=">", threshold=before,
+        measured=f"epoch 0: {before}, epoch {last}: {after} evaluations of f",
+        expected=expected,
+    )  # fmt: skip
+
+
+def _apart(training, first: int, not_trained: str) -> Statement:
+    name = "after the first epoch the classes move apart in the PCA plane"
+    expected = f"between/within-class spread of the last iterates larger at epoch {first}"
+    if not_trained:
+        return not_measured(name, Kind.OBSERVATION, CLASSES, expected=expected, why=not_trained)
+    before, after = separation(training[0]), separation(training[first])
+    return measure(
+        name, Kind.OBSERVATION, CLASSES, value=after, relation=">", threshold=before,
+        measured=f"between/within spread: epoch 0: {before:.3g}, epoch {first}: {after:.3g}",
+        expected=expected,
+    )  # fmt: skip
+
+
+def _setting(config: DynamicsConfig, split: str) -> str:
+    return (
+        f"{config.dataset} {split} inputs, {config.n_traj} shown; cell channels "
+        f"{config.channels}/{config.inner_channels}, Anderson tol {config.tol:g}, "
+        f"max_iter {config.max_iter}"
+    )
+
+
+def _panels(groups, title: str, draw, subtitle: str, directory: Path, name: str):
     import matplotlib.pyplot as plt
 
     from deqlab.report import figure_style, save_figure
 
     with figure_style():
-        fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.6), squeeze=False)
+        fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 4.0), squeeze=False)
         for ax, (key, samples) in zip(axes[0], groups.items(), strict=True):
             for sample_rows in samples.values():
                 draw(ax, sample_rows)
             ax.set_title(title.format(key))
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        unique = dict(zip(labels, handles, strict=True))
+        fig.legend(unique.values(), unique.keys(), loc="outside lower center", ncol=6)
+        fig.suptitle(subtitle, fontsize=10)
         return save_figure(fig, directory, name)
 
 
-def _residual(ax, rows: list[Row]) -> None:
-    ax.semilogy([int(r["step"]) for r in rows], [float(r["residual"]) for r in rows],
-                linewidth=0.7, alpha=0.7)  # fmt: skip
-    ax.set(xlabel="solver step i", ylabel="relative residual (Eq. 4.2)")
+def _residual(tol: float):
+    def draw(ax, rows: list[Row]) -> None:
+        ax.semilogy([int(r["step"]) for r in rows], [float(r["residual"]) for r in rows],
+                    linewidth=0.7, alpha=0.7)  # fmt: skip
+        if not ax.get_legend_handles_labels()[1]:
+            ax.axhline(tol, color="0.35", linestyle="--", linewidth=1.0, label="tol", zorder=1)
+        ax.set(xlabel="solver step i", ylabel="relative residual (Eq. 4.2)")
+
+    return draw
 
 
 def _pca(colored: bool):
+    import matplotlib
+
+    classes = matplotlib.colormaps["tab10"]  # ten classes, ten colours
+
     def draw(ax, rows: list[Row]) -> None:
-        color = f"C{int(rows[0]['label'])}" if colored else None
+        label = int(rows[0]["label"])
+        color = classes(label % 10) if colored else "0.3"
         x, y = [float(r["pc1"]) for r in rows], [float(r["pc2"]) for r in rows]
-        ax.plot(x, y, linewidth=0.7, alpha=0.8, color=color, marker=".", markersize=2)
-        ax.plot(x[-1:], y[-1:], marker="o", markersize=4, color=color or "k")
+        ax.plot(x, y, linewidth=0.7, alpha=0.8, color=color, marker=".", markersize=2,
+                label=f"class {label}" if colored else "z^[i], one input")  # fmt: skip
+        ax.plot(x[-1:], y[-1:], marker="o", markersize=4, linestyle="", color="k",
+                label="last iterate z^[K]")  # fmt: skip
+        ax.plot(x[:1], y[:1], marker="o", markersize=7, linestyle="", markerfacecolor="none",
+                color="k", label="start z^[0] = 0")  # fmt: skip
         ax.set(xlabel="PC 1", ylabel="PC 2")
 
     return draw
 
 
-def plot_dynamics(config, rows: list[Row], directory: Path) -> list[Path]:
+def plot_dynamics(config: DynamicsConfig, rows: list[Row], directory: Path) -> list[Path]:
     """Write Figures 4.1–4.3; return their files."""
     init = trajectories(rows, "init", "init_std")
     training = trajectories(rows, "training", "epoch")
+    test, train = _setting(config, "test"), _setting(config, "training")
+    trained = f"{train}; init N(0, {config.train_std:g}), Adam lr {config.lr:g}"
     return [
-        *_panels(init, "init N(0, {:g})", _residual, directory, "residuals"),
-        *_panels(init, "init N(0, {:g})", _pca(False), directory, "pca_init"),
-        *_panels(training, "after epoch {}", _pca(True), directory, "pca_training"),
+        *_panels(init, "init N(0, {:g})", _residual(config.tol), test, directory, "residuals"),
+        *_panels(init, "init N(0, {:g})", _pca(False), test, directory, "pca_init"),
+        *_panels(training, "after epoch {}", _pca(True), trained, directory, "pca_training"),
     ]

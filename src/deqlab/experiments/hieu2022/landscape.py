@@ -9,8 +9,9 @@ training images is evaluated on a ``grid × grid`` lattice over ``[−1, 1]²`` 
 filter-normalised random directions (:func:`deqlab.landscape.loss_surface`, Li et al. 2018).
 
 Rows: ``model`` ("deq", "repeat6", …), then either ``alpha``, ``beta``, ``loss`` (surface)
-or ``epoch``, ``train_loss``, ``train_acc`` (training). Flatness: the area of
-``{L ≤ L(θ*) + flat_delta}`` in direction units (:meth:`LossSurface.flat_area`).
+or ``epoch``, ``train_loss``, ``train_acc`` (training). The size of the small-loss
+neighbourhood of Figure 4.4: the area of ``{L ≤ L(θ*) + flat_delta}`` in direction units
+(:meth:`LossSurface.flat_area`; ``flat_delta`` is ours, the thesis reads contour plots).
 """
 
 from __future__ import annotations
@@ -24,13 +25,36 @@ from torch import nn
 from torch.nn import functional as F
 
 from deqlab._checks import check_int, check_positive
-from deqlab.experiments.base import Claim, Experiment, Row, Task, TaskContext
-from deqlab.experiments.hieu2022_dynamics import image_tensors
-from deqlab.experiments.hieu2022_training import train_classifier
+from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.deviations import PaperValue, measurement, not_given, paper
+from deqlab.experiments.hieu2022.dynamics import image_tensors
+from deqlab.experiments.hieu2022.training import train_classifier
 from deqlab.experiments.registry import register
 from deqlab.landscape import loss_surface
 from deqlab.models.conv_deq import ConvDEQ, WeightTiedConvNet
 from deqlab.solvers import Anderson
+from deqlab.statements import Statement
+
+_SAME = "Section 4.2.1: 'the same architecture with DEQ model in the above section' (Eq. 4.1)"
+#: What the thesis says about each config field (Section 4.2).
+PAPER_SETTING: dict[str, PaperValue] = {
+    "dataset": paper("cifar10", "Section 4.2.1", substitute=True),
+    "n_train": paper(50_000, "Section 4.2.1: trained on CIFAR-10 (its 50,000 training images)"),
+    "n_eval": not_given("Section 4.2 does not say on how many images the surface is evaluated"),
+    "repeats": paper((6, 11, 18), "Section 4.2.1: repeat-6, 11, 18"),
+    "channels": not_given(_SAME),
+    "inner_channels": not_given(_SAME),
+    "groups": not_given(_SAME),
+    "init_std": not_given("Section 4.2 gives no initialisation"),
+    "epochs": paper(50, "Section 4.2.1"),
+    "batch_size": paper(100, "Section 4.2.1"),
+    "lr": paper(1e-3, "Section 4.2.1: Adam, cosine annealing, initial learning rate 0.001"),
+    "tol": not_given("Section 4.2 gives no solver tolerance"),
+    "max_iter": not_given("Section 4.2 gives no solver iteration limit"),
+    "grid": paper(51, "Section 4.2.1: 'the resolution is 51×51' over [−1, 1]²"),
+    "flat_delta": not_given("Figure 4.4 is read off contour plots: the loss level is ours"),
+    "seed": measurement(),
+}
 
 
 @dataclass(frozen=True)
@@ -97,6 +121,14 @@ class Hieu2022Landscape(Experiment):
                   "groups": 4, "epochs": 5, "batch_size": 32, "grid": 11, "max_iter": 30},
         "paper": {},
     }  # fmt: skip
+    paper_setting: ClassVar = PAPER_SETTING
+    figure_captions: ClassVar = {
+        "landscapes": (
+            "Figure 4.4: contours of the training loss L(θ* + α d₁ + β d₂) around each trained "
+            "model's parameters θ* (star) along two filter-normalised random directions; the "
+            "thick contour is L(θ*) + flat_delta, whose enclosed area the statements compare."
+        ),
+    }
     metric_columns: ClassVar = {
         "model": "deq or repeat<k> (the cell of Eq. 4.1 applied k times)",
         "alpha": "coordinate along the first filter-normalised direction (likewise beta)",
@@ -136,12 +168,12 @@ class Hieu2022Landscape(Experiment):
         ]
         return rows
 
-    def claims(self, config: LandscapeConfig, rows: list[Row]) -> list[Claim]:
-        from deqlab.experiments.hieu2022_landscape_report import landscape_claims
+    def statements(self, config: LandscapeConfig, rows: list[Row]) -> list[Statement]:
+        from deqlab.experiments.hieu2022.landscape_report import landscape_statements
 
-        return landscape_claims(config, rows)
+        return landscape_statements(config, rows)
 
     def plot(self, config: LandscapeConfig, rows: list[Row], directory: Path) -> list[Path]:
-        from deqlab.experiments.hieu2022_landscape_report import plot_landscapes
+        from deqlab.experiments.hieu2022.landscape_report import plot_landscapes
 
-        return plot_landscapes(rows, directory)
+        return plot_landscapes(config, rows, directory)

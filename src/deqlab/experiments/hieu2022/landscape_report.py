@@ -1,19 +1,38 @@
-"""Claims and figures of ``hieu2022-landscape``, computed from its tidy rows.
+"""Statements and figure of ``hieu2022-landscape``, computed from its tidy rows.
 
-Claims (thesis, Section 4.2.1, Figure 4.4): the flat area ``{L ≤ L(θ*) + flat_delta}``
-grows with the number of repetitions of the weight-tied networks, and the DEQ's is at
-least that of the deepest one. Figure ``landscapes``: one contour plot per model.
+Observations of the thesis (Section 4.2.1, Figure 4.4), quoted with their location, on
+the area of the small-loss neighbourhood ``{L ≤ L(θ*) + flat_delta}`` of the grid:
+
+- it grows strictly with the number of repetitions of the weight-tied networks;
+- the DEQ's is strictly larger than every weight-tied network's ("This suggests the
+  superior of training DEQ models").
+
+Both are NOT MEASURED when a model's area is saturated (the whole grid, or only its
+centre: the grid or ``flat_delta`` cannot tell the models apart) or when the models are
+not trained (:func:`deqlab.experiments.hieu2022.statements.untrained`): the thesis plots
+surfaces around minimisers. Figure ``landscapes``: one contour plot per model.
 """
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import torch
 
-from deqlab.experiments.base import Claim, Row
+from deqlab.experiments.base import Row
+from deqlab.experiments.hieu2022.landscape import LandscapeConfig
+from deqlab.experiments.hieu2022.statements import thesis, untrained
 from deqlab.landscape import LossSurface
+from deqlab.statements import Kind, Statement, measure, min_step_gap, not_measured
+
+_WORDS = (
+    "From the plots, we can see that the small-loss neighborhood around the minimizer is "
+    "expanded as we increase the number of repetitions of the f function."
+)
+EXPANDS = thesis("Section 4.2.1, Figure 4.4", _WORDS)
+DEQ_LARGEST = thesis(
+    "Section 4.2.1, Figure 4.4", f"{_WORDS} This suggests the superior of training DEQ models."
+)
 
 
 def surfaces(rows: list[Row]) -> dict[str, LossSurface]:
@@ -32,38 +51,78 @@ def surfaces(rows: list[Row]) -> dict[str, LossSurface]:
     return out
 
 
+def level(surface: LossSurface, delta: float) -> float:
+    """``L(θ*) + delta``, θ* the grid centre."""
+    centre = len(surface.alphas) // 2
+    return float(surface.losses[centre, centre]) + delta
+
+
 def flat_areas(rows: list[Row], delta: float) -> dict[str, float]:
-    """Area of ``{L ≤ L(θ*) + delta}`` per model (θ* is the grid centre)."""
-    areas = {}
-    for model, surface in surfaces(rows).items():
-        centre = len(surface.alphas) // 2
-        areas[model] = surface.flat_area(float(surface.losses[centre, centre]) + delta)
-    return areas
+    """Area of ``{L ≤ L(θ*) + delta}`` per model."""
+    return {m: s.flat_area(level(s, delta)) for m, s in surfaces(rows).items()}
 
 
-def landscape_claims(config, rows: list[Row]) -> list[Claim]:
-    """The named checks of the module docstring."""
-    areas = flat_areas(rows, config.flat_delta)
+def saturated(rows: list[Row], delta: float) -> str:
+    """Why the areas cannot be compared: the models whose set ``{L ≤ L(θ*) + delta}`` is
+    the whole grid or only its centre point (``""`` when none is)."""
+    found = []
+    for model, s in surfaces(rows).items():
+        inside = int((s.losses <= level(s, delta)).sum())
+        if inside == s.losses.numel():
+            found.append(f"{model}: the whole grid (grid too small or flat_delta too loose)")
+        elif inside <= 1:
+            found.append(f"{model}: only the centre (grid too coarse or flat_delta too tight)")
+    return "; ".join(f"saturated at {f}" for f in found)
+
+
+def final_accuracy(rows: list[Row], model: str) -> float | None:
+    """The training accuracy of ``model``'s last epoch (None without training rows)."""
+    found = [r for r in rows if r["model"] == model and r.get("train_acc") is not None]
+    return float(max(found, key=lambda r: int(r["epoch"]))["train_acc"]) if found else None
+
+
+def landscape_statements(config: LandscapeConfig, rows: list[Row]) -> list[Statement]:
+    """The two observations of the module docstring."""
     tied = [f"repeat{k}" for k in config.repeats]
-    measured = ", ".join(f"{m}: {a:.3g}" for m, a in areas.items())
+    areas = flat_areas(rows, config.flat_delta)
+    shown = ", ".join(f"{m}: {a:.3g}" for m, a in areas.items())
+    grows = (
+        "the small-loss neighbourhood grows with the number of repetitions",
+        EXPANDS,
+        f"strictly increasing over {', '.join(tied)}",
+    )
+    largest = (
+        "the DEQ's small-loss neighbourhood is larger than every weight-tied net's",
+        DEQ_LARGEST,
+        f"deq > {', '.join(tied)}",
+    )
+    missing = [m for m in ("deq", *tied) if m not in areas]
+    reasons = (
+        f"no surface for {', '.join(missing)}" if missing else "",
+        untrained({m: final_accuracy(rows, m) for m in ("deq", *tied)}),
+        saturated(rows, config.flat_delta),
+    )
+    why = "; ".join(r for r in reasons if r)
+    if why:
+        return [
+            not_measured(name, Kind.OBSERVATION, source, expected=expected, why=why)
+            for name, source, expected in (grows, largest)
+        ]
+    area = f"area of {{L ≤ L(θ*) + {config.flat_delta:g}}} on the {config.grid}² grid"
+    values = (
+        min_step_gap([areas[m] for m in tied]),
+        areas["deq"] - max(areas[m] for m in tied),
+    )
     return [
-        Claim(
-            "the flat area grows with the number of repetitions (weight-tied nets)",
-            all(areas[b] > areas[a] for a, b in itertools.pairwise(tied)),
-            measured,
-            f"strictly increasing over {', '.join(tied)}",
-            f"area of {{L ≤ L(θ*) + {config.flat_delta:g}}} on the [−1, 1]² grid",
-        ),
-        Claim(
-            "the DEQ's flat area is at least that of the deepest weight-tied net",
-            areas["deq"] >= areas[tied[-1]],
-            measured,
-            f"deq >= {tied[-1]}",
-        ),
-    ]
+        measure(
+            name, Kind.OBSERVATION, source, value=value, relation=">", threshold=0.0,
+            measured=shown, expected=expected, detail=area,
+        )
+        for (name, source, expected), value in zip((grows, largest), values, strict=True)
+    ]  # fmt: skip
 
 
-def plot_landscapes(rows: list[Row], directory: Path) -> list[Path]:
+def plot_landscapes(config: LandscapeConfig, rows: list[Row], directory: Path) -> list[Path]:
     """Contour plots of every model's surface, side by side."""
     import matplotlib.pyplot as plt
 
@@ -71,11 +130,21 @@ def plot_landscapes(rows: list[Row], directory: Path) -> list[Path]:
 
     found = surfaces(rows)
     with figure_style():
-        fig, axes = plt.subplots(1, len(found), figsize=(3.8 * len(found), 3.5), squeeze=False)
+        fig, axes = plt.subplots(1, len(found), figsize=(3.8 * len(found), 4.0), squeeze=False)
         for ax, (model, surface) in zip(axes[0], found.items(), strict=True):
-            a, b = surface.alphas.numpy(), surface.betas.numpy()
-            contour = ax.contour(a, b, surface.losses.T.numpy(), levels=15)
+            a, b, z = surface.alphas.numpy(), surface.betas.numpy(), surface.losses.T.numpy()
+            contour = ax.contour(a, b, z, levels=15, linewidths=0.8)
             ax.clabel(contour, fontsize=6)
-            ax.plot([0], [0], marker="*", color="k")
-            ax.set(title=model, xlabel=r"$\alpha$ (direction 1)", ylabel=r"$\beta$ (direction 2)")
+            ax.contour(a, b, z, levels=[level(surface, config.flat_delta)], colors="k",
+                       linewidths=2.0)  # fmt: skip
+            ax.plot([0], [0], marker="*", color="k", linestyle="")
+            area = surface.flat_area(level(surface, config.flat_delta))
+            ax.set(title=f"{model} (area {area:.3g})", xlabel=r"$\alpha$ (direction 1)",
+                   ylabel=r"$\beta$ (direction 2)")  # fmt: skip
+        fig.suptitle(
+            f"{config.dataset}, {config.n_train} training images, {config.epochs} epoch(s) "
+            f"(Adam lr {config.lr:g}); loss on {config.n_eval} of them, {config.grid}×"
+            f"{config.grid} grid; thick: L(θ*) + {config.flat_delta:g}",
+            fontsize=10,
+        )
         return save_figure(fig, directory, "landscapes")
