@@ -14,7 +14,8 @@ from deqlab.runs.store import read_rows_csv
 from test_runs_store import LeastSquaresGD  # registers the test experiment
 
 runner = CliRunner()
-BUILTIN = [n for n in experiment_names() if n != LeastSquaresGD.name]
+BUILTIN = [n for n in experiment_names() if not n.startswith("test-")]  # tests register test-*
+assert LeastSquaresGD.name.startswith("test-")
 
 
 def invoke(*args: str):
@@ -93,7 +94,7 @@ def test_reproduce_reuse_runs_and_report_commands(tmp_path):
         ),
         (
             ("reproduce", "test-lsq-gd", "--device", "tpu"),
-            "error: `device` must be one of 'cpu', 'cuda'; got 'tpu'",
+            "error: `device` must be cpu, cuda or cuda:N (N a CUDA device index); got 'tpu'",
         ),
         (("runs", "show", "ffff"), "error: no run in"),
     ],

@@ -8,7 +8,10 @@ beyond 2/L really diverges, which is how the failing-task test fails a task.
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -18,11 +21,11 @@ import tomllib
 import torch
 
 from deqlab.experiments.base import Experiment, Task, TaskContext
-from deqlab.experiments.config import config_hash
+from deqlab.experiments.config import ConfigError, config_hash
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.registry import register
-from deqlab.runs.executors import LocalExecutor, TaskSpec, execute_task
-from deqlab.runs.runner import reproduce
+from deqlab.runs.executors import LocalExecutor, RayExecutor, TaskSpec, execute_task
+from deqlab.runs.runner import check_device, device_type, provenance_warning, reproduce
 from deqlab.runs.store import RunStore, RunStoreError, read_rows_csv, write_rows_csv
 from deqlab.statements import OURS, Kind, Statement, measure
 
@@ -52,6 +55,12 @@ class LeastSquaresGD(Experiment):
     paper = "(test experiment)"
     Config = LsqConfig
     presets: ClassVar = {"tiny": {"steps": 30}, "quick": {}, "paper": {"steps": 200}}
+    metric_columns: ClassVar = {
+        "task": "task key (lr<learning rate>)",
+        "lr": "learning rate η",
+        "step": "GD step t",
+        "loss": "Φ(w_t) = ‖X w_t − y‖² / (2n)",
+    }
     paper_setting: ClassVar = {
         "n": not_given(), "d": not_given(), "steps": not_given(), "lrs": not_given(),
         "seed": measurement(),
@@ -229,3 +238,141 @@ def test_unwritable_output_directory_is_a_clear_error(tmp_path):
     blocker.write_text("not a directory")
     with pytest.raises(RunStoreError, match=r"output directory .* is not writable"):
         RunStore(blocker / "results")
+
+
+def test_force_recomputes_a_finished_run_from_scratch(tmp_path):
+    first = _run(tmp_path)
+    stale = first.run.path / "checkpoints" / "stale.pt"
+    stale.write_bytes(b"")
+    exp = LeastSquaresGD()
+    forced = reproduce(
+        exp, exp.resolve("tiny"), preset="tiny", out=tmp_path, quiet=True, force=True
+    )
+    assert not forced.reused and forced.status == "finished" and forced.run.path == first.run.path
+    assert not stale.exists()  # the checkpoints were discarded, not resumed
+    summary = forced.run.read_summary()
+    assert not any(t["reused"] for t in summary["tasks"])
+    assert read_rows_csv(forced.run.metrics_file) == read_rows_csv(first.run.metrics_file)
+    assert _run(tmp_path).reused  # without force the finished run is reused again
+
+
+def test_summary_records_version_and_commit_and_reuse_warns_on_another(tmp_path):
+    import deqlab
+
+    first = _run(tmp_path)
+    env = first.run.read_summary()["environment"]
+    assert env["deqlab"] == deqlab.__version__ and "git_commit" in env
+    assert _run(tmp_path).warnings == []  # same version and commit: silent reuse
+    summary = first.run.read_summary()
+    summary["environment"].update(deqlab="0.0.1", git_commit="0123456789abcdef0123")
+    first.run.write_summary(summary)
+    reused = _run(tmp_path)
+    assert reused.reused and len(reused.warnings) == 1
+    (warning,) = reused.warnings
+    assert "computed by deqlab 0.0.1 (commit 0123456789ab)" in warning
+    assert f"this is deqlab {deqlab.__version__}" in warning and "--force" in warning
+    del summary["environment"]
+    assert "computed by deqlab (unrecorded version) (no git commit)" in provenance_warning(
+        first.run.path, summary
+    )
+
+
+def test_check_device_forms_and_errors(monkeypatch):
+    assert check_device("cpu") == "cpu" and device_type("cuda:3") == "cuda"
+    for bad in ("tpu", "cuda:", "cuda:x", "cpu:0", "cuda:-1", "gpu:0"):
+        with pytest.raises(ConfigError, match=r"`device` must be cpu, cuda or cuda:N"):
+            check_device(bad)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"device 'cuda:0' was requested but CUDA is not"):
+        check_device("cuda:0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert check_device("cuda") == "cuda" and check_device("cuda:01") == "cuda:1"
+    with pytest.raises(
+        ConfigError,
+        match=r"device 'cuda:2' names CUDA device 2, but this machine has 2 "
+        r"\(cuda:0 to cuda:1\)",
+    ):
+        check_device("cuda:2")
+    base = LsqConfig()  # any CUDA device gives the run the same identity
+    assert config_hash("x", base, device=device_type("cuda:1")) == config_hash(
+        "x", base, device="cuda"
+    )
+
+
+class _Ref:
+    """A hashable object reference holding the task's result."""
+
+    def __init__(self, result) -> None:
+        self.result = result
+
+
+class _FakeRay(types.ModuleType):
+    """The few Ray calls RayExecutor makes, run in this process, recording num_gpus."""
+
+    def __init__(self, gpus: float) -> None:
+        super().__init__("ray")
+        self.gpus, self.requested, self.devices = gpus, [], []
+
+    def is_initialized(self) -> bool:
+        return True  # "connected": the executor neither starts nor stops a cluster
+
+    def cluster_resources(self) -> dict:
+        return {"CPU": 2.0, "GPU": self.gpus}
+
+    def remote(self, **options):
+        self.requested.append(options)
+
+        def wrap(fn):
+            ray = self
+
+            class Remote:
+                @staticmethod
+                def remote(spec):
+                    ray.devices.append(spec.device)
+                    return _Ref(fn(spec))
+
+            return Remote
+
+        return wrap
+
+    def wait(self, refs, num_returns, timeout):
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref):
+        return ref.result
+
+
+def test_ray_tasks_request_a_gpu_on_cuda(tmp_path, monkeypatch):
+    exp = LeastSquaresGD()
+    config = exp.resolve("tiny")
+    run = RunStore(tmp_path).begin(exp.name, "r" * 12, preset="tiny", device="cpu", config=config)
+
+    def specs(device):
+        return [TaskSpec(LeastSquaresGD, config, t, str(run.path), device, 10)
+                for t in exp.tasks(config)]  # fmt: skip
+
+    fake = _FakeRay(gpus=1.0)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    results = []
+    RayExecutor(2).run(specs("cpu"), results.append, lambda *a: None)
+    assert fake.requested[-1] == {"num_cpus": 1, "num_gpus": 0, "max_retries": 0}
+    RayExecutor(2).run(specs("cuda:1"), results.append, lambda *a: None)
+    assert fake.requested[-1]["num_gpus"] == 1
+    assert fake.devices[-2:] == ["cuda", "cuda"]  # Ray picks the GPU: cuda:N becomes cuda
+    assert [r.status for r in results] == ["finished"] * 4
+    no_gpu = _FakeRay(gpus=0.0)
+    monkeypatch.setitem(sys.modules, "ray", no_gpu)
+    with pytest.raises(ValueError, match="the Ray cluster has no GPU"):
+        RayExecutor(2).run(specs("cuda"), results.append, lambda *a: None)
+
+
+def test_open_existing_store_reads_without_writing(tmp_path):
+    with pytest.raises(RunStoreError, match=r"no run index at .*index.sqlite"):
+        RunStore.open_existing(tmp_path / "none")
+    assert not (tmp_path / "none").exists()
+    outcome = _run(tmp_path)
+    store = RunStore.open_existing(tmp_path)
+    (row,) = store.runs()
+    assert row["config_hash"] == outcome.run.path.name
+    assert json.loads(row["config_json"])["steps"] == 30

@@ -17,7 +17,7 @@ import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -197,11 +197,15 @@ def _drain(queue: Any, on_progress: ProgressFn) -> None:
 
 
 class RayExecutor(Executor):
-    """Tasks as Ray remote functions (one CPU each).
+    """Tasks as Ray remote functions (one CPU each; and one GPU each on a CUDA device).
 
     Uses the Ray connection of this process if there is one; else connects to ``address``;
     else starts a local cluster on 127.0.0.1 with ``workers`` CPUs (default: all cores) and
     shuts it down after. Workers of a cluster started here see this process's ``sys.path``.
+
+    Tasks of a run on ``cuda`` or ``cuda:N`` request ``num_gpus=1`` and run on ``cuda``:
+    Ray chooses the GPU of each task (it sets ``CUDA_VISIBLE_DEVICES``), so the index N is
+    not used. A cluster without a GPU is an error rather than tasks that never start.
     """
 
     def __init__(self, workers: int | None = None, address: str | None = None) -> None:
@@ -227,8 +231,14 @@ class RayExecutor(Executor):
                 )
             started = True
         try:
-            remote = ray.remote(num_cpus=1, max_retries=0)(execute_task)
-            pending = {remote.remote(spec): spec for spec in specs}
+            gpus = gpus_per_task(specs)
+            if gpus and ray.cluster_resources().get("GPU", 0) < gpus:
+                raise ValueError(
+                    "the run's device is CUDA but the Ray cluster has no GPU; "
+                    "start it with GPUs or run with --device cpu"
+                )
+            remote = ray.remote(num_cpus=1, num_gpus=gpus, max_retries=0)(execute_task)
+            pending = {remote.remote(ray_spec(spec)): spec for spec in specs}
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
                 for ref in ready:
@@ -241,6 +251,16 @@ class RayExecutor(Executor):
         finally:
             if started:
                 ray.shutdown()
+
+
+def gpus_per_task(specs: Sequence[TaskSpec]) -> int:
+    """1 when the tasks run on a CUDA device (Ray's ``num_gpus``), else 0."""
+    return int(any(spec.device.startswith("cuda") for spec in specs))
+
+
+def ray_spec(spec: TaskSpec) -> TaskSpec:
+    """``spec`` as a Ray task runs it: ``cuda:N`` becomes ``cuda``, the GPU Ray assigned."""
+    return replace(spec, device="cuda") if spec.device.startswith("cuda") else spec
 
 
 def make_executor(kind: str, *, workers: int | None = None, address: str | None = None) -> Executor:

@@ -1,9 +1,15 @@
 """``reproduce``: config → tasks on an executor → tidy table → statements, figures, report.
 
-A finished run (same experiment, resolved config and device) is reused as it is (its
+A finished run (same experiment, resolved config and device type) is reused as it is (its
 statements, deviations and figures are re-derived from ``metrics.csv`` when the summary
 was written in an older format); an interrupted or failed one resumes: its finished tasks
 are read from their checkpoints and the others continue from their last checkpoint.
+``force=True`` discards the run's checkpoints and results and computes it again.
+
+The deqlab version and git commit that computed a run are recorded in its summary
+(``environment``, :func:`deqlab.report.collect_environment`). A finished run computed by
+another version or commit is still reused, with a warning naming both
+(:attr:`RunOutcome.warnings`); ``force=True`` recomputes it.
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from deqlab._checks import check_choice
 from deqlab.experiments.base import Experiment, Row
 from deqlab.experiments.config import ConfigError, config_hash
 from deqlab.experiments.deviations import Deviation
@@ -26,7 +31,8 @@ from deqlab.runs.executors import Executor, LocalExecutor, TaskResult, TaskSpec
 from deqlab.runs.store import RunDir, RunStore, now_iso, read_rows_csv, write_rows_csv
 from deqlab.statements import Counts, Statement
 
-DEVICES = ("cpu", "cuda")
+#: The device forms ``--device`` accepts (N: a CUDA device index).
+DEVICES = ("cpu", "cuda", "cuda:N")
 #: Version of summary.json's layout; a reused run of another format is re-derived.
 SUMMARY_FORMAT = 2
 
@@ -42,6 +48,8 @@ class RunOutcome:
     deviations: list[Deviation] = field(default_factory=list)
     failed_tasks: list[str] = field(default_factory=list)
     report: Path | None = None
+    #: Warnings for the caller (e.g. a reused run computed by another deqlab version).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def counts(self) -> Counts:
@@ -50,13 +58,71 @@ class RunOutcome:
 
 
 def check_device(device: str) -> str:
-    """``cpu`` or ``cuda``; ``cuda`` must be available."""
-    check_choice("device", device, DEVICES)
-    if device == "cuda" and not torch.cuda.is_available():
+    """``cpu``, ``cuda`` or ``cuda:N`` (returned normalised); the CUDA device must exist.
+
+    Raises :class:`ConfigError` (one line) for another form, when CUDA is not available,
+    or when ``N`` is not below ``torch.cuda.device_count()``.
+    """
+    if not isinstance(device, str):
+        raise ConfigError(f"`device` must be a str; got {type(device).__name__} {device!r}")
+    kind, colon, index = device.strip().partition(":")
+    if kind not in ("cpu", "cuda") or (colon and (kind == "cpu" or not index.isdigit())):
         raise ConfigError(
-            f"device 'cuda' was requested but CUDA is not available (torch {torch.__version__})"
+            f"`device` must be cpu, cuda or cuda:N (N a CUDA device index); got {device!r}"
         )
-    return device
+    if kind == "cpu":
+        return "cpu"
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            f"device {device!r} was requested but CUDA is not available (torch {torch.__version__})"
+        )
+    if not colon:
+        return "cuda"
+    count = torch.cuda.device_count()
+    if int(index) >= count:
+        raise ConfigError(
+            f"device {device!r} names CUDA device {int(index)}, but this machine has {count} "
+            f"(cuda:0 to cuda:{count - 1})"
+        )
+    return f"cuda:{int(index)}"
+
+
+def device_type(device: str) -> str:
+    """``cpu`` or ``cuda``: the part of a device that decides a run's numbers (its hash)."""
+    return device.partition(":")[0]
+
+
+def current_provenance() -> dict[str, Any]:
+    """The deqlab version, git commit and dirtiness of this process, as the summary records."""
+    import deqlab
+    from deqlab.report.environment import git_state
+
+    commit, dirty = git_state(Path(deqlab.__file__).resolve().parent)
+    return {"deqlab": deqlab.__version__, "git_commit": commit, "git_dirty": dirty}
+
+
+def describe_provenance(record: Any) -> str:
+    """E.g. ``deqlab 0.1.0 (commit 4cf640f1d2e3, modified)``; ``unrecorded`` parts say so."""
+    record = record if isinstance(record, dict) else {}
+    version = record.get("deqlab") or "(unrecorded version)"
+    commit = record.get("git_commit")
+    where = f"commit {str(commit)[:12]}" if commit else "no git commit"
+    if commit and record.get("git_dirty"):
+        where += ", modified"
+    return f"deqlab {version} ({where})"
+
+
+def provenance_warning(run_path: Path, summary: dict[str, Any]) -> str | None:
+    """The warning for reusing ``summary``'s run under another deqlab version or commit."""
+    recorded = summary.get("environment")
+    recorded = recorded if isinstance(recorded, dict) else {}
+    current = current_provenance()
+    if all(recorded.get(k) == current[k] for k in ("deqlab", "git_commit")):
+        return None
+    return (
+        f"reusing the finished run {run_path}, computed by {describe_provenance(recorded)}; "
+        f"this is {describe_provenance(current)}. Recompute it with --force (force=True)."
+    )
 
 
 def reproduce(
@@ -70,14 +136,21 @@ def reproduce(
     checkpoint_every: int | None = None,
     quiet: bool = False,
     console: Console | None = None,
+    force: bool = False,
 ) -> RunOutcome:
-    """Run (or reuse, or resume) ``experiment`` at ``config``; write the run directory."""
-    check_device(device)
+    """Run (or reuse, or resume) ``experiment`` at ``config``; write the run directory.
+
+    ``device``: ``cpu``, ``cuda`` or ``cuda:N`` (:func:`check_device`); runs on any CUDA
+    device share one hash. ``force``: discard the run's checkpoints and results first.
+    """
+    device = check_device(device)
     store = RunStore(out)
-    digest = config_hash(experiment.name, config, device=device)
+    digest = config_hash(experiment.name, config, device=device_type(device))
     run = store.run_dir(experiment.name, digest)
     known = store.lookup(experiment.name, digest)
-    if known and known["status"] == "finished" and run.summary_file.exists():
+    if force:
+        run.clear()
+    elif known and known["status"] == "finished" and run.summary_file.exists():
         summary = run.read_summary()
         if summary.get("status") == "finished":
             return _reuse(experiment, config, run, summary)
@@ -212,7 +285,11 @@ def _reuse(experiment: Experiment, config: Any, run: RunDir, summary: dict) -> R
     elif not report.exists():
         report = write_report(run.path)
     statements = [Statement.from_dict(d) for d in summary["statements"]]
-    return RunOutcome(run, "finished", True, statements, experiment.deviations(config), [], report)
+    warning = provenance_warning(run.path, summary)
+    return RunOutcome(
+        run, "finished", True, statements, experiment.deviations(config), [], report,
+        [warning] if warning else [],
+    )  # fmt: skip
 
 
 def _run_with_progress(

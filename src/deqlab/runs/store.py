@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 import sqlite3
 import tempfile
 from contextlib import closing
@@ -152,6 +153,13 @@ class RunDir:
             return None
         return torch.load(path, map_location="cpu", weights_only=True)
 
+    def clear(self) -> None:
+        """Delete the run's results and checkpoints (``--force``); ``config.toml`` stays."""
+        for directory in (self.path / "checkpoints", self.figures_dir):
+            shutil.rmtree(directory, ignore_errors=True)
+        for file in (self.metrics_file, self.summary_file, self.path / "report.html"):
+            file.unlink(missing_ok=True)
+
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_text_atomic(self.summary_file, json.dumps(summary, indent=2, default=str) + "\n")
 
@@ -164,6 +172,7 @@ class RunStore:
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
+        self.index = self.root / INDEX_NAME
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryFile(dir=self.root):
@@ -172,9 +181,23 @@ class RunStore:
             raise RunStoreError(
                 f"output directory {str(self.root)!r} is not writable: {err.strerror or err}"
             ) from None
-        self.index = self.root / INDEX_NAME
         with closing(self._connect()) as db, db:
             db.executescript(_SCHEMA)
+
+    @classmethod
+    def open_existing(cls, root: Path | str) -> RunStore:
+        """The store at ``root`` for reading only: nothing is created or written.
+
+        Raises :class:`RunStoreError` when ``root`` holds no run index.
+        """
+        store = cls.__new__(cls)
+        store.root = Path(root)
+        store.index = store.root / INDEX_NAME
+        if not store.index.is_file():
+            raise RunStoreError(
+                f"no run index at {str(store.index)!r}; run `deqlab reproduce` first"
+            )
+        return store
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.index, timeout=30)
