@@ -1,9 +1,12 @@
 """deqlab — a laboratory for deep equilibrium models and the theory of their training.
 
-The public API is re-exported here explicitly; see DESIGN.md for the layout.
+The public API is re-exported here explicitly. ``deqlab.reproduce(name, ...)`` (the
+one-call way to run an experiment, returning a :class:`deqlab.runs.api.Run`) is imported
+on first use, so ``import deqlab`` does not load the run store or the experiments.
 """
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__ = version("deqlab")
@@ -37,6 +40,22 @@ from deqlab.solvers import (
 from deqlab.theory import deq_ntk, least_eigenvalue, population_gram
 from deqlab.train.gd import GDConfig, GDTrainer
 
+if TYPE_CHECKING:
+    from deqlab.runs.api import Run, reproduce
+
+#: Imported on first use (``deqlab.reproduce(...)``): the run store, executors and
+#: experiment registry stay out of ``import deqlab``.
+_LAZY = {"reproduce": "deqlab.runs.api", "Run": "deqlab.runs.api"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'deqlab' has no attribute {name!r}")
+
+
 __all__ = [
     "DELM",
     "DEQ",
@@ -53,6 +72,7 @@ __all__ = [
     "PeacemanRachford",
     "Picard",
     "ReLUDEQ",
+    "Run",
     "Solution",
     "SolverError",
     "Status",
@@ -66,6 +86,7 @@ __all__ = [
     "least_eigenvalue",
     "loss_surface",
     "population_gram",
+    "reproduce",
     "synthetic_sphere",
     "zou_synthetic",
 ]

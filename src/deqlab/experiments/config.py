@@ -3,8 +3,9 @@
 Resolution order (later wins): the dataclass defaults (the paper's settings), the preset's
 values, a TOML file (flat keys, or a ``[config]`` table such as the ``config.toml`` saved in a
 run directory), then ``--set key=value`` overrides. Every value is type-checked against the
-field's annotation; an unknown key is an error that lists the valid keys (DESIGN.md: no
-silently dropped options).
+field's annotation; an unknown key is an error that lists the valid keys (no option is
+ever silently dropped). The overrides may also be a mapping (the Python API's
+``overrides={"steps": 100}``): its values are checked the same way.
 
 Supported field types: ``int``, ``float``, ``bool``, ``str``, ``tuple[T, ...]`` of those, and
 ``T | None`` (``none`` on the command line; omit the key in TOML).
@@ -40,12 +41,13 @@ def field_types(config_cls: type) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(config_cls)}
 
 
-def _type_name(tp: Any) -> str:
+def type_name(tp: Any) -> str:
+    """A field annotation as the error messages and ``deqlab show`` write it."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        return " | ".join(_type_name(a) for a in typing.get_args(tp))
+        return " | ".join(type_name(a) for a in typing.get_args(tp))
     if origin is tuple:
-        return f"tuple[{_type_name(typing.get_args(tp)[0])}, ...]"
+        return f"tuple[{type_name(typing.get_args(tp)[0])}, ...]"
     return "None" if tp is type(None) else getattr(tp, "__name__", str(tp))
 
 
@@ -67,7 +69,7 @@ def coerce_value(key: str, value: object, tp: Any) -> object:
                 return coerce_value(key, value, arg)
             except ConfigError:
                 continue
-        raise ConfigError(f"`{key}` must be {_type_name(tp)}; got {type(value).__name__} {value!r}")
+        raise ConfigError(f"`{key}` must be {type_name(tp)}; got {type(value).__name__} {value!r}")
     if origin is tuple:
         (elem,) = (a for a in typing.get_args(tp) if a is not Ellipsis)
         if not isinstance(value, list | tuple):
@@ -80,7 +82,7 @@ def coerce_value(key: str, value: object, tp: Any) -> object:
         or (tp is str and isinstance(value, str))
     )
     if not ok:
-        raise ConfigError(f"`{key}` must be {_type_name(tp)}; got {type(value).__name__} {value!r}")
+        raise ConfigError(f"`{key}` must be {type_name(tp)}; got {type(value).__name__} {value!r}")
     return float(value) if tp is float else value
 
 
@@ -151,6 +153,25 @@ def config_to_dict(config: Any) -> dict[str, object]:
         key: list(value) if isinstance(value, tuple) else value
         for key, value in dataclasses.asdict(config).items()
     }
+
+
+def describe_fields(config_cls: type, config: Any = None) -> list[dict[str, object]]:
+    """Each field of ``config_cls``: ``name``, ``type`` (as ``--set`` checks it), ``default``
+    and, with a resolved ``config``, its ``value`` there (JSON values: tuples as lists)."""
+    types_by_name = field_types(config_cls)
+    out = []
+    for f in dataclasses.fields(config_cls):
+        if f.default is not dataclasses.MISSING:
+            default: object = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = None
+        entry = {"name": f.name, "type": type_name(types_by_name[f.name]), "default": default}
+        if config is not None:
+            entry["value"] = getattr(config, f.name)
+        out.append({k: list(v) if isinstance(v, tuple) else v for k, v in entry.items()})
+    return out
 
 
 def config_hash(experiment: str, config: Any, *, device: str) -> str:
