@@ -1,4 +1,4 @@
-"""CLI commands for experiments: ``reproduce``, ``list``, ``runs list|show``, ``report``.
+"""CLI commands for experiments: ``reproduce``, ``list``, ``show``, ``report``.
 
 Every user error (unknown experiment, key or preset, a wrongly typed value, an unwritable
 output directory, an unavailable device) is one line on stderr and exit code 2.
@@ -6,117 +6,180 @@ output directory, an unavailable device) is one line on stderr and exit code 2.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperCommand
 
-from deqlab.cli.app import app
-from deqlab.experiments.deviations import one_line
+from deqlab.cli.app import EXIT_FAILED, JSON_HELP, app, echo_json, fail, warn
 
-runs_app = typer.Typer(
-    name="runs",
-    help="Inspect the run store (results/index.sqlite).",
-    no_args_is_help=True,
-)
-app.add_typer(runs_app)
-
-_EXIT_USAGE = 2
+PRESET_METAVAR = "tiny|quick|paper"
+DEVICE_METAVAR = "cpu|cuda|cuda:N"
+EXECUTOR_METAVAR = "local|ray"
+NAME_HELP = "Experiment name (see `deqlab list`; TAB completes with shell completion)."
+OUT_HELP = "Root of the run store."
+DATA_DIR_HELP = "Data root (default: $DEQLAB_DATA, else ~/.cache/deqlab)."
 
 
-def _fail(message: str, code: int = _EXIT_USAGE) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code)
+def complete_name(incomplete: str) -> list[str]:
+    """Shell completion of experiment names."""
+    from deqlab.experiments.registry import experiment_names
+
+    return [n for n in experiment_names() if n.startswith(incomplete)]
+
+
+def complete_preset(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of the presets of the experiment named on the line."""
+    from deqlab.experiments.registry import get_experiment
+
+    try:
+        presets = list(get_experiment(ctx.params.get("name") or "").presets)
+    except ValueError:
+        presets = ["tiny", "quick", "paper"]
+    return [p for p in presets if p.startswith(incomplete)]
+
+
+class _NamesInHelp(TyperCommand):
+    """A command whose ``--help`` lists the registered experiment names (loaded only then)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        try:
+            from deqlab.experiments.registry import experiment_names
+
+            names = ", ".join(experiment_names())
+        except Exception:  # a broken experiment module must not break --help
+            names = ""
+        for param in self.params:
+            if param.name == "name" and names:
+                param.help = f"{NAME_HELP} One of: {names}."
+        return super().format_help(ctx, formatter)
+
+
+def _console() -> Console:
+    return Console(width=160)
 
 
 @app.command(
+    cls=_NamesInHelp,
     help=(
         "Run a registered experiment (or reuse / resume its run) and write its report.\n\n"
         "The run directory is <out>/<name>/<config-hash>. Rerunning the same command reuses "
-        "a finished run and resumes an interrupted one from its checkpoints."
+        "a finished run (with a warning when another deqlab version or commit computed it) "
+        "and resumes an interrupted one from its checkpoints; --force recomputes it."
     ),
     epilog=(
         "Examples:\n\n"
         "  deqlab reproduce ling2023-fig1 --preset quick\n\n"
-        "  deqlab reproduce ling2023-fig1 --preset paper --device cuda --workers 2\n\n"
+        "  deqlab reproduce ling2023-fig1 --preset paper --device cuda:0 --workers 2\n\n"
         "  deqlab reproduce ling2023-fig1 --set widths=[256,1024] --set steps=500\n\n"
         "  deqlab reproduce ling2023-fig1 --config my.toml --executor ray --workers 4\n\n"
-        "  deqlab reproduce ling2023-fig1 --executor ray --address 10.0.0.5:6379"
+        "  deqlab reproduce ling2023-fig1 --executor ray --address 10.0.0.5:6379\n\n"
+        "  deqlab reproduce ling2023-fig1 --preset tiny --force --json"
     ),
 )
 def reproduce(
-    name: str = typer.Argument(..., help="Experiment name (see `deqlab list`)."),
-    preset: str = typer.Option("quick", help="Preset: tiny (seconds), quick (minutes), paper."),
+    name: str = typer.Argument(..., metavar="NAME", help=NAME_HELP, autocompletion=complete_name),
+    preset: str = typer.Option(
+        "quick",
+        metavar=PRESET_METAVAR,
+        help="Preset: tiny (seconds), quick (minutes on 2 CPU cores), paper (the paper's "
+        "sizes). `deqlab show NAME` lists an experiment's presets.",
+        autocompletion=complete_preset,
+    ),
     config: Path | None = typer.Option(
         None, "--config", help="TOML file of config values (flat, or a \\[config] table)."
     ),
     overrides: list[str] = typer.Option(
-        [], "--set", help="Override one config value: key=value (repeatable)."
+        [],
+        "--set",
+        metavar="KEY=VALUE",
+        help="Override one config value (repeatable); `deqlab show NAME` lists the keys.",
     ),
-    out: Path = typer.Option(Path("results"), help="Root of the run store."),
+    out: Path = typer.Option(Path("results"), help=OUT_HELP),
     workers: int | None = typer.Option(
         None,
         min=1,
         help="Parallel tasks: N processes (or Ray CPUs); 1 runs them in this process. "
-        "Default: one per CPU core on cpu, 1 with --device cuda. Resume with the same value.",
+        "Default: one per CPU core on cpu, 1 on a CUDA device. Resume with the same value.",
     ),
-    executor: str = typer.Option("local", help="local (process pool) or ray."),
+    executor: str = typer.Option(
+        "local", metavar=EXECUTOR_METAVAR, help="local (process pool) or ray."
+    ),
     address: str | None = typer.Option(
         None, help="Ray cluster address; default: start a local cluster on 127.0.0.1."
     ),
-    device: str = typer.Option("cpu", help="cpu or cuda."),
+    device: str = typer.Option(
+        "cpu",
+        metavar=DEVICE_METAVAR,
+        help="cpu, cuda (the current GPU) or cuda:N (GPU N, N < the number of GPUs). With "
+        "--executor ray each task requests one GPU and Ray picks it.",
+    ),
     checkpoint_every: int | None = typer.Option(
         None, min=1, help="Checkpoint every N steps (default: the experiment's)."
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Recompute the run from scratch, even a finished one."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or tables."),
     strict: bool = typer.Option(
         False, "--strict", help="Exit with code 1 when any statement's verdict is FAIL."
     ),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Run a registered experiment (or reuse / resume its run) and write its report."""
-    from deqlab.experiments.registry import get_experiment
-    from deqlab.runs.executors import make_executor
-    from deqlab.runs.runner import reproduce as run_experiment
+    from deqlab.experiments.deviations import one_line
+    from deqlab.runs.api import execute, prepare
+    from deqlab.runs.store import RunStoreError
 
     try:
-        experiment = get_experiment(name)
-        resolved = experiment.resolve(preset, config_file=config, overrides=overrides)
-        if workers is None and device == "cuda":
-            workers = 1  # one process per GPU
-        pool = make_executor(executor, workers=workers, address=address)
-        outcome = run_experiment(
-            experiment,
-            resolved,
-            preset=preset,
-            out=out,
+        prepared = prepare(
+            name,
+            preset,
+            overrides=overrides,
+            config_file=config,
             device=device,
-            executor=pool,
-            checkpoint_every=checkpoint_every,
-            quiet=quiet,
+            workers=workers,
+            executor=executor,
+            address=address,
         )
     except (ValueError, TypeError) as err:
-        raise _fail(str(err)) from None
+        raise fail(str(err)) from None
+    try:
+        run = execute(
+            prepared, out=out, force=force, checkpoint_every=checkpoint_every, quiet=quiet
+        )
+    except RunStoreError as err:
+        raise fail(str(err)) from None
+    except (ValueError, TypeError, OSError) as err:
+        raise fail(f"the run stopped: {err}", EXIT_FAILED) from None
     except KeyboardInterrupt:
-        raise _fail(
+        raise fail(
             "interrupted; rerun the same command to resume from the checkpoints", 130
         ) from None
-    if not quiet:
-        print_statements([s.as_dict() for s in outcome.statements])
-    typer.echo(f"verdicts: {outcome.counts.sentence()}")
-    typer.echo(one_line(outcome.deviations))
-    what = "reused finished run" if outcome.reused else f"run {outcome.status}"
-    typer.echo(f"{what}: {outcome.run.path}")
-    if outcome.failed_tasks:
-        typer.echo(f"failed tasks: {', '.join(outcome.failed_tasks)}", err=True)
-    if outcome.report is not None:
-        typer.echo(f"report: {outcome.report}")
-    if outcome.status != "finished":
-        raise typer.Exit(1)
-    if strict and outcome.counts.failed:
-        typer.echo(f"--strict: {outcome.counts.failed} statement(s) FAIL", err=True)
-        raise typer.Exit(1)
+    for message in run.warnings:
+        warn(message)
+    if run.failed_tasks:
+        typer.echo(f"failed tasks: {', '.join(run.failed_tasks)}", err=True)
+    if as_json:
+        echo_json(run.as_dict())
+    else:
+        if not quiet:
+            print_statements([s.as_dict() for s in run.statements])
+        typer.echo(f"verdicts: {run.counts.sentence()}")
+        typer.echo(one_line(run.deviations))
+        what = "reused finished run" if run.reused else f"run {run.status}"
+        typer.echo(f"{what}: {run.path}")
+        if run.report is not None:
+            typer.echo(f"report: {run.report}")
+    if run.status != "finished":
+        raise typer.Exit(EXIT_FAILED)
+    if strict and run.counts.failed:
+        typer.echo(f"--strict: {run.counts.failed} statement(s) FAIL", err=True)
+        raise typer.Exit(EXIT_FAILED)
 
 
 _VERDICT_STYLE = {
@@ -134,97 +197,202 @@ def print_statements(statements: list[dict[str, object]]) -> None:
     for s in statements:
         style = _VERDICT_STYLE.get(str(s["verdict"]), "")
         table.add_row(
-            str(s["name"]), str(s["kind"]), str(s["citation"]),
-            f"[{style}]{s['verdict']}[/{style}]", str(s["measured"]), str(s["expected"]),
-            str(s.get("needs", "")),
+            escape(str(s["name"])), str(s["kind"]), escape(str(s["citation"])),
+            f"[{style}]{s['verdict']}[/{style}]", escape(str(s["measured"])),
+            escape(str(s["expected"])), escape(str(s.get("needs", ""))),
         )  # fmt: skip
-    Console(width=200).print(table)
+    _console().print(table)
 
 
-@app.command("list")
-def list_experiments() -> None:
-    """List the registered experiments, their presets and paper."""
+def _mark(status: dict[str, Any]) -> str:
+    """✓ for a present data set; ✗ for a missing one, with the status when it is not that."""
+    if status["present"]:
+        return "[green]✓[/]"
+    other = status.get("status")
+    return "[red]✗[/]" + (f" ({other})" if other not in (None, "missing") else "")
+
+
+def _data_cell(by_preset: dict[str, list[dict[str, Any]]]) -> str:
+    """One line per group of presets reading the same data sets, e.g.
+    ``tiny: digits ✓`` and ``quick, paper: fashion-mnist ✗, digits ✓``."""
+    groups: dict[str, list[str]] = {}
+    for preset, sets in by_preset.items():
+        text = ", ".join(f"{s['name']} {_mark(s)}" for s in sets)
+        groups.setdefault(text or "none", []).append(preset)
+    return "\n".join(f"{', '.join(presets)}: {text}" for text, presets in groups.items())
+
+
+@app.command(
+    "list",
+    epilog=(
+        "Examples:\n\n  deqlab list\n\n  deqlab list --json | python -m json.tool\n\n"
+        "  deqlab list --data-dir /data/deqlab"
+    ),
+)
+def list_experiments(
+    data_dir: Path | None = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """List the registered experiments: presets, paper, data sets needed and present.
+
+    For each preset, the data sets it reads: ✓ present on this machine, ✗ missing (fetch
+    it with `deqlab data fetch NAME`).
+    """
     from deqlab.experiments.registry import experiment_names, get_experiment
+    from deqlab.runs.describe import preset_datasets
 
-    table = Table("name", "title", "presets", "paper")
+    cache: dict = {}
+    entries = []
     for name in experiment_names():
         exp = get_experiment(name)
-        table.add_row(name, exp.title, ", ".join(exp.presets), exp.paper)
-    Console(width=160).print(table)
-
-
-@runs_app.command("list")
-def runs_list(out: Path = typer.Option(Path("results"), help="Root of the run store.")) -> None:
-    """List the runs in the index: experiment, hash, preset, status, wall time."""
-    store = _open_store(out)
-    table = Table("experiment", "hash", "preset", "device", "status", "started", "wall_s", "failed")
-    for r in store.runs():
-        wall = "" if r["wall_s"] is None else f"{r['wall_s']:.1f}"
-        table.add_row(
-            r["experiment"],
-            r["config_hash"],
-            r["preset"],
-            r["device"],
-            r["status"],
-            r["started"] or "",
-            wall,
-            str(r["n_failed"] or 0),
+        entries.append(
+            {
+                "name": name,
+                "title": exp.title,
+                "paper": exp.paper,
+                "presets": list(exp.presets),
+                "datasets": preset_datasets(exp, data_dir, cache),
+            }
         )
-    Console(width=160).print(table)
+    if as_json:
+        echo_json(entries)
+        return
+    table = Table()
+    table.add_column("name", no_wrap=True)
+    table.add_column("presets")
+    table.add_column("data sets (✓ present, ✗ missing)", no_wrap=True)
+    table.add_column("title", ratio=1)
+    table.add_column("paper", ratio=1)
+    for e in entries:
+        table.add_row(
+            e["name"],
+            ", ".join(e["presets"]),
+            _data_cell(e["datasets"]),
+            escape(e["title"]),
+            escape(e["paper"]),
+        )
+    _console().print(table)
+    missing = sorted({s["name"] for e in entries for v in e["datasets"].values() for s in v
+                      if not s["present"]})  # fmt: skip
+    if missing:
+        typer.echo(f"missing data sets: {', '.join(missing)} (fetch: deqlab data fetch NAME)")
 
 
-@runs_app.command("show")
-def runs_show(
-    ref: str = typer.Argument(..., help="Config hash (or a unique prefix) of the run."),
-    out: Path = typer.Option(Path("results"), help="Root of the run store."),
+@app.command(
+    "show",
+    cls=_NamesInHelp,
+    epilog=(
+        "Examples:\n\n  deqlab show ling2023-fig1\n\n"
+        "  deqlab show ling2023-fig1 --preset paper --out results\n\n"
+        "  deqlab show kawaguchi2021-fig1 --preset tiny --set datasets=mnist --json"
+    ),
+)
+def show(
+    name: str = typer.Argument(..., metavar="NAME", help=NAME_HELP, autocompletion=complete_name),
+    preset: str = typer.Option(
+        "quick",
+        metavar=PRESET_METAVAR,
+        help="The preset to show.",
+        autocompletion=complete_preset,
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", help="TOML file of config values, as `reproduce --config`."
+    ),
+    overrides: list[str] = typer.Option(
+        [], "--set", metavar="KEY=VALUE", help="Override one config value, as `reproduce`."
+    ),
+    out: Path = typer.Option(
+        Path("results"), help="Run store whose finished runs time the run-time estimate."
+    ),
+    data_dir: Path | None = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Show one run: status, error, config, tasks and claims.
+    """Show an experiment's config, data, metrics, paper setting and run time, before a run.
 
-    Example: deqlab runs show 3f2a9c --out results
+    The config keys with their types, defaults and the preset's values; the data sets the
+    preset reads and whether each is on this machine; the columns of metrics.csv and their
+    meanings; the paper's setting and this preset's deviations from it; an estimated run
+    time (from finished runs of this preset in --out, else a generic estimate).
     """
-    store = _open_store(out)
+    from deqlab.experiments.registry import get_experiment
+    from deqlab.runs.api import resolve
+    from deqlab.runs.describe import describe_experiment
+
     try:
-        row = store.find(ref)
-    except ValueError as err:
-        raise _fail(str(err)) from None
-    typer.echo(
-        f"{row['experiment']} {row['config_hash']}  status={row['status']}  path={row['path']}"
-    )
-    if row["error"]:
-        typer.echo(f"error: {row['error']}")
-    typer.echo(f"config: {json.dumps(json.loads(row['config_json']))}")
-    for task in store.tasks(row["experiment"], row["config_hash"]):
-        error = f"  {task['error']}" if task["error"] else ""
-        typer.echo(f"  task {task['task_key']}: {task['status']} ({task['wall_s']:.1f} s){error}")
-    summary = Path(row["path"]) / "summary.json"
-    if summary.exists():
-        for s in json.loads(summary.read_text(encoding="utf-8")).get("statements", []):
-            needs = f"; would need {s['needs']}" if s.get("needs") else ""
-            typer.echo(
-                f"  [{s['verdict']}] ({s['kind']}, {s['citation']}) {s['name']}: "
-                f"{s['measured']} (expected {s['expected']}){needs}"
-            )
+        experiment = get_experiment(name)
+        resolved = resolve(experiment, preset, config_file=config, overrides=overrides)
+    except (ValueError, TypeError) as err:
+        raise fail(str(err)) from None
+    info = describe_experiment(experiment, preset, config=resolved, out=out, data_dir=data_dir)
+    if as_json:
+        echo_json(info)
+        return
+    _print_show(info)
 
 
-def _open_store(out: Path):
-    from deqlab.runs.store import RunStore
+def _value(value: object) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
 
-    if not (out / "index.sqlite").exists():
-        raise _fail(f"no run index at {str(out / 'index.sqlite')!r}; run `deqlab reproduce` first")
-    return RunStore(out)
+
+def _print_show(info: dict[str, Any]) -> None:
+    console = _console()
+    console.print(f"[bold]{info['name']}[/] — {escape(info['title'])}")
+    console.print(f"paper: {escape(info['paper'])}")
+    console.print(f"preset: {info['preset']} (presets: {', '.join(info['presets'])})")
+    table = Table("key", "type", "default", info["preset"], title="Config (--set KEY=VALUE)")
+    for f in info["config"]:
+        changed = f["value"] != f["default"]
+        value = escape(_value(f["value"]))
+        table.add_row(
+            f["name"], escape(f["type"]), escape(_value(f["default"])),
+            f"[bold]{value}[/]" if changed else value,
+        )  # fmt: skip
+    console.print(table)
+    if info["datasets"]:
+        table = Table("data set", "status", "location / how to fetch", title="Data sets")
+        for d in info["datasets"]:
+            status = "[green]present[/]" if d["present"] else f"[red]{d['status']}[/]"
+            where = d.get("fetch") or d.get("location") or ""
+            detail = f" — {d['detail']}" if d.get("detail") else ""
+            table.add_row(d["name"], status, escape(f"{where}{detail}"))
+        console.print(table)
+    else:
+        console.print("data sets: none (the experiment generates its data)")
+    if info["metric_columns"]:
+        table = Table("column", "meaning", title="Metric columns (metrics.csv)")
+        for column, meaning in info["metric_columns"].items():
+            table.add_row(column, escape(meaning))
+        console.print(table)
+    else:
+        console.print("metric columns: not documented by this experiment")
+    if info["deviations"]:
+        table = Table("setting", "paper", "this preset", "kind", "where in the paper",
+                      title="Deviations from the paper")  # fmt: skip
+        for d in info["deviations"]:
+            table.add_row(*(escape(str(d[k])) for k in ("setting", "paper", "run", "kind",
+                                                        "where")))  # fmt: skip
+        console.print(table)
+    console.print(f"paper setting: {escape(info['deviations_sentence'])}")
+    console.print(f"estimated run time: {escape(info['run_time']['text'])}")
+    console.print(f"run it: {info['command']}")
 
 
-@app.command()
+@app.command(
+    epilog="Example:\n\n  deqlab report results/ling2023-fig1/3f2a9c0d1e2b",
+)
 def report(
     path: Path = typer.Argument(..., help="A run directory (<out>/<experiment>/<hash>)."),
 ) -> None:
-    """Write (again) the HTML report of a run directory and print its path.
-
-    Example: deqlab report results/ling2023-fig1/3f2a9c0d1e2b
-    """
+    """Write (again) the HTML report of a run directory and print its path."""
     from deqlab.report import write_report
 
     try:
         typer.echo(f"report: {write_report(path)}")
     except (ValueError, TypeError, OSError) as err:
-        raise _fail(str(err)) from None
+        raise fail(str(err)) from None

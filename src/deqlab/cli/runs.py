@@ -1,0 +1,278 @@
+"""``deqlab runs``: the run store — list, show, diff two runs, write the HTML index."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from deqlab.cli.app import EXIT_FAILED, JSON_HELP, app, echo_json, fail
+
+runs_app = typer.Typer(
+    name="runs",
+    help="Inspect the run store (<out>/index.sqlite and the run directories).",
+    no_args_is_help=True,
+)
+app.add_typer(runs_app)
+
+OUT_HELP = "Root of the run store."
+REF_HELP = "Config hash of the run (or a unique prefix of it, or its directory)."
+
+
+def _open_store(out: Path):
+    from deqlab.runs.store import RunStore, RunStoreError
+
+    try:
+        return RunStore.open_existing(out)
+    except RunStoreError as err:
+        raise fail(str(err)) from None
+
+
+def _find(store, ref: str) -> dict[str, Any]:
+    try:
+        return store.find(ref)
+    except ValueError as err:
+        raise fail(str(err)) from None
+
+
+def _row_document(row: dict[str, Any]) -> dict[str, Any]:
+    """An index row as JSON: ``config_json`` parsed into ``config``."""
+    doc = {k: v for k, v in row.items() if k != "config_json"}
+    doc["config"] = json.loads(row["config_json"])
+    return doc
+
+
+@runs_app.command(
+    "list",
+    epilog=(
+        "Examples:\n\n  deqlab runs list --out results\n\n"
+        "  deqlab runs list --experiment ling2023-fig1 --json"
+    ),
+)
+def runs_list(
+    out: Path = typer.Option(Path("results"), help=OUT_HELP),
+    experiment: str | None = typer.Option(
+        None, "--experiment", metavar="NAME", help="Only the runs of this experiment."
+    ),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """List the runs in the index, newest first: experiment, hash, preset, status, wall time."""
+    store = _open_store(out)
+    rows = [r for r in store.runs() if experiment is None or r["experiment"] == experiment]
+    if as_json:
+        echo_json([_row_document(r) for r in rows])
+        return
+    table = Table("experiment", "hash", "preset", "device", "status", "started", "wall_s", "failed")
+    for r in rows:
+        wall = "" if r["wall_s"] is None else f"{r['wall_s']:.1f}"
+        table.add_row(
+            r["experiment"],
+            r["config_hash"],
+            r["preset"],
+            r["device"],
+            r["status"],
+            r["started"] or "",
+            wall,
+            str(r["n_failed"] or 0),
+        )
+    Console(width=160).print(table)
+
+
+def run_document(store, row: dict[str, Any]) -> dict[str, Any]:
+    """One run as JSON: index row, config, tasks, statements, deviations, verdict counts."""
+    from deqlab.runs.runner import describe_provenance
+    from deqlab.statements import Counts, Statement
+
+    doc = _row_document(row)
+    doc["tasks"] = store.tasks(row["experiment"], row["config_hash"])
+    path = Path(row["path"])
+    summary: dict[str, Any] = {}
+    try:
+        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        doc["summary_error"] = "summary.json not written yet"
+    except (OSError, ValueError) as err:
+        doc["summary_error"] = f"summary.json unreadable: {err}"
+    statements = summary.get("statements", [])
+    counts = Counts.of(Statement.from_dict(s) for s in statements)
+    env = summary.get("environment") if isinstance(summary.get("environment"), dict) else {}
+    report = path / "report.html"
+    doc.update(
+        statements=statements,
+        deviations=summary.get("deviations", []),
+        verdicts=counts.as_dict(),
+        verdict_sentence=counts.sentence(),
+        figures=summary.get("figures", []),
+        report=str(report) if report.is_file() else None,
+        provenance={k: env.get(k) for k in ("deqlab", "git_commit", "git_dirty")},
+        computed_by=describe_provenance(env) if env else None,
+    )
+    return doc
+
+
+@runs_app.command(
+    "show",
+    epilog=(
+        "Examples:\n\n  deqlab runs show 3f2a9c --out results\n\n  deqlab runs show 3f2a9c --json"
+    ),
+)
+def runs_show(
+    ref: str = typer.Argument(..., metavar="REF", help=REF_HELP),
+    out: Path = typer.Option(Path("results"), help=OUT_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Show one run: status, error, config, tasks, statements, deviations and verdicts."""
+    from deqlab.experiments.deviations import Deviation, one_line
+
+    store = _open_store(out)
+    doc = run_document(store, _find(store, ref))
+    if as_json:
+        echo_json(doc)
+        return
+    typer.echo(
+        f"{doc['experiment']} {doc['config_hash']}  status={doc['status']}  path={doc['path']}"
+    )
+    if doc["error"]:
+        typer.echo(f"error: {doc['error']}")
+    typer.echo(f"config: {json.dumps(doc['config'])}")
+    if doc["computed_by"]:
+        typer.echo(f"computed by: {doc['computed_by']}")
+    for task in doc["tasks"]:
+        error = f"  {task['error']}" if task["error"] else ""
+        wall = "" if task["wall_s"] is None else f" ({task['wall_s']:.1f} s)"
+        typer.echo(f"  task {task['task_key']}: {task['status']}{wall}{error}")
+    for s in doc["statements"]:
+        needs = f"; would need {s['needs']}" if s.get("needs") else ""
+        typer.echo(
+            f"  [{s['verdict']}] ({s['kind']}, {s['citation']}) {s['name']}: "
+            f"{s['measured']} (expected {s['expected']}){needs}"
+        )
+    if "summary_error" not in doc:
+        typer.echo(f"verdicts: {doc['verdict_sentence']}")
+        fields = ("setting", "paper", "run", "kind", "where")
+        deviations = [Deviation(*(str(d.get(k, "")) for k in fields)) for d in doc["deviations"]]
+        typer.echo(one_line(deviations))
+    if doc["report"]:
+        typer.echo(f"report: {doc['report']}")
+
+
+@runs_app.command(
+    "diff",
+    help=(
+        "Compare two runs: run facts (preset, device, deqlab version…), config keys that "
+        "differ, and every statement side by side (verdict and measurement, A vs B).\n\n"
+        "With --figure PATH (.png, .pdf or .svg) also draw the two runs' curves overlaid: "
+        "the x axis is a step-like column both metrics.csv files have (step, iteration, "
+        "epoch…), one panel per shared numeric column that varies, A solid and B dashed. "
+        "No figure is written without --figure."
+    ),
+    epilog=(
+        "Examples:\n\n  deqlab runs diff 3f2a9c 7be410 --out results\n\n"
+        "  deqlab runs diff 3f2a9c 7be410 --figure diff.png\n\n"
+        "  deqlab runs diff 3f2a9c 7be410 --json"
+    ),
+)
+def runs_diff(
+    ref_a: str = typer.Argument(..., metavar="A", help=REF_HELP),
+    ref_b: str = typer.Argument(..., metavar="B", help=REF_HELP),
+    out: Path = typer.Option(Path("results"), help=OUT_HELP),
+    figure: Path | None = typer.Option(
+        None, "--figure", metavar="PATH", help="Write the overlaid curves here."
+    ),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Compare two runs: config, statements side by side, and (--figure) their curves."""
+    from deqlab.runs.diff import diff_runs, overlay_figure
+
+    if figure is not None and figure.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise fail(f"`--figure` must end in .png, .pdf or .svg; got {str(figure)!r}")
+    store = _open_store(out)
+    try:
+        diff = diff_runs(store, ref_a, ref_b)
+    except ValueError as err:
+        raise fail(str(err)) from None
+    figure_error = None
+    if figure is not None:
+        labels = (diff["a"]["config_hash"][:6], diff["b"]["config_hash"][:6])
+        try:
+            diff["figure"] = overlay_figure(diff["a"]["path"], diff["b"]["path"], figure, labels)
+        except (ValueError, OSError) as err:
+            figure_error = str(err)
+            diff["figure"] = {"error": figure_error}
+    if as_json:
+        echo_json(diff)
+    else:
+        _print_diff(diff)
+    if figure_error is not None:
+        raise fail(f"no figure: {figure_error}", EXIT_FAILED)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "—"
+    return escape(value if isinstance(value, str) else json.dumps(value))
+
+
+def _print_diff(diff: dict[str, Any]) -> None:
+    a, b = diff["a"], diff["b"]
+    console = Console(width=160)
+    console.print(f"A: {a['experiment']} {a['config_hash']} ({a['preset']}, {a['device']}, "
+                  f"{a['status']})  {escape(a['path'])}")  # fmt: skip
+    console.print(f"B: {b['experiment']} {b['config_hash']} ({b['preset']}, {b['device']}, "
+                  f"{b['status']})  {escape(b['path'])}")  # fmt: skip
+    for key in diff["facts"]:
+        console.print(f"{key}: A {_cell(a[key])}, B {_cell(b[key])}")
+    if diff["config"]:
+        table = Table("key", "A", "B", title="Config differences")
+        for c in diff["config"]:
+            missing = "(absent)"
+            table.add_row(
+                c["key"],
+                missing if c["only_in"] == "b" else _cell(c["a"]),
+                missing if c["only_in"] == "a" else _cell(c["b"]),
+            )
+        console.print(table)
+    else:
+        console.print("config: identical")
+    if diff["statements"]:
+        table = Table("statement", "kind", "verdict A", "verdict B", "measured A", "measured B",
+                      title="Statements (* verdict changed)")  # fmt: skip
+        for s in diff["statements"]:
+            mark = "* " if s["changed"] else ""
+            table.add_row(
+                escape(mark + s["name"]), str(s["kind"]), _cell(s["verdict_a"]),
+                _cell(s["verdict_b"]), _cell(s["measured_a"]), _cell(s["measured_b"]),
+            )  # fmt: skip
+        console.print(table)
+    console.print(f"verdicts A: {escape(a['verdict_sentence'])}")
+    console.print(f"verdicts B: {escape(b['verdict_sentence'])}")
+    for note in diff["notes"]:
+        console.print(f"note: {escape(note)}")
+    fig = diff.get("figure")
+    if fig and "path" in fig:
+        left = f"; left out: {', '.join(fig['left_out'])}" if fig["left_out"] else ""
+        console.print(
+            f"figure: {escape(fig['path'])} (x: {fig['x']}; panels: "
+            f"{', '.join(fig['columns'])}{left})"
+        )
+
+
+@runs_app.command(
+    "index",
+    epilog="Examples:\n\n  deqlab runs index\n\n  deqlab runs index --out results",
+)
+def runs_index(out: Path = typer.Option(Path("results"), help=OUT_HELP)) -> None:
+    """Write <out>/index.html, the HTML index of every run, and print its path."""
+    from deqlab.report import write_index
+
+    if not out.is_dir():
+        raise fail(f"`--out` must be a run store directory; {str(out)!r} does not exist")
+    try:
+        typer.echo(str(write_index(out)))
+    except OSError as err:
+        raise fail(f"cannot write the index in {str(out)!r}: {err}", EXIT_FAILED) from None
