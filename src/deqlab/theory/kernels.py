@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from deqlab._checks import check_int, check_real, check_tensor
+from deqlab.models.relu_deq import SIGMA_W2_LIMIT
 
 __all__ = [
     "AssumptionWarning",
@@ -43,7 +44,6 @@ __all__ = [
     "population_gram",
 ]
 
-_ASSUMPTION1_MAX_SIGMA_W2 = 1.0 / 8.0
 _BLOCK_ENTRIES = 1 << 20  # entries per row block (8 MiB in float64)
 _NEWTON_MAX_STEPS = 60
 
@@ -57,7 +57,7 @@ def check_sigma_w2(sigma_w2: object) -> float:
     value = check_real(
         "sigma_w2", sigma_w2, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False
     )
-    if value >= _ASSUMPTION1_MAX_SIGMA_W2:
+    if value >= SIGMA_W2_LIMIT:
         warnings.warn(
             f"`sigma_w2` = {value:g} violates Assumption 1 of Ling et al. (2023), which takes "
             "σ_w² < 1/8: the kernels are still well defined (σ_w² < 1), but Lemma 1 and "
