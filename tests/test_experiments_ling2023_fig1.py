@@ -1,5 +1,6 @@
-"""ling2023-fig1: the tiny preset end to end, η against an independent Picard solve,
-bit-exact resume after SIGKILL, and the claims on tables with known answers."""
+"""ling2023-fig1: the tiny preset end to end (and with one step, no metrics after step 0, a
+step size that stops GD), η against an independent Picard solve, bit-exact resume after
+SIGKILL, and every statement passing and failing on tables with known answers."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from deqlab.cli import app
 from deqlab.data import synthetic_sphere
 from deqlab.experiments.config import ConfigError
 from deqlab.experiments.ling2023.fig1 import Fig1Config, Ling2023Fig1
-from deqlab.experiments.ling2023.fig1_report import by_dataset, dataset_claims
+from deqlab.experiments.ling2023.fig1_report import by_dataset, dataset_statements
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.runs.store import RunStore, read_rows_csv
+from deqlab.theory.ling2023 import Condition1, Constants, best_delta
 
 ARGS = ("reproduce", "ling2023-fig1", "--preset", "tiny", "--quiet", "--workers", "1",
         "--checkpoint-every", "4")  # fmt: skip
@@ -41,29 +43,97 @@ def tiny_run(tmp_path_factory):
     return next((out / "ling2023-fig1").iterdir())
 
 
-def test_tiny_run_has_the_figures_claims_and_columns(tiny_run):
+OBSERVATIONS = (
+    "convergence is faster for larger m",
+    "the final training loss is smaller for larger m",
+    "‖W(τ)‖₂ < 1 throughout training",
+)
+HYPOTHESES = (
+    "Condition 1, Eq. (7) at initialization",
+    "Condition 1, Eq. (8) at initialization",
+    "Condition 1, Eq. (9) at initialization",
+    "learning rate below Eq. (10)",
+)
+THEOREMS = (
+    "Theorem 1 (i): ‖W(τ)‖₂ < 1 for τ ≥ 1",
+    "Theorem 1 (ii): λ_τ > λ_0/2 for τ ≥ 1",
+    "Theorem 1 (iii): Φ(τ) ≤ (1 − ηλ_0/2)^τ Φ(0) for τ ≥ 1",
+    "proof of Theorem 1 (iii): Φ(τ+1) ≤ (1 − ηλ_0/2) Φ(τ)",
+    "proof of Theorem 1: ‖θ(τ) − θ(0)‖ within its drift bound",
+)
+
+
+def _by_name(statements) -> dict[str, dict]:
+    """Statements (dicts or Statement) by name without the data set prefix, as dicts."""
+    out = {}
+    for s in statements:
+        d = s if isinstance(s, dict) else s.as_dict()
+        out[d["name"].split(": ", 1)[1]] = d
+    return out
+
+
+def test_tiny_run_has_the_figures_statements_and_columns(tiny_run):
     summary = json.loads((tiny_run / "summary.json").read_text())
     rows = read_rows_csv(tiny_run / "metrics.csv")
-    claims = {c["name"].split(": ", 1)[1]: c for c in summary["statements"]}
-    for c in claims.values():
-        c["passed"] = c["verdict"] == "PASS"
-    for name in (
-        "loss decreases linearly on a log scale",
-        "wider converges faster",
-        "wider reaches a lower loss at step 29",
-        "‖W(τ)‖₂ < 1 at every step",
-        "λ_τ ≥ λ_0/2 throughout",
-        "Φ(τ) ≤ (1 − ηλ_0/2)^τ Φ(0)",
-    ):
-        assert claims[name]["passed"], claims[name]
-    holds = {r["m"]: r["cond1_holds"] for r in rows}
-    assert claims["Condition 1 (Eqs. 7–9) at initialization"]["passed"] == all(holds.values())
+    statements = _by_name(summary["statements"])
+    completed = "GD ran all 30 steps at every width"
+    assert list(statements) == [*OBSERVATIONS, completed, *HYPOTHESES, *THEOREMS]
+    for name in (*OBSERVATIONS, completed):
+        assert statements[name]["verdict"] == "PASS", statements[name]
+    for name in HYPOTHESES:  # far from the theorem's regime at m = 32, 128
+        assert statements[name]["verdict"] == "UNMET" and statements[name]["needs"], name
+    for name in THEOREMS:
+        s = statements[name]
+        assert s["verdict"] == "NOT APPLICABLE" and s["kind"] == "theorem", s
+        assert "Eq. (9): no width" in s["needs"] and "η <" in s["needs"]
+    assert (
+        statements[OBSERVATIONS[0]]["quote"]
+        == "the convergence speed becomes faster as m increases"
+    )
     for name in ("loss", "w_norm", "lambda_ratio"):
         assert f"figures/{name}.png" in [f["path"] for f in summary["figures"]]
         assert (tiny_run / "figures" / f"{name}.pdf").stat().st_size > 0
+        assert summary["figures"][0]["caption"].endswith(".")
     assert set(Ling2023Fig1.metric_columns) <= set(rows[0])
+    assert {(r["n"], r["d"]) for r in rows} == {(8, 8)}
     assert [t["key"] for t in summary["tasks"]] == ["sphere-m32", "sphere-m128"]
     assert len(rows) == 2 * 30 and {r["status"] for r in rows} == {"ok"}
+
+
+def _reproduce(tmp_path, *overrides: str) -> dict[str, dict]:
+    args = [*ARGS, "--out", str(tmp_path)]
+    for o in overrides:
+        args += ["--set", o]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "ling2023-fig1").iterdir()
+    return _by_name(json.loads((run_dir / "summary.json").read_text())["statements"])
+
+
+def test_one_step_measures_nothing_after_the_start(tmp_path):
+    statements = _reproduce(tmp_path, "steps=1")
+    passed = [name for name, s in statements.items() if s["verdict"] == "PASS"]
+    assert passed == ["GD ran all 1 steps at every width"]  # the one step ran, no stop
+    for name in OBSERVATIONS:
+        assert statements[name]["verdict"] == "NOT MEASURED", name
+
+
+def test_no_metrics_after_the_start_leaves_lambda_and_the_drift_unmeasured(tmp_path):
+    statements = _reproduce(tmp_path, "metrics_every=0")
+    assert statements[OBSERVATIONS[0]]["verdict"] == "PASS"  # the loss is measured every step
+    assert "min λ_τ/λ_0 = —, —" in statements[THEOREMS[1]]["measured"]
+    assert "= —, —" in statements[THEOREMS[4]]["measured"]
+
+
+def test_a_step_size_that_stops_gd_shows_the_stop_and_passes_no_theorem(tmp_path):
+    statements = _reproduce(tmp_path, "eta=5")
+    done = statements["GD ran all 30 steps at every width"]
+    assert done["verdict"] == "FAIL"
+    assert "m = 32 stopped at step 1 (W_norm_ge_1: ‖W‖₂ =" in done["measured"]
+    assert statements[OBSERVATIONS[2]]["verdict"] == "FAIL"
+    assert "stopped at step 1" in statements[OBSERVATIONS[2]]["measured"]
+    assert statements["learning rate below Eq. (10)"]["verdict"] == "UNMET"
+    assert {statements[name]["verdict"] for name in THEOREMS} == {"NOT APPLICABLE"}
 
 
 def test_eta_is_shared_and_follows_the_curvature_rule(tiny_run):
@@ -134,56 +204,157 @@ def test_interrupted_then_killed_run_resumes_to_the_same_numbers(tiny_run, tmp_p
     assert _untimed(resumed) == _untimed(read_rows_csv(tiny_run / "metrics.csv"))
 
 
-def _rows(m: int, rate: float, *, steps: int = 20, W_bound: float = 0.8, lam_drop: float = 1.0):
-    """Rows of a run whose loss decays exactly geometrically: Φ(τ) = 10 (1 − rate)^τ."""
-    return [
-        {
-            "dataset": "toy", "m": m, "eta": 0.01, "step": t, "loss": 10 * (1 - rate) ** t,
-            "lambda_min": 100.0 * (lam_drop if t == steps - 1 else 1.0), "W_norm": 0.7,
-            "W_norm_bound": W_bound, "status": "ok", "cond1_holds": False,
-            "cond1_eq9_lhs": 100.0, "cond1_eq9_rhs": 1e6, "cond1_eq9_holds": False,
-            "cond1_lr_bound": 1e-6,
-        }
-        for t in range(steps)
-    ]  # fmt: skip
+#: Condition 1 holds (tiny ‖X‖_F against λ_0 = 1) and Eq. (10) allows η = 0.01; Φ(0) = 10
+#: matches ‖ŷ(0) − y‖₂ = √20.
+GOOD = Constants(lambda0=1.0, W_norm=0.1, U_norm=1.0, a_norm=1.0, X_fro=1e-4,
+                 residual_norm=math.sqrt(20))  # fmt: skip
+#: The widest sphere model of the quick preset (Condition 1 fails by ~10⁷).
+BAD = Constants(lambda0=230.0, W_norm=0.795, U_norm=7.04, a_norm=1.01, X_fro=100.0,
+                residual_norm=13.5)  # fmt: skip
 
 
-def _claims(rows: list[dict]) -> dict[str, object]:
-    (runs,) = by_dataset(rows).values()
-    return {c.name.split(": ", 1)[1]: c for c in dataset_claims(runs)}
+def _rows(m, rate, *, steps=20, constants=GOOD, eta=0.01, lam=1.0, W=0.5, drift=0.0,
+          stop=None, bump=None):  # fmt: skip
+    """Rows of one width: Φ(τ) = 10 (1 − rate)^τ (× 1.2 from step ``bump`` on), λ_τ = λ_0
+    × ``lam`` after step 0, ‖W(τ)‖₂ = ``W`` after step 0, ‖θ(τ) − θ(0)‖ = ``drift`` τ; a
+    ``stop`` status on the last row (loss and λ not measured there, as the trainer)."""
+    cond = {f"cond1_{k}": v for k, v in
+            Condition1.evaluate(best_delta(constants), constants).as_dict().items()}  # fmt: skip
+    rows = []
+    for t in range(steps):
+        loss = 10 * (1 - rate) ** t * (1.2 if bump is not None and t >= bump else 1.0)
+        rows.append({
+            "dataset": "toy", "n": 10, "d": 5, "m": m, "eta": eta, **cond, "step": t,
+            "loss": loss, "lambda_min": constants.lambda0 * (lam if t else 1.0),
+            "W_norm": W if t else 0.4, "W_norm_bound": (W if t else 0.4) + 0.01,
+            "dist_from_init": drift * t, "status": "ok",
+        })  # fmt: skip
+    if stop is not None:
+        rows[-1].update(status=stop, loss=math.nan, lambda_min=math.nan, dist_from_init=math.nan)
+    return rows
 
 
-def test_claims_on_exact_geometric_losses():
-    claims = _claims(_rows(64, 0.1) + _rows(32, 0.05))  # order of rows does not matter
-    assert claims["loss decreases linearly on a log scale"].measured == "R² = 1.000, 1.000"
-    faster = claims["wider converges faster"]
-    assert faster.passed and faster.measured == (
-        f"rate {-math.log(0.95):.3g} < {-math.log(0.9):.3g}"
+def _verdicts(*tables, steps=20, widths=(32, 64)) -> dict[str, str]:
+    rows = [r for table in tables for r in table]
+    runs = by_dataset(rows).get("toy", [])
+    statements = dataset_statements("toy", runs, steps, widths)
+    return {name: s["verdict"] for name, s in _by_name(statements).items()}
+
+
+def _statement(name, *tables, steps=20, widths=(32, 64)) -> dict:
+    rows = [r for table in tables for r in table]
+    statements = dataset_statements("toy", by_dataset(rows)["toy"], steps, widths)
+    return _by_name(statements)[name]
+
+
+def test_everything_passes_on_a_run_inside_the_theorem():
+    verdicts = _verdicts(_rows(64, 0.1), _rows(32, 0.05))  # order of rows does not matter
+    assert {verdicts[n] for n in (*OBSERVATIONS, *THEOREMS)} == {"PASS"}, verdicts
+    assert {verdicts[n] for n in HYPOTHESES} == {"HOLDS"}
+    assert verdicts["GD ran all 20 steps at every width"] == "PASS"
+    faster = _statement(OBSERVATIONS[0], _rows(32, 0.05), _rows(64, 0.1))
+    assert faster["value"] == pytest.approx(-math.log(0.9) + math.log(0.95))
+
+
+def test_the_observations_fail_when_wider_is_slower_or_w_reaches_one():
+    verdicts = _verdicts(_rows(32, 0.1), _rows(64, 0.05, W=1.02))
+    assert verdicts[OBSERVATIONS[0]] == verdicts[OBSERVATIONS[1]] == "FAIL"
+    assert verdicts[OBSERVATIONS[2]] == verdicts[THEOREMS[0]] == "FAIL"
+
+
+def test_the_observations_need_a_step_after_the_start_and_two_widths():
+    one_step = _verdicts(_rows(32, 0.05, steps=1), _rows(64, 0.1, steps=1), steps=1)
+    for name in (*OBSERVATIONS, *THEOREMS):
+        assert one_step[name] == "NOT MEASURED", name
+    one_width = _verdicts(_rows(32, 0.05), widths=(32,))
+    assert one_width[OBSERVATIONS[0]] == one_width[OBSERVATIONS[1]] == "NOT MEASURED"
+    assert one_width[OBSERVATIONS[2]] == "PASS"
+
+
+def test_a_stop_or_a_missing_width_fails_the_run_statement():
+    table = _rows(32, 0.05), _rows(64, 0.1, stop="forward_failed")
+    done = _statement("GD ran all 20 steps at every width", *table)
+    assert done["verdict"] == "FAIL" and done["measured"] == (
+        "m = 64 stopped at step 19 (forward_failed)"
     )
-    assert claims["wider reaches a lower loss at step 19"].passed
-    assert claims["‖W(τ)‖₂ < 1 at every step"].passed
-    assert claims["λ_τ ≥ λ_0/2 throughout"].passed
-    # ηλ_0/2 = 0.5 per step: the losses (decay 0.9, 0.95) lie above the bound 10·0.5^τ.
-    bound = claims["Φ(τ) ≤ (1 − ηλ_0/2)^τ Φ(0)"]
-    assert not bound.passed and "checked empirically" in bound.detail
-    assert "η / Eq. (10) bound = 1e+04 to 1e+04" in bound.detail
-    cond = claims["Condition 1 (Eqs. 7–9) at initialization"]
-    assert not cond.passed and "m=32 Eq. (9): 100 < 1e+06" in cond.detail
+    assert _statement(OBSERVATIONS[1], *table)["measured"].startswith("Φ(18) = ")
+    missing = _statement("GD ran all 20 steps at every width", _rows(32, 0.05), widths=(32, 64))
+    assert missing["verdict"] == "FAIL" and missing["measured"] == "no rows for m = 64"
 
 
-def test_claims_fail_when_the_theorem_fails():
-    claims = _claims(_rows(32, 0.1, W_bound=1.02) + _rows(64, 0.05, lam_drop=0.4))
-    assert not claims["‖W(τ)‖₂ < 1 at every step"].passed
-    assert not claims["λ_τ ≥ λ_0/2 throughout"].passed
-    assert not claims["wider converges faster"].passed
-    assert not claims["wider reaches a lower loss at step 19"].passed
+def test_each_theorem_statement_fails_on_its_own_violation():
+    """A loss above the bound of (iii) must also break the per-step contraction at some step;
+    the other violations fail only their own statement."""
+    cases = [
+        ({"lam": 0.4}, [THEOREMS[1]]),  # λ_τ = 0.4 λ_0
+        ({"rate": 0.001}, [THEOREMS[2], THEOREMS[3]]),  # slower than 1 − ηλ_0/2 = 0.995
+        ({"bump": 10}, [THEOREMS[3]]),  # one step up by 8 %, far below the bound of (iii)
+        ({"drift": 1.0}, [THEOREMS[4]]),  # far beyond (4/λ_0)√(Σc²)‖X‖_F‖ŷ(0) − y‖₂ ≈ 4e-3
+    ]
+    for change, want in cases:
+        rate = change.pop("rate", 0.1)
+        verdicts = _verdicts(_rows(32, 0.05), _rows(64, rate, **change))
+        assert [n for n in THEOREMS if verdicts[n] == "FAIL"] == want, (want, verdicts)
+        assert {verdicts[n] for n in HYPOTHESES} == {"HOLDS"}
+
+
+def test_theorem_statements_are_unmeasured_without_their_quantity():
+    no_metrics = _rows(32, 0.05, lam=math.nan, drift=math.nan), _rows(64, 0.1)
+    verdicts = _verdicts(*no_metrics)
+    assert verdicts[THEOREMS[1]] == verdicts[THEOREMS[4]] == "NOT MEASURED"
+    assert verdicts[THEOREMS[2]] == "PASS"
+
+
+def test_unmet_hypotheses_make_every_theorem_not_applicable_with_what_it_needs():
+    table = _rows(32, 0.05, constants=BAD), _rows(64, 0.1, constants=BAD, lam=0.4)
+    by_name = _by_name(
+        dataset_statements("toy", by_dataset([r for t in table for r in t])["toy"], 20, (32, 64))
+    )
+    for key in (7, 8):
+        s = by_name[f"Condition 1, Eq. ({key}) at initialization"]
+        assert s["verdict"] == "UNMET" and s["needs"].startswith(f"Eq. ({key}): m ≥ ")
+        assert "(run: m ≤ 64; λ_0 ∝ m, ‖U(0)‖₂ ∝ √m)" in s["needs"]
+    eq9 = by_name["Condition 1, Eq. (9) at initialization"]
+    assert eq9["verdict"] == "UNMET" and eq9["needs"].startswith("Eq. (9): no width (margin → ")
+    assert by_name["learning rate below Eq. (10)"]["verdict"] == "UNMET"  # bound ≈ 6e-9
+    for name in THEOREMS:
+        s = by_name[name]
+        assert s["verdict"] == "NOT APPLICABLE", s
+        assert "Eq. (7): m ≥" in s["needs"] and "Eq. (9): no width" in s["needs"]
+        assert "Condition 1, Eq. (9) at initialization unmet" in s["detail"]
+
+
+def test_a_step_size_above_eq10_is_unmet_and_says_what_step_size_it_needs():
+    s = _statement("learning rate below Eq. (10)", _rows(32, 0.05, eta=5.0), _rows(64, 0.1))
+    assert s["verdict"] == "UNMET" and s["value"] == pytest.approx(2.5)  # bound 2/λ_0 = 2
+    assert s["needs"] == "η < 2 (Eq. (10) at m = 32; run: η = 5)"
+    assert _statement(THEOREMS[0], _rows(32, 0.05, eta=5.0), _rows(64, 0.1))["verdict"] == (
+        "NOT APPLICABLE"
+    )
+
+
+def test_rows_without_condition1_columns_leave_the_hypotheses_unmeasured():
+    rows = [{k: v for k, v in r.items() if not k.startswith("cond1_")}
+            for r in _rows(32, 0.05) + _rows(64, 0.1)]  # fmt: skip
+    statements = _by_name(dataset_statements("toy", by_dataset(rows)["toy"], 20, (32, 64)))
+    assert {statements[n]["verdict"] for n in HYPOTHESES} == {"NOT MEASURED"}
+    assert {statements[n]["verdict"] for n in THEOREMS[:4]} == {"NOT MEASURED"}
+
+
+def test_the_paper_setting_declares_every_field_and_the_digits_substitution():
+    experiment = Ling2023Fig1()
+    found = {d.setting: d for d in experiment.deviations(experiment.resolve("quick"))}
+    assert found["datasets"].kind == "substitution" and found["datasets"].run == "sphere, digits"
+    assert found["n"].kind == "changed" and found["n"].paper == "1000"
+    assert "sigma_w2" not in found and "tol" not in found  # the paper's σ_w²; a measurement
+    assert found["widths"].kind == "our choice"
 
 
 def test_config_validation():
     with pytest.raises(ConfigError, match=r"`widths` must be strictly increasing; got \[64, 32\]"):
         Ling2023Fig1().resolve("tiny", overrides=["widths=[64,32]"])
     with pytest.raises(ConfigError, match="`datasets` must be one of 'sphere', 'mnist'"):
-        Ling2023Fig1().resolve("tiny", overrides=["datasets=svhn"])
+        Ling2023Fig1().resolve("tiny", overrides=["datasets=imagenet"])
     with pytest.raises(ValueError, match=r"`eta_fraction` must be in \(0, 1\)"):
         Fig1Config(eta_fraction=1.0)
     assert Fig1Config().widths == (1000, 2000, 4000, 8000) and Fig1Config().sigma_w2 == 0.08

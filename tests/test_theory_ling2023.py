@@ -1,6 +1,7 @@
 """Ling et al. (2023) theory: Condition 1 (Eqs. 7–9) and Eq. (10) against a direct
-evaluation of the formulas, the δ search against a brute-force grid, Theorem 1's claims
-on hand-made records, and the spectra helpers against dense linear algebra."""
+evaluation of the formulas, the δ search and the width Condition 1 needs against
+brute-force grids, Theorem 1's quantities on hand-made records, and the spectra helpers
+against dense linear algebra."""
 
 import math
 
@@ -14,10 +15,12 @@ from deqlab.theory import (
     gram_lambda_min,
     learning_rate,
     lemma2_gradients,
+    required_width,
     spectral_norm,
     spectral_norm_lanczos,
-    theorem1_claims,
+    theorem1_margins,
 )
+from deqlab.theory.ling2023 import Condition1, Constants, width_margin
 
 
 def _problem(m=60, d=8, n=10, seed=0):
@@ -97,36 +100,129 @@ def test_lemma2_rejects_large_problems():
         lemma2_gradients(model, X, y, torch.zeros(60, 10), max_size=100)
 
 
-def _records(losses, lambdas, W_norms):
+def _hand_margin(key, delta, lam0, w, u, a, xf, res):
+    """lhs/rhs of Eq. (7), (8) or (9) written out from the paper (numpy, any δ array)."""
+    rw, ru, ra = w + delta, u + delta, a + delta
+    cw, cu, ca = ru * ra / (1 - rw) ** 2, ra / (1 - rw), ru / (1 - rw)
+    if key == "eq7":
+        return lam0 / (4 / delta * np.maximum(np.maximum(cw, cu), ca) * xf * res)
+    if key == "eq8":
+        return lam0**1.5 / (4 * (2 + np.sqrt(2)) / ra * (cw**2 + cu**2) * xf**2 * res)
+    return lam0 / (4 * (cw**2 + cu**2) * xf**2)
+
+
+def _brute_force_width(k: Constants, m0: float, key: str) -> tuple[float, float]:
+    """The first m of a log grid (ratio 1.01) where max over a dense δ grid of the margin
+    reaches 1, λ_0 ∝ m and ‖U(0)‖₂ ∝ √m; (inf, margin at 10³⁰) if none."""
+    delta = (1 - k.W_norm) * np.concatenate(
+        [np.logspace(-10, -1, 3000), np.linspace(0.1, 1, 3001)[1:-1]]
+    )
+    ms = m0 * 1.01 ** np.arange(0, int(np.log(1e30 / m0) / np.log(1.01)) + 1)
+    for m in ms:
+        s = m / m0
+        args = (k.lambda0 * s, k.W_norm, k.U_norm * np.sqrt(s), k.a_norm, k.X_fro,
+                k.residual_norm)  # fmt: skip
+        if np.max(_hand_margin(key, delta, *args)) >= 1:
+            return float(m), math.nan
+    s = 1e30 / m0
+    args = (k.lambda0 * s, k.W_norm, k.U_norm * np.sqrt(s), k.a_norm, k.X_fro, k.residual_norm)
+    return math.inf, float(np.max(_hand_margin(key, delta, *args)))
+
+
+#: Constants of the quick preset's widest sphere model (m = 1600, rounded).
+QUICK = Constants(lambda0=230.0, W_norm=0.795, U_norm=7.04, a_norm=1.01, X_fro=100.0,
+                  residual_norm=13.5)  # fmt: skip
+#: Constants for which Eq. (9)'s margin tends to a limit above 1 (λ_0 large against ‖X‖_F).
+EQ9_REACHABLE = Constants(lambda0=5.0, W_norm=0.3, U_norm=1.0, a_norm=1.0, X_fro=0.5,
+                          residual_norm=2.0)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("constants", "key"),
+    [(QUICK, "eq7"), (QUICK, "eq8"), (QUICK, "eq9"), (EQ9_REACHABLE, "eq9"),
+     (EQ9_REACHABLE, "eq7")],
+)  # fmt: skip
+def test_required_width_matches_a_brute_force_search(constants, key):
+    m0 = 100.0
+    want, limit = _brute_force_width(constants, m0, key)
+    got = required_width(constants, m0, key)
+    if math.isinf(want):
+        assert math.isinf(got)
+        assert width_margin(constants, m0, 1e30, key) == pytest.approx(limit, rel=1e-3)
+    else:
+        assert want / 1.01 <= got * (1 + 1e-6) and got <= want * (1 + 1e-3)
+        assert width_margin(constants, m0, got * 1.001, key) >= 1
+
+
+def test_required_width_at_a_width_that_already_holds_and_eq9_needs_no_width_at_quick_sizes():
+    assert math.isinf(required_width(QUICK, 1600, "eq9"))  # both sides of Eq. (9) grow ∝ m
+    assert width_margin(QUICK, 1600, 1e30, "eq9") < 1e-5
+    holds = Constants(lambda0=1e6, W_norm=0.3, U_norm=1.0, a_norm=1.0, X_fro=0.5,
+                      residual_norm=2.0)  # fmt: skip
+    assert required_width(holds, 50, "eq9") == 50
+    with pytest.raises(ValueError, match="`equation` must be one of"):
+        required_width(QUICK, 100, "eq10")
+
+
+def test_condition1_round_trips_and_its_drift_bound_is_the_proof_formula():
+    model, X, y = _problem()
+    cond = condition1(model, X, y)
+    assert Condition1.from_dict(cond.as_dict()) == cond
+    k = cond.constants
+    want = 4 / k.lambda0 * math.sqrt(cond.c_w**2 + cond.c_u**2 + cond.c_a**2) * k.X_fro
+    assert cond.drift_bound == pytest.approx(want * k.residual_norm, rel=1e-12)
+
+
+def _records(losses, lambdas, W_norms, dists=None):
+    dists = dists or [math.nan] * len(losses)
     return [
-        {"step": s, "loss": p, "lambda_min": lam, "W_norm": w}
-        for s, (p, lam, w) in enumerate(zip(losses, lambdas, W_norms, strict=True))
-    ]
+        {"step": s, "loss": p, "lambda_min": lam, "W_norm": w, "W_norm_bound": w + 0.01,
+         "dist_from_init": dist}
+        for s, (p, lam, w, dist) in enumerate(zip(losses, lambdas, W_norms, dists, strict=True))
+    ]  # fmt: skip
 
 
-def test_theorem1_claims_hold_and_fail_where_they_should():
+def test_theorem1_margins_leave_out_step_zero_and_measure_every_bound():
     lr, lam0 = 0.1, 2.0  # contraction factor 1 − ηλ_0/2 = 0.9
-    losses = [1.0, 0.85, 0.8, 0.7]
-    good = _records(losses, [lam0, 1.5, math.nan, 1.1], [0.5, 0.6, math.nan, 0.7])
-    claims = theorem1_claims(good, lr)
-    assert claims.holds and claims.lambda_checked == 2 and claims.W_checked == 3
-    assert math.isclose(claims.max_loss_ratio, 1.0)  # step 0 meets the bound with equality
-    assert math.isclose(claims.min_lambda_ratio, 0.55)
+    losses = [1.0, 0.85, 0.75, 0.65]
+    good = _records(losses, [lam0, 1.5, math.nan, 1.1], [0.5, 0.6, math.nan, 0.7],
+                    [0.0, 0.1, math.nan, 0.3])  # fmt: skip
+    g = theorem1_margins(good, lr)
+    assert (g.lambda0, g.loss0, g.last_step) == (2.0, 1.0, 3)
+    assert g.max_W_norm == 0.7 and g.max_W_norm_bound == pytest.approx(0.71)
+    assert g.min_lambda_ratio == pytest.approx(0.55)
+    # max over τ ≥ 1 of Φ(τ)/0.9^τ: 0.85/0.9, 0.75/0.81, 0.65/0.729 — not 1 at τ = 0
+    assert g.max_loss_ratio == pytest.approx(0.85 / 0.9)
+    assert g.max_step_ratio == pytest.approx(0.75 / (0.9 * 0.85))
+    assert g.max_drift == 0.3 and g.bound_factor == pytest.approx(0.9**3)
+    # below the bound of (iii) at every step, yet one step contracts by less than 0.9
+    mixed = theorem1_margins(_records([1.0, 0.85, 0.8], [lam0] * 3, [0.5] * 3), lr)
+    assert mixed.max_loss_ratio < 1 < mixed.max_step_ratio == pytest.approx(0.8 / 0.765)
 
-    bad = _records([1.0, 0.95, 0.8, 0.7], [lam0, 0.9, 1.5, 0.5], [0.5, 1.01, 0.9, 1.2])
-    claims = theorem1_claims(bad, lr)
-    assert not claims.holds
-    assert claims.W_first_violation == 1 and claims.max_W_norm == 1.2
-    assert claims.lambda_first_violation == 1 and claims.min_lambda_ratio == 0.25
-    assert claims.loss_first_violation == 1  # 0.95 > 0.9
-    assert claims.as_dict()["holds"] is False
+    bad = _records([1.0, 0.95, 0.8, 0.79], [lam0, 0.9, 1.5, 0.5], [0.5, 1.01, 0.9, 1.2])
+    b = theorem1_margins(bad, lr)
+    assert b.max_W_norm == 1.2 and b.min_lambda_ratio == 0.25
+    assert b.max_loss_ratio > 1 and b.max_step_ratio == pytest.approx(0.79 / 0.72)
+    assert math.isnan(b.max_drift)
 
 
-def test_theorem1_claims_reject_bad_records():
+def test_theorem1_margins_are_nan_without_a_step_after_the_start():
+    only = theorem1_margins(_records([1.0], [2.0], [0.5], [0.0]), 0.1)
+    assert only.last_step == 0 and only.bound_factor == 1.0
+    for field in ("max_W_norm", "min_lambda_ratio", "max_loss_ratio", "max_step_ratio",
+                  "max_drift"):  # fmt: skip
+        assert math.isnan(getattr(only, field)), field
+    # η λ_0 / 2 ≥ 1: the bound (1 − ηλ_0/2)^τ Φ(0) is not positive, any positive loss exceeds it
+    assert theorem1_margins(_records([1.0, 0.5], [30.0, 30.0], [0.5, 0.5]), 0.1).max_loss_ratio == (
+        math.inf
+    )
+
+
+def test_theorem1_margins_reject_bad_records():
     with pytest.raises(ValueError, match="must start with step 0"):
-        theorem1_claims(_records([1.0], [math.nan], [0.5]), 0.1)
+        theorem1_margins(_records([1.0], [math.nan], [0.5]), 0.1)
     with pytest.raises(ValueError, match="non-empty sequence"):
-        theorem1_claims([], 0.1)
+        theorem1_margins([], 0.1)
 
 
 def test_gram_lambda_min_and_spectral_norms_match_dense_algebra():

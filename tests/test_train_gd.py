@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from deqlab.models import ReLUDEQ
-from deqlab.theory.ling2023 import theorem1_claims
+from deqlab.theory.ling2023 import theorem1_margins
 from deqlab.train import GDConfig, GDTrainer
 
 
@@ -140,15 +140,16 @@ def test_records_are_tidy_and_measure_what_they_say():
     assert r["product_equivalents"] > r["products"]
 
 
-def test_theorem1_claims_on_a_short_run():
+def test_theorem1_margins_on_a_short_run():
     model, X, y = _problem(m=64)
     lr = 1e-3
     trainer = GDTrainer(model, X, y, GDConfig(lr=lr, spectral_every=1))
     records = trainer.run(15)
-    claims = theorem1_claims(records, lr)
-    assert claims == trainer.theorem1()
-    assert claims.holds and claims.W_checked == 15 and claims.lambda_checked == 14
-    assert claims.max_W_norm < 1 and claims.min_lambda_ratio > 0.5
+    margins = theorem1_margins(records, lr)
+    assert margins == trainer.theorem1()
+    assert margins.last_step == 14
+    assert margins.max_W_norm == max(r["W_norm"] for r in records[1:]) < 1
+    assert margins.min_lambda_ratio > 0.5 and margins.max_loss_ratio <= 1
     assert records[-1]["loss"] < records[0]["loss"]
 
 

@@ -3,11 +3,7 @@
 All of them are pure functions of tensors.
 """
 
-from deqlab.theory.init_theorems import (
-    initialization_claims,
-    measure_initialization,
-    plot_initialization,
-)
+from deqlab.theory.init_theorems import measure_initialization
 from deqlab.theory.kawaguchi2021 import (
     convergence_bound,
     dynamics_matrix,
@@ -26,11 +22,12 @@ from deqlab.theory.kernels import (
 )
 from deqlab.theory.ling2023 import (
     Condition1,
-    Theorem1Claims,
+    Theorem1Margins,
     condition1,
     learning_rate,
     lemma2_gradients,
-    theorem1_claims,
+    required_width,
+    theorem1_margins,
 )
 from deqlab.theory.mondeq import MonDEQConstants, mondeq_constants
 from deqlab.theory.ntk import deq_ntk, empirical_ntk
@@ -41,7 +38,7 @@ __all__ = [
     "Condition1",
     "LeastEigenvalue",
     "MonDEQConstants",
-    "Theorem1Claims",
+    "Theorem1Margins",
     "arccos_q",
     "arccos_q_derivative",
     "condition1",
@@ -50,7 +47,6 @@ __all__ = [
     "dynamics_matrix",
     "empirical_ntk",
     "gram_lambda_min",
-    "initialization_claims",
     "lambda_lower_bound",
     "lambda_min_dynamics",
     "learning_rate",
@@ -59,10 +55,10 @@ __all__ = [
     "logistic_loss_optimum",
     "measure_initialization",
     "mondeq_constants",
-    "plot_initialization",
     "population_gram",
+    "required_width",
     "spectral_norm",
     "spectral_norm_lanczos",
     "square_loss_optimum",
-    "theorem1_claims",
+    "theorem1_margins",
 ]

@@ -1,5 +1,6 @@
-"""Ling et al. (2023): Condition 1 (Eqs. (7)–(9)), the learning-rate bound (Eq. (10)),
-Lemma 2's closed-form gradient, and the three claims of Theorem 1 along a GD run.
+"""Ling et al. (2023): Condition 1 (Eqs. (7)–(9)), the learning-rate bound (Eq. (10)), the
+width Condition 1 needs, Lemma 2's closed-form gradient, and the quantities of Theorem 1
+along a GD run.
 
 Notation (Section 3.1): for 0 < δ < 1 − ‖W(0)‖₂,
 ρ̄_w = ‖W(0)‖₂ + δ, ρ̄_u = ‖U(0)‖₂ + δ, ρ̄_a = ‖a(0)‖₂ + δ,
@@ -16,11 +17,14 @@ import numpy as np
 import torch
 from scipy.optimize import minimize_scalar
 
-from deqlab._checks import check_int, check_positive, check_real, check_tensor
+from deqlab._checks import check_choice, check_int, check_positive, check_real, check_tensor
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.theory.spectra import gram_lambda_min, spectral_norm
 
 _GRID = 2048  # δ grid points before the bounded refinement
+_WIDTH_GRID = 4096  # log-spaced δ points per width in required_width
+MAX_WIDTH = 1e30  # required_width searches m up to this width
+EQUATIONS = ("eq7", "eq8", "eq9")
 
 
 @dataclass(frozen=True)
@@ -42,16 +46,52 @@ class Inequality:
 
 
 @dataclass(frozen=True)
-class Condition1:
-    """Condition 1 and Eq. (10) evaluated at initialization for one δ."""
+class Constants:
+    """What Condition 1 reads at initialization: λ_0, ‖W(0)‖₂, ‖U(0)‖₂, ‖a(0)‖₂, ‖X‖_F and
+    ‖ŷ(0) − y‖₂."""
 
-    delta: float
     lambda0: float
     W_norm: float
     U_norm: float
     a_norm: float
     X_fro: float
-    residual_norm: float  # ‖ŷ(0) − y‖₂
+    residual_norm: float
+
+    def at_width(self, m0: float, m: float) -> Constants:
+        """These constants, measured at width ``m0``, carried to width ``m``.
+
+        Scaling (Section 3.2): λ_0 ∝ m (Theorem 2: λ_0 ≥ mλ*/2, and G/m → K), ‖U(0)‖₂ ∝ √m
+        (‖U(0)‖₂ = O(√(m/d))); ‖W(0)‖₂ = O(1) (Lemma 1), ‖a(0)‖₂ = O(1), ‖X‖_F and
+        ‖ŷ(0) − y‖₂ (Φ(0) = O(n)) do not change with m.
+        """
+        scale = m / m0
+        return Constants(self.lambda0 * scale, self.W_norm, self.U_norm * math.sqrt(scale),
+                         self.a_norm, self.X_fro, self.residual_norm)  # fmt: skip
+
+
+def _sides(delta, k: Constants) -> dict:
+    """Both sides of Eqs. (7)–(9) and the bound of Eq. (10) at ``delta`` (a float or array)."""
+    rho_w, rho_u, rho_a = k.W_norm + delta, k.U_norm + delta, k.a_norm + delta
+    c_w = rho_u * rho_a / (1.0 - rho_w) ** 2
+    c_u = rho_a / (1.0 - rho_w)
+    c_a = rho_u / (1.0 - rho_w)
+    s_wu = c_w**2 + c_u**2
+    X2, res = k.X_fro**2, k.residual_norm
+    return {
+        "c": (c_w, c_u, c_a),
+        "eq7": (k.lambda0, 4.0 / delta * np.maximum(np.maximum(c_w, c_u), c_a) * k.X_fro * res),
+        "eq8": (k.lambda0**1.5, 4.0 * (2.0 + math.sqrt(2.0)) / rho_a * s_wu * X2 * res),
+        "eq9": (k.lambda0, 4.0 * s_wu * X2),
+        "lr": np.minimum(2.0 / k.lambda0, 2.0 * s_wu / ((s_wu + c_a**2) ** 2 * X2)),
+    }
+
+
+@dataclass(frozen=True)
+class Condition1:
+    """Condition 1 and Eq. (10) evaluated at initialization for one δ."""
+
+    delta: float
+    constants: Constants
     c_w: float
     c_u: float
     c_a: float
@@ -59,6 +99,23 @@ class Condition1:
     eq8: Inequality
     eq9: Inequality
     lr_bound: float  # Eq. (10): η must be < lr_bound
+
+    @classmethod
+    def evaluate(cls, delta: float, constants: Constants) -> Condition1:
+        """The three inequalities and Eq. (10) at ``delta`` for ``constants``."""
+        sides = _sides(delta, constants)
+        eqs = [Inequality(f"Eq. ({key[2:]})", float(sides[key][0]), float(sides[key][1]))
+               for key in EQUATIONS]  # fmt: skip
+        c_w, c_u, c_a = (float(c) for c in sides["c"])
+        return cls(delta, constants, c_w, c_u, c_a, *eqs, float(sides["lr"]))
+
+    @property
+    def lambda0(self) -> float:
+        return self.constants.lambda0
+
+    @property
+    def W_norm(self) -> float:
+        return self.constants.W_norm
 
     @property
     def holds(self) -> bool:
@@ -69,31 +126,59 @@ class Condition1:
         """Names of the inequalities that fail, e.g. ("Eq. (7)", "Eq. (8)")."""
         return tuple(q.name for q in (self.eq7, self.eq8, self.eq9) if not q.holds)
 
+    @property
+    def drift_bound(self) -> float:
+        """(4/λ_0) √(c_w² + c_u² + c_a²) ‖X‖_F ‖ŷ(0) − y‖₂: the proof's bound on ‖θ(τ) − θ(0)‖.
+
+        Appendix B.1, step (1) bounds ‖W(τ) − W(0)‖_F, ‖U(τ) − U(0)‖_F and ‖a(τ) − a(0)‖₂
+        by (4/λ_0) c_k ‖X‖_F ‖ŷ(0) − y‖₂ (k = w, u, a); their root sum of squares bounds
+        the distance of all parameters.
+        """
+        k = self.constants
+        c = math.sqrt(self.c_w**2 + self.c_u**2 + self.c_a**2)
+        return 4.0 / k.lambda0 * c * k.X_fro * k.residual_norm
+
     def as_dict(self) -> dict:
-        """Tidy row: every number, each side of each inequality and whether it holds."""
-        row = {k: getattr(self, k) for k in (
-            "delta", "lambda0", "W_norm", "U_norm", "a_norm", "X_fro", "residual_norm",
-            "c_w", "c_u", "c_a", "lr_bound")}  # fmt: skip
-        for q, key in ((self.eq7, "eq7"), (self.eq8, "eq8"), (self.eq9, "eq9")):
+        """Tidy row: δ, the constants, c_w/c_u/c_a, each side of each inequality, Eq. (10)."""
+        row = {"delta": self.delta, **vars(self.constants), "c_w": self.c_w, "c_u": self.c_u,
+               "c_a": self.c_a, "lr_bound": self.lr_bound}  # fmt: skip
+        for q, key in zip((self.eq7, self.eq8, self.eq9), EQUATIONS, strict=True):
             row.update({f"{key}_lhs": q.lhs, f"{key}_rhs": q.rhs, f"{key}_holds": q.holds})
         row["holds"] = self.holds
         return row
 
+    @classmethod
+    def from_dict(cls, row: Mapping[str, object]) -> Condition1:
+        """Inverse of :meth:`as_dict` (recomputed from δ and the constants)."""
+        fields = Constants.__dataclass_fields__
+        return cls.evaluate(float(row["delta"]), Constants(**{k: float(row[k]) for k in fields}))
 
-def _evaluate(delta, lambda0, W_norm, U_norm, a_norm, X_fro, res) -> Condition1:
-    rho_w, rho_u, rho_a = W_norm + delta, U_norm + delta, a_norm + delta
-    c_w = rho_u * rho_a / (1.0 - rho_w) ** 2
-    c_u = rho_a / (1.0 - rho_w)
-    c_a = rho_u / (1.0 - rho_w)
-    s_wu = c_w**2 + c_u**2
-    eq7 = Inequality("Eq. (7)", lambda0, 4.0 / delta * max(c_w, c_u, c_a) * X_fro * res)
-    eq8 = Inequality(
-        "Eq. (8)", lambda0**1.5, 4.0 * (2.0 + math.sqrt(2.0)) / rho_a * s_wu * X_fro**2 * res
-    )
-    eq9 = Inequality("Eq. (9)", lambda0, 4.0 * s_wu * X_fro**2)
-    lr_bound = min(2.0 / lambda0, 2.0 * s_wu / ((s_wu + c_a**2) ** 2 * X_fro**2))
-    return Condition1(delta, lambda0, W_norm, U_norm, a_norm, X_fro, res, c_w, c_u, c_a,
-                      eq7, eq8, eq9, lr_bound)  # fmt: skip
+
+def best_delta(constants: Constants) -> float:
+    """The δ in (0, 1 − ‖W(0)‖₂) that maximizes the smallest margin lhs/rhs of Eqs. (7)–(9).
+
+    Eq. (7) prefers a large δ, Eqs. (8)–(9) a small one: a grid search refined with bounded
+    Brent. Raises ValueError if ‖W(0)‖₂ >= 1 (no admissible δ).
+    """
+    upper = 1.0 - constants.W_norm
+    if upper <= 0:
+        raise ValueError(f"Condition 1 needs ‖W(0)‖₂ < 1; got ‖W(0)‖₂ = {constants.W_norm:.6g}")
+
+    def neg_min_log_margin(d: float) -> float:
+        c = Condition1.evaluate(d, constants)
+        return -min(math.log(q.margin) for q in (c.eq7, c.eq8, c.eq9))
+
+    grid = upper * np.linspace(0.0, 1.0, _GRID + 2)[1:-1]
+    values = [neg_min_log_margin(float(d)) for d in grid]
+    i = int(np.argmin(values))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, _GRID - 1)]
+    best = float(grid[i])
+    if hi > lo:
+        opt = minimize_scalar(neg_min_log_margin, bounds=(lo, hi), method="bounded",
+                              options={"xatol": 1e-12 * upper})  # fmt: skip
+        if opt.fun <= values[i]:
+            best = float(opt.x)
+    return best
 
 
 def condition1(
@@ -107,10 +192,7 @@ def condition1(
     """Condition 1 (Eqs. (7)–(9)) and the bound of Eq. (10) for ``model`` at θ(0).
 
     λ_0 = λ_min(Z(0)ᵀZ(0)) with Z(0) solved to ``tol``; norms are exact (SVD), float64.
-    ``delta=None`` picks the δ in (0, 1 − ‖W(0)‖₂) that makes Condition 1 easiest: it
-    maximizes the smallest margin lhs/rhs of the three inequalities (Eq. (7) prefers a
-    large δ, Eqs. (8)–(9) a small one), by a grid search refined with bounded Brent.
-    Raises ValueError if ‖W(0)‖₂ >= 1 (no admissible δ).
+    ``delta=None`` picks :func:`best_delta`. Raises ValueError if ‖W(0)‖₂ >= 1.
     """
     if not isinstance(model, ReLUDEQ):
         raise TypeError(f"`model` must be a ReLUDEQ; got {type(model).__name__}")
@@ -121,7 +203,7 @@ def condition1(
     W_norm = spectral_norm(model.W.detach())
     if W_norm >= 1.0:
         raise ValueError(f"Condition 1 needs ‖W(0)‖₂ < 1; got ‖W(0)‖₂ = {W_norm:.6g}")
-    args = (
+    constants = Constants(
         gram_lambda_min(Z),
         W_norm,
         spectral_norm(model.U.detach()),
@@ -129,27 +211,49 @@ def condition1(
         float(X.to(torch.float64).norm()),
         res,
     )
-    upper = 1.0 - W_norm
-    if delta is not None:
-        delta = check_real("delta", delta, low=0.0, high=upper, low_inclusive=False,
-                           high_inclusive=False)  # fmt: skip
-        return _evaluate(delta, *args)
+    if delta is None:
+        return Condition1.evaluate(best_delta(constants), constants)
+    delta = check_real("delta", delta, low=0.0, high=1.0 - W_norm, low_inclusive=False,
+                       high_inclusive=False)  # fmt: skip
+    return Condition1.evaluate(delta, constants)
 
-    def neg_min_log_margin(d: float) -> float:
-        c = _evaluate(d, *args)
-        return -min(math.log(q.margin) for q in (c.eq7, c.eq8, c.eq9))
 
-    grid = upper * np.linspace(0.0, 1.0, _GRID + 2)[1:-1]
-    values = [neg_min_log_margin(float(d)) for d in grid]
-    i = int(np.argmin(values))
-    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, _GRID - 1)]
-    best = float(grid[i])
-    if hi > lo:
-        opt = minimize_scalar(neg_min_log_margin, bounds=(lo, hi), method="bounded",
-                              options={"xatol": 1e-12 * upper})  # fmt: skip
-        if opt.fun <= values[i]:
-            best = float(opt.x)
-    return _evaluate(best, *args)
+def width_margin(constants: Constants, m0: float, m: float, equation: str) -> float:
+    """max over δ of lhs/rhs of ``equation`` (``"eq7"``, ``"eq8"``, ``"eq9"``) at width ``m``.
+
+    ``constants`` are measured at width ``m0`` and carried to ``m`` by
+    :meth:`Constants.at_width`; δ runs over a log-spaced grid of (0, 1 − ‖W(0)‖₂).
+    """
+    k = constants.at_width(m0, m)
+    upper = 1.0 - k.W_norm
+    delta = upper * np.logspace(-9.0, math.log10(1.0 - 1e-9), _WIDTH_GRID)
+    lhs, rhs = _sides(delta, k)[equation]
+    return float(np.max(lhs / rhs))
+
+
+def required_width(constants: Constants, m0: float, equation: str) -> float:
+    """The smallest width m >= ``m0`` at which ``equation`` holds for some δ; ``inf`` if none
+    up to :data:`MAX_WIDTH`.
+
+    Each margin grows with m under the scaling of :meth:`Constants.at_width` (λ_0 ∝ m
+    against right sides that grow like √m or m), so the width is found by bisection on
+    log m. Eq. (9) compares λ_0 ∝ m with 4(c_w² + c_u²)‖X‖_F² ∝ m: its margin tends to a
+    constant, and no width satisfies it when that constant is below 1.
+    """
+    check_choice("equation", equation, EQUATIONS)
+    m0 = check_positive("m0", m0)
+    if width_margin(constants, m0, m0, equation) >= 1.0:
+        return m0
+    if width_margin(constants, m0, MAX_WIDTH, equation) < 1.0:
+        return math.inf
+    lo, hi = math.log(m0), math.log(MAX_WIDTH)
+    while hi - lo > 1e-9:
+        mid = (lo + hi) / 2
+        if width_margin(constants, m0, math.exp(mid), equation) >= 1.0:
+            hi = mid
+        else:
+            lo = mid
+    return math.exp(hi)
 
 
 def learning_rate(cond: Condition1, fraction: float = 0.5) -> float:
@@ -193,74 +297,85 @@ def lemma2_gradients(
 
 
 @dataclass(frozen=True)
-class Theorem1Claims:
-    """The three claims of Theorem 1 checked on the measured steps of a run.
+class Theorem1Margins:
+    """The quantities Theorem 1 and its proof bound, at their worst over the steps τ >= 1.
 
-    (i) ‖W(τ)‖₂ < 1; (ii) λ_τ > λ_0/2 (τ >= 1); (iii) Φ(τ) <= (1 − ηλ_0/2)^τ Φ(0).
-    Each claim reports whether it held at every step where it was measured, the worst
-    value (max ‖W‖₂, min λ_τ/λ_0, max Φ(τ)/bound(τ)), the first violating step (or -1),
-    and how many steps were checked.
+    τ = 0 is left out: there every bound of Theorem 1 holds by construction (with equality
+    for (iii)), so it says nothing about the run. NaN where nothing was measured after
+    step 0 (e.g. a run of one step, or ``metrics_every = 0`` for λ_τ and the distance).
+
+    - ``max_W_norm``: max ‖W(τ)‖₂ where measured (Lanczos), Theorem 1 (i);
+    - ``max_W_norm_bound``: max of the trainer's upper bound of ‖W(τ)‖₂ (every step);
+    - ``min_lambda_ratio``: min λ_τ/λ_0, Theorem 1 (ii) (> 1/2);
+    - ``max_loss_ratio``: max Φ(τ) / ((1 − ηλ_0/2)^τ Φ(0)), Theorem 1 (iii) (<= 1);
+    - ``max_step_ratio``: max Φ(τ+1) / ((1 − ηλ_0/2) Φ(τ)) over consecutive measured steps,
+      the per-step contraction the proof establishes (Appendix B.1, step (3); <= 1);
+    - ``max_drift``: max ‖θ(τ) − θ(0)‖ (to compare with :attr:`Condition1.drift_bound`);
+    - ``last_step``: the last step with a finite loss; ``bound_factor``: (1 − ηλ_0/2)^T at
+      T = ``last_step``, how far the bound of (iii) has moved from Φ(0) by then.
     """
 
-    W_norm_below_1: bool
+    lambda0: float
+    loss0: float
+    last_step: int
     max_W_norm: float
-    W_first_violation: int
-    W_checked: int
-    lambda_above_half: bool
+    max_W_norm_bound: float
     min_lambda_ratio: float
-    lambda_first_violation: int
-    lambda_checked: int
-    loss_below_bound: bool
     max_loss_ratio: float
-    loss_first_violation: int
-    loss_checked: int
-
-    @property
-    def holds(self) -> bool:
-        return self.W_norm_below_1 and self.lambda_above_half and self.loss_below_bound
-
-    def as_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__} | {"holds": self.holds}
+    max_step_ratio: float
+    max_drift: float
+    bound_factor: float
 
 
-def theorem1_claims(records: Sequence[Mapping], lr: float) -> Theorem1Claims:
-    """Evaluate Theorem 1's claims on GD records (``deqlab.train.GDTrainer`` rows).
+def theorem1_margins(records: Sequence[Mapping], lr: float) -> Theorem1Margins:
+    """:class:`Theorem1Margins` of GD records (``deqlab.train.GDTrainer`` rows) with η = ``lr``.
 
-    Uses the fields ``step``, ``loss``, ``lambda_min`` and ``W_norm`` (NaN = not measured);
-    λ_0 and Φ(0) come from the record with step 0, which must have both measured.
+    Reads ``step``, ``loss``, ``lambda_min``, ``W_norm``, ``W_norm_bound`` and
+    ``dist_from_init`` (NaN or absent = not measured); λ_0 and Φ(0) come from the record
+    of step 0, which must have both measured.
     """
     lr = check_positive("lr", lr)
     if not isinstance(records, Sequence) or not records:
         raise ValueError("`records` must be a non-empty sequence of GD records")
     first = records[0]
-    if first.get("step") != 0 or not math.isfinite(first.get("lambda_min", math.nan)):
+    lambda0, loss0 = float(first.get("lambda_min", math.nan)), float(first.get("loss", math.nan))
+    if first.get("step") != 0 or not (math.isfinite(lambda0) and math.isfinite(loss0)):
         raise ValueError("`records` must start with step 0 with `loss` and `lambda_min` measured")
-    lambda0, loss0 = float(first["lambda_min"]), float(first["loss"])
     factor = 1.0 - lr * lambda0 / 2.0
 
-    def check(values: list[tuple[int, float]], ok) -> tuple[bool, int, int]:
-        bad = [s for s, v in values if not ok(v)]
-        return not bad, (bad[0] if bad else -1), len(values)
+    def after_start(key: str) -> list[tuple[int, float]]:
+        pairs = [(int(r["step"]), float(r.get(key, math.nan))) for r in records]
+        return [(s, v) for s, v in pairs if s >= 1 and math.isfinite(v)]
 
-    def measured(key: str, min_step: int = 0) -> list[tuple[int, float]]:
-        rows = [(int(r["step"]), float(r.get(key, math.nan))) for r in records]
-        return [(s, v) for s, v in rows if s >= min_step and not math.isnan(v)]
+    losses = dict([(0, loss0), *after_start("loss")])
+    steps = sorted(losses)
+    last = steps[-1]
+    step_ratios = [
+        _ratio_to_bound(losses[s + 1], 1, factor, losses[s]) for s in steps if s + 1 in losses
+    ]
+    return Theorem1Margins(
+        lambda0=lambda0,
+        loss0=loss0,
+        last_step=last,
+        max_W_norm=_extreme(max, after_start("W_norm")),
+        max_W_norm_bound=_extreme(max, after_start("W_norm_bound")),
+        min_lambda_ratio=_extreme(min, [(s, v / lambda0) for s, v in after_start("lambda_min")]),
+        max_loss_ratio=_extreme(
+            max, [(s, _ratio_to_bound(v, s, factor, loss0)) for s, v in after_start("loss")]
+        ),
+        max_step_ratio=max(step_ratios, default=math.nan),
+        max_drift=_extreme(max, after_start("dist_from_init")),
+        bound_factor=factor**last,
+    )
 
-    W_vals = measured("W_norm")
-    lam = [(s, v / lambda0) for s, v in measured("lambda_min", 1)]
-    loss_ratio = [(s, _ratio_to_bound(v, s, factor, loss0)) for s, v in measured("loss")]
-    w_ok, w_first, w_n = check(W_vals, lambda v: v < 1.0)
-    l_ok, l_first, l_n = check(lam, lambda v: v > 0.5)
-    p_ok, p_first, p_n = check(loss_ratio, lambda v: v <= 1.0)
-    return Theorem1Claims(
-        w_ok, max((v for _, v in W_vals), default=math.nan), w_first, w_n,
-        l_ok, min((v for _, v in lam), default=math.nan), l_first, l_n,
-        p_ok, max((v for _, v in loss_ratio), default=math.nan), p_first, p_n,
-    )  # fmt: skip
+
+def _extreme(pick, pairs: list[tuple[int, float]]) -> float:
+    return pick((v for _, v in pairs), default=math.nan)
 
 
 def _ratio_to_bound(loss: float, step: int, factor: float, loss0: float) -> float:
-    """Φ(τ) / ((1 − ηλ_0/2)^τ Φ(0)), in logs so that long runs do not underflow."""
+    """Φ(τ) / ((1 − ηλ_0/2)^τ Φ(0)), in logs so that long runs do not underflow; ``inf``
+    where the bound is not positive (ηλ_0/2 >= 1) and the loss is."""
     if loss <= 0:
         return 0.0
     if factor <= 0 or loss0 <= 0:

@@ -63,7 +63,7 @@ import torch
 from deqlab._checks import check_choice, check_int, check_positive
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.models.relu_deq_solve import DEFAULT_MAX_ITER, solve_adjoint, solve_forward
-from deqlab.theory.ling2023 import Theorem1Claims, theorem1_claims
+from deqlab.theory.ling2023 import Theorem1Margins, theorem1_margins
 from deqlab.theory.spectra import gram_lambda_min, spectral_norm_lanczos
 from deqlab.train.warm_start import WarmStart
 
@@ -278,9 +278,10 @@ class GDTrainer:
                 callback(out[-1])
         return out
 
-    def theorem1(self) -> Theorem1Claims:
-        """Theorem 1's claims (i)–(iii) on the records so far (see ``theorem1_claims``)."""
-        return theorem1_claims(self.records, self.config.lr)
+    def theorem1(self) -> Theorem1Margins:
+        """Theorem 1's quantities (i)–(iii) at their worst over the steps τ >= 1 recorded so
+        far (see ``theorem1_margins``)."""
+        return theorem1_margins(self.records, self.config.lr)
 
     # ------------------------------------------------------------------ measurements
     def _measure_spectra(self, W: torch.Tensor, U: torch.Tensor, rec: dict) -> None:

@@ -20,9 +20,14 @@ about m alone. ``eta_rule = "theorem1"`` uses, for each width, the theory helper
 
 Tasks: one per (data set, width). Metrics (``metrics.csv``): every record of
 :class:`deqlab.train.gd.GDTrainer` (step, loss, lambda_min, W_norm, W_norm_bound, …)
-plus ``dataset``, ``m``, ``eta`` and, constant over a task, every field of
-:class:`deqlab.theory.ling2023.Condition1` prefixed ``cond1_`` (``cond1_holds``,
-``cond1_eq7_lhs``, …, ``cond1_lr_bound`` = Eq. (10)).
+plus ``dataset``, ``n``, ``d``, ``m``, ``eta`` and, constant over a task, every field of
+:meth:`deqlab.theory.ling2023.Condition1.as_dict` prefixed ``cond1_`` (``cond1_holds``,
+``cond1_eq7_lhs``, …, ``cond1_lr_bound`` = Eq. (10)). Statements and figures:
+:mod:`~deqlab.experiments.ling2023.fig1_report`, :mod:`~deqlab.experiments.ling2023.fig1_figures`.
+
+Fixed by construction, not by the config (as in the paper): Assumption 1 initialization
+(:meth:`deqlab.models.relu_deq.ReLUDEQ.init`), the quadratic loss Φ = ½‖ŷ − y‖² and
+full-batch GD (:class:`deqlab.train.gd.GDTrainer`).
 """
 
 from __future__ import annotations
@@ -36,10 +41,13 @@ import torch
 from deqlab._checks import check_choice, check_int, check_real
 from deqlab.data import get_dataset
 from deqlab.data.registry import DATASETS
-from deqlab.experiments.base import Claim, Experiment, Row, Task, TaskContext
-from deqlab.experiments.ling2023.fig1_report import by_dataset, dataset_claims
+from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.deviations import measurement, not_given
+from deqlab.experiments.deviations import paper as paper_value
+from deqlab.experiments.ling2023.fig1_report import by_dataset, dataset_statements
 from deqlab.experiments.registry import register
 from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.statements import Statement
 from deqlab.theory.ling2023 import Condition1, condition1, learning_rate
 from deqlab.train.gd import GDConfig, GDTrainer
 
@@ -111,6 +119,8 @@ class Ling2023Fig1(Experiment):
     }  # fmt: skip
     metric_columns: ClassVar = {
         "dataset": "data set name",
+        "n": "number of training points",
+        "d": "input dimension",
         "m": "width",
         "eta": "learning rate η",
         "step": "GD step τ",
@@ -121,7 +131,40 @@ class Ling2023Fig1(Experiment):
         "cond1_holds": "Condition 1 (Eqs. 7–9) holds at initialization",
         "cond1_eq7_lhs": "λ_0, left side of Eq. (7) (likewise eq8/eq9, _lhs/_rhs/_holds)",
         "cond1_delta": "the δ that makes Condition 1 easiest (deqlab.theory.ling2023)",
+        "cond1_lambda0": "λ_0 (likewise cond1_W_norm, _U_norm, _a_norm, _X_fro, _residual_norm)",
         "cond1_lr_bound": "the learning-rate bound of Eq. (10)",
+    }
+    paper_setting: ClassVar = {
+        "datasets": paper_value(
+            ("sphere", "mnist", "cifar10"),
+            "Section 5, Figure 1 (a)–(c); MNIST and CIFAR-10: 500 images each of classes 0, 1",
+            substitute=True,
+        ),
+        "n": paper_value(1000, "Section 5"),
+        "d": paper_value(1000, "Section 5 (synthetic data: the sphere of radius √d in R^d)"),
+        "widths": not_given("Figure 1 compares 'different widths' without their values"),
+        "sigma_w2": paper_value(0.08, "Section 5 (Assumption 1: σ_w² < 1/8)"),
+        "steps": not_given("Figure 1"),
+        "eta_rule": not_given("Section 5 gives no learning rate (Theorem 1 asks for Eq. (10))"),
+        "eta_fraction": not_given("Section 5"),
+        "eta": not_given("Section 5"),
+        "seed": not_given("Assumption 1 gives the distribution, not the draw"),
+        "data_seed": not_given("Section 5 samples the data at random"),
+        "tol": measurement(),
+        "metrics_every": measurement(),
+        "spectral_every": measurement(),
+        "dtype": measurement(),
+    }  # fmt: skip
+    figure_captions: ClassVar = {
+        "loss": "Training loss Φ(τ) of full-batch gradient descent against the step τ, one "
+        "line per width m and one panel per data set, as in Figure 1 of Ling et al. (2023); "
+        "the subtitles give n, d, σ_w² and the learning rate η.",
+        "w_norm": "Distance 1 − ‖W(τ)‖₂ of the weight matrix's spectral norm from 1 on a log "
+        "axis (the equilibrium is unique while it is positive, Theorem 1 (i)), one line per "
+        "width; the subtitles give the setting.",
+        "lambda_ratio": "Least eigenvalue λ_τ of the Gram matrix Z(τ)ᵀZ(τ) relative to its "
+        "initial value λ_0, one line per width, with Theorem 1 (ii)'s floor 1/2 dashed; the "
+        "subtitles give the setting.",
     }
     default_checkpoint_every = 100  # a checkpoint holds ~3 m×m matrices: 1.5 GB at m = 8000
 
@@ -160,18 +203,22 @@ class Ling2023Fig1(Experiment):
                 ctx.checkpoint(trainer.state_dict(), [])
             ctx.progress(trainer.step_count, config.steps)
         initial = {f"cond1_{key}": value for key, value in cond.as_dict().items()}
-        constant = {"dataset": name, "m": m, "eta": eta, **initial}
+        constant = {"dataset": name, "n": data.X.shape[1], "d": data.d, "m": m, "eta": eta,
+                    **initial}  # fmt: skip
         return [{**constant, **record} for record in trainer.records]
 
-    # ------------------------------------------------------------------ claims
-    def claims(self, config: Fig1Config, rows: list[Row]) -> list[Claim]:
-        return [c for runs in by_dataset(rows).values() for c in dataset_claims(runs)]
+    def statements(self, config: Fig1Config, rows: list[Row]) -> list[Statement]:
+        runs = by_dataset(rows)
+        return [
+            s
+            for name in config.datasets
+            for s in dataset_statements(name, runs.get(name, []), config.steps, config.widths)
+        ]
 
-    # ------------------------------------------------------------------ figures
     def plot(self, config: Fig1Config, rows: list[Row], directory: Path) -> list[Path]:
         from deqlab.experiments.ling2023.fig1_figures import plot_fig1
 
-        return plot_fig1(by_dataset(rows), directory)
+        return plot_fig1(by_dataset(rows), config.sigma_w2, directory)
 
 
 def _load(config: Fig1Config, name: str, dtype: torch.dtype, device: torch.device):

@@ -1,0 +1,198 @@
+"""Statement builders of Ling et al. (2023) shared by its experiments.
+
+- :func:`assumption1`: σ_w² < 1/8 (Assumption 1), a hypothesis of Lemma 1 and Theorems 2–5;
+- :func:`condition1_hypotheses`: Eqs. (7), (8), (9) at initialization, each a hypothesis
+  with its margin lhs/rhs and, when unmet, the width it needs
+  (:func:`deqlab.theory.ling2023.required_width`, scaling stated in ``needs``);
+- :func:`learning_rate_hypothesis`: η below the bound of Eq. (10);
+- :func:`theorem1_statements`: Theorem 1 (i)–(iii) and two quantities its proof bounds,
+  over the steps τ >= 1, each guarded by those hypotheses (NOT APPLICABLE when one is
+  unmet, with what it needs).
+
+A statement over several widths is decided on the worst width (:func:`combine`). Every
+builder takes its measurements as arguments, so a run of any size (one model, a sweep)
+can reuse it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from deqlab.models.relu_deq import SIGMA_W2_LIMIT
+from deqlab.statements import RELATIONS, Kind, Source, Statement, is_measured, measure, theorem
+from deqlab.theory.ling2023 import (
+    EQUATIONS,
+    MAX_WIDTH,
+    Condition1,
+    Theorem1Margins,
+    required_width,
+    width_margin,
+)
+
+PAPER = "ling2023"
+
+#: The scaling under which the needed width is computed (Section 3.2; the other constants
+#: of Condition 1 stay as measured at the widest width).
+SCALING = "λ_0 ∝ m, ‖U(0)‖₂ ∝ √m"
+
+
+def source(location: str, quote: str = "") -> Source:
+    """A location in Ling et al. (2023)."""
+    return Source(PAPER, location, quote)
+
+
+def combine(values: Sequence[float | None], relation: str, threshold: float) -> float | None:
+    """The one value a statement over several widths is decided on.
+
+    The worst measured value when one violates ``value relation threshold`` (a measured
+    failure is never hidden by a missing width); else ``None`` when any width was not
+    measured (or there are none); else the worst value (the smallest margin).
+    """
+    holds = RELATIONS[relation]
+    measured = [float(v) for v in values if is_measured(v)]
+    worst = max if relation in ("<", "<=") else min
+    if any(not holds(v, threshold) for v in measured):
+        return worst(measured)
+    if not measured or len(measured) < len(values):
+        return None
+    return worst(measured)
+
+
+def numbers(values: Sequence[float | None]) -> str:
+    """``"0.1, 0.2, —"``: each value to 3 significant digits, — where not measured."""
+    return ", ".join(f"{v:.3g}" if is_measured(v) else "—" for v in values)
+
+
+def widths(ms: Sequence[int]) -> str:
+    return "m = " + ", ".join(str(m) for m in ms)
+
+
+def power_of_ten(x: float) -> str:
+    """``3.6·10¹⁷`` for large numbers, plain digits below 10⁵."""
+    if x < 1e5:
+        return f"{x:.0f}"
+    exponent = math.floor(math.log10(x))
+    digits = str(exponent).translate(str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻"))
+    return f"{x / 10**exponent:.2g}·10{digits}"
+
+
+def assumption1(sigma_w2: float) -> Statement:
+    """σ_w² < 1/8 (Assumption 1; Lemma 1 then gives ‖W(0)‖₂ <= 2√2σ_w < 1)."""
+    return measure(
+        "Assumption 1: σ_w² < 1/8", Kind.HYPOTHESIS, source("Assumption 1"),
+        value=sigma_w2, relation="<", threshold=SIGMA_W2_LIMIT, measured=f"σ_w² = {sigma_w2:g}",
+        expected=f"< {SIGMA_W2_LIMIT:g}", needs=f"σ_w² < {SIGMA_W2_LIMIT:g}",
+    )  # fmt: skip
+
+
+def condition1_hypotheses(prefix: str, ms: Sequence[int], conds: Sequence[Condition1 | None]):
+    """Eqs. (7), (8), (9) at initialization over the widths ``ms``: one hypothesis each.
+
+    Margin lhs/rhs at the δ that maximizes Condition 1's smallest margin (per width). When
+    unmet, ``needs`` is the width at which the inequality holds for some δ, carried from
+    the widest measured width by :data:`SCALING`; Condition 1 needs all three at one δ.
+    """
+    out = []
+    for key in EQUATIONS:
+        margins = [None if c is None else getattr(c, key).margin for c in conds]
+        deltas = numbers([None if c is None else c.delta for c in conds])
+        out.append(measure(
+            f"{prefix}Condition 1, Eq. ({key[2:]}) at initialization", Kind.HYPOTHESIS,
+            source(f"Condition 1, Eq. ({key[2:]})"),
+            value=combine(margins, ">=", 1.0), relation=">=", threshold=1.0,
+            measured=f"lhs/rhs = {numbers(margins)} ({widths(ms)})",
+            expected="lhs/rhs ≥ 1 at every width",
+            detail=f"δ = {deltas} (the δ maximizing Condition 1's smallest margin); the width "
+            f"needed is carried from the widest width, m = {ms[-1] if ms else '—'}, under "
+            f"{SCALING} (Section 3.2), the other "
+            "constants as measured, δ free",
+            needs=_width_needed(key, ms, conds),
+        ))  # fmt: skip
+    return out
+
+
+def _width_needed(key: str, ms: Sequence[int], conds: Sequence[Condition1 | None]) -> str:
+    measured = [(m, c) for m, c in zip(ms, conds, strict=True) if c is not None]
+    if not measured:
+        return ""
+    m0, cond = measured[-1]
+    name = f"Eq. ({key[2:]})"
+    needed = required_width(cond.constants, m0, key)
+    if math.isinf(needed):
+        limit = width_margin(cond.constants, m0, MAX_WIDTH, key)
+        return f"{name}: no width (margin → {limit:.2g} as m → ∞; {SCALING})"
+    return f"{name}: m ≥ {power_of_ten(needed)} (run: m ≤ {m0}; {SCALING})"
+
+
+def learning_rate_hypothesis(
+    prefix: str, ms: Sequence[int], conds: Sequence[Condition1 | None], etas: Sequence[float]
+) -> Statement:
+    """η < the bound of Eq. (10) at every width; ``needs`` the smallest bound."""
+    bounds = [None if c is None else c.lr_bound for c in conds]
+    ratios = [None if b is None else eta / b for eta, b in zip(etas, bounds, strict=True)]
+    known = [(b, m) for b, m in zip(bounds, ms, strict=True) if b is not None]
+    needs = ""
+    if known:
+        b, m = min(known)
+        needs = f"η < {b:.3g} (Eq. (10) at m = {m}; run: η = {etas[0]:.3g})"
+    return measure(
+        f"{prefix}learning rate below Eq. (10)", Kind.HYPOTHESIS, source("Theorem 1, Eq. (10)"),
+        value=combine(ratios, "<", 1.0), relation="<", threshold=1.0,
+        measured=f"η / bound = {numbers(ratios)} ({widths(ms)})",
+        expected="η < min(2/λ_0, 2(c_w²+c_u²)/((c_w²+c_u²+c_a²)² ‖X‖_F²)) at every width",
+        needs=needs,
+    )  # fmt: skip
+
+
+def theorem1_statements(
+    prefix: str,
+    ms: Sequence[int],
+    conds: Sequence[Condition1 | None],
+    etas: Sequence[float],
+    margins: Sequence[Theorem1Margins | None],
+    hypotheses: Sequence[Statement],
+) -> list[Statement]:
+    """Theorem 1 (i)–(iii), the per-step contraction and the parameter drift of its proof,
+    over τ >= 1 and the widths ``ms``, each guarded by ``hypotheses``."""
+
+    def get(field: str) -> list[float | None]:
+        return [None if g is None else getattr(g, field) for g in margins]
+
+    drift = [
+        None if g is None or c is None else g.max_drift / c.drift_bound
+        for g, c in zip(margins, conds, strict=True)
+    ]
+    rates = [None if g is None else e * g.lambda0 / 2 for e, g in zip(etas, margins, strict=True)]
+    factors = get("bound_factor")
+    where = f" ({widths(ms)})"
+    checks = [
+        _check(prefix + "Theorem 1 (i): ‖W(τ)‖₂ < 1 for τ ≥ 1", "Theorem 1 (i)",
+               get("max_W_norm"), "<", 1.0, "max ‖W(τ)‖₂", where,
+               f"Weyl bound between Lanczos steps ≤ {numbers(get('max_W_norm_bound'))}"),
+        _check(prefix + "Theorem 1 (ii): λ_τ > λ_0/2 for τ ≥ 1", "Theorem 1 (ii)",
+               get("min_lambda_ratio"), ">", 0.5, "min λ_τ/λ_0", where,
+               f"λ_0 = {numbers(get('lambda0'))}"),
+        _check(prefix + "Theorem 1 (iii): Φ(τ) ≤ (1 − ηλ_0/2)^τ Φ(0) for τ ≥ 1",
+               "Theorem 1 (iii)", get("max_loss_ratio"), "<=", 1.0, "max Φ(τ)/bound", where,
+               f"ηλ_0/2 = {numbers(rates)}: by the last step the bound has only fallen to "
+               f"{numbers(factors)} × Φ(0)"),
+        _check(prefix + "proof of Theorem 1 (iii): Φ(τ+1) ≤ (1 − ηλ_0/2) Φ(τ)",
+               "Theorem 1, proof (Appendix B.1, step (3))", get("max_step_ratio"), "<=", 1.0,
+               "max Φ(τ+1)/((1 − ηλ_0/2)Φ(τ))", where, "over consecutive steps"),
+        _check(prefix + "proof of Theorem 1: ‖θ(τ) − θ(0)‖ within its drift bound",
+               "Theorem 1, proof (Appendix B.1, step (1))", drift, "<=", 1.0,
+               "max ‖θ(τ) − θ(0)‖/bound", where,
+               "bound (4/λ_0)√(c_w²+c_u²+c_a²)‖X‖_F‖ŷ(0) − y‖₂ = "
+               f"{numbers([None if c is None else c.drift_bound for c in conds])}"),
+    ]  # fmt: skip
+    return [theorem(c, hypotheses) for c in checks]
+
+
+def _check(name, location, values, relation, threshold, what, where, detail) -> Statement:
+    expected = f"{relation} {threshold:g} at every width and every step τ ≥ 1"
+    return measure(
+        name, Kind.THEOREM, source(location), value=combine(values, relation, threshold),
+        relation=relation, threshold=threshold, measured=f"{what} = {numbers(values)}{where}",
+        expected=expected, detail=detail,
+    )  # fmt: skip
