@@ -1,10 +1,11 @@
 """ling2023-init: the tiny preset end to end through the CLI, its rows against independent
-references (dense spectral norm, Picard equilibrium), the claims on a corrupted table, and
-config validation."""
+references (dense spectral norm, Picard equilibrium), every statement passing on the tiny
+table and failing (or unmeasured) on a table that breaks it, and config validation."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -14,9 +15,22 @@ from deqlab.cli import app
 from deqlab.data import synthetic_sphere
 from deqlab.experiments.config import ConfigError
 from deqlab.experiments.ling2023.init import Ling2023Init
+from deqlab.experiments.ling2023.init_report import init_statements, plot_initialization
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.runs.store import read_rows_csv
-from deqlab.theory.init_theorems import initialization_claims
+from deqlab.theory.init_theorems import lemma1_bound
+
+SIGMA_W2 = 0.08
+NAMES = {
+    "assumption1": "Assumption 1: σ_w² < 1/8",
+    "lemma1_bound": "Lemma 1: ‖W(0)‖₂ ≤ 2√2σ_w, finite-m form",
+    "lemma1": "Lemma 1: ‖W(0)‖₂ < 1 at initialization",
+    "theorem3": "Theorem 3 (i): ‖K − K^(l)‖_F = O(n l σ_w^(2l))",
+    "theorem4": "Theorem 4: ‖G − G^(l)‖_F/m = O(n (2√2σ_w)^l)",
+    "theorem5": "Theorem 5: ‖G^(l)/m − K^(l)‖_F ≤ n (2√2σ_w)^l",
+    "theorem2": "Theorem 2: λ_0 ≥ mλ*/2",
+    "concentration": "‖G/m − K‖_F falls like m^(−1/2)",
+}
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +44,12 @@ def tiny_run(tmp_path_factory):
     return run_dir, summary, read_rows_csv(run_dir / "metrics.csv")
 
 
-def test_tiny_run_has_the_tasks_rows_claims_and_figure(tiny_run):
+def _verdicts(rows, sigma_w2=SIGMA_W2) -> dict[str, str]:
+    by_name = {s.name: s.verdict.value for s in init_statements(rows, sigma_w2)}
+    return {key: by_name[name] for key, name in NAMES.items()}
+
+
+def test_tiny_run_has_the_tasks_rows_statements_and_figure(tiny_run):
     run_dir, summary, rows = tiny_run
     config = Ling2023Init().resolve("tiny")
     assert summary["status"] == "finished"
@@ -41,20 +60,16 @@ def test_tiny_run_has_the_tasks_rows_claims_and_figure(tiny_run):
     # the two Theorem 2 rows.
     per_network = 1 + 2 * len(config.depths) + 2
     assert len(rows) == len(config.depths) + len(keys) * per_network
-    claims = {c["name"]: c for c in summary["statements"]}
-    for c in claims.values():
-        c["passed"] = c["verdict"] == "PASS"
-    reference = initialization_claims(rows, config.sigma_w2)  # the theory module's claims
-    assert [(c["name"], c["passed"]) for c in reference] == [
-        (c["name"], c["passed"]) for c in claims.values()
-    ]
-    assert len(claims) == 7 and all(c["passed"] for c in claims.values()), claims
-    assert "m=256: 1" in claims["theorem2_lambda0"]["detail"]
-    assert float(claims["lemma1_well_posed"]["measured"]) == pytest.approx(
-        max(r["measured"] for r in rows if r["quantity"] == "W_spectral_norm"), rel=1e-3
-    )
+    statements = {s["name"]: s for s in summary["statements"]}
+    assert list(statements) == list(NAMES.values())
+    assert {s["verdict"] for s in statements.values()} == {"PASS", "HOLDS"}, statements
+    assert {s["kind"] for s in statements.values()} == {"hypothesis", "theorem", "ours"}
+    assert "m=256: 1" in statements[NAMES["theorem2"]]["detail"]
+    worst = max(r["measured"] for r in rows if r["quantity"] == "W_spectral_norm")
+    assert statements[NAMES["lemma1"]]["value"] == pytest.approx(worst)
+    assert [d["setting"] for d in summary["deviations"]][:2] == ["n", "d"]
     for suffix in ("png", "pdf"):
-        assert f"figures/init_theorems.{suffix}" in summary["figures"]
+        assert f"figures/init_theorems.{suffix}" in [f["path"] for f in summary["figures"]]
         assert (run_dir / "figures" / f"init_theorems.{suffix}").stat().st_size > 0
 
 
@@ -76,18 +91,90 @@ def test_rows_match_independent_references(tiny_run):
     assert lam["measured"] == pytest.approx(float(torch.linalg.eigvalsh(Z.T @ Z)[0]), rel=1e-6)
 
 
-def test_claims_fail_on_a_table_that_breaks_lemma1(tiny_run):
+def _edit(rows, quantity, change, **where):
+    """A copy of ``rows`` with ``change(row)`` applied to the rows of ``quantity``/``where``."""
+    out = []
+    for r in rows:
+        hit = r["quantity"] == quantity and all(r[k] == v for k, v in where.items())
+        out.append({**r, **change(r)} if hit else dict(r))
+    return out
+
+
+def test_lemma1_statements_fail_on_norms_above_their_bounds(tiny_run):
     _, _, rows = tiny_run
+    # one norm of 1.5: both fail
+    verdicts = _verdicts(_edit(rows, "W_spectral_norm", lambda r: {"measured": 1.5}, seed=0))
+    assert verdicts["lemma1"] == verdicts["lemma1_bound"] == "FAIL"
+    # above the finite-m bound at m = 256, still < 1: only the bound fails
+    over = 1.01 * lemma1_bound(SIGMA_W2, 256, 1e-6)
+    verdicts = _verdicts(_edit(rows, "W_spectral_norm", lambda r: {"measured": over}, m=256))
+    assert over < 1 and (verdicts["lemma1"], verdicts["lemma1_bound"]) == ("PASS", "FAIL")
+
+
+def test_theorem3_fails_on_a_decay_above_what_its_bound_allows(tiny_run):
+    """e_l = C q^l with q = 0.1 > σ_w² · 6/5 = 0.096 (the decay of n l σ_w^(2l) between
+    l = 5 and 6) fails; e_l = C l σ_w^(2l) itself passes; one depth is not a decay."""
+    _, _, rows = tiny_run
+
+    def with_errors(error):
+        return _edit(rows, "K_minus_Kl_fro", lambda r: {"measured": error(r["depth"])})
+
+    assert _verdicts(with_errors(lambda l: 3 * 0.1**l))["theorem3"] == "FAIL"
+    assert _verdicts(with_errors(lambda l: 3 * l * SIGMA_W2**l))["theorem3"] == "PASS"
+    only_one = with_errors(lambda l: 1.0 if l == 1 else 1e-20)
+    assert _verdicts(only_one)["theorem3"] == "NOT MEASURED"
+    (s,) = [s for s in init_statements(rows, SIGMA_W2) if s.name == NAMES["theorem3"]]
+    assert "between l = 5 and 6" in s.measured and s.threshold == pytest.approx(0.096)
+
+
+def test_theorems_4_5_and_2_fail_on_tables_that_break_them(tiny_run):
+    _, _, rows = tiny_run
+    slow = _edit(rows, "G_minus_Gl_fro_over_m", lambda r: {"measured": 0.9 ** r["depth"]})
+    assert _verdicts(slow)["theorem4"] == "FAIL"  # decay 0.9 > 2√2σ_w = 0.8
+    above = _edit(rows, "Gl_over_m_minus_Kl_fro", lambda r: {"measured": 1.1 * r["theory"]},
+                  m=256, seed=1, depth=3)  # fmt: skip
+    assert _verdicts(above)["theorem5"] == "FAIL"
+    low = _edit(rows, "lambda0", lambda r: {"measured": 0.5 * r["theory"]}, m=256, seed=0)
+    assert _verdicts(low)["theorem2"] == "FAIL"
+    assert _verdicts(low)["lemma1"] == "PASS"
+
+
+def test_concentration_fails_on_a_slope_of_minus_one(tiny_run):
+    _, _, rows = tiny_run
+    fast = _edit(rows, "G_over_m_minus_K_fro", lambda r: {"measured": 100.0 / r["m"]})
+    assert _verdicts(fast)["concentration"] == "FAIL"
+
+
+def test_assumption1_unmet_makes_the_theorems_not_applicable(tiny_run):
+    _, _, rows = tiny_run
+    with pytest.warns(UserWarning, match="violates Assumption 1"):
+        verdicts = _verdicts(rows, sigma_w2=0.2)
+    assert verdicts["assumption1"] == "UNMET"
+    for key in ("lemma1", "theorem3", "theorem4", "theorem5", "theorem2"):
+        assert verdicts[key] == "NOT APPLICABLE", key
+    (a1,) = [s for s in init_statements(rows, SIGMA_W2) if s.name == NAMES["assumption1"]]
+    assert a1.threshold == 0.125 and a1.margin == pytest.approx(0.045)
+
+
+def test_an_empty_table_measures_nothing():
+    verdicts = _verdicts([])
+    assert verdicts.pop("assumption1") == "HOLDS"
+    assert set(verdicts.values()) == {"NOT MEASURED"}
+
+
+def test_plot_writes_png_and_pdf(tiny_run, tmp_path):
+    _, _, rows = tiny_run
+    paths = plot_initialization(rows, 12, "sphere, n = 12, d = 12", tmp_path / "figs")
+    assert [p.name for p in paths] == ["init_theorems.png", "init_theorems.pdf"]
+    assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_the_paper_setting_declares_every_field():
     experiment = Ling2023Init()
-    config = experiment.resolve("tiny")
-    broken = [
-        {**r, "measured": 1.5} if r["quantity"] == "W_spectral_norm" and r["seed"] == 0 else r
-        for r in rows
-    ]
-    claims = {c.name: c for c in experiment.claims(config, broken)}
-    assert not claims["lemma1_well_posed"].passed and claims["lemma1_well_posed"].measured == "1.5"
-    assert not claims["lemma1_bound"].passed
-    assert claims["theorem2_lambda0"].passed
+    found = {d.setting: d for d in experiment.deviations(experiment.resolve("paper"))}
+    assert set(found) == {"widths", "seeds", "depths", "data_seed"}  # not given by the paper
+    assert all(d.kind == "our choice" for d in found.values())
+    assert math.isclose(experiment.resolve("paper").sigma_w2, 0.08)
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,10 @@ import torch
 from deqlab.theory.init_theorems import (
     ROW_KEYS,
     fit_loglog_slope,
-    initialization_claims,
+    geometric_decay,
+    lemma1_bound,
     measure_theorem3,
     measure_width_sweep,
-    plot_initialization,
-    theorem2_fractions,
 )
 from deqlab.theory.spectra import spectral_norm
 
@@ -99,48 +98,26 @@ def test_concentration_of_g_over_m_improves_with_width(rows):
     assert -0.8 < fit_loglog_slope(WIDTHS, means) < -0.2
 
 
-def test_claims_are_named_and_pass_on_the_tiny_sphere(rows):
-    claims = initialization_claims(rows, SIGMA_W2)
-    assert [c["name"] for c in claims] == [
-        "lemma1_well_posed",
-        "lemma1_bound",
-        "theorem3_rate",
-        "theorem4_rate",
-        "theorem5_concentration_slope",
-        "theorem5_bound",
-        "theorem2_lambda0",
-    ]
-    assert all(set(c) == {"name", "passed", "measured", "expected"} for c in claims)
-    failed = [c for c in claims if not c["passed"]]
-    assert not failed, failed
-    assert theorem2_fractions(rows)[512] == 1.0
+def test_lemma1_bound_is_exceeded_with_at_most_its_probability():
+    """Monte Carlo over 400 draws of W at m = 20: the finite-m bound of p = 0.05 is exceeded
+    in at most ~5% of draws (binomial 3σ: 2.6%), the m → ∞ edge 2√2σ_w far more often."""
+    m, p = 20, 0.05
+    bound = lemma1_bound(SIGMA_W2, m, p)
+    edge = 2 * math.sqrt(2 * SIGMA_W2)
+    assert bound == pytest.approx(edge * (1 + math.sqrt(math.log(1 / p) / (2 * m))))
+    gen = torch.Generator().manual_seed(0)
+    W = torch.randn(400, m, m, generator=gen, dtype=torch.float64) * math.sqrt(2 * SIGMA_W2 / m)
+    norms = torch.linalg.matrix_norm(W, 2)
+    assert float((norms > bound).double().mean()) <= p + 0.026
+    assert float((norms > edge).double().mean()) > 0.1
+    with pytest.raises(ValueError, match=r"`failure_probability` must be in \(0, 1\)"):
+        lemma1_bound(SIGMA_W2, m, 1.0)
 
 
-def test_claims_fail_when_the_measurements_contradict_the_theory(rows):
-    broken = [dict(r) for r in rows]
-    for r in broken:
-        if r["quantity"] == "W_spectral_norm" and r["m"] == 32:
-            r["measured"] = 1.5
-        if r["quantity"] == "lambda0" and r["m"] == 512 and r["seed"] == 0:
-            r["measured"] = 0.1 * r["theory"]
-    by_name = {c["name"]: c for c in initialization_claims(broken, SIGMA_W2)}
-    assert (
-        not by_name["lemma1_well_posed"]["passed"]
-        and by_name["lemma1_well_posed"]["measured"] == 1.5
-    )
-    assert not by_name["theorem2_lambda0"]["passed"]
-    assert by_name["theorem2_lambda0"]["measured"] == 0.5
-
-
-def test_claims_need_every_measurement(rows):
-    with pytest.raises(ValueError, match=r"missing quantities \['K_minus_Kl_fro'\]"):
-        initialization_claims([r for r in rows if r["theorem"] != "theorem3"], SIGMA_W2)
-
-
-def test_plot_writes_png_and_pdf(rows, tmp_path):
-    paths = plot_initialization(rows, tmp_path / "figs")
-    assert [p.name for p in paths] == ["init_theorems.png", "init_theorems.pdf"]
-    assert all(p.stat().st_size > 1000 for p in paths)
+def test_geometric_decay_fits_above_the_floor():
+    errors = [3 * 0.1**l for l in range(1, 8)] + [1e-20, 1e-20]
+    assert geometric_decay(range(1, 10), errors, floor=1e-15) == pytest.approx(0.1)
+    assert math.isnan(geometric_decay([1, 2], [1.0, 1e-20], floor=1e-15))
 
 
 def test_fit_loglog_slope_recovers_a_power_law_and_rejects_bad_input():

@@ -15,9 +15,11 @@ Tasks: ``theorem3`` (the population kernels alone) and one per (width, seed),
 ``m<m>-s<seed>``, each drawing its own network (seed = the Assumption 1 seed). Every
 quantity is computed in float64: in float32, round-off would floor the depth decays of
 Theorems 3 and 4 after a few layers. Metrics (``metrics.csv``): the tidy rows of
-:data:`deqlab.theory.init_theorems.ROW_KEYS`; claims and the figure are those of
-:func:`~deqlab.theory.init_theorems.initialization_claims` and
-:func:`~deqlab.theory.init_theorems.plot_initialization`.
+:data:`deqlab.theory.init_theorems.ROW_KEYS`; statements and the figure:
+:mod:`deqlab.experiments.ling2023.init_report`.
+
+The paper runs no experiment at initialization: its setting here is that of Section 5's
+synthetic data (the sphere, n = d = 1000, σ_w² = 0.08), the preset ``paper``.
 """
 
 from __future__ import annotations
@@ -32,15 +34,13 @@ import torch
 from deqlab._checks import check_choice, check_int, check_real
 from deqlab.data import get_dataset
 from deqlab.data.registry import DATASETS
-from deqlab.experiments.base import Claim, Experiment, Row, Task, TaskContext
+from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.deviations import measurement, not_given
+from deqlab.experiments.deviations import paper as paper_value
+from deqlab.experiments.ling2023.init_report import init_statements, plot_initialization
 from deqlab.experiments.registry import register
-from deqlab.theory.init_theorems import (
-    initialization_claims,
-    measure_theorem3,
-    measure_width_sweep,
-    plot_initialization,
-    theorem2_fractions,
-)
+from deqlab.statements import Statement
+from deqlab.theory.init_theorems import measure_theorem3, measure_width_sweep
 
 THEOREM3_TASK = "theorem3"
 
@@ -107,6 +107,24 @@ class Ling2023Init(Experiment):
         "measured": "the measured value",
         "theory": "the theory's value: bound, rate or threshold (module docstring)",
     }
+    paper_setting: ClassVar = {
+        "dataset": paper_value("sphere", "Section 5 (synthetic data); no experiment of the "
+                               "paper measures initialization"),
+        "n": paper_value(1000, "Section 5"),
+        "d": paper_value(1000, "Section 5"),
+        "sigma_w2": paper_value(0.08, "Section 5 (Assumption 1: σ_w² < 1/8)"),
+        "widths": not_given("Theorems 2–5 hold for m large enough"),
+        "seeds": not_given("Assumption 1 gives the distribution, not the draws"),
+        "depths": not_given("Theorems 3–5 hold for every depth l"),
+        "data_seed": not_given("Section 5 samples the sphere at random"),
+        "tol": measurement(),
+    }  # fmt: skip
+    figure_captions: ClassVar = {
+        "init_theorems": "Lemma 1 and Theorems 2–5 at initialization: ‖W(0)‖₂ against its "
+        "bound, the depth decays of ‖K − K^(l)‖_F, ‖G − G^(l)‖_F/m and ‖G^(l)/m − K^(l)‖_F "
+        "against the theorems' rates, the concentration of G/m around K and λ_0 against "
+        "mλ*/2 over the widths; the subtitle gives the data set, n, d and σ_w².",
+    }
 
     def tasks(self, config: InitConfig) -> list[Task]:
         return [Task(THEOREM3_TASK, {})] + [
@@ -126,22 +144,13 @@ class Ling2023Init(Experiment):
         ctx.progress(1, 1)  # one indivisible measurement: the executor checkpoints its rows
         return rows
 
-    def claims(self, config: InitConfig, rows: list[Row]) -> list[Claim]:
-        fractions = ", ".join(f"m={m}: {f:.2g}" for m, f in theorem2_fractions(rows).items())
-        details = {"theorem2_lambda0": f"fraction of seeds with λ_0 ≥ mλ*/2 per width: {fractions}"}
-        return [
-            Claim(
-                name=c["name"],
-                passed=c["passed"],
-                measured=f"{c['measured']:.4g}",
-                expected=c["expected"],
-                detail=details.get(c["name"], ""),
-            )
-            for c in initialization_claims(rows, config.sigma_w2)
-        ]
+    def statements(self, config: InitConfig, rows: list[Row]) -> list[Statement]:
+        return init_statements(rows, config.sigma_w2)
 
     def plot(self, config: InitConfig, rows: list[Row], directory: Path) -> list[Path]:
-        return plot_initialization(rows, directory)
+        d = f", d = {config.d}" if config.dataset == "sphere" else ""  # images fix their own
+        setting = f"{config.dataset}, n = {config.n}{d}, σ_w² = {config.sigma_w2:g}"
+        return plot_initialization(rows, config.n, setting, directory)
 
 
 def _inputs(config: InitConfig, device: torch.device) -> torch.Tensor:

@@ -1,0 +1,265 @@
+"""The statements and the figure of ``ling2023-init``, read from the tidy table of
+:mod:`deqlab.theory.init_theorems` (Lemma 1 and Theorems 2–5 at initialization).
+
+Statements (Lemma 1's bound holds for any σ_w; the rest are guarded by Assumption 1):
+
+* Lemma 1, well-posedness: max ‖W(0)‖₂ < 1 over every draw (Section 2.2);
+* Lemma 1, bound: every ‖W(0)‖₂ <= 2√2σ_w (1 + √(ln(1/p)/(2m))), p = 10⁻⁶ per draw — the
+  finite-m form of the lemma (:func:`deqlab.theory.init_theorems.lemma1_bound`);
+* Theorem 3 (i): the raw per-layer decay of ‖K − K^(l)‖_F between the two deepest depths
+  above round-off, against the decay of the theorem's n l σ_w^{2l} between the same depths
+  (which tends to σ_w² as l grows): a decay above what the bound allows fails;
+* Theorem 4: the per-layer decay of the seed-mean ‖G − G^(l)‖_F/m at the largest width,
+  against 2√2σ_w;
+* Theorem 5: ‖G^(l)/m − K^(l)‖_F <= n (2√2σ_w)^l for every depth and seed at the largest
+  width;
+* Theorem 2: λ_0 >= mλ*/2 for every seed at the largest width;
+* ours: the seed-mean ‖G/m − K‖_F falls like m^(−1/2) (log-log slope within 1/4 of −1/2),
+  the concentration rate of averages of m independent units that the proof of Theorem 2
+  relies on (the paper states no rate).
+
+A quantity absent from the table gives NOT MEASURED.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from deqlab.experiments.ling2023.statements import assumption1, numbers, source
+from deqlab.statements import OURS, Kind, Statement, measure, theorem
+from deqlab.theory.init_theorems import fit_loglog_slope, geometric_decay, lemma1_bound
+
+#: Probability per draw that Lemma 1's finite-m bound may fail (module docstring).
+FAILURE_PROBABILITY = 1e-6
+#: Errors below these fractions of the largest error are round-off (Theorem 3: exact
+#: float64 kernels; Theorem 4: equilibria solved to a relative residual of 1e-12).
+THEOREM3_FLOOR, THEOREM4_FLOOR = 1e-12, 1e-9
+
+
+def select(rows: Sequence[dict], quantity: str, **where) -> list[dict]:
+    """The rows of ``quantity`` whose columns equal ``where``."""
+    return [
+        r for r in rows if r["quantity"] == quantity and all(r[k] == v for k, v in where.items())
+    ]
+
+
+def seed_mean(rows: Sequence[dict], by: str) -> tuple[list, list[float]]:
+    """Mean of ``measured`` over seeds, grouped by ``by`` (sorted)."""
+    keys = sorted({r[by] for r in rows})
+    return keys, [float(np.mean([r["measured"] for r in rows if r[by] == k])) for k in keys]
+
+
+def theorem2_fractions(rows: Sequence[dict]) -> dict[int, float]:
+    """Per width m: the fraction of seeds with λ_0 >= m λ*/2 (Theorem 2)."""
+    lam = select(rows, "lambda0")
+    return {
+        m: float(np.mean([r["measured"] >= r["theory"] for r in lam if r["m"] == m]))
+        for m in sorted({r["m"] for r in lam})
+    }
+
+
+def init_statements(rows: Sequence[dict], sigma_w2: float) -> list[Statement]:
+    """The statements of the module docstring."""
+    a1 = assumption1(sigma_w2)
+    guarded = [lemma1_well_posed(rows), theorem3(rows, sigma_w2), theorem4(rows, sigma_w2),
+               theorem5(rows), theorem2(rows)]  # fmt: skip
+    return [a1, lemma1_finite_m(rows, sigma_w2), *(theorem(s, [a1]) for s in guarded),
+            concentration(rows)]  # fmt: skip
+
+
+def _largest(rows: Sequence[dict]) -> int | None:
+    return max((r["m"] for r in rows), default=None)
+
+
+def lemma1_well_posed(rows: Sequence[dict]) -> Statement:
+    norms = [r["measured"] for r in select(rows, "W_spectral_norm")]
+    worst = max(norms, default=None)
+    return measure(
+        "Lemma 1: ‖W(0)‖₂ < 1 at initialization", Kind.THEOREM,
+        source("Lemma 1, Section 2.2",
+               "From Lemma 1, we know that ‖W(0)‖₂ < 1 holds with a high probability"),
+        value=worst, relation="<", threshold=1.0,
+        measured=f"max ‖W(0)‖₂ = {numbers([worst])} over {len(norms)} draws",
+        expected="< 1 for every width and seed",
+    )  # fmt: skip
+
+
+def lemma1_finite_m(rows: Sequence[dict], sigma_w2: float) -> Statement:
+    norms = select(rows, "W_spectral_norm")
+    ratios = [r["measured"] / lemma1_bound(sigma_w2, r["m"], FAILURE_PROBABILITY) for r in norms]
+    m_max = _largest(norms)
+    edge = 2.0 * math.sqrt(2.0 * sigma_w2)
+    raw = max((r["measured"] / edge for r in norms if r["m"] == m_max), default=None)
+    slack = math.sqrt(math.log(1 / FAILURE_PROBABILITY) / (2 * m_max)) if m_max else math.nan
+    return measure(
+        "Lemma 1: ‖W(0)‖₂ ≤ 2√2σ_w, finite-m form", Kind.THEOREM, source("Lemma 1"),
+        value=max(ratios, default=None), relation="<=", threshold=1.0,
+        measured=f"max ‖W(0)‖₂ / (2√2σ_w(1 + ε_m)) = {numbers([max(ratios, default=None)])}; "
+        f"at m = {m_max}: max ‖W(0)‖₂ / 2√2σ_w = {numbers([raw])}",
+        expected=f"≤ 1 for every draw, ε_m = √(ln(1/p)/(2m)), p = {FAILURE_PROBABILITY:g} "
+        f"(ε = {slack:.3g} at m = {m_max})",
+        detail="2√2σ_w is the edge of the spectrum as m → ∞, which a finite-m draw may "
+        "exceed; by Gaussian concentration (Davidson & Szarek 2001, Theorem II.13) a draw "
+        "exceeds 2√2σ_w(1 + ε_m) with probability at most p",
+    )  # fmt: skip
+
+
+def theorem3(rows: Sequence[dict], sigma_w2: float) -> Statement:
+    k3 = sorted(select(rows, "K_minus_Kl_fro"), key=lambda r: r["depth"])
+    floor = THEOREM3_FLOOR * max((r["measured"] for r in k3), default=0.0)
+    kept = [(r["depth"], r["measured"]) for r in k3 if r["measured"] > floor]
+    name, where = "Theorem 3 (i): ‖K − K^(l)‖_F = O(n l σ_w^(2l))", source("Theorem 3 (i)")
+    if len(kept) < 2:
+        return measure(name, Kind.THEOREM, where, value=None, relation="<=", threshold=sigma_w2,
+                       measured="—", expected="two depths above round-off")  # fmt: skip
+    (l1, e1), (l2, e2) = kept[-2:]
+    decay = (e2 / e1) ** (1 / (l2 - l1))
+    allowed = sigma_w2 * (l2 / l1) ** (1 / (l2 - l1))
+    return measure(
+        name, Kind.THEOREM, where, value=decay, relation="<=", threshold=allowed,
+        measured=f"per-layer decay of ‖K − K^(l)‖_F = {decay:.4g} between l = {l1} and {l2}",
+        expected=f"≤ {allowed:.4g}, the decay of n l σ_w^(2l) between those depths (σ_w² = "
+        f"{sigma_w2:g}; it tends to σ_w² as l grows)",
+        detail="the deepest two depths whose errors are above round-off "
+        f"({THEOREM3_FLOOR:g} × the largest)",
+    )  # fmt: skip
+
+
+def theorem4(rows: Sequence[dict], sigma_w2: float) -> Statement:
+    rate = 2.0 * math.sqrt(2.0 * sigma_w2)
+    m_max = _largest(select(rows, "G_minus_Gl_fro_over_m"))
+    depths, errors = seed_mean(select(rows, "G_minus_Gl_fro_over_m", m=m_max), "depth")
+    decay = geometric_decay(depths, errors, THEOREM4_FLOOR * max(errors, default=0.0))
+    return measure(
+        "Theorem 4: ‖G − G^(l)‖_F/m = O(n (2√2σ_w)^l)", Kind.THEOREM, source("Theorem 4"),
+        value=decay, relation="<=", threshold=rate,
+        measured=f"per-layer decay of the seed-mean ‖G − G^(l)‖_F/m = {numbers([decay])} at "
+        f"m = {m_max}",
+        expected=f"≤ 2√2σ_w = {rate:.4g}",
+        detail=f"least-squares fit of ln error against l over the errors above "
+        f"{THEOREM4_FLOOR:g} × the largest (round-off of the equilibrium solve)",
+    )  # fmt: skip
+
+
+def theorem5(rows: Sequence[dict]) -> Statement:
+    m_max = _largest(select(rows, "Gl_over_m_minus_Kl_fro"))
+    ratios = [r["measured"] / r["theory"] for r in select(rows, "Gl_over_m_minus_Kl_fro", m=m_max)]
+    return measure(
+        "Theorem 5: ‖G^(l)/m − K^(l)‖_F ≤ n (2√2σ_w)^l", Kind.THEOREM, source("Theorem 5"),
+        value=max(ratios, default=None), relation="<=", threshold=1.0,
+        measured=f"max ‖G^(l)/m − K^(l)‖_F / (n (2√2σ_w)^l) = "
+        f"{numbers([max(ratios, default=None)])} at m = {m_max}",
+        expected="≤ 1 for every depth and seed at the largest width",
+        detail="the theorem's probability 1 − n² exp(−Ω(m 8^l σ_w^(2l)) + O(l²)) grows with m",
+    )  # fmt: skip
+
+
+def theorem2(rows: Sequence[dict]) -> Statement:
+    lam = select(rows, "lambda0")
+    m_max = _largest(lam)
+    ratios = [r["measured"] / r["theory"] for r in lam if r["m"] == m_max]
+    fractions = ", ".join(f"m={m}: {f:.2g}" for m, f in theorem2_fractions(rows).items())
+    return measure(
+        "Theorem 2: λ_0 ≥ mλ*/2", Kind.THEOREM, source("Theorem 2"),
+        value=min(ratios, default=None), relation=">=", threshold=1.0,
+        measured=f"min λ_0 / (mλ*/2) = {numbers([min(ratios, default=None)])} at m = {m_max}",
+        expected="≥ 1 for every seed at the largest width",
+        detail=f"fraction of seeds with λ_0 ≥ mλ*/2 per width: {fractions}; the theorem's "
+        "width m = Ω(n²/λ*² log(n/(λ*t))) has unstated constants and is not checked",
+    )  # fmt: skip
+
+
+def concentration(rows: Sequence[dict]) -> Statement:
+    ms, errors = seed_mean(select(rows, "G_over_m_minus_K_fro"), "m")
+    slope = fit_loglog_slope(ms, errors) if len(ms) >= 2 and min(errors) > 0 else None
+    return measure(
+        "‖G/m − K‖_F falls like m^(−1/2)", Kind.OURS, OURS,
+        value=None if slope is None else abs(slope + 0.5), relation="<=", threshold=0.25,
+        measured=f"log-log slope of the seed-mean ‖G/m − K‖_F against m = {numbers([slope])}",
+        expected="within 1/4 of −1/2 (averages of m independent units)",
+        detail="the concentration the proof of Theorem 2 (Section 4.4) needs to reach λ*/2",
+    )  # fmt: skip
+
+
+def plot_initialization(
+    rows: Sequence[dict], n: int, setting: str, directory: str | Path
+) -> list[Path]:
+    """Six log-scale panels (Lemma 1, Theorems 3, 4, 5, concentration, Theorem 2) → PNG + PDF.
+
+    ``n`` scales Theorem 3's form n l σ_w^(2l); ``setting`` (data set, n, d, σ_w²) is the
+    figure's subtitle. Returns the paths of
+    ``<directory>/init_theorems.png`` and ``.pdf``.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
+
+    from deqlab.report.figures import (
+        add_reference_line,
+        figure_style,
+        save_figure,
+        sequential_colors,
+    )
+
+    norms = select(rows, "W_spectral_norm")
+    widths = sorted({r["m"] for r in norms})
+    sigma_w = norms[0]["theory"] / (2 * math.sqrt(2))
+    with figure_style():
+        fig, axes = plt.subplots(2, 3, figsize=(15, 9.5))
+        ax = axes[0, 0]
+        ax.semilogx([r["m"] for r in norms], [r["measured"] for r in norms], "o", alpha=0.7,
+                    label=r"$\|W(0)\|_2$ (seeds)")  # fmt: skip
+        finite = [lemma1_bound(sigma_w**2, m, FAILURE_PROBABILITY) for m in widths]
+        ax.semilogx(widths, finite, "k:", label=r"$2\sqrt{2}\sigma_w(1+\varepsilon_m)$")
+        add_reference_line(ax, norms[0]["theory"], r"$2\sqrt{2}\sigma_w$ (Lemma 1)")
+        ax.set(xlabel="width m", ylabel=r"$\|W(0)\|_2$", title="Lemma 1")
+        ax = axes[0, 1]
+        k3 = sorted(select(rows, "K_minus_Kl_fro"), key=lambda r: r["depth"])
+        depths3 = [r["depth"] for r in k3]
+        ax.semilogy(depths3, [r["measured"] for r in k3], "o-", label=r"$\|K - K^{(l)}\|_F$")
+        ax.semilogy(depths3, [r["theory"] for r in k3], "k--", label=r"$\sigma_w^{2l}$")
+        ax.semilogy(depths3, [n * l * r["theory"] for l, r in zip(depths3, k3, strict=True)],
+                    "k:", label=r"$n\,l\,\sigma_w^{2l}$ (Theorem 3)")  # fmt: skip
+        ax.set(xlabel="depth l", title="Theorem 3")
+        colors = sequential_colors(len(widths))
+        panels = (
+            ("G_minus_Gl_fro_over_m", axes[0, 2], "Theorem 4", r"$(2\sqrt{2}\sigma_w)^l$",
+             r"$\|G - G^{(l)}\|_F / m$"),
+            ("Gl_over_m_minus_Kl_fro", axes[1, 0], "Theorem 5", r"$n (2\sqrt{2}\sigma_w)^l$",
+             r"$\|G^{(l)}/m - K^{(l)}\|_F$"),
+        )  # fmt: skip
+        for quantity, ax, title, ref_label, ylabel in panels:
+            for color, m in zip(colors, widths, strict=True):
+                depths, mean = seed_mean(select(rows, quantity, m=m), "depth")
+                ax.semilogy(depths, mean, "o-", color=color, label=f"m = {m}")
+            ref = sorted({(r["depth"], r["theory"]) for r in select(rows, quantity)})
+            ax.semilogy(*zip(*ref, strict=True), "k--", label=ref_label)
+            ax.set(xlabel="depth l", ylabel=f"{ylabel} (seed mean)", title=title)
+        ax = axes[1, 1]
+        conc = select(rows, "G_over_m_minus_K_fro")
+        ax.loglog([r["m"] for r in conc], [r["measured"] for r in conc], "o", alpha=0.6,
+                  label="seeds")  # fmt: skip
+        ms, mean = seed_mean(conc, "m")
+        if len(ms) >= 2:
+            coef = np.polyfit(np.log(ms), np.log(mean), 1)
+            ax.loglog(ms, np.exp(np.polyval(coef, np.log(ms))), "-",
+                      label=f"fit: slope {coef[0]:.2f}")  # fmt: skip
+        add_reference_line(ax, conc[0]["theory"], r"$\lambda_*/2$ (enough for Weyl)")
+        ax.set(xlabel="width m", ylabel=r"$\|G/m - K\|_F$", title="Proof of Theorem 2")
+        ax = axes[1, 2]
+        lam = select(rows, "lambda0")
+        ax.loglog([r["m"] for r in lam], [r["measured"] for r in lam], "o", alpha=0.7,
+                  label=r"$\lambda_0$ (seeds)")  # fmt: skip
+        ref = sorted({(r["m"], r["theory"]) for r in lam})
+        ax.loglog(*zip(*ref, strict=True), "k--", label=r"$m \lambda_* / 2$")
+        ax.set(xlabel="width m", ylabel=r"$\lambda_0 = \lambda_{min}(G)$", title="Theorem 2")
+        for ax in axes.flat:
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
+        for ax in (axes[0, 0], axes[1, 1], axes[1, 2]):  # log width axes: one label per m
+            ax.set_xticks(widths, [str(m) for m in widths])
+            ax.xaxis.set_minor_locator(NullLocator())
+        fig.suptitle(f"Lemma 1 and Theorems 2–5 at initialization: {setting}")
+        return save_figure(fig, directory, "init_theorems")
