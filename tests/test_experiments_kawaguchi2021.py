@@ -98,11 +98,16 @@ def test_bound_check_fails_on_a_violating_trajectory():
 
 
 def test_bound_check_rounding_ties_and_unresolvable_steps():
-    """Above the bound by rounding only: a tie (ratio 1); both at L*: not counted."""
+    """Above the bound by rounding only: a tie (ratio 1); at L*: holds, not counted."""
     rows = _trajectory(0.3, 0.2)
     rows[3]["loss"] = rows[3]["bound_dependent"] * (1 + 1e-12)
     (dependent, _) = _checks(rows)[1]
     assert dependent.verdict is PASS and dependent.value == pytest.approx(1.0)
+    converged = _trajectory(0.3, 0.2)
+    for r in converged[5:]:
+        r["loss"] = r["loss_star"]  # at L*: holds, but its exponent is not resolvable
+    (dependent, _) = _checks(converged)[1]
+    assert dependent.value == pytest.approx(1.5) and "6 steps where" in dependent.detail
     at_optimum = _trajectory(80.0, 60.0)  # both reach L* within float64 after one step
     (dependent, _) = _checks(at_optimum)[1]
     assert dependent.verdict is NM and "resolvable" in dependent.detail

@@ -120,16 +120,20 @@ def plot(config: Fig1Config, rows: list[Row], directory: Path) -> list[Path]:
 
     from deqlab.report import CATEGORICAL_COLORS, figure_style, save_figure
 
+    readable = [c for c in CATEGORICAL_COLORS if c != "#F0E442"]  # no yellow on white
+
     paths: list[Path] = []
     with figure_style():
         for dataset in config.datasets:
             mine = [r for r in rows if r["dataset"] == dataset]
+            if not mine:  # its tasks failed (e.g. the data set is not installed)
+                continue
             summary = final_test_losses(config, mine)
             fig, axes = plt.subplots(2, 2, figsize=(11.5, 7.0))
             delm = [("DELM", "best"), ("DELM", "worst")]
             linear = [("Linear", "best"), ("Linear", "worst"), *delm]
             dnn = [*((m, "best") for m in summary if m.startswith("DNN")), *delm]
-            colors = dict(zip(dict.fromkeys(linear + dnn), CATEGORICAL_COLORS, strict=False))
+            colors = dict(zip(dict.fromkeys(linear + dnn), readable, strict=False))
             for row_axes, curves, title in ((axes[0], linear, "Linear"), (axes[1], dnn, "DNN")):
                 for ax, column in zip(row_axes, ("test_loss", "train_loss"), strict=True):
                     for curve in curves:
