@@ -181,7 +181,8 @@ def observations(prefix: str, runs: Sequence[WidthRun]) -> list[Statement]:
             value=combine(w_max, "<", 1.0), relation="<", threshold=1.0,
             measured=f"max over τ ≥ 1 of ‖W(τ)‖₂ = {numbers(w_max)}{where}"
             + (f"; {stops}" if stops else ""),
-            expected="< 1 at every measured step τ ≥ 1 (Lanczos)",
+            expected="< 1 at every step τ ≥ 1 (Lanczos every spectral_every steps and wherever "
+            "the trainer's Weyl bound reaches 1)",
         ),
     ]  # fmt: skip
 
