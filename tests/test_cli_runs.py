@@ -87,13 +87,20 @@ def test_diff_text_and_overlay_figure(two_runs, tmp_path):
     assert pdf.read_bytes().startswith(b"%PDF")
 
 
-def test_overlay_plan_picks_a_step_column_and_the_varying_columns():
-    rows_a = [{"task": "x", "lr": 0.1, "step": s, "loss": 1.0 / (s + 1), "ok": True}
-              for s in range(3)]  # fmt: skip
-    rows_b = [{"task": "x", "lr": 0.1, "step": s, "loss": 2.0 / (s + 1), "gap": 1.0}
-              for s in range(3)]  # fmt: skip
+def test_overlay_plan_picks_a_step_column_the_series_and_the_varying_columns():
+    rows_a = [{"task": t, "lr": 0.1, "step": s, "loss": 1.0 / (s + 1), "ok": True}
+              for t in ("x", "y") for s in range(3)]  # fmt: skip
+    rows_b = [{"task": t, "lr": 0.1, "step": s, "loss": 2.0 / (s + 1), "gap": 1.0}
+              for t in ("x", "y") for s in range(3)]  # fmt: skip
     plan = overlay_plan(rows_a, rows_b)
     assert plan == {"x": "step", "series": ["task"], "columns": ["loss"], "left_out": []}
+    # No text column tells the curves apart: the numeric column with the fewest values
+    # does (the width m; the first in table order of m and cond, which are tied).
+    rows = [{"dataset": "sphere", "m": m, "cond": m * 7 + 0.5, "step": s, "loss": m / (s + 1),
+             "W_norm": float("nan") if s % 2 else 0.5}
+            for m in (32, 128) for s in range(6)]  # fmt: skip
+    plan = overlay_plan(rows, rows)
+    assert plan["series"] == ["m"] and plan["columns"] == ["loss"]  # cond, W_norm: constant
     with pytest.raises(ValueError, match="share no step-like column"):
         overlay_plan([{"width": 1, "loss": 1.0}], [{"width": 2, "loss": 0.5}])
     assert STEP_COLUMNS[0] == "step"

@@ -122,6 +122,10 @@ def _is_number(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
+def _finite(v: object) -> bool:
+    return _is_number(v) and math.isfinite(v)  # type: ignore[arg-type]
+
+
 def _column_kinds(rows: Sequence[dict[str, object]]) -> tuple[set[str], set[str]]:
     """(numeric columns, text columns) of a tidy table; blanks are ignored."""
     numeric: set[str] = set()
@@ -146,36 +150,69 @@ def _curves(
 ) -> dict[tuple, list[tuple[float, float]]]:
     curves: dict[tuple, list[tuple[float, float]]] = {}
     for row in rows:
-        if _is_number(row.get(x)) and _is_number(row.get(y)):
+        if _finite(row.get(x)) and _finite(row.get(y)):
             key = tuple(row.get(k) for k in keys)
             curves.setdefault(key, []).append((float(row[x]), float(row[y])))
     return {k: sorted(v) for k, v in curves.items()}
 
 
+def _mixes_curves(tables: Sequence[Sequence[dict]], x: str, keys: Sequence[str]) -> bool:
+    """True when some group of rows (same values of ``keys``) repeats an x value."""
+    for rows in tables:
+        seen: set[tuple] = set()
+        for row in rows:
+            if _is_number(row.get(x)):
+                point = (*(row.get(k) for k in keys), row[x])
+                if point in seen:
+                    return True
+                seen.add(point)
+    return False
+
+
+def series_columns(
+    tables: Sequence[Sequence[dict]], x: str, numeric: Sequence[str], text: Sequence[str]
+) -> list[str]:
+    """The columns that tell the curves apart: every text column that is not constant
+    (``task``, ``dataset``…), then, while a curve would still repeat an x value, the
+    numeric column with the fewest distinct values (a width, a seed, a learning rate),
+    among those with fewer distinct values than x has."""
+    distinct = {c: len({row.get(c) for rows in tables for row in rows}) for c in [*numeric, *text]}
+    keys = [c for c in text if distinct[c] > 1]  # a constant column separates nothing
+    n_x = len({row.get(x) for rows in tables for row in rows})
+    candidates = sorted((c for c in numeric if c != x and 1 < distinct[c] < n_x),
+                        key=lambda c: distinct[c])  # fmt: skip
+    while candidates and _mixes_curves(tables, x, keys):
+        keys.append(candidates.pop(0))
+    return keys
+
+
 def overlay_plan(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> dict[str, Any]:
-    """What :func:`overlay_figure` would draw: ``x``, ``series`` (text columns splitting
-    the curves), ``columns`` (the panels) and ``left_out`` (varying columns beyond
+    """What :func:`overlay_figure` would draw: ``x``, ``series`` (the columns that tell
+    curves apart, :func:`series_columns`), ``columns`` (the panels: numeric columns both
+    tables have that vary along some curve, in table order) and ``left_out`` (those beyond
     :data:`MAX_PANELS`). Raises ValueError when the tables share no step-like column."""
     numeric_a, text_a = _column_kinds(rows_a)
     numeric_b, text_b = _column_kinds(rows_b)
-    numeric, text = numeric_a & numeric_b, sorted(text_a & text_b)
+    ordered = list(dict.fromkeys(k for row in (*rows_a[:1], *rows_b[:1]) for k in row))
+    numeric = [c for c in ordered if c in numeric_a & numeric_b]
+    text = [c for c in ordered if c in text_a & text_b]
     x = next((c for c in STEP_COLUMNS if c in numeric), None)
     if x is None:
-        common = ", ".join(sorted(numeric)) or "none"
+        common = ", ".join(numeric) or "none"
         raise ValueError(
             f"the two metrics.csv files share no step-like column ({', '.join(STEP_COLUMNS)}) "
             f"to draw curves along; numeric columns in both: {common}"
         )
+    keys = series_columns((rows_a, rows_b), x, numeric, text)
     varying = []
-    ordered = list(dict.fromkeys(k for row in (*rows_a[:1], *rows_b[:1]) for k in row))
-    for column in [c for c in ordered if c in numeric and c != x]:
+    for column in [c for c in numeric if c != x and c not in keys]:
         for rows in (rows_a, rows_b):
-            if any(len({v for _, v in pts}) > 1 for pts in _curves(rows, x, column, text).values()):
+            if any(len({v for _, v in pts}) > 1 for pts in _curves(rows, x, column, keys).values()):
                 varying.append(column)
                 break
     return {
         "x": x,
-        "series": text,
+        "series": keys,
         "columns": varying[:MAX_PANELS],
         "left_out": varying[MAX_PANELS:],
     }
@@ -225,7 +262,7 @@ def overlay_figure(
                 ):
                     points = run_curves.get(name)
                     if points:
-                        text = " ".join(str(k) for k in name) if name else ""
+                        text = " ".join(f"{k}={v}" for k, v in zip(keys, name, strict=True))
                         ax.plot(
                             [p[0] for p in points],
                             [p[1] for p in points],
@@ -239,8 +276,8 @@ def overlay_figure(
             if len(positive) == len(values) and positive and max(positive) > 100 * min(positive):
                 ax.set_yscale("log")
             ax.set_ylabel(column)
-            if len(names) * 2 <= MAX_LEGEND:
-                ax.legend(fontsize=7)
+            if ax is axes[0, 0] and 0 < len(names) * 2 <= MAX_LEGEND:
+                ax.legend(fontsize=7)  # one legend: every panel draws the same curves
         axes[-1, 0].set_xlabel(x)
         axes[0, 0].set_title(f"{labels[0]} (solid) vs {labels[1]} (dashed)", fontsize=9)
         fmt = path.suffix.lower()[1:]
