@@ -136,7 +136,7 @@ PAPER_SETTING = {
 
 @register
 class Kawaguchi2021Fig2(Experiment):
-    """DELMs reach the global minimum from every initialization; Corollary 1's bounds hold."""
+    """DELMs vs a linear ResNet (panels a, b) and Corollary 1 on every DELM trajectory (c)."""
 
     name = "kawaguchi2021-fig2"
     title = "DELM vs linear ResNet: global convergence and Corollary 1's bounds (Figure 2)"
