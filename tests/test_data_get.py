@@ -385,13 +385,6 @@ def test_stored_labels_out_of_range(tmp_path):
         load_images("mnist", data_dir=tmp_path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(AssertionError, KeyError),
-    reason="cli/data.py still loops over ('train', 'test') for every set but digits, and "
-    "treats every file it finds as present: `data list` should print deqlab.data.catalog() "
-    "(single-split SEMEION, corrupt/incomplete files); remove this mark when it does",
-)
 def test_cli_data_list_shows_the_catalog(tmp_path, monkeypatch):
     _write_mnist(tmp_path / "mnist", ".gz")
     (tmp_path / "mnist" / "t10k-images-idx3-ubyte.gz").write_bytes(b"\x1f\x8b\x08truncated")

@@ -379,9 +379,9 @@ def test_cli_kernel_rejects_bad_arguments(tmp_path):
     runner = CliRunner()
     result = runner.invoke(app, ["kernel"])
     assert (
-        result.exit_code == 1 and "give exactly one of --dataset NAME or --input" in result.output
+        result.exit_code == 2 and "give exactly one of --dataset NAME or --input" in result.output
     )
     result = runner.invoke(app, ["kernel", "--dataset", "sphere", "--depth", "-2"])
     assert result.exit_code == 2 and "non-negative integer or 'inf'" in result.output
     result = runner.invoke(app, ["kernel", "--dataset", "sphere", "--n", "5", "--sigma-w2", "1"])
-    assert result.exit_code == 1 and "`sigma_w2` must be in (0, 1)" in result.output
+    assert result.exit_code == 2 and "`sigma_w2` must be in (0, 1)" in result.output
