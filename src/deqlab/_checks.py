@@ -1,7 +1,8 @@
 """Input validation shared by every public function.
 
-Conventions (DESIGN.md): ``TypeError`` for a wrong type, ``ValueError`` for a wrong value
-or shape; the message names the argument, what was received and what was expected.
+Conventions (docs/architecture.md): ``TypeError`` for a wrong type, ``ValueError`` for a
+wrong value or shape; the message names the argument, what was received and what was
+expected.
 """
 
 from __future__ import annotations
