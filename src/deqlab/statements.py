@@ -247,8 +247,9 @@ def not_measured(name: str, kind: Kind, source: Source, *, expected: str, why: s
 def theorem(check: Statement, hypotheses: Sequence[Statement]) -> Statement:
     """A theorem ``check`` that applies only where every one of ``hypotheses`` holds.
 
-    Any UNMET hypothesis makes it NOT APPLICABLE (the measurement is kept, and the detail
-    names each unmet hypothesis with its measured value and what would satisfy it); a
+    Any UNMET hypothesis makes it NOT APPLICABLE (the measurement is kept; the detail names
+    each unmet hypothesis, reported with its margin in its own statement, and ``needs``
+    gathers what would satisfy them); a
     NOT MEASURED hypothesis leaves the theorem NOT MEASURED unless it was already.
     """
     if check.kind is not Kind.THEOREM:
@@ -258,7 +259,7 @@ def theorem(check: Statement, hypotheses: Sequence[Statement]) -> Statement:
     unmet = [h for h in hypotheses if h.verdict is Verdict.UNMET]
     unknown = [h for h in hypotheses if h.verdict is Verdict.NOT_MEASURED]
     if unmet:
-        why = "; ".join(f"{h.name} unmet ({h.measured})" for h in unmet)
+        why = "hypotheses unmet (margins in their own rows): " + "; ".join(h.name for h in unmet)
         needs = "; ".join(h.needs for h in unmet if h.needs)
         return _replace(check, Verdict.NOT_APPLICABLE, why, needs)
     if unknown and check.verdict is not Verdict.NOT_MEASURED:
