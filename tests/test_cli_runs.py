@@ -159,7 +159,7 @@ def test_force_recomputes_and_another_version_warns(tmp_path):
     assert not forced["reused"] and forced["path"] == first["path"]
     summary_file = tmp_path / NAME / first["config_hash"] / "summary.json"
     summary = json.loads(summary_file.read_text())
-    summary["environment"].update(deqlab="0.0.9", git_commit="feedbeef" * 5)
+    summary["environment"].update(deqlab="0.0.9", git_commit="feedbeef" * 5, git_dirty=False)
     summary_file.write_text(json.dumps(summary))
     reused, result = reproduce(tmp_path)
     assert reused["reused"] and len(reused["warnings"]) == 1

@@ -264,7 +264,9 @@ def test_summary_records_version_and_commit_and_reuse_warns_on_another(tmp_path)
     assert env["deqlab"] == deqlab.__version__ and "git_commit" in env
     assert _run(tmp_path).warnings == []  # same version and commit: silent reuse
     summary = first.run.read_summary()
-    summary["environment"].update(deqlab="0.0.1", git_commit="0123456789abcdef0123")
+    summary["environment"].update(
+        deqlab="0.0.1", git_commit="0123456789abcdef0123", git_dirty=False
+    )
     first.run.write_summary(summary)
     reused = _run(tmp_path)
     assert reused.reused and len(reused.warnings) == 1

@@ -131,8 +131,10 @@ def reproduce(
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Run a registered experiment (or reuse / resume its run) and write its report."""
+    from deqlab.experiments.config import ConfigError
     from deqlab.experiments.deviations import one_line
     from deqlab.runs.api import execute, prepare
+    from deqlab.runs.runner import Terminated
     from deqlab.runs.store import RunStoreError
 
     try:
@@ -150,20 +152,31 @@ def reproduce(
         raise fail(str(err)) from None
     try:
         run = execute(
-            prepared, out=out, force=force, checkpoint_every=checkpoint_every, quiet=quiet
+            prepared,
+            out=out,
+            force=force,
+            checkpoint_every=checkpoint_every,
+            quiet=quiet,
+            on_warning=warn,
         )
-    except RunStoreError as err:
+    except (RunStoreError, ConfigError) as err:  # the store, the data: nothing ran
         raise fail(str(err)) from None
     except (ValueError, TypeError, OSError) as err:
         raise fail(f"the run stopped: {err}", EXIT_FAILED) from None
+    except Terminated as err:
+        raise fail(
+            f"interrupted ({err}); rerun the same command to resume from the checkpoints",
+            128 + err.signum,
+        ) from None
     except KeyboardInterrupt:
         raise fail(
             "interrupted; rerun the same command to resume from the checkpoints", 130
         ) from None
-    for message in run.warnings:
-        warn(message)
     if run.failed_tasks:
         typer.echo(f"failed tasks: {', '.join(run.failed_tasks)}", err=True)
+        if quiet or as_json:  # the progress display has shown them already otherwise
+            for key, error in run.task_errors.items():
+                typer.echo(f"task {key} failed: {error}", err=True)
     if as_json:
         echo_json(run.as_dict())
     else:

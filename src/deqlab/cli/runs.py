@@ -1,4 +1,9 @@
-"""``deqlab runs``: the run store — list, show, diff two runs, write the HTML index."""
+"""``deqlab runs``: the run store — list, show, diff two runs, write the HTML index, and
+rebuild the SQLite index from the run directories (``reindex``).
+
+Listing and showing only read: they work on a read-only store. A ``running`` run whose
+process is gone (same host, its pid not alive or reused) is listed as ``dead``.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from deqlab.cli.app import EXIT_FAILED, JSON_HELP, app, echo_json, fail
+from deqlab.cli.app import EXIT_FAILED, JSON_HELP, app, echo_json, fail, warn
 
 runs_app = typer.Typer(
     name="runs",
@@ -86,20 +91,27 @@ def runs_list(
 def run_document(store, row: dict[str, Any]) -> dict[str, Any]:
     """One run as JSON: index row, config, tasks, statements, deviations, verdict counts."""
     from deqlab.runs.runner import describe_provenance
+    from deqlab.runs.store import RunDir, SummaryError
     from deqlab.statements import Counts, Statement
 
     doc = _row_document(row)
     doc["tasks"] = store.tasks(row["experiment"], row["config_hash"])
     path = Path(row["path"])
     summary: dict[str, Any] = {}
-    try:
-        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    run = RunDir(path)
+    if not run.summary_file.exists():
         doc["summary_error"] = "summary.json not written yet"
-    except (OSError, ValueError) as err:
-        doc["summary_error"] = f"summary.json unreadable: {err}"
+    else:
+        try:
+            summary = run.read_summary()
+        except SummaryError as err:
+            doc["summary_error"] = str(err)
     statements = summary.get("statements", [])
-    counts = Counts.of(Statement.from_dict(s) for s in statements)
+    try:
+        counts = Counts.of(Statement.from_dict(s) for s in statements)
+    except (KeyError, ValueError, TypeError) as err:
+        doc["summary_error"] = f"{run.summary_file}: a statement is malformed ({err})"
+        statements, counts = [], Counts.of([])
     env = summary.get("environment") if isinstance(summary.get("environment"), dict) else {}
     report = path / "report.html"
     doc.update(
@@ -108,11 +120,30 @@ def run_document(store, row: dict[str, Any]) -> dict[str, Any]:
         verdicts=counts.as_dict(),
         verdict_sentence=counts.sentence(),
         figures=summary.get("figures", []),
+        notes=summary.get("notes", []),
         report=str(report) if report.is_file() else None,
         provenance={k: env.get(k) for k in ("deqlab", "git_commit", "git_dirty")},
         computed_by=describe_provenance(env) if env else None,
     )
     return doc
+
+
+def _repair(out: Path, row: dict[str, Any], problem: str) -> bool:
+    """Rebuild the unreadable summary of ``row``'s run when the store can be written; say
+    what happened on stderr. Returns whether it was rebuilt."""
+    from deqlab.runs.runner import rebuild_summary
+    from deqlab.runs.store import RunStore, RunStoreError
+
+    if row["status"] == "running":
+        warn(f"{problem} (the run is in progress)")
+        return False
+    try:
+        source = rebuild_summary(RunStore(out), row)
+    except (RunStoreError, OSError) as err:
+        warn(f"{problem}; it could not be rebuilt: {err}")
+        return False
+    warn(f"{problem}; rebuilt it from {source}")
+    return True
 
 
 @runs_app.command(
@@ -130,7 +161,11 @@ def runs_show(
     from deqlab.experiments.deviations import Deviation, one_line
 
     store = _open_store(out)
-    doc = run_document(store, _find(store, ref))
+    row = _find(store, ref)
+    doc = run_document(store, row)
+    problem = doc.get("summary_error")
+    if problem and problem != "summary.json not written yet" and _repair(out, row, problem):
+        doc = run_document(store, row)
     if as_json:
         echo_json(doc)
         return
@@ -152,6 +187,8 @@ def runs_show(
             f"  [{s['verdict']}] ({s['kind']}, {s['citation']}) {s['name']}: "
             f"{s['measured']} (expected {s['expected']}){needs}"
         )
+    for note in doc["notes"]:
+        typer.echo(f"note: {note}")
     if "summary_error" not in doc:
         typer.echo(f"verdicts: {doc['verdict_sentence']}")
         fields = ("setting", "paper", "run", "kind", "where")
@@ -276,3 +313,35 @@ def runs_index(out: Path = typer.Option(Path("results"), help=OUT_HELP)) -> None
         typer.echo(str(write_index(out)))
     except OSError as err:
         raise fail(f"cannot write the index in {str(out)!r}: {err}", EXIT_FAILED) from None
+
+
+@runs_app.command(
+    "reindex",
+    epilog="Examples:\n\n  deqlab runs reindex\n\n  deqlab runs reindex --out results",
+)
+def runs_reindex(out: Path = typer.Option(Path("results"), help=OUT_HELP)) -> None:
+    """Rebuild <out>/index.sqlite from the run directories (config.toml, summary.json).
+
+    Use it when the index is lost or unreadable. A run whose summary says running is
+    interrupted unless a live process holds its lock; an unreadable old index is kept as
+    index.sqlite.corrupt.
+    """
+    from deqlab.runs.store import RunStore
+
+    if not out.is_dir():
+        raise fail(f"`--out` must be a run store directory; {str(out)!r} does not exist")
+    store = RunStore.unopened(out)
+    if not store.run_directories():
+        raise fail(
+            f"`--out` {str(out)!r} holds no run directories (<experiment>/<hash>/config.toml)"
+        )
+    try:
+        done = store.reindex()
+    except OSError as err:
+        raise fail(f"cannot write the index in {str(out)!r}: {err}") from None
+    for skipped in done["skipped"]:
+        warn(f"skipped {skipped}")
+    if done["set_aside"]:
+        typer.echo(f"the unreadable index was kept as {done['set_aside']}")
+    typer.echo(f"rebuilt {store.index} from {done['runs']} run director"
+               f"{'y' if done['runs'] == 1 else 'ies'}")  # fmt: skip

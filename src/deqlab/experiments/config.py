@@ -9,6 +9,13 @@ ever silently dropped). The overrides may also be a mapping (the Python API's
 
 Supported field types: ``int``, ``float``, ``bool``, ``str``, ``tuple[T, ...]`` of those, and
 ``T | None`` (``none`` on the command line; omit the key in TOML).
+
+Besides each config's own ``__post_init__`` checks, every value is checked when the config
+is read (:func:`check_generic`), before any run is created: an ``int`` fits in a signed
+64-bit integer (torch's and numpy's C ``long``), a ``float`` is finite, and by name a
+tolerance (``tol``, ``*_tol``, ``*_rtol``, ``*_atol``) is positive, a period
+(``*_every``) is at least 1 and a seed (``seed``, ``seeds``, ``*_seed``) is in
+``[0, 2**63)``.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import sys
 import types
 import typing
@@ -31,6 +39,39 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 class ConfigError(ValueError):
     """A configuration value or key is invalid; the message is one line, fit for a CLI."""
+
+
+#: The range of a signed 64-bit integer (a C ``long`` in torch and numpy).
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _base_name(key: str) -> str:
+    return key.split("[", 1)[0]
+
+
+def check_generic(key: str, value: object) -> None:
+    """The checks every config value gets (module docstring); raises :class:`ConfigError`."""
+    if isinstance(value, tuple):
+        for i, item in enumerate(value):
+            check_generic(f"{key}[{i}]", item)
+        return
+    name = _base_name(key)
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        raise ConfigError(
+            f"`{key}` must fit in a signed 64-bit integer ({INT64_MIN} to {INT64_MAX}); got {value}"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"`{key}` must be a finite number; got {value!r}")
+    if not isinstance(value, int | float):
+        return
+    if (name == "tol" or name.endswith(("_tol", "_rtol", "_atol"))) and not value > 0:
+        raise ConfigError(f"`{key}` is a tolerance and must be > 0; got {value!r}")
+    if name.endswith("_every") and not value >= 1:
+        raise ConfigError(f"`{key}` is a period in steps and must be >= 1; got {value!r}")
+    if (name in ("seed", "seeds") or name.endswith("_seed")) and not value >= 0:
+        raise ConfigError(f"`{key}` is a random seed and must be >= 0; got {value!r}")
 
 
 def field_types(config_cls: type) -> dict[str, Any]:
@@ -141,6 +182,7 @@ def resolve_config(
                 valid = ", ".join(types_by_name)
                 raise ConfigError(f"unknown config key {key!r}; valid keys: {valid}")
             values[key] = coerce_value(key, value, types_by_name[key])
+            check_generic(key, values[key])
     try:
         return config_cls(**values)
     except (TypeError, ValueError) as err:  # the dataclass's own __post_init__ checks

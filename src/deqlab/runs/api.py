@@ -19,7 +19,7 @@ same checks: ``overrides`` given as a dict are type-checked like ``--set`` value
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -46,7 +46,7 @@ class Run:
     ``statements``: the checked statements with their verdicts; ``deviations``: how the
     config differs from the paper; ``metrics``: the rows of ``metrics.csv`` (read on first
     use); ``report``: the HTML report; ``warnings``: e.g. a reused run computed by another
-    deqlab version.
+    deqlab version; ``task_errors``: the whole error text of each failed task.
     """
 
     experiment: str
@@ -61,6 +61,7 @@ class Run:
     failed_tasks: list[str] = field(default_factory=list)
     report: Path | None = None
     warnings: list[str] = field(default_factory=list)
+    task_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def config_hash(self) -> str:
@@ -98,6 +99,7 @@ class Run:
             "path": str(self.path),
             "report": None if self.report is None else str(self.report),
             "failed_tasks": list(self.failed_tasks),
+            "task_errors": dict(self.task_errors),
             "warnings": list(self.warnings),
             "verdicts": self.counts.as_dict(),
             "verdict_sentence": self.counts.sentence(),
@@ -195,8 +197,10 @@ def execute(
     force: bool = False,
     checkpoint_every: int | None = None,
     quiet: bool = True,
+    on_warning: Callable[[str], None] | None = None,
 ) -> Run:
-    """Run (or reuse, or resume) a prepared request; warnings are left in ``Run.warnings``."""
+    """Run (or reuse, or resume) a prepared request; warnings are left in ``Run.warnings``
+    (and passed to ``on_warning`` as they arise)."""
     outcome = _run(
         prepared.experiment,
         prepared.config,
@@ -207,6 +211,7 @@ def execute(
         checkpoint_every=checkpoint_every,
         quiet=quiet,
         force=force,
+        on_warning=on_warning,
     )
     return _as_run(prepared, outcome)
 
@@ -225,6 +230,7 @@ def _as_run(prepared: Prepared, outcome: RunOutcome) -> Run:
         failed_tasks=list(outcome.failed_tasks),
         report=outcome.report,
         warnings=list(outcome.warnings),
+        task_errors=dict(outcome.task_errors),
     )
 
 

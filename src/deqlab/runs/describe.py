@@ -92,12 +92,12 @@ def finished_runs(out: str | os.PathLike[str] | None, experiment: str) -> list[d
     if out is None:
         return []
     try:
-        store = RunStore.open_existing(out)
-    except RunStoreError:
+        rows = RunStore.open_existing(out).runs()
+    except RunStoreError:  # no index, or an unreadable one: nothing to time the estimate
         return []
     return [
         r
-        for r in store.runs()
+        for r in rows
         if r["experiment"] == experiment and r["status"] == "finished" and r["wall_s"] is not None
     ]
 

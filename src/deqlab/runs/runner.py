@@ -1,10 +1,21 @@
 """``reproduce``: config → tasks on an executor → tidy table → statements, figures, report.
 
-A finished run (same experiment, resolved config and device type) is reused as it is (its
-statements, deviations and figures are re-derived from ``metrics.csv`` when the summary
-was written in an older format); an interrupted or failed one resumes: its finished tasks
-are read from their checkpoints and the others continue from their last checkpoint.
+A finished run (same experiment, resolved config and device type) is reused as it is, once
+its result files (metrics.csv, the figures) match the sizes and SHA-256 digests its
+summary.json records (its statements, deviations and figures are re-derived from
+``metrics.csv`` when the summary was written in an older format). A run whose files do not
+match, or whose summary.json cannot be read, is rebuilt from its checkpoints (tasks without
+a finished checkpoint are computed again), and says so: a warning and a note in the
+summary. An interrupted or failed run resumes: its finished tasks are read from their
+checkpoints and the others continue from their last checkpoint; a checkpoint that cannot
+be read is set aside as ``*.corrupt`` and its task restarts from scratch.
 ``force=True`` discards the run's checkpoints and results and computes it again.
+
+One process at a time computes a run: it holds the run directory's lock
+(:class:`~deqlab.runs.store.RunLock`); a second ``reproduce`` of the same run waits for
+it, then reuses the finished run. SIGTERM (and SIGHUP) stop a run like Ctrl-C: it is
+recorded as ``interrupted`` (:class:`Terminated`). Data sets the tasks read are checked
+before anything is created (:func:`check_datasets`).
 
 The deqlab version and git commit that computed a run are recorded in its summary
 (``environment``, :func:`deqlab.report.collect_environment`). A finished run computed by
@@ -14,27 +25,43 @@ another version or commit is still reused, with a warning naming both
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from deqlab.experiments.base import Experiment, Row
-from deqlab.experiments.config import ConfigError, config_hash
+from deqlab.experiments.config import ConfigError, config_hash, resolve_config
 from deqlab.experiments.deviations import Deviation
 from deqlab.runs.executors import Executor, LocalExecutor, TaskResult, TaskSpec
-from deqlab.runs.store import RunDir, RunStore, now_iso, read_rows_csv, write_rows_csv
+from deqlab.runs.store import (
+    OWNER_ENV,
+    RunDir,
+    RunLock,
+    RunStore,
+    RunStoreError,
+    SummaryError,
+    now_iso,
+    read_rows_csv,
+    write_rows_csv,
+)
 from deqlab.statements import Counts, Statement
 
 #: The device forms ``--device`` accepts (N: a CUDA device index).
 DEVICES = ("cpu", "cuda", "cuda:N")
 #: Version of summary.json's layout; a reused run of another format is re-derived.
-SUMMARY_FORMAT = 2
+SUMMARY_FORMAT = 3
 
 
 @dataclass
@@ -50,6 +77,8 @@ class RunOutcome:
     report: Path | None = None
     #: Warnings for the caller (e.g. a reused run computed by another deqlab version).
     warnings: list[str] = field(default_factory=list)
+    #: The whole error text of each failed task.
+    task_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def counts(self) -> Counts:
@@ -125,6 +154,71 @@ def provenance_warning(run_path: Path, summary: dict[str, Any]) -> str | None:
     )
 
 
+class DataError(ConfigError):
+    """A data set the run reads is missing, incomplete or corrupt (found before any task)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP stopped the run; handled like Ctrl-C (the run is ``interrupted``)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
+
+
+@contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """While active (in the main thread), SIGTERM and SIGHUP raise :class:`Terminated`.
+
+    A second such signal is not caught (it ends the process as it would have), and a
+    signal ignored before (``nohup``) stays ignored.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        signal.signal(signum, signal.SIG_DFL)
+        raise Terminated(signum)
+
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is None or signal.getsignal(signum) is signal.SIG_IGN:
+            continue
+        previous[signum] = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def check_datasets(experiment: Experiment, config: Any) -> None:
+    """Raise :class:`DataError` (the reader's whole message: where it looked, how to fetch)
+    unless every split of every data set ``config`` reads is on this machine and sound."""
+    names = [n for n in experiment.datasets(config) if n != "sphere"]
+    if not names:
+        return
+    from deqlab.data import DATASETS, DatasetNotFoundError, check_split, dataset_splits, locate
+
+    for name in names:
+        if name not in DATASETS:
+            continue  # the config's own validation names unknown data sets
+        for split in dataset_splits(name):
+            entry = check_split(name, split)
+            if entry.status in ("present", "generated"):
+                continue
+            if entry.status == "missing":
+                try:
+                    locate(name, split)
+                except DatasetNotFoundError as err:
+                    raise DataError(str(err)) from None
+            detail = f": {entry.detail}" if entry.detail else ""
+            fetch = f". Fetch it with: {entry.fetch}" if entry.fetch else ""
+            raise DataError(f"data set {name!r} ({split} split) is {entry.status}{detail}{fetch}")
+
+
 def reproduce(
     experiment: Experiment,
     config: Any,
@@ -137,23 +231,110 @@ def reproduce(
     quiet: bool = False,
     console: Console | None = None,
     force: bool = False,
+    on_warning: Callable[[str], None] | None = None,
 ) -> RunOutcome:
-    """Run (or reuse, or resume) ``experiment`` at ``config``; write the run directory.
+    """Run (or reuse, or resume, or rebuild) ``experiment`` at ``config``; write the run
+    directory.
 
     ``device``: ``cpu``, ``cuda`` or ``cuda:N`` (:func:`check_device`); runs on any CUDA
     device share one hash. ``force``: discard the run's checkpoints and results first.
+    ``on_warning``: called with each warning as it arises (they are also returned in
+    :attr:`RunOutcome.warnings`). Raises :class:`DataError` for a missing data set before
+    the run is created, :class:`~deqlab.runs.store.RunStoreError` for an unusable store,
+    :class:`Terminated` (a ``KeyboardInterrupt``) on SIGTERM.
     """
     device = check_device(device)
     store = RunStore(out)
     digest = config_hash(experiment.name, config, device=device_type(device))
     run = store.run_dir(experiment.name, digest)
+    warnings: list[str] = []
+
+    def warn(message: str) -> None:
+        warnings.append(message)
+        if on_warning is not None:
+            on_warning(message)
+
+    def waiting(owner: dict[str, Any] | None) -> None:
+        who = f"process {owner.get('pid')} on {owner.get('host')}" if owner else "another process"
+        warn(f"run {run.path} is being computed by {who}; waiting for it to finish")
+
+    lock = RunLock(run)
+    with signals_interrupt():
+        lock.acquire(on_wait=waiting)
+        try:
+            outcome = _reproduce_locked(
+                experiment, config, store, run, digest, preset=preset, device=device,
+                executor=executor, checkpoint_every=checkpoint_every, quiet=quiet,
+                console=console, force=force, warn=warn,
+            )  # fmt: skip
+        finally:
+            lock.remove_if_empty()  # a run that never began (a missing data set) leaves nothing
+            lock.release()
+    for message in outcome.warnings:  # the reuse warnings (another deqlab version)
+        if message not in warnings:
+            warn(message)
+    outcome.warnings = warnings
+    return outcome
+
+
+def _reproduce_locked(
+    experiment: Experiment,
+    config: Any,
+    store: RunStore,
+    run: RunDir,
+    digest: str,
+    *,
+    preset: str,
+    device: str,
+    executor: Executor | None,
+    checkpoint_every: int | None,
+    quiet: bool,
+    console: Console | None,
+    force: bool,
+    warn: Callable[[str], None],
+) -> RunOutcome:
+    """:func:`reproduce` while holding the run's lock."""
+    run.remove_stale_temporaries()
     known = store.lookup(experiment.name, digest)
+    notes: list[str] = []
     if force:
         run.clear()
-    elif known and known["status"] == "finished" and run.summary_file.exists():
-        summary = run.read_summary()
-        if summary.get("status") == "finished":
-            return _reuse(experiment, config, run, summary)
+    elif run.summary_file.exists() or (known and known["status"] == "finished"):
+        try:
+            summary = run.read_summary()
+        except SummaryError as err:
+            if known and known["status"] == "finished":
+                message = f"{err}; rebuilding it from the run's checkpoints and metrics"
+                warn(message)
+                notes.append(f"{now_iso()}: {message}")
+        else:
+            notes = list(summary.get("notes", []))
+            if known and known["status"] == "finished" and summary["status"] == "finished":
+                problems = run.verify_files(summary.get("files", {}))
+                if not problems:
+                    return _reuse(experiment, config, run, summary)
+                message = (
+                    f"the result files of {run.path} do not match its summary.json "
+                    f"({'; '.join(problems)}); rebuilding them from the checkpoints"
+                )
+                warn(message)
+                notes.append(f"{now_iso()}: {message}")
+
+    tasks = experiment.tasks(config)
+    done: dict[str, TaskResult] = {}
+
+    def corrupt(message: str) -> None:
+        warn(message)
+        notes.append(f"{now_iso()}: {message}")
+
+    for task in tasks:
+        checkpoint = run.load_checkpoint(task.key, on_corrupt=corrupt, mmap=True)
+        if checkpoint is not None and checkpoint["done"]:
+            done[task.key] = TaskResult(
+                key=task.key, status="finished", rows=list(checkpoint["rows"]), reused=True
+            )
+    if len(done) < len(tasks):
+        check_datasets(experiment, config)
 
     run = store.begin(experiment.name, digest, preset=preset, device=device, config=config)
     started, start = now_iso(), time.perf_counter()
@@ -166,8 +347,8 @@ def reproduce(
         "device": device,
         "started": started,
     }
-    run.write_summary({**base_summary, "status": "running"})
-    tasks = experiment.tasks(config)
+    run.write_summary({**base_summary, "status": "running", "notes": notes})
+    pending = [t for t in tasks if t.key not in done]
     specs = [
         TaskSpec(
             type(experiment),
@@ -177,7 +358,7 @@ def reproduce(
             device,
             checkpoint_every or experiment.default_checkpoint_every,
         )
-        for task in tasks
+        for task in pending
     ]
     results: dict[str, TaskResult] = {}
 
@@ -192,64 +373,124 @@ def reproduce(
             wall_s=result.wall_s,
         )
 
+    from deqlab.report import collect_environment, write_report
+
     try:
-        _run_with_progress(executor or LocalExecutor(1), specs, record, quiet, console)
+        for result in done.values():
+            record(result)
+        if specs:
+            with _owner_environment():
+                _run_with_progress(executor or LocalExecutor(1), specs, record, quiet, console)
         ordered = [results[t.key] for t in tasks]
         write_rows_csv(run.metrics_file, [row for r in ordered for row in r.rows])
         rows = read_rows_csv(run.metrics_file)  # statements and plots read the table back
         derived = _derive(experiment, config, run, rows)
-    except BaseException as err:
-        status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
+        failed = [r.key for r in ordered if r.status == "failed"]
+        status = "failed" if failed else "finished"
+        error = "; ".join(f"{r.key}: {r.error}" for r in ordered if r.error) or None
+        wall_s = time.perf_counter() - start
+        run.write_summary(
+            {
+                **base_summary,
+                **derived,
+                "status": status,
+                "finished": now_iso(),
+                "wall_s": wall_s,
+                "tasks": [_task_entry(r) for r in ordered],
+                "environment": collect_environment(device=device),
+                "files": run.result_files(derived["figures"]),
+                "notes": notes,
+            }
+        )
         store.finish(
             experiment.name,
             digest,
             status=status,
-            wall_s=time.perf_counter() - start,
+            wall_s=wall_s,
             n_tasks=len(tasks),
-            n_failed=sum(r.status == "failed" for r in results.values()),
-            error=type(err).__name__ + (f": {err}" if str(err) else ""),
+            n_failed=len(failed),
+            error=error,
         )
+        report = write_report(run.path)
+    except BaseException as err:
+        _abandon(store, run, experiment.name, digest, err, base_summary, tasks, results, notes,
+                 time.perf_counter() - start)  # fmt: skip
         raise
-    failed = [r.key for r in ordered if r.status == "failed"]
-    status = "failed" if failed else "finished"
-    error = "; ".join(f"{r.key}: {r.error}" for r in ordered if r.error) or None
-    from deqlab.report import collect_environment, write_report
-
-    wall_s = time.perf_counter() - start
-    run.write_summary(
-        {
-            **base_summary,
-            **derived,
-            "status": status,
-            "finished": now_iso(),
-            "wall_s": wall_s,
-            "tasks": [
-                {
-                    "key": r.key,
-                    "status": r.status,
-                    "error": r.error,
-                    "wall_s": r.wall_s,
-                    "reused": r.reused,
-                    "traceback": r.traceback,
-                }
-                for r in ordered
-            ],
-            "environment": collect_environment(device=device),
-        }
-    )
-    store.finish(
-        experiment.name,
-        digest,
-        status=status,
-        wall_s=wall_s,
-        n_tasks=len(tasks),
-        n_failed=len(failed),
-        error=error,
-    )
-    report = write_report(run.path)
     statements = [Statement.from_dict(d) for d in derived["statements"]]
     deviations = experiment.deviations(config)
-    return RunOutcome(run, status, False, statements, deviations, failed, report)
+    errors = {r.key: r.error or "" for r in ordered if r.status == "failed"}
+    return RunOutcome(
+        run, status, False, statements, deviations, failed, report, task_errors=errors
+    )
+
+
+def _task_entry(r: TaskResult) -> dict[str, Any]:
+    return {
+        "key": r.key,
+        "status": r.status,
+        "error": r.error,
+        "wall_s": r.wall_s,
+        "reused": r.reused,
+        "traceback": r.traceback,
+    }
+
+
+@contextmanager
+def _owner_environment() -> Iterator[None]:
+    """``$DEQLAB_RUN_OWNER`` = this process while tasks run (workers inherit it, and
+    :meth:`RunDir.check_owner` refuses their writes once the owner has changed)."""
+    previous = os.environ.get(OWNER_ENV)
+    os.environ[OWNER_ENV] = str(os.getpid())
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(OWNER_ENV, None)
+        else:
+            os.environ[OWNER_ENV] = previous
+
+
+def _abandon(
+    store: RunStore,
+    run: RunDir,
+    experiment: str,
+    digest: str,
+    err: BaseException,
+    base_summary: dict[str, Any],
+    tasks: Sequence[Any],
+    results: dict[str, TaskResult],
+    notes: list[str],
+    wall_s: float,
+) -> None:
+    """Record a run that stopped on ``err`` as ``interrupted`` or ``failed``, in the index and
+    in summary.json (which never keeps saying ``running``); best effort, never raises."""
+    status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
+    error = type(err).__name__ + (f": {err}" if str(err) else "")
+    try:
+        run.write_summary(
+            {
+                **base_summary,
+                "status": status,
+                "finished": now_iso(),
+                "wall_s": wall_s,
+                "error": error,
+                "tasks": [_task_entry(results[t.key]) for t in tasks if t.key in results],
+                "notes": notes,
+            }
+        )
+    except OSError:
+        with suppress(OSError):  # no room for a true summary: none beats one saying "running"
+            run.summary_file.unlink(missing_ok=True)
+    with suppress(RunStoreError, OSError):
+        store.finish(
+            experiment,
+            digest,
+            status=status,
+            wall_s=wall_s,
+            n_tasks=len(tasks),
+            n_failed=sum(r.status == "failed" for r in results.values()),
+            error=error,
+        )
 
 
 def _derive(experiment: Experiment, config: Any, run: RunDir, rows: list[Row]) -> dict:
@@ -279,7 +520,8 @@ def _reuse(experiment: Experiment, config: Any, run: RunDir, summary: dict) -> R
 
     report = run.path / "report.html"
     if summary.get("format") != SUMMARY_FORMAT:
-        summary = {**summary, **_derive(experiment, config, run, read_rows_csv(run.metrics_file))}
+        derived = _derive(experiment, config, run, read_rows_csv(run.metrics_file))
+        summary = {**summary, **derived, "files": run.result_files(derived["figures"])}
         run.write_summary(summary)
         report = write_report(run.path)
     elif not report.exists():
@@ -290,6 +532,86 @@ def _reuse(experiment: Experiment, config: Any, run: RunDir, summary: dict) -> R
         run, "finished", True, statements, experiment.deviations(config), [], report,
         [warning] if warning else [],
     )  # fmt: skip
+
+
+def rebuild_summary(store: RunStore, row: dict[str, Any]) -> str:
+    """Write a new summary.json for the run of index ``row`` whose summary cannot be read.
+
+    Its rows come from the tasks' finished checkpoints (metrics.csv is written again from
+    them) or, when a task has none, from metrics.csv; statements, figures and the report
+    are derived again, the task list is the index's. Returns the source used (``the
+    checkpoints`` or ``metrics.csv``); a note in the summary says so. Raises
+    :class:`~deqlab.runs.store.RunStoreError` (one line) when it cannot: the run is being
+    computed, its experiment is not registered here, or neither source is complete.
+    """
+    from deqlab.experiments.registry import get_experiment
+    from deqlab.report import collect_environment, write_report
+
+    run = RunDir(Path(row["path"]))
+    try:
+        experiment = get_experiment(row["experiment"])
+        config = resolve_config(experiment.Config, json.loads(row["config_json"]))
+    except (ValueError, TypeError) as err:
+        raise RunStoreError(f"cannot rebuild {run.summary_file}: {err}") from None
+    lock = RunLock(run)
+    if not lock.acquire_nowait():
+        raise RunStoreError(f"cannot rebuild {run.summary_file}: the run is being computed")
+    try:
+        tasks = experiment.tasks(config)
+        problems: list[str] = []
+        checkpoints = {t.key: run.load_checkpoint(t.key, on_corrupt=problems.append, mmap=True)
+                       for t in tasks}  # fmt: skip
+        if all(c is not None and c["done"] for c in checkpoints.values()):
+            write_rows_csv(run.metrics_file, [r for c in checkpoints.values() for r in c["rows"]])
+            source = "the checkpoints"
+        elif run.metrics_file.is_file():
+            source = "metrics.csv"
+        else:
+            lacking = [k for k, c in checkpoints.items() if c is None or not c["done"]]
+            raise RunStoreError(
+                f"cannot rebuild {run.summary_file}: no metrics.csv, and task(s) "
+                f"{', '.join(lacking)} have no finished checkpoint; `deqlab reproduce "
+                f"{row['experiment']} --preset {row['preset']}` with the same config computes them"
+            )
+        rows = read_rows_csv(run.metrics_file)
+        derived = _derive(experiment, config, run, rows)
+        status = row["status"] if row["status"] in ("finished", "failed") else "interrupted"
+        note = (f"{now_iso()}: summary.json was unreadable; rebuilt from {source} by "
+                f"{describe_provenance(current_provenance())} (the version that computed the "
+                "run is not known)")  # fmt: skip
+        run.write_summary(
+            {
+                "experiment": experiment.name,
+                "title": experiment.title,
+                "paper": experiment.paper,
+                "config_hash": row["config_hash"],
+                "preset": row["preset"],
+                "device": row["device"],
+                "started": row["started"],
+                **derived,
+                "status": status,
+                "finished": row["finished"],
+                "wall_s": row["wall_s"],
+                "tasks": [
+                    {
+                        "key": t["task_key"],
+                        "status": t["status"],
+                        "error": t["error"],
+                        "wall_s": t["wall_s"],
+                        "reused": False,
+                        "traceback": None,
+                    }
+                    for t in store.tasks(row["experiment"], row["config_hash"])
+                ],
+                "environment": collect_environment(device=row["device"]),
+                "files": run.result_files(derived["figures"]),
+                "notes": [*problems, note],
+            }
+        )
+        write_report(run.path)
+    finally:
+        lock.release()
+    return source
 
 
 def _run_with_progress(
@@ -325,7 +647,9 @@ def _run_with_progress(
             if result.key in bars:
                 progress.remove_task(bars.pop(result.key))
             if result.status == "failed":
-                progress.console.print(f"[red]task {result.key} failed:[/red] {result.error}")
+                progress.console.print(
+                    f"[red]task {escape(result.key)} failed:[/red] {escape(result.error or '')}"
+                )
             on_result(result)
 
         executor.run(specs, finished, on_progress)
