@@ -321,7 +321,8 @@ def test_unmet_hypotheses_make_every_theorem_not_applicable_with_what_it_needs()
         s = by_name[name]
         assert s["verdict"] == "NOT APPLICABLE", s
         assert "Eq. (7): m ≥" in s["needs"] and "Eq. (9): no width" in s["needs"]
-        assert "Condition 1, Eq. (9) at initialization unmet" in s["detail"]
+        assert s["detail"].startswith("hypotheses unmet (margins in their own rows): ")
+        assert "Condition 1, Eq. (9) at initialization" in s["detail"]
 
 
 def test_a_step_size_above_eq10_is_unmet_and_says_what_step_size_it_needs():
