@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -347,7 +347,6 @@ def _reproduce_locked(
         "device": device,
         "started": started,
     }
-    run.write_summary({**base_summary, "status": "running", "notes": notes})
     pending = [t for t in tasks if t.key not in done]
     specs = [
         TaskSpec(
@@ -363,6 +362,7 @@ def _reproduce_locked(
     results: dict[str, TaskResult] = {}
 
     def record(result: TaskResult) -> None:
+        result = whole_error(result)
         results[result.key] = result
         store.record_task(
             experiment.name,
@@ -376,6 +376,7 @@ def _reproduce_locked(
     from deqlab.report import collect_environment, write_report
 
     try:
+        run.write_summary({**base_summary, "status": "running", "notes": notes})
         for result in done.values():
             record(result)
         if specs:
@@ -422,6 +423,19 @@ def _reproduce_locked(
     return RunOutcome(
         run, status, False, statements, deviations, failed, report, task_errors=errors
     )
+
+
+def whole_error(result: TaskResult) -> TaskResult:
+    """``result`` with its whole error text: a multi-line message (a data set's "Looked in:
+    … Fetch it with: …") is taken from the end of its traceback when ``error`` holds only
+    its first line."""
+    if not (result.error and result.traceback):
+        return result
+    at = result.traceback.rfind(result.error)
+    whole = result.traceback[at:].rstrip() if at >= 0 else ""
+    if len(whole) > len(result.error) and whole.startswith(result.error):
+        return replace(result, error=whole)
+    return result
 
 
 def _task_entry(r: TaskResult) -> dict[str, Any]:

@@ -843,9 +843,9 @@ class RunStore:
 
         Each run's row comes from its ``config.toml`` and ``summary.json``: a run whose
         summary says ``running`` is ``running`` only while a live process holds its lock,
-        else ``interrupted``; a run without a readable summary is ``interrupted`` with the
-        reason as its error. An unreadable old index is kept as ``index.sqlite.corrupt``.
-        Returns ``{"runs", "skipped", "set_aside"}``.
+        else ``interrupted`` (and its summary is rewritten to say so); a run without a
+        readable summary is ``interrupted`` with the reason as its error. An unreadable old
+        index is kept as ``index.sqlite.corrupt``. Returns ``{"runs", "skipped", "set_aside"}``.
         """
         entries, skipped = [], []
         for path in self.run_directories():
@@ -904,8 +904,16 @@ def _index_entry(run: RunDir) -> tuple[dict[str, Any], list[tuple]]:
         summary, error = None, str(err)
     holder = lock_holder(run)
     status = "interrupted" if summary is None else summary["status"]
-    if status == "running" and holder is None:
+    if summary is not None and status == "running" and holder is None:
         status = "interrupted"
+        lock = RunLock(run)
+        if lock.acquire_nowait():  # its owner is gone: the summary says so too
+            try:
+                run.write_summary({**summary, "status": "interrupted"})
+            except OSError:
+                pass
+            finally:
+                lock.release()
     summary = summary or {}
     tasks = summary.get("tasks", [])
     task_errors = "; ".join(f"{t.get('key')}: {t['error']}" for t in tasks if t.get("error"))
