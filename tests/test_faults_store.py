@@ -913,7 +913,7 @@ def test_stale_temporary_files_of_a_killed_writer_are_removed(store):
     [
         ("ling2023-fig1", "tol=-1", "error: `tol` is a tolerance and must be > 0; got -1.0"),
         ("ling2023-fig1", "spectral_every=-3",
-         "error: `spectral_every` is a period in steps and must be >= 1; got -3"),
+         "error: `spectral_every` is a period in steps and must be >= 0; got -3"),
         ("ling2023-fig1", "n=99999999999999999999999",
          "error: `n` must fit in a signed 64-bit integer (-9223372036854775808 to "
          "9223372036854775807); got 99999999999999999999999"),

@@ -14,8 +14,8 @@ Besides each config's own ``__post_init__`` checks, every value is checked when 
 is read (:func:`check_generic`), before any run is created: an ``int`` fits in a signed
 64-bit integer (torch's and numpy's C ``long``), a ``float`` is finite, and by name a
 tolerance (``tol``, ``*_tol``, ``*_rtol``, ``*_atol``) is positive, a period
-(``*_every``) is at least 1 and a seed (``seed``, ``seeds``, ``*_seed``) is in
-``[0, 2**63)``.
+(``*_every``; 0 where an experiment allows it means "never") is not negative and a
+seed (``seed``, ``seeds``, ``*_seed``) is in ``[0, 2**63)``.
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ def check_generic(key: str, value: object) -> None:
         return
     if (name == "tol" or name.endswith(("_tol", "_rtol", "_atol"))) and not value > 0:
         raise ConfigError(f"`{key}` is a tolerance and must be > 0; got {value!r}")
-    if name.endswith("_every") and not value >= 1:
-        raise ConfigError(f"`{key}` is a period in steps and must be >= 1; got {value!r}")
+    if name.endswith("_every") and not value >= 0:
+        raise ConfigError(f"`{key}` is a period in steps and must be >= 0; got {value!r}")
     if (name in ("seed", "seeds") or name.endswith("_seed")) and not value >= 0:
         raise ConfigError(f"`{key}` is a random seed and must be >= 0; got {value!r}")
 
