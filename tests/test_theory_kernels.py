@@ -13,6 +13,7 @@ from deqlab.theory.kernels import (
     AssumptionWarning,
     arccos_q,
     arccos_q_derivative,
+    converged_depth,
     least_eigenvalue,
     population_gram,
 )
@@ -161,6 +162,48 @@ def test_infinite_depth_newton_agrees_with_the_layer_recursion():
     torch.testing.assert_close(
         population_gram(X, 0.1), population_gram(X, 0.1, depth=400), atol=2e-15, rtol=0
     )
+
+
+def _layers_one_by_one(X, sigma_w2, depth):
+    """K^(depth) by Eq. (13) applied ``depth`` times, without any shortcut."""
+    from deqlab.theory.kernels import assemble_gram, q_and_slope
+
+    def entries(cos):
+        k, rho_prev = torch.zeros_like(cos), 0.0
+        for _ in range(depth):
+            rho = sigma_w2 * rho_prev + 1.0
+            u = k.mul_(sigma_w2 * rho_prev / rho).add_(cos, alpha=1.0 / rho).clamp_(-1.0, 1.0)
+            k, rho_prev = q_and_slope(u, slope=False)[0], rho
+        return k
+
+    return assemble_gram(X, entries, (1 - sigma_w2**depth) / (1 - sigma_w2))
+
+
+@pytest.mark.parametrize("sigma_w2", [0.08, 0.5])
+def test_any_depth_is_exact_and_takes_bounded_time(sigma_w2):
+    """Once the layer map repeats its iterates bitwise, deeper K^(l) are known exactly:
+    depth 10⁹ returns at once, equal to the layers applied one by one."""
+    X = off_sphere(7, 6)
+    deep = population_gram(X, sigma_w2, 10**9)
+    torch.testing.assert_close(deep, _layers_one_by_one(X, sigma_w2, 400), atol=0, rtol=0)
+    torch.testing.assert_close(
+        population_gram(X, sigma_w2, 7), _layers_one_by_one(X, sigma_w2, 7), atol=0, rtol=0
+    )
+
+
+@pytest.mark.parametrize("sigma_w2", [0.08, 0.3, 0.7])
+def test_converged_depth_bounds_the_distance_to_the_limit(sigma_w2):
+    X = off_sphere(8, 7)
+    K = population_gram(X, sigma_w2)
+    root = K.diagonal().sqrt()
+    limit = converged_depth(sigma_w2)
+    assert 2 * (limit + 1) * sigma_w2**limit <= 1e-14 < 2 * limit * sigma_w2 ** (limit - 1)
+    for depth in (1, limit // 2, limit):
+        gap = float(
+            ((population_gram(X, sigma_w2, depth) - K) / (root[:, None] * root)).abs().max()
+        )
+        assert gap <= 2 * (depth + 1) * sigma_w2**depth + 2e-14
+    assert converged_depth(0.08) == 15
 
 
 def test_diagonal_follows_lemma3_closed_form():
@@ -385,3 +428,19 @@ def test_cli_kernel_rejects_bad_arguments(tmp_path):
     assert result.exit_code == 2 and "non-negative integer or 'inf'" in result.output
     result = runner.invoke(app, ["kernel", "--dataset", "sphere", "--n", "5", "--sigma-w2", "1"])
     assert result.exit_code == 2 and "`sigma_w2` must be in (0, 1)" in result.output
+
+
+def test_cli_kernel_at_a_huge_depth_computes_the_limit_and_says_so():
+    from typer.testing import CliRunner
+
+    from deqlab.cli.app import app
+
+    args = ["kernel", "--dataset", "sphere", "--n", "12", "--d", "6"]
+    deep = CliRunner().invoke(app, [*args, "--depth", "1000000000"])
+    limit = CliRunner().invoke(app, args)
+    assert deep.exit_code == 0 == limit.exit_code, deep.output
+    assert "kernel: K^(1000000000) = K = K^(∞) (Eq. 14), to 1e-14" in deep.output
+    assert "note: depth 1000000000 > 15: from l = 15 on, |K^(l) - K| <= 2(l+1)σ_w^(2l)" in (
+        deep.output
+    )
+    assert deep.output.splitlines()[3:] == limit.output.splitlines()[2:]  # the same numbers

@@ -9,6 +9,11 @@ import typer
 from deqlab.cli.app import EXIT_FAILED, JSON_HELP, app, echo_json, fail
 from deqlab.data.registry import DATASETS
 
+#: Accuracy of K = K^(∞) (absolute, on the normalised entries): population_gram's tol.
+_K_TOL = 1e-14
+#: The first bytes of every .npy file (numpy.lib.format.MAGIC_PREFIX).
+_NPY_MAGIC = b"\x93NUMPY"
+
 
 def _parse_depth(text: str) -> int | None:
     """``--depth``: a non-negative integer, or ``inf`` (None) for the limit K."""
@@ -23,6 +28,100 @@ def _parse_depth(text: str) -> int | None:
     return depth
 
 
+def _read_array(path: Path):
+    """X from a .npy file, as float64 torch; a file that is not one finite real 2-D array is
+    a one-line ValueError naming it. Pickled data is never loaded (``allow_pickle=False``)."""
+    import numpy as np
+    import torch
+
+    where = f"`--input` {str(path)!r}"
+    if not path.exists():
+        raise ValueError(f"{where}: no such file")
+    if path.is_dir():
+        raise ValueError(f"{where} is a directory, not a .npy file")
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(_NPY_MAGIC))
+            if head.startswith(b"PK"):
+                raise ValueError(
+                    f"{where} is a .npz archive, not a .npy array file; save the one array X "
+                    "with numpy.save"
+                )
+            if head != _NPY_MAGIC:
+                raise ValueError(
+                    f"{where} is not a valid .npy array file (it does not start with the NumPy "
+                    "header; pickled data is never loaded); save X with numpy.save"
+                )
+            handle.seek(0)
+            array = np.load(handle, allow_pickle=False)
+    except OSError as err:
+        raise ValueError(f"{where} cannot be read: {err.strerror or err}") from None
+    except (ValueError, EOFError) as err:
+        if str(err).startswith(where):
+            raise
+        if "Object arrays" in str(err):
+            raise ValueError(
+                f"{where} holds Python objects (dtype object), not numbers; pickled data is "
+                "never loaded"
+            ) from None
+        detail = " ".join(str(err).split()) or "the file ends early"
+        raise ValueError(f"{where} is not a valid .npy array file: {detail}") from None
+    if array.dtype.kind not in "fiu":
+        raise ValueError(
+            f"{where} holds an array of dtype {array.dtype}; expected real numbers (float or int)"
+        )
+    if array.ndim != 2:
+        raise ValueError(
+            f"{where} holds an array of shape {array.shape}; expected X of shape (d, n), one "
+            "point per column"
+        )
+    if 0 in array.shape:
+        raise ValueError(
+            f"{where} holds an array of shape {array.shape}; expected X of shape (d, n) with "
+            "d >= 1 features and n >= 1 columns (points)"
+        )
+    bad = int((~np.isfinite(array)).sum()) if array.dtype.kind == "f" else 0
+    if bad:
+        raise ValueError(f"{where} has {bad} NaN/Inf entries; X must be finite")
+    return torch.from_numpy(np.ascontiguousarray(array)).to(torch.float64)
+
+
+def _check_save(save: Path) -> None:
+    """Refuse a ``--save`` target that is a directory or lies where nothing can be written,
+    before anything is computed."""
+    import tempfile
+
+    where = f"`--save` {str(save)!r}"
+    if save.is_dir():
+        raise ValueError(f"{where} is a directory; give a file name, e.g. {save / 'K.npy'}")
+    parent = save.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"{where} cannot be written: {str(parent)!r} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as err:
+        raise ValueError(
+            f"{where} cannot be written: {str(parent)!r} is not writable ({err.strerror or err})"
+        ) from None
+
+
+def _save_matrix(save: Path, M) -> None:
+    """Write M as .npy atomically; an OSError becomes one ValueError line naming the file."""
+    import numpy as np
+
+    from deqlab._atomic import atomic_path
+
+    try:
+        with atomic_path(save) as tmp, open(tmp, "wb") as handle:
+            np.save(handle, M.cpu().numpy())
+    except OSError as err:
+        where = f"`--save` {str(save)!r}"
+        raise ValueError(f"{where} cannot be written: {err.strerror or err}") from None
+
+
 def _load_inputs(
     dataset: str | None,
     input_file: Path | None,
@@ -32,14 +131,12 @@ def _load_inputs(
     data_dir: Path | None,
 ):
     """(X (d, n) float64, description) from a registered data set or a .npy file."""
-    import numpy as np
     import torch
 
     if (dataset is None) == (input_file is None):
         raise ValueError("give exactly one of --dataset NAME or --input X.npy")
     if input_file is not None:
-        X = torch.from_numpy(np.load(input_file, allow_pickle=False)).to(torch.float64)
-        return X, f"{input_file} (columns are points)"
+        return _read_array(input_file), f"{input_file} (columns are points)"
     from deqlab.data import get_dataset
 
     data = get_dataset(dataset, n=n, d=d, seed=seed, data_dir=data_dir)
@@ -66,7 +163,11 @@ def kernel(
     seed: int = typer.Option(0, "--seed", help="Seed of the data set draw."),
     sigma_w2: float = typer.Option(0.08, "--sigma-w2", help="σ_w² of Assumption 1, in (0, 1)."),
     depth: str = typer.Option(
-        "inf", "--depth", metavar="L|inf", help="Layers l of K^(l), or 'inf' for K."
+        "inf",
+        "--depth",
+        metavar="L|inf",
+        help="Layers l of K^(l), or 'inf' for K. Beyond the depth where K^(l) is within "
+        f"{_K_TOL:g} of K (15 layers at σ_w² = 0.08), K itself is computed, and said so.",
     ),
     ntk: bool = typer.Option(False, "--ntk", help="The infinite-width DEQ NTK instead of K."),
     parameterization: str = typer.Option(
@@ -80,21 +181,29 @@ def kernel(
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Print λ*, the condition number and the diagonal of K (Ling et al. 2023, Eq. (14))."""
-    import numpy as np
-
-    from deqlab._atomic import atomic_path
     from deqlab.data import DatasetNotFoundError
-    from deqlab.theory.kernels import least_eigenvalue, population_gram
+    from deqlab.theory.kernels import converged_depth, least_eigenvalue, population_gram
     from deqlab.theory.ntk import deq_ntk
 
     layers = _parse_depth(depth)
+    note = None
     try:
+        if save is not None:
+            _check_save(save)
         X, source = _load_inputs(dataset, input_file, n, d, seed, data_dir)
         if ntk:
             if layers is not None:
                 raise ValueError("--ntk is the infinite-depth kernel: drop --depth or use 'inf'")
             M = deq_ntk(X, sigma_w2, parameterization=parameterization)
             what = f"DEQ NTK ({parameterization})"
+        elif layers is not None and layers > (limit := converged_depth(sigma_w2, _K_TOL)):
+            M = population_gram(X, sigma_w2, None, tol=_K_TOL)
+            what = f"K^({layers}) = K = K^(∞) (Eq. 14), to {_K_TOL:g}"
+            note = (
+                f"depth {layers} > {limit}: from l = {limit} on, |K^(l) - K| <= 2(l+1)σ_w^(2l) "
+                f"<= {_K_TOL:g} relative to the diagonal, so K = K^(∞) was computed instead "
+                "of the layers"
+            )
         else:
             M = population_gram(X, sigma_w2, layers)
             what = "K = K^(∞) (Eq. 14)" if layers is None else f"K^({layers}) (Definition 1)"
@@ -107,11 +216,14 @@ def kernel(
             f"{first}; fetch it with: {fetch_command(dataset, data_dir)}", EXIT_FAILED
         ) from None
     except (ValueError, TypeError, OSError) as err:
-        raise fail(str(err)) from None
+        about_file = input_file is not None and str(err).startswith("`X`")
+        raise fail(f"`--input` {str(input_file)!r}: {err}" if about_file else str(err)) from None
     diag = M.diagonal()
     if save is not None:
-        with atomic_path(save) as tmp, open(tmp, "wb") as handle:
-            np.save(handle, M.cpu().numpy())
+        try:
+            _save_matrix(save, M)
+        except ValueError as err:
+            raise fail(str(err)) from None
     if as_json:
         echo_json(
             {
@@ -121,6 +233,7 @@ def kernel(
                 "sigma_w2": sigma_w2,
                 "kernel": what,
                 "depth": layers,
+                "note": note,
                 "lambda_min": float(lam.value),
                 "singular": bool(lam.singular),
                 "reason": lam.reason or None,
@@ -137,6 +250,8 @@ def kernel(
         return
     typer.echo(f"data: {source}, d = {X.shape[0]}, n = {X.shape[1]}, σ_w² = {sigma_w2:g}")
     typer.echo(f"kernel: {what}")
+    if note:
+        typer.echo(f"note: {note}")
     typer.echo(f"lambda_min (λ*): {lam.value:.10g}")
     if lam.singular:
         typer.echo(f"  {lam.reason}")

@@ -40,6 +40,7 @@ __all__ = [
     "arccos_q",
     "arccos_q_derivative",
     "check_sigma_w2",
+    "converged_depth",
     "least_eigenvalue",
     "population_gram",
 ]
@@ -135,24 +136,64 @@ def _check_depth(depth: object) -> int | None:
 
 
 def depth_scale(sigma_w2: float, depth: int | None) -> float:
-    """ρ_l = (1 - σ_w^{2l}) / (1 - σ_w²) = K_ii^(l) on the sphere (Lemma 3); None → 1/(1-σ_w²)."""
+    """ρ_l = (1 - σ_w^{2l}) / (1 - σ_w²) = K_ii^(l) on the sphere (Lemma 3); None → 1/(1-σ_w²).
+
+    Computed by the recursion ρ_l = σ_w² ρ_{l-1} + 1, which stops changing (in floating
+    point) after a few hundred layers at most: any depth costs that much, not ``depth`` steps.
+    """
     if depth is None:
         return 1.0 / (1.0 - sigma_w2)
     rho = 0.0
     for _ in range(depth):
-        rho = sigma_w2 * rho + 1.0
+        rho, previous = sigma_w2 * rho + 1.0, rho
+        if rho == previous:  # a fixed point of the recursion: every later ρ_l is this one
+            break
     return rho
 
 
+def converged_depth(sigma_w2: float, tol: float = 1e-14) -> int:
+    """The least depth l with 2(l+1)σ_w^{2l} <= ``tol``: from there on K^(l) equals K = K^(∞)
+    within ``tol`` relative to the diagonal scale, |K_ij^(l) − K_ij| <= tol · ρ_∞ √(ν_i ν_j).
+
+    The bound: with e_l = max |k^(l) − k| on the normalised entries (module docstring),
+    Q' <= 1 gives e_l <= σ_w² e_{l-1} + 2|1/ρ_l − 1/ρ_∞|, hence e_l <= (1 + 2l) σ_w^{2l}, and
+    |ρ_l k^(l) − ρ_∞ k| <= ρ_∞ (e_l + σ_w^{2l}) <= 2(l+1) σ_w^{2l} ρ_∞. K itself is solved to
+    an absolute ``tol`` on k, so beyond this depth K^(l) and the computed K agree as closely
+    as K is known. 15 layers at σ_w² = 0.08, about 3 900 at σ_w² = 0.99.
+    """
+    sigma_w2 = check_real(
+        "sigma_w2", sigma_w2, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False
+    )
+    tol = check_real("tol", tol, low=0.0, low_inclusive=False)
+    log_s = math.log(sigma_w2)
+    depth = max(0, math.floor(math.log(tol / 2) / log_s) - 1)  # 2σ^{2l} <= tol is necessary
+    while math.log(2 * (depth + 1)) + depth * log_s > math.log(tol):
+        depth += 1
+    return depth
+
+
 def layer_entries(cos: torch.Tensor, sigma_w2: float, depth: int) -> torch.Tensor:
-    """k^(depth) of Eq. (13) (corrected index), entrywise over the block ``cos``."""
+    """k^(depth) of Eq. (13) (corrected index), entrywise over the block ``cos``.
+
+    Exact for any depth in bounded time: once ρ_l has stopped changing the layer map is one
+    fixed function of k, and when its iterates repeat (bitwise) after one or two layers —
+    a fixed point or a rounding 2-cycle, typically within a few dozen layers for σ_w² < 1/8 —
+    every later iterate is known without computing it.
+    """
     k = torch.zeros_like(cos)
-    rho_prev = 0.0
-    for _ in range(depth):
+    before: torch.Tensor | None = None  # k two layers back, while the map is unchanged
+    rho_prev, same_map = 0.0, 0
+    for layer in range(depth):
         rho = sigma_w2 * rho_prev + 1.0
-        u = k.mul_(sigma_w2 * rho_prev / rho).add_(cos, alpha=1.0 / rho).clamp_(-1.0, 1.0)
-        k = q_and_slope(u, slope=False)[0]  # (b, c)
-        rho_prev = rho
+        same_map = same_map + 1 if rho == rho_prev else 0
+        u = k.mul(sigma_w2 * rho_prev / rho).add_(cos, alpha=1.0 / rho).clamp_(-1.0, 1.0)
+        new = q_and_slope(u, slope=False)[0]  # (b, c)
+        left = depth - layer - 1  # layers still to apply after this one
+        if same_map >= 1 and torch.equal(new, k):
+            return new  # a fixed point of the map
+        if same_map >= 2 and before is not None and torch.equal(new, before):
+            return new if left % 2 == 0 else k  # a 2-cycle: new, k, new, k, ...
+        before, k, rho_prev = k, new, rho
     return k
 
 
