@@ -13,6 +13,7 @@ import hashlib
 import http.client
 import os
 import re
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -29,7 +30,7 @@ from rich.progress import (
 )
 
 from deqlab._checks import check_choice, check_positive
-from deqlab.data.locate import data_root
+from deqlab.data.locate import ENV_VAR, data_root
 from deqlab.data.sources import SOURCES, RemoteFile, Source
 
 _CHUNK = 1 << 16
@@ -203,12 +204,37 @@ def fetch(
         TransferSpeedColumn(),
         TimeRemainingColumn(),
     )
+    present = {
+        file.filename
+        for file in source.files
+        if (target / file.filename).is_file()
+        and file_digest(target / file.filename, file.algorithm) == file.digest.lower()
+    }
+    if len(present) < len(source.files):
+        check_writable(target)
     paths = []
     with Progress(*columns, disable=not show_progress) as progress:
         for file in source.files:
             dest = target / file.filename
-            if dest.is_file() and file_digest(dest, file.algorithm) == file.digest.lower():
+            if file.filename in present:
                 paths.append(dest)
                 continue
             paths.append(_fetch_one(file, mirrors, dest, timeout, progress))
     return paths
+
+
+def check_writable(directory: Path) -> None:
+    """Create ``directory`` if needed and write (then remove) a temporary file in it.
+
+    Raises ValueError (one line naming it) when that fails: a read-only place, a path
+    through a file, no permission; checked before any download starts.
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as err:
+        raise ValueError(
+            f"data directory {str(directory)!r} is not writable ({err.strerror or err}); "
+            f"give a writable --dir, or set ${ENV_VAR}"
+        ) from None
