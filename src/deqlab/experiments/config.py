@@ -67,11 +67,11 @@ def check_generic(key: str, value: object) -> None:
     if not isinstance(value, int | float):
         return
     if (name == "tol" or name.endswith(("_tol", "_rtol", "_atol"))) and not value > 0:
-        raise ConfigError(f"`{key}` is a tolerance and must be > 0; got {value!r}")
+        raise ConfigError(f"`{key}` must be > 0 (a tolerance); got {value!r}")
     if name.endswith("_every") and not value >= 0:
-        raise ConfigError(f"`{key}` is a period in steps and must be >= 0; got {value!r}")
+        raise ConfigError(f"`{key}` must be >= 0 (a period in steps); got {value!r}")
     if (name in ("seed", "seeds") or name.endswith("_seed")) and not value >= 0:
-        raise ConfigError(f"`{key}` is a random seed and must be >= 0; got {value!r}")
+        raise ConfigError(f"`{key}` must be >= 0 (a random seed); got {value!r}")
 
 
 def field_types(config_cls: type) -> dict[str, Any]:
