@@ -785,6 +785,10 @@ def test_report_of_a_truncated_summary_names_the_file(store):
     assert result.exit_code == 2
     line = one_line(result.stderr)
     assert line.startswith(f"error: '{run.summary_file}' is not valid JSON")
+    assert line.endswith("`deqlab runs show HASH --out STORE`, rebuilds it from the checkpoints")
+    assert run.summary_file.read_text() == '{"status"'  # the report writes nothing
+    assert [r["status"] for r in index_rows(store)] == ["finished"]
+    assert not [p for p in store.rglob(".*.tmp*")]
 
 
 # --- read-only places and full disks -----------------------------------------------------------

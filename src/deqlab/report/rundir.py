@@ -61,8 +61,16 @@ def resolve_run_dir(run_dir: object) -> Path:
     return path
 
 
+#: How a damaged summary.json is rebuilt (said by every error about one).
+REBUILD_HINT = (
+    "rerunning the run's `deqlab reproduce` command, or `deqlab runs show HASH --out STORE`, "
+    "rebuilds it from the checkpoints"
+)
+
+
 def read_summary(run_dir: Path) -> dict[str, Any]:
-    """Parse and check ``summary.json``; raises naming the file and the faulty field."""
+    """Parse and check ``summary.json``; raises naming the file and the faulty field (and
+    saying how it is rebuilt: :data:`REBUILD_HINT`)."""
     path = run_dir / SUMMARY_FILE
     if not path.is_file():
         raise FileNotFoundError(
@@ -71,18 +79,31 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{str(path)!r} is not valid JSON: {err}") from err
+        raise ValueError(f"{str(path)!r} is not valid JSON: {err}; {REBUILD_HINT}") from err
     if not isinstance(summary, dict):
-        raise ValueError(f"{str(path)!r} must hold a JSON object; got {type(summary).__name__}")
+        raise ValueError(
+            f"{str(path)!r} must hold a JSON object; got {type(summary).__name__}; {REBUILD_HINT}"
+        )
     for key in ("statements", "deviations", "tasks"):
         items = summary.setdefault(key, [])
         if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
-            raise ValueError(f"{str(path)!r}: `{key}` must be a list of objects; got {items!r}")
+            raise ValueError(
+                f"{str(path)!r}: `{key}` must be a list of objects; got {_short(items)}; "
+                + REBUILD_HINT
+            )
     environment = summary.setdefault("environment", {})
     if not isinstance(environment, dict):
-        raise ValueError(f"{str(path)!r}: `environment` must be an object; got {environment!r}")
+        raise ValueError(
+            f"{str(path)!r}: `environment` must be an object; got {_short(environment)}; "
+            + REBUILD_HINT
+        )
     summary["figures"] = _parse_figures(path, summary.get("figures", []))
     return summary
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _parse_figures(path: Path, figures: object) -> list[FigureEntry]:
