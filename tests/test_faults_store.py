@@ -1012,6 +1012,9 @@ def test_a_checkpoint_is_not_written_for_a_dead_owner(tmp_path, monkeypatch):
         run.save_checkpoint("b", {"done": False, "rows": [], "state": None})
     monkeypatch.setenv(OWNER_ENV, str(os.getpid()))
     run.save_checkpoint("b", {"done": False, "rows": [], "state": None})
+    run.lock_file.write_text("")  # the owner released the run: its workers stop writing
+    with pytest.raises(OwnerGoneError, match=rf"process {os.getpid()}, which started this task"):
+        run.save_checkpoint("c", {"done": False, "rows": [], "state": None})
     assert sorted(p.name for p in (run.path / "checkpoints").iterdir()) == ["a.pt", "b.pt"]
 
 

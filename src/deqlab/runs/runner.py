@@ -353,7 +353,7 @@ def _reproduce_locked(
             type(experiment),
             config,
             task,
-            str(run.path),
+            str(run.path.absolute()),  # a worker's working directory may be another
             device,
             checkpoint_every or experiment.default_checkpoint_every,
         )

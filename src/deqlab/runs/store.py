@@ -350,21 +350,31 @@ class RunDir:
 
     def check_owner(self) -> None:
         """Raise :class:`OwnerGoneError` when the run's owner is gone, or when this process
-        works for another owner than the one holding the run now (``$DEQLAB_RUN_OWNER``).
+        works for an owner (``$DEQLAB_RUN_OWNER``, set by the owner for its workers) that
+        no longer holds the run: it ended, or another process owns the run now.
 
-        Called before every checkpoint write: a task left running by a dead owner (an
-        orphaned worker) stops instead of writing into the run. A run without a recorded
-        owner, or owned on another host, is not checked.
+        Called before every checkpoint write: a task left running by a dead or finished
+        owner (an orphaned worker) stops instead of writing into the run. A run owned on
+        another host is not checked, nor one without a recorded owner written to by a
+        process that is no run's worker (a direct call).
         """
         record = self.owner()
-        if record is None or record.get("host") != host_name():
+        expected = os.environ.get(OWNER_ENV, "")
+        if record is not None and record.get("host") != host_name():
             return
-        expected = os.environ.get(OWNER_ENV)
-        if expected and expected.isdigit() and int(expected) != record.get("pid"):
-            raise OwnerGoneError(
-                f"run {self.path} is owned by process {record.get('pid')} now, not by "
-                f"{expected} that started this task; not writing into it"
-            )
+        if expected.isdigit():
+            if record is None:
+                raise OwnerGoneError(
+                    f"process {expected}, which started this task, no longer owns run "
+                    f"{self.path}; not writing into it"
+                )
+            if int(expected) != record.get("pid"):
+                raise OwnerGoneError(
+                    f"run {self.path} is owned by process {record.get('pid')} now, not by "
+                    f"{expected} that started this task; not writing into it"
+                )
+        if record is None:
+            return
         if owner_state(record.get("pid"), record.get("host"), record.get("start")) == "dead":
             raise OwnerGoneError(
                 f"the process {record.get('pid')} that owns run {self.path} is gone; "
