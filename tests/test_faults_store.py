@@ -469,7 +469,8 @@ def test_sigkill_leaves_a_dead_run_that_reruns(tmp_path, reference):
     assert status_of(out) == "running"  # the index as the killed process left it
     assert status_of(out, as_listed=True) == "dead"
     listed = cli("runs", "list", "--out", out)
-    assert listed.exit_code == 0 and "dead" in listed.stdout
+    assert listed.exit_code == 0 and "│ dead " in listed.stdout
+    assert listed.stdout.splitlines()[-1].startswith("dead: the process computing the run is gone")
     shown = cli("runs", "show", run_dir(out).path.name, "--out", out)
     assert shown.exit_code == 0 and "status=dead" in shown.stdout
     consistent(out)

@@ -66,7 +66,11 @@ def runs_list(
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """List the runs in the index, newest first: experiment, hash, preset, status, wall time."""
+    """List the runs in the index, newest first: experiment, hash, preset, status, wall time.
+
+    Status: running, finished, failed, interrupted, or dead (a running run whose process
+    is gone). Works on a read-only store.
+    """
     store = _open_store(out)
     rows = [r for r in store.runs() if experiment is None or r["experiment"] == experiment]
     if as_json:
@@ -86,6 +90,11 @@ def runs_list(
             str(r["n_failed"] or 0),
         )
     Console(width=160).print(table)
+    if any(r["status"] == "dead" for r in rows):
+        typer.echo(
+            "dead: the process computing the run is gone (killed, or its machine restarted); "
+            "rerun its `deqlab reproduce` command to resume it from the checkpoints"
+        )
 
 
 def run_document(store, row: dict[str, Any]) -> dict[str, Any]:

@@ -264,7 +264,10 @@ def reproduce(
     A reused run computed by another deqlab version or commit raises a
     :class:`UserWarning` naming both (and keeps it in ``Run.warnings``). Raises
     :class:`~deqlab.experiments.config.ConfigError` (a ValueError) for an unknown
-    experiment, preset or key, or a wrongly typed value, before anything runs.
+    experiment, preset or key, a wrongly typed or out-of-range value, or a data set that is
+    not on this machine (:class:`~deqlab.runs.runner.DataError`, with where it was looked
+    for and how to fetch it), before anything runs; ``KeyboardInterrupt`` (on SIGTERM:
+    :class:`~deqlab.runs.runner.Terminated`) leaves the run ``interrupted``, resumable.
     """
     prepared = prepare(
         name,
