@@ -1,4 +1,4 @@
-"""Baselines of Kawaguchi (2021): linear model, ReLU MLPs, linear ResNet with identity init."""
+"""Baselines of Kawaguchi (2021): linear model, ReLU MLPs, Zou et al.'s linear ResNet."""
 
 import pytest
 import torch
@@ -49,26 +49,58 @@ def test_relu_mlp_initialization_scale():
         assert abs(W.detach().std().item() * 20 - 1) < 0.05
 
 
-def test_linear_resnet_identity_initialization():
-    """W_l = 0: f₀(x) = x; the product form B(I + W_L)⋯(I + W_1)A x after perturbing W_l."""
-    model = LinearResNet(4, 4, depth=3)
+def _resnet_by_hand(model, X):
+    product = torch.eye(model.input_layer.shape[0], dtype=X.dtype)
+    for W in model.blocks:
+        product = (torch.eye(product.shape[0], dtype=X.dtype) + W) @ product
+    return model.output_layer @ product @ model.input_layer @ X
+
+
+@pytest.mark.parametrize("io", ["modified_identity", "gaussian", "identity"])
+def test_linear_resnet_is_the_product_form_with_only_the_blocks_trained(io):
+    """f(x) = B(I + W_L)⋯(I + W_1)Ax after perturbing the W_l; W_l = 0 at the start."""
+    model = LinearResNet(4, 4, depth=3, io=io, generator=torch.Generator().manual_seed(0))
+    assert all(not W.detach().any() for W in model.blocks)
+    assert [name for name, _ in model.named_parameters()] == ["blocks.0", "blocks.1", "blocks.2"]
     X = torch.randn(4, 8)
     with torch.no_grad():
-        torch.testing.assert_close(model(X), X)
+        torch.testing.assert_close(model(X), model.output_layer @ model.input_layer @ X)
         for W in model.blocks:
             W.normal_()
-        product = torch.eye(4)
-        for W in model.blocks:
-            product = (torch.eye(4) + W) @ product
-        torch.testing.assert_close(model(X), product @ X)
-    assert [name for name, _ in model.named_parameters()] == ["blocks.0", "blocks.1", "blocks.2"]
+        torch.testing.assert_close(model(X), _resnet_by_hand(model, X))
 
 
-def test_linear_resnet_rectangular_identity_layers():
-    model = LinearResNet(3, 2, depth=2, width=5)
+def test_modified_identity_has_width_d_plus_k_and_starts_at_zero():
+    """A = [I_d; 0], B = [0, I_k]: BA = 0 (f₀ = 0), all singular values of A and B are 1."""
+    model = LinearResNet(3, 2, depth=2)
+    A, B = model.input_layer, model.output_layer
+    assert A.shape == (5, 3) and B.shape == (2, 5)
+    torch.testing.assert_close(A[:3], torch.eye(3))
+    torch.testing.assert_close(B[:, 3:], torch.eye(2))
+    assert float((B @ A).abs().max()) == 0.0
+    torch.testing.assert_close(torch.linalg.svdvals(A), torch.ones(3))
+    assert LinearResNet(3, 2, depth=2, width=9).input_layer.shape == (9, 3)
+    with pytest.raises(ValueError, match=r"`width` must be >= m_x \+ m_y = 5"):
+        LinearResNet(3, 2, depth=2, width=4)
+
+
+def test_gaussian_transformations_scale():
+    """Entries of A are N(0, 1/width), of B N(0, 1/k); the generator makes them repeatable."""
+    draw = lambda: LinearResNet(  # noqa: E731
+        30, 4, depth=1, io="gaussian", width=600, generator=torch.Generator().manual_seed(0)
+    )
+    model = draw()
+    assert abs(model.input_layer.std().item() * 600**0.5 - 1) < 0.05
+    assert abs(model.output_layer.std().item() * 4**0.5 - 1) < 0.05
+    torch.testing.assert_close(draw().output_layer, model.output_layer)
+
+
+def test_identity_layers_are_rectangular_identities():
+    model = LinearResNet(3, 2, depth=2, io="identity", width=5)
     X = torch.randn(3, 4)
     with torch.no_grad():
         torch.testing.assert_close(model(X), X[:2])
+    assert LinearResNet(3, 3, depth=1, io="identity").input_layer.shape == (3, 3)
 
 
 def test_bad_input_gives_clear_errors():
@@ -76,6 +108,8 @@ def test_bad_input_gives_clear_errors():
         ReLUMLP(6, 1, depth=2)(torch.randn(5, 3))
     with pytest.raises(ValueError, match=r"`X` must have shape \(4, 'any'\)"):
         LinearResNet(4, 4, depth=2)(torch.randn(3, 3))
+    with pytest.raises(ValueError, match="`io` must be one of 'modified_identity'"):
+        LinearResNet(4, 4, depth=2, io="zou")
     with pytest.raises(ValueError, match="`depth` must be >= 1"):
         ReLUMLP(6, 1, depth=0)
     with pytest.raises(TypeError, match="`bias` must be a bool"):

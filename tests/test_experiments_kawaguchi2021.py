@@ -7,9 +7,10 @@ tests/test_cli_experiments.py.)"""
 import math
 
 import pytest
+import torch
 
 from deqlab.experiments.base import TaskContext
-from deqlab.experiments.kawaguchi2021 import corollaries, fig1_report, fig2_report
+from deqlab.experiments.kawaguchi2021 import corollaries, fig1_report, fig2, fig2_report
 from deqlab.experiments.kawaguchi2021.corollaries import (
     COROLLARY_1,
     COROLLARY_2,
@@ -209,14 +210,37 @@ def test_fig2_observations_in_both_directions(delm_loss, resnet_a, resnet_b, ver
     got = (observed[0].verdict, observed[2].verdict, observed[3].verdict)
     assert got == (verdicts[0], verdicts[2], verdicts[3])
     assert observed[1].verdict is PASS
-    assert "stand-in linear ResNet" in observed[2].detail
+    assert (
+        "modified identity" in observed[2].detail and "η·λ_max(∇²L(W₀)) = —" in observed[2].detail
+    )
     unfinished = _final_rows(config, "a-delm-identity", "DELM", 10.0, step=50)
     assert fig2_report.statements(config, unfinished)[0].verdict is NM
 
 
+def test_resnet_sharpness_is_the_top_eigenvalue_of_the_dense_hessian():
+    config = Fig2Config(n=30, d=2, resnet_depth=2, resnet_io="gaussian")
+    X, Y = fig2.zou_synthetic(30, 2, seed=0).X, fig2.zou_synthetic(30, 2, seed=0).y
+    model = fig2.resnet_model(config, X)
+    with torch.no_grad():
+        for W in model.blocks:
+            W.normal_(std=0.3)  # away from W = 0, where the Hessian is simpler
+    sizes = [W.numel() for W in model.blocks]
+
+    def loss(theta):
+        H = model.input_layer @ X
+        for w in theta.split(sizes):
+            H = H + w.view(4, 4) @ H
+        return ((model.output_layer @ H - Y) ** 2).sum()
+
+    theta = torch.cat([W.detach().reshape(-1) for W in model.blocks])
+    dense = torch.linalg.eigvalsh(torch.autograd.functional.hessian(loss, theta))[-1]
+    assert fig2.resnet_sharpness(model, X, Y) == pytest.approx(float(dense), rel=1e-9)
+
+
 def test_fig2_tiny_statements():
-    """The tiny run: observations decided (the stand-in ResNet fails on uniform data),
-    Corollary 1 not applicable because its step is above 1/λ_max, with the step it needs."""
+    """The tiny run: observations decided (Zou et al.'s modified-identity ResNet reaches L*
+    on both data sets, so panel (a)'s contrast fails), Corollary 1 not applicable because
+    its step is above 1/λ_max, with the step it needs."""
     experiment = Kawaguchi2021Fig2()
     config = experiment.resolve("tiny")
     rows = _run_all(experiment, config)
@@ -224,8 +248,9 @@ def test_fig2_tiny_statements():
     found = _by_name(experiment.statements(config, rows))
     assert found["DELMs reach the global minimum value on Gaussian data from every "
                  "initialization"].verdict is PASS  # fmt: skip
-    resnet = "linear ResNet (identity init) reaches the global minimum value on uniform data"
-    assert found[resnet].verdict is FAIL
+    resnet = "linear ResNet (identity init) {} the global minimum value on {} data"
+    assert found[resnet.format("stays above", "Gaussian")].verdict is FAIL
+    assert found[resnet.format("reaches", "uniform")].verdict is PASS
     assert found["Theorem 1: λ_min(D_t) ≥ 1/(m(1+γ)²) at every step"].verdict is PASS
     flow = found["gradient descent follows the gradient flow (Eq. 6)"]
     assert flow.verdict is Verdict.UNMET and flow.value > 1
@@ -319,8 +344,10 @@ def test_paper_presets_list_their_substitutions():
     assert found["datasets"].kind == "substitution" and "CIFAR-10" in found["datasets"].paper
     fig2 = Kawaguchi2021Fig2()
     found = {d.setting: d for d in fig2.deviations(fig2.resolve("paper"))}
+    assert "resnet_io" not in found and found["resnet_width"].kind == "our choice"
+    found = {d.setting: d for d in fig2.deviations(fig2.resolve("paper", overrides=[
+        "resnet_io=identity"]))}  # fmt: skip
     assert found["resnet_io"].kind == "substitution" and found["resnet_io"].run == "identity"
-    assert {d.kind for d in found.values()} == {"substitution", "our choice"}
 
 
 def test_log_spaced_steps():
@@ -334,7 +361,14 @@ def test_log_spaced_steps():
         (Fig2Config, "n", -3, r"`n` must be >= 1; got -3"),
         (Fig2Config, "gamma", 1.5, r"`gamma` must be in \(0, 1\); got 1.5"),
         (Fig2Config, "lr", 0.0, r"`lr` must be in \(0, inf\); got 0"),
-        (Fig2Config, "resnet_io", "zou", r"`resnet_io` must be one of 'identity'; got 'zou'"),
+        (
+            Fig2Config,
+            "resnet_io",
+            "zou",
+            r"`resnet_io` must be one of 'modified_identity', "
+            r"'gaussian', 'identity'; got 'zou'",
+        ),
+        (Fig2Config, "resnet_width", 19, r"`resnet_width` must be 0 or >= d \+ k = 20"),
         (Fig3Config, "tau", -1.0, r"`tau` must be in \(0, inf\); got -1"),
         (Fig3Config, "records", 0, r"`records` must be >= 1; got 0"),
         (

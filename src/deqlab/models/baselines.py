@@ -6,8 +6,8 @@ All models take inputs with samples as columns, X of shape (m_x, n), and return 
   same function as a DELM at initialization (Appendix D.1).
 * ``ReLUMLP``: fully connected ReLU network of depth H, entries of every weight drawn
   N(0, 1/width) (Appendix D.1), with or without bias terms (Appendix D.2).
-* ``LinearResNet``: f(x) = B (I + W_L) ⋯ (I + W_1) A x with identity initialization
-  W_l = 0 and fixed input/output layers A, B (Zou et al. 2020; Bartlett et al. 2019).
+* ``LinearResNet``: f(x) = B (I + W_L) ⋯ (I + W_1) A x with zero-initialized residual
+  blocks W_l = 0 and fixed input/output transformations A, B (Zou, Long & Gu 2020).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import math
 import torch
 from torch import nn
 
-from deqlab._checks import check_int, check_tensor
+from deqlab._checks import check_choice, check_int, check_tensor
 from deqlab.models.delm import DELM, FeatureMap, identity_features
 
 
@@ -110,12 +110,39 @@ class ReLUMLP(nn.Module):
         return H
 
 
-class LinearResNet(nn.Module):
-    """f(x) = B (I + W_L) ⋯ (I + W_1) A x with identity initialization W_l = 0.
+#: The fixed input/output transformations of :class:`LinearResNet` (``io``).
+RESNET_IO = ("modified_identity", "gaussian", "identity")
 
-    A (width, m_x) and B (m_y, width) are fixed rectangular identities (Zou et al. 2020 fix
-    the input and output layers; with m_x = width = m_y this is the residual network of
-    Bartlett et al. 2019), so f₀(x) = x on the shared coordinates; only W_1..W_L train.
+
+def resnet_io_width(io: str, m_x: int, m_y: int) -> int:
+    """The width each construction uses by default: d + k (modified identity, and the
+    Gaussian transformations at the same width), d (identity layers, square when d = k)."""
+    check_choice("io", io, RESNET_IO)
+    return m_x if io == "identity" else m_x + m_y
+
+
+class LinearResNet(nn.Module):
+    """f(x) = B (I + W_L) ⋯ (I + W_1) A x, residual blocks W_l zero at initialization.
+
+    Zou, Long & Gu, "On the global convergence of training deep linear ResNets" (ICLR 2020,
+    arXiv:2003.01094), the linear ResNet Kawaguchi (2021, Section 4) compares with: an input
+    transformation A (width, d) and an output transformation B (k, width) fixed during
+    training, L hidden m×m weights W_l trained by GD from zero ("zero initialization on all
+    hidden weights", their abstract: every block starts as the identity, Kawaguchi's
+    "identity initialization").  The transformations (``io``), from the same abstract:
+
+    * ``"modified_identity"``: A = [I_d; 0] (the first d coordinates), B = [0, I_k] (the
+      last k), width ≥ d + k ("a (d+k)-wide neural network is sufficient").  BA = 0: the
+      network starts at f₀ = 0 and A, B have all singular values 1.
+    * ``"gaussian"``: "Gaussian random linear transformations", entries of A drawn
+      N(0, 1/width) and of B N(0, 1/k) (our reading of their scaling: ‖Ax‖ ≈ ‖x‖, and
+      their GD step then scales as k/(L·width·‖X‖²)); wide enough for their theorem.
+    * ``"identity"``: A, B rectangular identities (width = d = k gives Bartlett et al.'s
+      residual network, f₀(x) = x): not Zou et al.'s; kept as the stand-in earlier runs used.
+
+    Only the W_l are parameters; A and B are buffers.  (The body of Zou et al. was not
+    available to us: the block placement of the modified identity and the Gaussian
+    variances are our reading of its abstract, as stated above.)
     """
 
     def __init__(
@@ -124,15 +151,27 @@ class LinearResNet(nn.Module):
         m_y: int,
         *,
         depth: int,
+        io: str = "modified_identity",
         width: int | None = None,
+        generator: torch.Generator | None = None,
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
+        check_choice("io", io, RESNET_IO)
+        m_x = check_int("m_x", m_x, min_value=1)
+        m_y = check_int("m_y", m_y, min_value=1)
+        width = resnet_io_width(io, m_x, m_y) if width is None else width
         self.m_x, m_y, depth, width = _check_sizes(m_x, m_y, depth, width)
+        if io == "modified_identity" and width < m_x + m_y:
+            raise ValueError(
+                f"`width` must be >= m_x + m_y = {m_x + m_y} for the modified identity; got {width}"
+            )
+        self.io = io
+        A, B = _io_layers(io, m_x, m_y, width, generator, dtype)
         factory = {"dtype": dtype, "device": device}
-        self.register_buffer("input_layer", torch.eye(width, self.m_x, **factory))
-        self.register_buffer("output_layer", torch.eye(m_y, width, **factory))
+        self.register_buffer("input_layer", A.to(device))
+        self.register_buffer("output_layer", B.to(device))
         self.blocks = nn.ParameterList(
             nn.Parameter(torch.zeros(width, width, **factory)) for _ in range(depth)
         )
@@ -142,3 +181,22 @@ class LinearResNet(nn.Module):
         for W in self.blocks:
             H = H + W @ H
         return self.output_layer @ H
+
+
+def _io_layers(
+    io: str, m_x: int, m_y: int, width: int, generator: torch.Generator | None, dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A (width, m_x) and B (m_y, width) of the construction ``io`` (LinearResNet)."""
+    if io == "gaussian":  # drawn where the generator lives (moved by the caller)
+        where = {"generator": generator, "dtype": dtype,
+                 "device": None if generator is None else generator.device}  # fmt: skip
+        A = torch.randn(width, m_x, **where) / math.sqrt(width)
+        B = torch.randn(m_y, width, **where) / math.sqrt(m_y)
+        return A, B
+    if io == "identity":
+        return torch.eye(width, m_x, dtype=dtype), torch.eye(m_y, width, dtype=dtype)
+    A = torch.zeros(width, m_x, dtype=dtype)
+    B = torch.zeros(m_y, width, dtype=dtype)
+    A[:m_x] = torch.eye(m_x, dtype=dtype)
+    B[:, width - m_y :] = torch.eye(m_y, dtype=dtype)
+    return A, B

@@ -11,9 +11,14 @@ Panel (c): the trajectory of a random-initialized DELM on the Gaussian data agai
 Corollary 1's two bounds, with λ_T = 1/(m(1+γ)²) (initialization-independent) and
 λ_T = inf_{t≤T} λ_min(D_t) (initialization-dependent), over ``bound_steps`` steps.
 
-The linear ResNet is a stand-in: f(x) = (I + W_L)⋯(I + W_1) x with identity input and
-output layers, where Zou et al. fix special input/output transformations (``resnet_io``
-names the construction; the deviations table lists it as a substitution).  The
+The linear ResNet is Zou et al.'s (2020b): f(x) = B(I + W_L)⋯(I + W_1)Ax with fixed input
+and output transformations A, B and residual blocks W_l = 0 at the start, trained by the
+same full-batch GD (:class:`~deqlab.models.baselines.LinearResNet`).  ``resnet_io`` picks
+the transformations: Zou et al.'s modified identity of width d + k (the default), their
+Gaussian random transformations, or identity layers (Bartlett et al.'s residual network,
+the stand-in of earlier runs).  Kawaguchi does not say which of Zou et al.'s he used.
+Each ResNet run records η·λ_max(∇²L(W₀)) at its start: above 2, GD on the loss's
+quadratic model at W₀ is unstable, which tells a stall from an unstable step.  The
 statements are in :mod:`.fig2_report`.
 """
 
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from deqlab._checks import check_choice, check_int, check_positive, check_real
@@ -32,15 +38,14 @@ from deqlab.experiments.deviations import measurement, not_given, paper
 from deqlab.experiments.kawaguchi2021 import fig2_report
 from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps, run_trajectory
 from deqlab.experiments.registry import register
-from deqlab.models.baselines import LinearResNet
+from deqlab.models.baselines import RESNET_IO, LinearResNet
 from deqlab.models.delm import DELM, check_gamma
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import square_loss, square_loss_optimum
 from deqlab.train.delm_gd import DELMGradientDescent
+from deqlab.verify.eigen import lanczos_largest
 
 DATA_OF_PANEL = {"a": "gaussian", "b": "uniform", "c": "gaussian"}
-#: Input/output layers of the linear ResNet we can build (Zou et al.'s come later).
-RESNET_IO = ("identity",)
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,8 @@ class Fig2Config:
     record_every: int = 10
     n_random: int = 3
     resnet_depth: int = 10
-    resnet_io: str = "identity"
+    resnet_io: str = "modified_identity"
+    resnet_width: int = 0
     bound_steps: int = 100_000
     bound_records: int = 200
     optimum_rtol: float = 1e-4
@@ -65,11 +71,17 @@ class Fig2Config:
                      "bound_records"):  # fmt: skip
             check_int(name, getattr(self, name), min_value=1)
         check_int("n_random", self.n_random, min_value=0)
+        check_int("resnet_width", self.resnet_width, min_value=0)
         check_int("seed", self.seed, min_value=0)
         check_real("noise", self.noise, low=0.0)
         check_gamma(self.gamma)
         check_positive("lr", self.lr)
         check_choice("resnet_io", self.resnet_io, RESNET_IO)
+        if self.resnet_io == "modified_identity" and 0 < self.resnet_width < 2 * self.d:
+            raise ValueError(
+                f"`resnet_width` must be 0 or >= d + k = {2 * self.d} for the modified "
+                f"identity; got {self.resnet_width}"
+            )
         check_positive("optimum_rtol", self.optimum_rtol)
 
 
@@ -80,12 +92,39 @@ def _data(config: Fig2Config, panel: str, device: str) -> tuple[torch.Tensor, to
     return data.X.to(device), data.y.to(device)
 
 
+def resnet_model(config: Fig2Config, X: torch.Tensor) -> LinearResNet:
+    """The linear ResNet of ``config`` (``resnet_width`` 0: the construction's own width)."""
+    generator = torch.Generator().manual_seed(config.seed * 1000 + 999)
+    return LinearResNet(
+        config.d, config.d, depth=config.resnet_depth, io=config.resnet_io,
+        width=config.resnet_width or None, generator=generator, dtype=X.dtype,
+    ).to(X.device)  # fmt: skip
+
+
+def resnet_sharpness(model: LinearResNet, X: torch.Tensor, Y: torch.Tensor) -> float:
+    """λ_max(∇²L) over the blocks at the current W, L = Σ_i ‖f(x_i) − y_i‖².
+
+    Lanczos on exact Hessian-vector products (double backward), so no Hessian is formed.
+    """
+    params = list(model.parameters())
+    grads = torch.autograd.grad(square_loss(model(X), Y), params, create_graph=True)
+    flat = torch.cat([g.reshape(-1) for g in grads])
+
+    def hvp(v: np.ndarray) -> np.ndarray:
+        u = torch.as_tensor(v, dtype=flat.dtype, device=flat.device)
+        parts = torch.autograd.grad(flat, params, grad_outputs=u, retain_graph=True)
+        return torch.cat([p.reshape(-1) for p in parts]).detach().cpu().numpy()
+
+    return lanczos_largest(hvp, flat.numel())[0]
+
+
 def _train_resnet(
     config: Fig2Config, X: torch.Tensor, Y: torch.Tensor, ctx: TaskContext
-) -> list[tuple[int, float]]:
-    """Full-batch GD on the linear ResNet (identity init); returns (step, loss) records."""
-    model = LinearResNet(config.d, config.d, depth=config.resnet_depth, dtype=X.dtype)
-    model.to(X.device)
+) -> tuple[list[tuple[int, float]], float]:
+    """Full-batch GD on the linear ResNet from W_l = 0: the (step, loss) records and
+    η·λ_max(∇²L(W₀))."""
+    model = resnet_model(config, X)
+    step_ratio = config.lr * resnet_sharpness(model, X, Y)
     resumed = ctx.resume()
     step, records = 0, []
     if resumed is not None:
@@ -107,7 +146,7 @@ def _train_resnet(
         if step % ctx.checkpoint_every == 0:
             ctx.checkpoint({"model": model.state_dict(), "step": step, "records": records}, [])
             ctx.progress(step, config.steps)
-    return records
+    return records, step_ratio
 
 
 #: What Section 4 and Figure 2 use, field by field (the ResNet construction a substitute).
@@ -122,10 +161,15 @@ PAPER_SETTING = {
     "n_random": paper(3, "Figure 2 caption: three random trials"),
     "resnet_depth": not_given("Section 4 gives no depth of the linear ResNet"),
     "resnet_io": paper(
-        "fixed input/output transformations of Zou et al. 2020b",
+        "modified_identity",
         "Section 4 (after Zou et al. 2020b); Section 5: their input and output layers "
-        "represent special transformations fixed during training",
+        "represent special transformations fixed during training (which of Zou et al.'s "
+        "is not said: modified identity or Gaussian; identity layers are not theirs)",
         substitute=True,
+    ),
+    "resnet_width": not_given(
+        "neither paper gives Figure 2's width; 0 = the construction's own: d + k (Zou et "
+        "al.: sufficient for the modified identity), d for identity layers"
     ),
     "bound_steps": paper(100_000, "Figure 2 (c): 10⁵ iterations"),
     "bound_records": measurement(),
@@ -153,7 +197,7 @@ class Kawaguchi2021Fig2(Experiment):
     paper_setting: ClassVar = PAPER_SETTING
     figure_captions: ClassVar = {
         "fig2": "Training loss of DELMs (identity and three random initializations) and of "
-        "the stand-in linear ResNet on Gaussian (a) and uniform (b) inputs, and (c) a "
+        "Zou et al.'s linear ResNet on Gaussian (a) and uniform (b) inputs, and (c) a "
         "random-initialized DELM's trajectory on the Gaussian data under Corollary 1's "
         "bounds with the initialization-independent and -dependent λ_T; the subtitle "
         "gives n, d, γ, η and the ResNet's construction.",
@@ -175,6 +219,8 @@ class Kawaguchi2021Fig2(Experiment):
         "pl_ratio": "½‖∇L₀(Z₀)‖²/(κ(L₀(Z₀) − L*)) at the initial predictor (Definition 1)",
         "sharpness_start": "λ_max(∇²L) at the first parameters",
         "sharpness_end": "λ_max(∇²L) at the last parameters",
+        "step_sharpness": "η·λ_max(∇²L(W₀)) of the linear ResNet at its start (> 2: GD "
+        "unstable there)",
     }
     default_checkpoint_every = 500
 
@@ -198,10 +244,12 @@ class Kawaguchi2021Fig2(Experiment):
         base: Row = {"task": task.key, "panel": panel, "model": model_name, "init": init}
         if model_name == "LinearResNet":
             loss_star = _loss_star(X, Y)
+            records, step_ratio = _train_resnet(config, X, Y, ctx)
             return [
-                {**base, "step": step, "loss": loss, "loss_star": loss_star}
-                for step, loss in _train_resnet(config, X, Y, ctx)
-            ]
+                {**base, "step": step, "loss": loss, "loss_star": loss_star,
+                 "step_sharpness": step_ratio}
+                for step, loss in records
+            ]  # fmt: skip
         trial = 0 if init == "identity" else int(init.removeprefix("random"))
         generator = torch.Generator().manual_seed(config.seed * 1000 + trial)
         model = DELM(
