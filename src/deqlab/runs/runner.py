@@ -311,6 +311,8 @@ def _reproduce_locked(
             notes = list(summary.get("notes", []))
             if known and known["status"] == "finished" and summary["status"] == "finished":
                 problems = run.verify_files(summary.get("files", {}))
+                if not run.metrics_file.is_file() and "metrics.csv is missing" not in problems:
+                    problems.append("metrics.csv is missing")
                 if not problems:
                     return _reuse(experiment, config, run, summary)
                 message = (

@@ -24,6 +24,7 @@ directories (:meth:`RunStore.reindex`, ``deqlab runs reindex``).
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import io
 import json
@@ -530,7 +531,7 @@ class RunLock:
             self.run.path.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.run.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                if fcntl is not None:
+                if fcntl is not None and not _unlockable(fd):
                     try:
                         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     except BlockingIOError:
@@ -579,6 +580,19 @@ class RunLock:
             pass
         finally:
             os.close(fd)  # closing drops the flock
+
+
+def _unlockable(fd: int) -> bool:
+    """True where the file system has no ``flock`` (some network file systems): the run is
+    then not locked (its owner is still recorded)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError as err:
+        return err.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
 
 
 def _same_file(fd: int, path: Path) -> bool:
