@@ -1,0 +1,80 @@
+"""λ_min of large PSD matrices (deqlab.verify.eigen): Lanczos and Cholesky + Lanczos on
+K⁻¹ against a dense eigvalsh on small cases, singular matrices, the dense path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from deqlab.data import get_dataset
+from deqlab.theory.kernels import least_eigenvalue, population_gram
+from deqlab.verify import eigen
+from deqlab.verify.eigen import cholesky_lower, lanczos_largest, least_eigenvalue_large
+
+
+@pytest.fixture
+def iterative(monkeypatch):
+    """Force the Cholesky + Lanczos path on small matrices."""
+    monkeypatch.setattr(eigen, "DENSE_LIMIT", 1)
+
+
+def test_lanczos_finds_the_largest_eigenvalue_of_a_symmetric_matrix():
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((200, 200))
+    S = (A + A.T) / 2
+    theta, steps = lanczos_largest(lambda v: S @ v, 200)
+    assert theta == pytest.approx(np.linalg.eigvalsh(S)[-1], rel=1e-9)
+    assert steps <= 200
+
+
+def test_lanczos_stops_on_an_invariant_subspace():
+    D = np.diag([3.0, 1.0])
+    theta, steps = lanczos_largest(lambda v: D @ v, 2)
+    assert theta == pytest.approx(3.0) and steps <= 2
+
+
+def test_iterative_least_eigenvalue_matches_eigvalsh_on_a_kernel_matrix(iterative):
+    X = get_dataset("sphere", n=300, d=20, seed=3).X
+    K = population_gram(X, 0.08)
+    exact = least_eigenvalue(K)
+    got = least_eigenvalue_large(K.clone())
+    assert not got.singular
+    assert got.value == pytest.approx(exact.value, rel=1e-7)
+    assert got.max_eigenvalue == pytest.approx(exact.max_eigenvalue, rel=1e-9)
+    assert got.value >= exact.value * (1 - 1e-12)  # a Ritz value: 1/θ is an upper estimate
+
+
+def test_overwrite_factorizes_in_place_and_gives_the_same_value(iterative):
+    X = get_dataset("sphere", n=200, d=10, seed=4).X
+    K = population_gram(X, 0.08)
+    kept = least_eigenvalue_large(K)
+    assert torch.equal(K, population_gram(X, 0.08))  # untouched without overwrite
+    destroyed = least_eigenvalue_large(K, overwrite=True)
+    assert destroyed.value == pytest.approx(kept.value, rel=1e-12)
+
+
+def test_a_duplicate_column_is_singular_in_both_paths(iterative):
+    X = get_dataset("sphere", n=50, d=10, seed=0).X
+    K = population_gram(torch.cat([X, X[:, :1]], dim=1), 0.08)
+    got = least_eigenvalue_large(K)
+    assert got.singular and got.value == 0.0 and "Cholesky" in got.reason
+    assert least_eigenvalue(K).singular
+
+
+def test_cholesky_factor_reproduces_the_matrix_or_is_none():
+    A = torch.randn(30, 30, dtype=torch.float64)
+    K = A @ A.T + torch.eye(30, dtype=torch.float64)
+    L = cholesky_lower(K)
+    assert np.allclose(L @ L.T, K.numpy()) and np.allclose(np.triu(L, 1), 0.0)
+    assert cholesky_lower(-K) is None
+
+
+def test_small_matrices_take_the_exact_path():
+    K = torch.diag(torch.tensor([2.0, 5.0], dtype=torch.float64))
+    assert least_eigenvalue_large(K).value == 2.0
+
+
+def test_a_non_square_matrix_is_refused():
+    with pytest.raises(ValueError, match="square"):
+        least_eigenvalue_large(torch.ones(2, 3, dtype=torch.float64))
