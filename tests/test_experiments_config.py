@@ -123,3 +123,20 @@ def test_linear_fit_recovers_a_line_and_r2():
     assert r2 == pytest.approx(0.2)  # closed form: 1 − SS_res/SS_tot = 1 − 0.8/1
     with pytest.raises(ValueError, match="same length >= 2"):
         linear_fit([1.0], [1.0])
+
+
+def test_an_experiment_must_declare_its_presets_and_paper_setting():
+    from deqlab.experiments.base import Experiment
+
+    methods = {
+        "tasks": lambda self, c: [], "run_task": lambda self, c, t, x: [],
+        "plot": lambda self, c, r, d: [], "statements": lambda self, c, r: [],
+    }  # fmt: skip
+    presets = {"tiny": {}, "quick": {}, "paper": {}}
+    with pytest.raises(TypeError, match=r"lacks the presets \['quick', 'paper'\]"):
+        type("NoPresets", (Experiment,), {**methods, "presets": {"tiny": {}}})
+    with pytest.raises(TypeError, match="NoSetting must declare its paper_setting"):
+        type("NoSetting", (Experiment,), {**methods, "presets": presets})
+    declared = type("Declared", (Experiment,), {**methods, "presets": presets,
+                                                "paper_setting": {}})  # fmt: skip
+    assert declared.paper_setting == {}

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from deqlab.experiments.config import ConfigError, read_config_file, resolve_config
 from deqlab.experiments.deviations import Deviation, PaperValue, deviations
-from deqlab.statements import OURS, Kind, Statement, Verdict
+from deqlab.statements import Statement
 
 REQUIRED_PRESETS = ("tiny", "quick", "paper")
 
@@ -50,26 +50,6 @@ class Task:
                 f"`Task.key` must be non-empty and use only letters, digits, '-', '_', '.'; "
                 f"got {self.key!r}"
             )
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A named pass/fail check of a paper's statement: what was measured against what."""
-
-    name: str
-    passed: bool
-    measured: str
-    expected: str
-    detail: str = ""
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "passed": bool(self.passed),
-            "measured": self.measured,
-            "expected": self.expected,
-            "detail": self.detail,
-        }
 
 
 @dataclass
@@ -107,7 +87,7 @@ class Experiment(ABC):
     #: Figure file stem -> caption, a sentence saying what the figure shows and its setting.
     figure_captions: ClassVar[Mapping[str, str]] = {}
     #: Config field -> what the paper used (see :mod:`deqlab.experiments.deviations`).
-    paper_setting: ClassVar[Mapping[str, PaperValue] | None] = None
+    paper_setting: ClassVar[Mapping[str, PaperValue]]
     default_checkpoint_every: ClassVar[int] = 50
 
     def __init_subclass__(cls, **kwargs: object) -> None:
@@ -117,6 +97,8 @@ class Experiment(ABC):
         missing = [p for p in REQUIRED_PRESETS if p not in getattr(cls, "presets", {})]
         if missing:
             raise TypeError(f"experiment {cls.__name__} lacks the presets {missing}")
+        if not isinstance(getattr(cls, "paper_setting", None), Mapping):
+            raise TypeError(f"experiment {cls.__name__} must declare its paper_setting")
 
     def resolve(
         self,
@@ -146,23 +128,9 @@ class Experiment(ABC):
     def plot(self, config: Any, rows: list[Row], directory: Path) -> list[Path]:
         """Draw the figures from the tidy rows into ``directory``; return the files written."""
 
+    @abstractmethod
     def statements(self, config: Any, rows: list[Row]) -> list[Statement]:
-        """The checked statements, computed from the tidy rows."""
-        return [
-            Statement(
-                c.name,
-                Kind.OURS,
-                OURS,
-                Verdict.PASS if c.passed else Verdict.FAIL,
-                c.measured,
-                c.expected,
-                detail=c.detail,
-            )
-            for c in (self.claims(config, rows) if rows else [])
-        ]
-
-    def claims(self, config: Any, rows: list[Row]) -> list[Claim]:
-        raise NotImplementedError
+        """The checked statements, computed from the tidy rows (NOT MEASURED where empty)."""
 
     def datasets(self, config: Any) -> tuple[str, ...]:
         """The data sets a run of ``config`` reads (its ``dataset`` / ``datasets`` field)."""
@@ -172,8 +140,6 @@ class Experiment(ABC):
 
     def deviations(self, config: Any) -> list[Deviation]:
         """How ``config`` differs from the paper's setting (every substitution and choice)."""
-        if self.paper_setting is None:
-            return [Deviation("(all)", "not declared yet", "—", "our choice", "")]
         return deviations(config, self.paper_setting)
 
 
