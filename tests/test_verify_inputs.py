@@ -136,7 +136,7 @@ def test_file_problems_name_what_is_missing(tmp_path):
     torch.save([1, 2, 3], tmp_path / "d.pt")
     with pytest.raises(InputError, match="a dict with keys X and y"):
         load_file(tmp_path / "d.pt")
-    with pytest.raises(InputError, match="applies to .csv files only"):
+    with pytest.raises(InputError, match=r"applies to \.csv files only"):
         load_file(tmp_path / "d.pt", label_column="y")
     np.savetxt(tmp_path / "d.csv", np.column_stack([X, Y]), delimiter=",")
     with pytest.raises(InputError, match="neither a column name"):
