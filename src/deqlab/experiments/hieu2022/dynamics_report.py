@@ -161,7 +161,9 @@ def _training(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     ]
 
 
-def _longer(config: DynamicsConfig, training, last: int, not_trained: str) -> Statement:
+def _longer(
+    config: DynamicsConfig, training: dict[float, Trajectories], last: int, not_trained: str
+) -> Statement:
     name = "training makes the forward dynamics longer (more solver steps)"
     before, after = solver_steps(training[0]), solver_steps(training[last])
     expected = f"more evaluations of f after epoch {last} than before training"
@@ -177,7 +179,7 @@ def _longer(config: DynamicsConfig, training, last: int, not_trained: str) -> St
     )  # fmt: skip
 
 
-def _apart(training, first: int, not_trained: str) -> Statement:
+def _apart(training: dict[float, Trajectories], first: int, not_trained: str) -> Statement:
     name = "after the first epoch the classes move apart in the PCA plane"
     expected = f"between/within-class spread of the last iterates larger at epoch {first}"
     if not_trained:

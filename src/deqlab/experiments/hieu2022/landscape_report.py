@@ -135,10 +135,11 @@ def plot_landscapes(config: LandscapeConfig, rows: list[Row], directory: Path) -
             a, b, z = surface.alphas.numpy(), surface.betas.numpy(), surface.losses.T.numpy()
             contour = ax.contour(a, b, z, levels=15, linewidths=0.8)
             ax.clabel(contour, fontsize=6)
-            ax.contour(a, b, z, levels=[level(surface, config.flat_delta)], colors="k",
-                       linewidths=2.0)  # fmt: skip
+            flat = level(surface, config.flat_delta)
+            if z.min() < flat < z.max():  # else the set is the whole grid or just θ*
+                ax.contour(a, b, z, levels=[flat], colors="k", linewidths=2.0)
             ax.plot([0], [0], marker="*", color="k", linestyle="")
-            area = surface.flat_area(level(surface, config.flat_delta))
+            area = surface.flat_area(flat)
             ax.set(title=f"{model} (area {area:.3g})", xlabel=r"$\alpha$ (direction 1)",
                    ylabel=r"$\beta$ (direction 2)")  # fmt: skip
         fig.suptitle(

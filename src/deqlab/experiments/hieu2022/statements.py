@@ -102,7 +102,7 @@ def condition_hypothesis(
 
 def step_size_hypothesis(eta: float, eta_max: float, *, width: int) -> Statement:
     """``η ≤ η_max``, Theorem 3.3.5's step-size condition; ``needs`` says by how much."""
-    times = eta / eta_max if eta_max > 0 else math.inf
+    times = _times(eta / eta_max if eta_max > 0 else math.inf)
     return measure(
         f"η within the step-size bound of Theorem 3.3.5 at n = {width}",
         Kind.HYPOTHESIS,
@@ -110,9 +110,9 @@ def step_size_hypothesis(eta: float, eta_max: float, *, width: int) -> Statement
         value=eta,
         relation="<=",
         threshold=eta_max,
-        measured=f"η = {eta:.3g}, {times:.3g}× the bound {eta_max:.3g} at n = {width}",
+        measured=f"η = {eta:.3g}, {times}× the bound {eta_max:.3g} at n = {width}",
         expected="η ≤ min{4/λ₀², ‖X‖_F⁻²(…)⁻¹, ½‖X‖_F⁻¹λ₀⁻¹λ̄_UuA⁻¹, ⅙λ₀⁻²λ̄_uA⁻²}",
-        needs=f"η ≤ {eta_max:.3g}, {times:.3g}× smaller than the run's",
+        needs=f"η ≤ {eta_max:.3g}, {times}× smaller than the run's",
     )
 
 
@@ -130,7 +130,7 @@ def rate_check(losses: Sequence[float], rate: float, *, width: int) -> Statement
     ]
     value, step = max(ratios) if ratios else (None, 0)
     steps = len(losses) - 1
-    detail = f"the bound after K = {steps} steps is {rate**steps:.4g}·L(0)"
+    detail = f"the bound after K = {steps} steps is {rate**steps:.6g}·L(0)"
     if 0 < rate < 1:
         detail += f"; it halves after {math.ceil(math.log(0.5) / math.log(rate))} steps"
     if not all(is_measured(x) for x in losses):
@@ -256,6 +256,11 @@ def untrained(accuracies: Mapping[str, float | None]) -> str:
 
 def _num(x: float | None, digits: int = 3) -> str:
     return "—" if x is None or not is_measured(x) else f"{x:.{digits}g}"
+
+
+def _times(ratio: float) -> str:
+    """A factor as "531" or "1550" (whole numbers from 10 on), else "0.5", "2.4"."""
+    return f"{ratio:.0f}" if 10 <= ratio < 1e6 else f"{ratio:.3g}"
 
 
 def _power(log_n: float) -> str:
