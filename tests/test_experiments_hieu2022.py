@@ -441,3 +441,19 @@ def test_landscape_tiny_rows_surfaces_and_statements():
     statements = experiment.statements(config, rows)
     assert [s.verdict for s in statements] == [NM, NM]  # untrained and saturated at tiny
     assert "saturated" in statements[0].detail
+
+
+@pytest.mark.parametrize(
+    ("experiment", "override", "message"),
+    [
+        (Hieu2022Dynamics, "channels=0", "`channels` must be >= 1"),
+        (Hieu2022Dynamics, "groups=-1", "`groups` must be >= 1"),
+        (Hieu2022Landscape, "inner_channels=0", "`inner_channels` must be >= 1"),
+        (Hieu2022Landscape, "max_iter=0", "`max_iter` must be >= 1"),
+        (Hieu2022Landscape, "batch_size=0", "`batch_size` must be >= 1"),
+        (Hieu2022Landscape, "repeats=[0, 2]", "`repeats` must be >= 1"),
+    ],
+)
+def test_thesis_configs_reject_non_positive_sizes(experiment, override, message):
+    with pytest.raises(ConfigError, match=message):
+        experiment().resolve("tiny", overrides=[override])

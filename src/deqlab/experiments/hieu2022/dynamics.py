@@ -92,6 +92,8 @@ class DynamicsConfig:
         check_int("n_traj", self.n_traj, min_value=2)
         check_int("epochs", self.epochs, min_value=1)
         check_int("batch_size", self.batch_size, min_value=1)
+        for name in ("channels", "inner_channels", "groups", "max_iter"):
+            check_int(name, getattr(self, name), min_value=1)
         for s in (*self.init_stds, self.train_std, self.lr, self.tol):
             check_positive("init_stds/train_std/lr/tol", s)
         if any(not 0 <= e <= self.epochs for e in self.snapshot_epochs):

@@ -83,6 +83,11 @@ class LandscapeConfig:
         check_int("n_eval", self.n_eval, min_value=10)
         check_int("grid", self.grid, min_value=3)
         check_int("epochs", self.epochs, min_value=1)
+        for name in ("channels", "inner_channels", "groups", "max_iter"):
+            check_int(name, getattr(self, name), min_value=1)
+        check_int("batch_size", self.batch_size, min_value=1)
+        for k in self.repeats:
+            check_int("repeats", k, min_value=1)
         if not self.repeats or sorted(set(self.repeats)) != list(self.repeats):
             raise ValueError(f"`repeats` must be strictly increasing; got {list(self.repeats)}")
         for value in (self.init_std, self.lr, self.tol, self.flat_delta):
