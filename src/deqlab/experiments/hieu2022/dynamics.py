@@ -160,7 +160,7 @@ class Hieu2022Dynamics(Experiment):
 
     name = "hieu2022-dynamics"
     title = "Forward dynamics of a convolutional DEQ (Figures 4.1–4.3)"
-    paper = "Hieu, An NTK analysis of deep equilibrium models (thesis, 2022), Section 4.1"
+    paper = "Nguyen Ngoc Hieu, An analysis of applying NTKs for DEQs (thesis, 2022), Section 4.1"
     Config = DynamicsConfig
     presets: ClassVar = {
         "tiny": {"dataset": "digits", "n_train": 20, "n_traj": 20, "channels": 4,

@@ -116,7 +116,7 @@ class Hieu2022Landscape(Experiment):
 
     name = "hieu2022-landscape"
     title = "Loss landscapes: conv DEQ vs weight-tied repeat-6/11/18 (Figure 4.4)"
-    paper = "Hieu, An NTK analysis of deep equilibrium models (thesis, 2022), Section 4.2"
+    paper = "Nguyen Ngoc Hieu, An analysis of applying NTKs for DEQs (thesis, 2022), Section 4.2"
     Config = LandscapeConfig
     presets: ClassVar = {
         "tiny": {"dataset": "digits", "n_train": 20, "n_eval": 10, "repeats": (1, 2), "channels": 4,

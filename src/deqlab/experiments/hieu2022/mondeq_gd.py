@@ -145,7 +145,7 @@ class Hieu2022MonDEQGD(Experiment):
     name = "hieu2022-mondeq-gd"
     title = "GD on monotone DEQs of several widths vs Theorem 3.3.5"
     paper = (
-        "Hieu, An NTK analysis of deep equilibrium models (thesis, 2022), Chapter 3: "
+        "Nguyen Ngoc Hieu, An analysis of applying NTKs for DEQs (thesis, 2022), Chapter 3: "
         "Condition 2, Theorem 3.3.5 and Propositions 5–6 (no experiment in the thesis)"
     )
     Config = MonDEQGDConfig
