@@ -160,6 +160,52 @@ def test_an_unmeasured_hypothesis_leaves_the_corollary_not_measured():
     assert all(c.verdict is NM for c in checks)
 
 
+def _accuracy(rows, *guards, eps_rel=math.exp(-2.5)):
+    """Eq. (10) on ``rows`` with m = 1, γ = 0.5, η = 0.01: T_ε = 2.8125/κ (log(1/ε_rel) = 2.5)."""
+    runs = corollaries.runs_by_task(rows)
+    return corollaries.accuracy_time_check(
+        runs, list(guards), equation="Eq. (10)", lr=0.01, m=1, gamma=0.5, eps_rel=eps_rel
+    )
+
+
+@pytest.mark.parametrize(
+    ("rate", "kappa", "verdict", "value"),
+    [
+        (1.0, 56.25, PASS, math.exp(-2.5)),  # T_ε = 0.05 (step 5): gap/ε = e^{-5}/e^{-2.5}
+        (0.1, 56.25, FAIL, math.exp(2)),  # slow decay: at step 5 gap/ε = e^{-0.5}/e^{-2.5}
+        (1.0, 1.0, NM, None),  # T_ε = 2.8: no step of the 0.1-long run reaches it
+    ],
+)
+def test_accuracy_time_check_in_both_directions(rate, kappa, verdict, value):
+    """Eqs. (9)–(12): after T_ε the gap is at most ε; a run that never gets there is not
+    measured; the predicted and measured times are reported."""
+    found = _accuracy(_trajectory(rate, rate, kappa=kappa))
+    assert found.verdict is verdict and found.kind is Kind.THEOREM
+    assert (found.value is None) if value is None else found.value == pytest.approx(value)
+    assert "T_ε = " in (found.measured if value else found.detail)
+    if verdict is PASS:
+        assert "measured time to ε 0.03 = 0.6 × T_ε" in found.measured
+    nan_rows = _trajectory(rate, rate, kappa=kappa)
+    nan_rows[3]["loss"] = math.nan
+    assert _accuracy(nan_rows).verdict is NM
+
+
+def test_accuracy_time_needs_a_positive_kappa():
+    """τ = 0 and R = ∞ give κ = 0: the hypothesis is unmet and Eqs. (11)–(12) not applicable."""
+    rows = _trajectory(1.0, 1.0, kappa=0.0)
+    runs = corollaries.runs_by_task(rows)
+    positive = corollaries.kappa_hypothesis(runs, tau=0.0, radius=math.inf)
+    assert positive.verdict is Verdict.UNMET and "τ > 0" in positive.needs
+    assert _accuracy(rows, positive).verdict is NA
+    held = corollaries.kappa_hypothesis(corollaries.runs_by_task(_trajectory(1, 1, kappa=56.25)),
+                                        tau=0.1, radius=math.inf)  # fmt: skip
+    assert held.verdict is Verdict.HOLDS
+    assert corollaries.accuracy_equation("square", 0.0, math.inf) == "Eq. (10)"
+    assert corollaries.accuracy_equation("logistic", 0.1, math.inf) == "Eq. (11)"
+    assert corollaries.accuracy_equation("logistic", 0.0, 3.0) == "Eq. (12)"
+    assert corollaries.accuracy_equation("logistic", 0.1, 3.0).startswith("Eq. (9)")
+
+
 def test_lambda_bound_and_faster_rate_in_both_directions():
     m, gamma = 4, 0.5
     lam = lambda_lower_bound(m, gamma)
@@ -213,6 +259,9 @@ def test_fig2_observations_in_both_directions(delm_loss, resnet_a, resnet_b, ver
     assert (
         "modified identity" in observed[2].detail and "η·λ_max(∇²L(W₀)) = —" in observed[2].detail
     )
+    diverged = _final_rows(config, "a-resnet", "LinearResNet", math.inf, step=7)
+    statement = fig2_report.statements(config, diverged)[2]
+    assert statement.verdict is NM and "diverged: the loss is inf at step 7" in statement.measured
     unfinished = _final_rows(config, "a-delm-identity", "DELM", 10.0, step=50)
     assert fig2_report.statements(config, unfinished)[0].verdict is NM
 
@@ -235,6 +284,16 @@ def test_resnet_sharpness_is_the_top_eigenvalue_of_the_dense_hessian():
     theta = torch.cat([W.detach().reshape(-1) for W in model.blocks])
     dense = torch.linalg.eigvalsh(torch.autograd.functional.hessian(loss, theta))[-1]
     assert fig2.resnet_sharpness(model, X, Y) == pytest.approx(float(dense), rel=1e-9)
+
+
+def test_a_diverging_resnet_stops_at_its_first_non_finite_loss():
+    experiment = Kawaguchi2021Fig2()
+    config = experiment.resolve("tiny", overrides=["lr=10.0", "steps=40"])
+    rows = experiment.run_task(
+        config, experiment.tasks(config)[-2], MemoryCheckpoints().context(100)
+    )
+    assert rows[-1]["step"] < 40 and not math.isfinite(rows[-1]["loss"])
+    assert all(math.isfinite(r["loss"]) for r in rows[:-1])
 
 
 def test_fig2_tiny_statements():
@@ -269,13 +328,28 @@ def test_fig3_tiny_statements_and_bit_exact_resume():
     (task,) = experiment.tasks(config)
     rows = experiment.run_task(config, task, MemoryCheckpoints().context(100))
     found = experiment.statements(config, rows)
-    assert {s.verdict for s in found} == {PASS, Verdict.HOLDS}
-    assert [s.kind for s in found].count(Kind.THEOREM) == 3
+    *decided, eq11, reaches = found
+    assert {s.verdict for s in [*decided, reaches]} == {PASS, Verdict.HOLDS}
+    assert eq11.name.startswith("Eq. (11)") and eq11.verdict is NM  # T_ε = 42 > T = 1 here
+    assert "measured time to ε" in eq11.detail
+    assert [s.kind for s in found].count(Kind.THEOREM) == 4
     interrupted = MemoryCheckpoints(stop_after=5)
     with pytest.raises(KeyboardInterrupt):
         experiment.run_task(config, task, interrupted.context(100))
     interrupted.stop_after = None
     assert experiment.run_task(config, task, interrupted.context(100)) == rows
+
+
+def test_fig3_without_regularization_or_radius_has_no_accuracy_time():
+    """τ = 0, R = ∞: κ = 0, so the PL ratio is not measured and Eq. (11) not applicable."""
+    experiment = Kawaguchi2021Fig3()
+    config = experiment.resolve("tiny", overrides=["tau=0", "steps=20"])
+    (task,) = experiment.tasks(config)
+    found = _by_name(experiment.statements(config, experiment.run_task(
+        config, task, MemoryCheckpoints().context(100))))  # fmt: skip
+    assert found["κ > 0 (τ > 0 for Eq. (11), R < ∞ for Eq. (12))"].verdict is Verdict.UNMET
+    (eq11,) = [s for name, s in found.items() if name.startswith("Eq. (11)")]
+    assert eq11.verdict is NA
 
 
 # --- Figure 1 ------------------------------------------------------------------------------
@@ -369,7 +443,7 @@ def test_log_spaced_steps():
             r"'gaussian', 'identity'; got 'zou'",
         ),
         (Fig2Config, "resnet_width", 19, r"`resnet_width` must be 0 or >= d \+ k = 20"),
-        (Fig3Config, "tau", -1.0, r"`tau` must be in \(0, inf\); got -1"),
+        (Fig3Config, "tau", -1.0, r"`tau` must be in \[0, inf\); got -1"),
         (Fig3Config, "records", 0, r"`records` must be >= 1; got 0"),
         (
             Fig1Config,

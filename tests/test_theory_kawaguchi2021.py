@@ -27,6 +27,7 @@ from deqlab.theory.kawaguchi2021 import (
     softmax_jacobians,
     square_loss,
     square_loss_optimum,
+    time_to_accuracy,
 )
 from deqlab.train.delm_gd import DELMGradientDescent
 
@@ -331,3 +332,17 @@ def test_pl_ratio_of_the_logistic_loss_with_tau():
         W = 2 * torch.randn(1, 3)
         ratio = pl_ratio(W, Phi, y, kappa=kappa, loss_star=float(L_star), loss="logistic", tau=tau)
         assert ratio >= 1.0
+
+
+def test_time_to_accuracy_is_eq_10_for_the_square_loss():
+    """Eq. (10): T ≥ m(1+γ)²/(4σ_min(Φ)²)·log((L₀ − L*)/ε), i.e. Eq. (9) with κ = 2σ_min²;
+    at T_ε the worst-case bound of Theorem 1 equals L* + ε exactly."""
+    sigma2, m, gamma = 3.0, 7, 0.6
+    t_eps = time_to_accuracy(m, gamma, 2 * sigma2, 50.0, 0.1)
+    assert t_eps == pytest.approx(m * (1 + gamma) ** 2 / (4 * sigma2) * math.log(500.0))
+    bound = convergence_bound(60.0, 10.0, 2 * sigma2, lambda_lower_bound(m, gamma), t_eps)
+    assert float(bound) == pytest.approx(10.1, rel=1e-12)
+    assert time_to_accuracy(m, gamma, 1.0, 0.05, 0.1) == 0.0
+    assert time_to_accuracy(m, gamma, 0.0, 5.0, 0.1) == math.inf
+    with pytest.raises(ValueError, match="`eps` must be in"):
+        time_to_accuracy(m, gamma, 1.0, 5.0, 0.0)

@@ -261,6 +261,25 @@ def convergence_bound(
     return loss_star + (loss_init - loss_star_linear) * torch.exp(-2.0 * kappa * lam * T)
 
 
+def time_to_accuracy(m: int, gamma: float, kappa: float, gap0: float, eps: float) -> float:
+    """T_ε = m(1+γ)²/(2κ) · log(gap0/ε): from then on L(A_T, B_T) − L*_R ≤ ε (Eq. 9).
+
+    Theorem 1 with the worst case λ_T = 1/(m(1+γ)²) gives gap0·e^{−2κT/(m(1+γ)²)} ≤ ε
+    for T ≥ T_ε, gap0 = L(A₀, B₀) − L*_{0,R}.  With each corollary's κ this is Eq. (10)
+    (square loss, κ = 2σ_min(Φ)²), Eq. (11) (logistic, R = ∞, κ = 2τσ_min(Φ)²) and Eq. (12)
+    (logistic, τ = 0, R < ∞, κ = ρ(R)σ_min(Φ)²).  0 when gap0 ≤ ε; ∞ when κ = 0.
+    """
+    m = check_int("m", m, min_value=1)
+    gamma = check_gamma(gamma)
+    kappa = check_real("kappa", kappa, low=0.0)
+    eps = check_real("eps", eps, low=0.0, low_inclusive=False)
+    if gap0 <= eps:
+        return 0.0
+    if kappa == 0.0:
+        return math.inf
+    return m * (1.0 + gamma) ** 2 / (2.0 * kappa) * math.log(gap0 / eps)
+
+
 def linear_objective(
     W: torch.Tensor, Phi: torch.Tensor, Y: torch.Tensor, *, loss: str = "square", tau: float = 0.0
 ) -> torch.Tensor:

@@ -33,7 +33,7 @@ from deqlab.statements import (
     not_measured,
     theorem,
 )
-from deqlab.theory.kawaguchi2021 import lambda_lower_bound
+from deqlab.theory.kawaguchi2021 import lambda_lower_bound, time_to_accuracy
 
 #: Relative slack of "loss ≤ bound" (float64 rounding of sums of up to ~10⁴-sized losses).
 BOUND_RTOL = 1e-9
@@ -266,6 +266,88 @@ def lambda_bound_check(
         expected=f"≥ 1/(m(1+γ)²) = {lam:.4g} (m = {m}, γ = {gamma:g})",
     )  # fmt: skip
     return theorem(check, guards)
+
+
+def accuracy_equation(loss: str, tau: float, radius: float) -> str:
+    """The equation giving T_ε for a loss: Eq. (10) (square), Eq. (11) (logistic, R = ∞),
+    Eq. (12) (logistic, τ = 0, R < ∞), else Theorem 1's Eq. (9) with Corollary 2's κ."""
+    if loss == "square":
+        return "Eq. (10)"
+    if radius == math.inf:
+        return "Eq. (11)"
+    return "Eq. (12)" if tau == 0 else "Eq. (9) with κ = (2τ + ρ(R))σ_min(Φ)²"
+
+
+def kappa_hypothesis(runs: Runs, *, tau: float, radius: float) -> Statement:
+    """κ = (2τ + ρ(R))σ_min(Φ)² > 0: with τ = 0 and R = ∞ Eqs. (11)–(12) give no time."""
+    value = _worst(_starts(runs, "kappa"), min)
+    return measure(
+        "κ > 0 (τ > 0 for Eq. (11), R < ∞ for Eq. (12))", Kind.HYPOTHESIS,
+        Source("kawaguchi2021", "Section 3.1.3, Eqs. (11)–(12)"), value=value, relation=">",
+        threshold=0.0, measured=f"smallest κ over {_runs(runs)} = {_g(value)} (τ = {tau:g}, "
+        f"R = {radius:g})", expected="> 0", needs="τ > 0, or a finite radius R",
+    )  # fmt: skip
+
+
+def accuracy_time_check(
+    runs: Runs,
+    guards: Sequence[Statement],
+    *,
+    equation: str,
+    lr: float,
+    m: int,
+    gamma: float,
+    eps_rel: float,
+) -> Statement:
+    """Eqs. (9)–(12): L(A_T, B_T) − L* ≤ ε at every recorded T ≥ T_ε (:func:`time_to_accuracy`),
+    ε = ``eps_rel``·(L₀ − L*) for each run; decided on the largest (L_T − L*)/ε over those
+    steps of every run, guarded by the corollary's hypotheses."""
+    name = f"{equation}: L(A_T, B_T) − L* ≤ ε for every T ≥ m(1+γ)²/(2κ)·log((L₀ − L*)/ε)"
+    source = Source("kawaguchi2021", f"Section 3.1.2–3.1.3, {equation}")
+    expected = f"≤ 1 at every recorded step with T = τη ≥ T_ε (ε = {eps_rel:g}·(L₀ − L*))"
+    found = [_accuracy_time(key, rows, lr, m, gamma, eps_rel) for key, rows in runs.items()]
+    why = next((f[3] for f in found if f[3]), "")
+    counted = [f for f in found if f[0] is not None]
+    if why or not counted:
+        why = why or "no run recorded a step at or after its T_ε: " + "; ".join(
+            f[2] for f in found)  # fmt: skip
+        return theorem(not_measured(name, Kind.THEOREM, source, expected=expected, why=why),
+                       guards)  # fmt: skip
+    worst = max(counted, key=lambda f: f[0])
+    check = measure(
+        name, Kind.THEOREM, source, value=worst[0], relation="<=", threshold=1.0,
+        measured=f"largest (L_T − L*)/ε at T ≥ T_ε = {worst[0]:.4g} ({worst[1]}); "
+        + "; ".join(f[2] for f in found), expected=expected,
+        detail=f"GD with η = {lr:g}, T = τη; T_ε is the time Theorem 1 predicts with the "
+        "worst-case λ_T = 1/(m(1+γ)²); the measured time is the first recorded T with "
+        "L_T − L* ≤ ε",
+    )  # fmt: skip
+    return theorem(check, guards)
+
+
+def _accuracy_time(
+    key: str, rows: Sequence[Row], lr: float, m: int, gamma: float, eps_rel: float
+) -> tuple[float | None, str, str, str]:
+    """(largest (L_T − L*)/ε over T ≥ T_ε or None, where, predicted vs measured, why not)."""
+    cols = ("loss", "loss_star", "kappa")
+    if not rows or int(rows[0]["step"]) != 0:
+        return None, "", "", f"{key} has no record of step 0"
+    if not all(is_measured(r.get(c)) for r in rows for c in cols):
+        return None, "", "", f"non-finite loss, L* or κ in {key}"
+    loss_star = float(rows[0]["loss_star"])
+    eps = eps_rel * (float(rows[0]["loss"]) - loss_star)
+    if eps <= 0:
+        return None, "", "", f"{key} starts at L*"
+    t_eps = time_to_accuracy(m, gamma, float(rows[0]["kappa"]), eps / eps_rel, eps)
+    times = [(int(r["step"]) * lr, (float(r["loss"]) - loss_star) / eps) for r in rows]
+    hit = next((t for t, ratio in times if ratio <= 1.0), None)
+    ratios = [(ratio, t) for t, ratio in times if t >= t_eps]
+    hit_text = "not reached" if hit is None else f"{hit:.4g} = {hit / t_eps:.3g} × T_ε"
+    say = f"{key}: T_ε = {t_eps:.4g}, measured time to ε {hit_text}, last T = {times[-1][0]:.4g}"
+    if not ratios:
+        return None, "", say, ""
+    ratio, t = max(ratios)
+    return ratio, f"{key}, T = {t:.4g}", say, ""
 
 
 def faster_rate_observation(

@@ -16,6 +16,7 @@ overlap), and τ = 0.01 so that the minimum exists (Section 3.1.3).  The stateme
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -31,6 +32,7 @@ from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps, run_tr
 from deqlab.experiments.registry import register
 from deqlab.models.delm import DELM, check_gamma
 from deqlab.statements import Statement
+from deqlab.theory.kawaguchi2021 import check_radius
 from deqlab.train.delm_gd import DELMGradientDescent
 
 NOT_IN_PAPER = "Appendix D.2 does not give Figure 3's data or settings"
@@ -47,6 +49,8 @@ class Fig3Config:
     steps: int = 100_000
     records: int = 200
     optimum_rtol: float = 1e-4
+    radius: float = math.inf
+    epsilon: float = 1e-3
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -55,8 +59,12 @@ class Fig3Config:
         check_int("seed", self.seed, min_value=0)
         check_real("label_noise", self.label_noise, low=0.0)
         check_gamma(self.gamma)
-        for name in ("tau", "lr", "optimum_rtol"):
+        check_real("tau", self.tau, low=0.0)
+        for name in ("lr", "optimum_rtol"):
             check_positive(name, getattr(self, name))
+        check_radius(self.radius)
+        check_real("epsilon", self.epsilon, low=0.0, high=1.0, low_inclusive=False,
+                   high_inclusive=False)  # fmt: skip
 
 
 def logistic_data(config: Fig3Config, device: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -76,6 +84,11 @@ PAPER_SETTING = {
     "steps": paper(100_000, "Figure 3: 10⁵ iterations"),
     "records": measurement(),
     "optimum_rtol": not_given("no tolerance for reaching the global minimum (ours)"),
+    "radius": not_given(
+        "Figure 3's R is not given (Corollary 2 allows R ∈ (0, ∞]); ours: ∞, "
+        "a finite R with τ = 0 checks Eq. (12)"
+    ),
+    "epsilon": not_given("Eqs. (11)–(12) hold for every ε > 0; ours: ε as a fraction of L₀ − L*"),
     "seed": not_given(),
 }
 
@@ -115,6 +128,7 @@ class Kawaguchi2021Fig3(Experiment):
         "pl_ratio": "½‖∇L₀(Z₀)‖²/(κ(L₀(Z₀) − L*)) at the initial predictor (Definition 1)",
         "sharpness_start": "λ_max(∇²L) at the first parameters",
         "sharpness_end": "λ_max(∇²L) at the last parameters",
+        "kappa": "Corollary 2's PL constant κ = (2τ + ρ(R))σ_min(Φ)²",
     }
     default_checkpoint_every = 500
 
@@ -127,7 +141,7 @@ class Kawaguchi2021Fig3(Experiment):
         model = DELM(config.d, 1, gamma=config.gamma, generator=generator, dtype=X.dtype)
         trainer = DELMGradientDescent(
             model.to(ctx.device), X, y, lr=config.lr, loss="logistic", tau=config.tau,
-            record_every=10**12,
+            radius=config.radius, record_every=10**12,
         )  # fmt: skip
         targets = log_spaced_steps(config.steps, config.records)
         return run_trajectory(trainer, targets, ctx, {"task": task.key})

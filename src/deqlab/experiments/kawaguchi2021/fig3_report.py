@@ -2,7 +2,9 @@
 
 The paper's observation (Appendix D.2): the initialization-dependent bound converges
 faster.  Theorems: Corollary 2 (R = ∞) with both λ_T and Theorem 1's bound on λ_T, guarded
-by Corollary 2's hypotheses.  Ours: the trajectory reaches L* within ``optimum_rtol``.
+by Corollary 2's hypotheses.  Eq. (11) (τ > 0, R = ∞) or Eq. (12) (τ = 0, R < ∞): the
+time to reach ε, guarded by the same hypotheses and κ > 0.  Ours: the trajectory reaches L*
+within ``optimum_rtol``.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from typing import TYPE_CHECKING
 from deqlab.experiments.base import Row
 from deqlab.experiments.kawaguchi2021.corollaries import (
     COROLLARY_2,
+    accuracy_equation,
+    accuracy_time_check,
     bound_checks,
     faster_rate_observation,
     gamma_hypothesis,
     hypotheses,
+    kappa_hypothesis,
     lambda_bound_check,
     runs_by_task,
 )
@@ -37,13 +42,19 @@ FASTER = Source(
 def statements(config: Fig3Config, rows: list[Row]) -> list[Statement]:
     """The observation, Corollary 2's hypotheses and theorems, and ours."""
     runs = runs_by_task(rows)
-    guards = hypotheses(COROLLARY_2, runs, lr=config.lr, gamma=config.gamma)
+    guards = hypotheses(COROLLARY_2, runs, lr=config.lr, gamma=config.gamma,
+                        radius=config.radius)  # fmt: skip
+    positive = kappa_hypothesis(runs, tau=config.tau, radius=config.radius)
+    equation = accuracy_equation("logistic", config.tau, config.radius)
     return [
         faster_rate_observation(rows, FASTER, m=config.d, gamma=config.gamma),
         *guards,
+        positive,
         lambda_bound_check(runs, [gamma_hypothesis(config.gamma)], m=config.d,
                            gamma=config.gamma),
         *bound_checks(COROLLARY_2, runs, guards, lr=config.lr),
+        accuracy_time_check(runs, [*guards, positive], equation=equation, lr=config.lr,
+                            m=config.d, gamma=config.gamma, eps_rel=config.epsilon),
         _reaches(config, rows),
     ]  # fmt: skip
 

@@ -3,9 +3,10 @@
 Each row is one recorded step τ of full-batch GD (the Euler discretization of the flow,
 Eq. 6, flow time T = τη): the loss, λ_min(D_τ) (Eq. 8), λ_T = inf_{t≤τ} λ_min(D_t), both
 bounds of Theorem 1 (Eq. 7), ‖B_τ‖₁ and L*.  Every row of a run also carries the measured
-constants its corollary's hypotheses are decided on (one reason: statements read only
-the table): σ_r(Φ)/σ_1(Φ) with its rank tolerance, the PL ratio of Definition 1 at the
-initial predictor Z₀ = B₀U₀⁻¹, and λ_max(∇²L) at the first and last parameters.
+constants its corollary's hypotheses and Eqs. (9)–(12) are decided on (one reason:
+statements read only the table): the corollary's PL constant κ, σ_r(Φ)/σ_1(Φ) with its
+rank tolerance, the PL ratio of Definition 1 at the initial predictor Z₀ = B₀U₀⁻¹, and
+λ_max(∇²L) at the first and last parameters.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def run_trajectory(
         "sharpness_start": _sharpness(trainer),
     }
     history = train_delm_with_bounds(trainer, targets, ctx)
-    constants = {**start, "sharpness_end": _sharpness(trainer), "loss_star": trainer.loss_star}
+    constants = {**start, "sharpness_end": _sharpness(trainer), "loss_star": trainer.loss_star,
+                 "kappa": trainer.kappa}  # fmt: skip
     return [
         {**base, **{c: history[c][i].item() for c in HISTORY_COLUMNS}, **constants}
         for i in range(len(history["step"]))
@@ -86,6 +88,9 @@ def _rank(trainer: DELMGradientDescent) -> dict[str, float]:
 
 
 def _pl_ratio(trainer: DELMGradientDescent) -> float:
+    """The PL ratio at Z₀; NaN when κ = 0 (τ = 0, R = ∞: the ratio has no meaning)."""
+    if trainer.kappa == 0.0:
+        return math.nan
     with torch.no_grad():
         W = trainer.model.linear_weight()  # (m_y, m) = B U⁻¹
     return pl_ratio(
