@@ -38,6 +38,13 @@ from deqlab.theory.kawaguchi2021 import (
     square_loss,
     square_loss_optimum,
 )
+from deqlab.train.divergence import (
+    DivergenceError,
+    check_parameters,
+    describe_parameter,
+    diverged,
+    non_finite_parameter,
+)
 
 LOSSES = ("square", "logistic")
 HISTORY_KEYS = (
@@ -74,6 +81,7 @@ class DELMGradientDescent:
         if not isinstance(model, DELM):
             raise TypeError(f"`model` must be a DELM; got {type(model).__name__}")
         self.model = model
+        check_parameters(self._parameters(), "DELM")
         self.lr = check_positive("lr", lr)
         self.loss_name = check_choice("loss", loss, LOSSES)
         self.tau = check_real("tau", tau, low=0.0)
@@ -93,22 +101,48 @@ class DELMGradientDescent:
             )
         self.lambda_independent = lambda_lower_bound(model.m, model.gamma)
         self.step_count = 0
+        self.last_finite: tuple[int, float] | None = None  # (step, loss) of the last finite one
         self.loss_init: float | None = None
         self.lambda_T = math.inf
         self.history: dict[str, list] = {key: [] for key in HISTORY_KEYS}
 
     def objective(self) -> torch.Tensor:
-        """L(A, B) at the current parameters (a differentiable 0-D tensor)."""
+        """L(A, B) at the current parameters (a differentiable 0-D tensor).
+
+        Raises :class:`~deqlab.train.divergence.DivergenceError` (naming the step and the
+        learning rate) when a parameter, the output or the loss is not finite after a step,
+        and ValueError naming the parameter when one is not finite before the first step.
+        """
+        found = non_finite_parameter(self._parameters())
+        if found is not None:
+            raise self._not_finite(describe_parameter(found, "DELM"))
         Q = self.model(self.X)  # (m_y, n)
+        if not bool(torch.isfinite(Q).all()):
+            bad = int((~torch.isfinite(Q)).sum())
+            raise self._not_finite(f"{bad} of {Q.numel()} outputs of the DELM are NaN/Inf")
         if self.loss_name == "square":
-            return square_loss(Q, self.Y)
-        return logistic_loss(Q, self.Y, self.tau)
+            loss = square_loss(Q, self.Y)
+        else:
+            loss = logistic_loss(Q, self.Y, self.tau)
+        if not math.isfinite(float(loss.detach())):
+            raise self._not_finite(f"the loss L(A, B) is {float(loss.detach())}")
+        self.last_finite = (self.step_count, float(loss.detach()))
+        return loss
+
+    def _parameters(self) -> list[tuple[str, torch.Tensor]]:
+        return [("A", self.model.A), ("B", self.model.B)]
+
+    def _not_finite(self, what: str) -> Exception:
+        if self.step_count == 0:
+            return ValueError(f"{what} before the first gradient step")
+        return DivergenceError(diverged(self.step_count, self.lr, what, self.last_finite))
 
     def run(self, n_steps: int) -> dict[str, torch.Tensor]:
         """Take ``n_steps`` GD steps (recording before each update) and return the history.
 
         The state after the last update is recorded too, so a run of k steps ends with the
-        record of step k.  Calling ``run`` again continues the same trajectory.
+        record of step k.  Calling ``run`` again continues the same trajectory. Raises
+        :class:`~deqlab.train.divergence.DivergenceError` when the loss diverges.
         """
         n_steps = check_int("n_steps", n_steps, min_value=0)
         params = (self.model.A, self.model.B)

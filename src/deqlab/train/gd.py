@@ -65,6 +65,7 @@ from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.models.relu_deq_solve import DEFAULT_MAX_ITER, solve_adjoint, solve_forward
 from deqlab.theory.ling2023 import Theorem1Margins, theorem1_margins
 from deqlab.theory.spectra import gram_lambda_min, spectral_norm_lanczos
+from deqlab.train.divergence import check_parameters, describe_parameter, non_finite_parameter
 from deqlab.train.warm_start import WarmStart
 
 #: Version of :meth:`GDTrainer.state_dict`'s layout (3: rows, per-sample trends, past
@@ -80,7 +81,14 @@ ADJOINT_MEMORY = 6
 FORWARD_GRAM_REUSE = 9
 
 #: Values of ``GDTrainer.status``; anything but "ok" means the run has stopped.
-STATUSES = ("ok", "W_norm_ge_1", "forward_failed", "adjoint_failed", "loss_not_finite")
+STATUSES = (
+    "ok",
+    "W_norm_ge_1",
+    "forward_failed",
+    "adjoint_failed",
+    "loss_not_finite",
+    "parameter_not_finite",
+)
 
 _STATE_TENSORS = (
     "Q_mask",
@@ -134,8 +142,9 @@ class GDTrainer:
     ``run(steps)`` repeats it. ``state_dict()``/``load_state_dict()`` capture everything
     the next step depends on, so a resumed run reproduces an uninterrupted one exactly
     (same device, dtype and thread count). A run stops (``status`` != "ok", ``message``
-    says why) when ‖W‖₂ >= 1, a solve fails, or the loss is not finite; the records up to
-    and including the failing step are kept.
+    says why) when ‖W‖₂ >= 1, a solve fails, the loss is not finite, or a parameter is not
+    (GD diverged); the records up to and including the failing step are kept. A model whose
+    parameters are not finite to begin with is a ValueError naming the parameter.
     """
 
     def __init__(self, model: ReLUDEQ, X: torch.Tensor, y: torch.Tensor, config: GDConfig) -> None:
@@ -144,6 +153,7 @@ class GDTrainer:
         if not isinstance(config, GDConfig):
             raise TypeError(f"`config` must be a GDConfig; got {type(config).__name__}")
         self.model, self.config = model, config
+        check_parameters(model.named_parameters(), "ReLUDEQ")
         self.X, self.y = model.check_data(X, y)
         W, U, a = (p.detach() for p in (model.W, model.U, model.a))
         # All (m, n) state is kept in rows (n, m), one per sample (see relu_deq_solve).
@@ -177,6 +187,11 @@ class GDTrainer:
         tau = self.step_count
         rec = self._empty_record(tau)
         thin = 0.0  # multiply-adds of thin products, in units of m·m·n
+        found = non_finite_parameter(self.model.named_parameters())
+        if found is not None:  # GD diverged (W_norm_bound, a loss or a solve may not see it)
+            what = describe_parameter(found, "ReLUDEQ")
+            why = "before any GD step" if tau == 0 else f"GD with lr = {cfg.lr:g} diverged"
+            return self._stop(rec, start, "parameter_not_finite", f"{what}: {why}")
 
         W_norm_bound = self.W_ref_norm + self.W_drift
         if not W_norm_bound < 1.0:  # tighten the drift to the exact distance before Lanczos

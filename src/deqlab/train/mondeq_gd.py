@@ -34,6 +34,12 @@ from deqlab.theory.mondeq import (
     mondeq_constants,
     step_size_bound,
 )
+from deqlab.train.divergence import (
+    check_parameters,
+    describe_parameter,
+    diverged,
+    non_finite_parameter,
+)
 
 Record = dict[str, float | int | bool]
 
@@ -52,6 +58,7 @@ class MonDEQGD:
         if not isinstance(model, MonDEQ):
             raise TypeError(f"`model` must be a MonDEQ; got {type(model).__name__}")
         self.model = model
+        check_parameters(model.named_parameters(), "MonDEQ")
         self.X = check_tensor("X", X, shape=(model.in_features, None))
         self.y = check_tensor("y", y, shape=(X.shape[1],))
         self.lr = check_positive("lr", lr)
@@ -65,6 +72,8 @@ class MonDEQGD:
         self.records: list[Record] = []
         self.step_count = 0
         self.finite = True
+        #: Why the run stopped when ``finite`` is False (the step, the learning rate, what).
+        self.message = ""
 
     @property
     def conditions(self) -> list[Row]:
@@ -77,7 +86,20 @@ class MonDEQGD:
         return step_size_bound(self.constants)
 
     def step(self, *, update: bool = True) -> Record:
-        """Record step ``k`` at θ(k); with ``update``, move to θ(k+1). Returns the record."""
+        """Record step ``k`` at θ(k); with ``update``, move to θ(k+1). Returns the record.
+
+        A non-finite loss, or a parameter that a step made non-finite, ends the run: the
+        record has a NaN or Inf loss, ``finite`` becomes False and ``message`` says why.
+        """
+        found = non_finite_parameter(self.params.items())
+        if found is not None:  # only a GD step can do this: the constructor checked them
+            record: Record = {"step": self.step_count, "loss": math.nan}
+            self.records.append(record)
+            self.finite = False
+            self.message = diverged(
+                self.step_count, self.lr, describe_parameter(found, "MonDEQ"), self._last_loss()
+            )
+            return record
         Z = self.model.equilibrium(self.X, self.Z)  # (n, N), warm-started
         loss = 0.5 * torch.sum((Z.T @ self.model.u - self.y) ** 2)  # Eq. (3.4)
         value = float(loss.detach())
@@ -85,6 +107,8 @@ class MonDEQGD:
         self.records.append(record)
         if not math.isfinite(value):
             self.finite = False
+            what = f"the loss is {value}"
+            self.message = diverged(self.step_count, self.lr, what, self._last_loss())
             return record
         k, eta = self.step_count, self.lr
         rows = hypotheses(
@@ -108,6 +132,10 @@ class MonDEQGD:
                     p -= self.lr * g
             self.step_count += 1
         return record
+
+    def _last_loss(self) -> tuple[int, float] | None:
+        finite = [r for r in self.records if math.isfinite(r["loss"])]
+        return (int(finite[-1]["step"]), float(finite[-1]["loss"])) if finite else None
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: parameters, warm start, records, step count."""
