@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
-import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -24,7 +22,7 @@ from deqlab.experiments.base import Experiment, Task, TaskContext
 from deqlab.experiments.config import ConfigError, config_hash
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.registry import register
-from deqlab.runs.executors import LocalExecutor, RayExecutor, TaskSpec, execute_task
+from deqlab.runs.executors import LocalExecutor, TaskSpec, execute_task
 from deqlab.runs.runner import check_device, device_type, provenance_warning, reproduce
 from deqlab.runs.store import RunStore, RunStoreError, read_rows_csv, write_rows_csv
 from deqlab.statements import OURS, Kind, Statement, measure
@@ -300,73 +298,6 @@ def test_check_device_forms_and_errors(monkeypatch):
     assert config_hash("x", base, device=device_type("cuda:1")) == config_hash(
         "x", base, device="cuda"
     )
-
-
-class _Ref:
-    """A hashable object reference holding the task's result."""
-
-    def __init__(self, result) -> None:
-        self.result = result
-
-
-class _FakeRay(types.ModuleType):
-    """The few Ray calls RayExecutor makes, run in this process, recording num_gpus."""
-
-    def __init__(self, gpus: float) -> None:
-        super().__init__("ray")
-        self.gpus, self.requested, self.devices = gpus, [], []
-
-    def is_initialized(self) -> bool:
-        return True  # "connected": the executor neither starts nor stops a cluster
-
-    def cluster_resources(self) -> dict:
-        return {"CPU": 2.0, "GPU": self.gpus}
-
-    def remote(self, **options):
-        self.requested.append(options)
-
-        def wrap(fn):
-            ray = self
-
-            class Remote:
-                @staticmethod
-                def remote(spec):
-                    ray.devices.append(spec.device)
-                    return _Ref(fn(spec))
-
-            return Remote
-
-        return wrap
-
-    def wait(self, refs, num_returns, timeout):
-        return refs[:num_returns], refs[num_returns:]
-
-    def get(self, ref):
-        return ref.result
-
-
-def test_ray_tasks_request_a_gpu_on_cuda(tmp_path, monkeypatch):
-    exp = LeastSquaresGD()
-    config = exp.resolve("tiny")
-    run = RunStore(tmp_path).begin(exp.name, "r" * 12, preset="tiny", device="cpu", config=config)
-
-    def specs(device):
-        return [TaskSpec(LeastSquaresGD, config, t, str(run.path), device, 10)
-                for t in exp.tasks(config)]  # fmt: skip
-
-    fake = _FakeRay(gpus=1.0)
-    monkeypatch.setitem(sys.modules, "ray", fake)
-    results = []
-    RayExecutor(2).run(specs("cpu"), results.append, lambda *a: None)
-    assert fake.requested[-1] == {"num_cpus": 1, "num_gpus": 0, "max_retries": 0}
-    RayExecutor(2).run(specs("cuda:1"), results.append, lambda *a: None)
-    assert fake.requested[-1]["num_gpus"] == 1
-    assert fake.devices[-2:] == ["cuda", "cuda"]  # Ray picks the GPU: cuda:N becomes cuda
-    assert [r.status for r in results] == ["finished"] * 4
-    no_gpu = _FakeRay(gpus=0.0)
-    monkeypatch.setitem(sys.modules, "ray", no_gpu)
-    with pytest.raises(ValueError, match="the Ray cluster has no GPU"):
-        RayExecutor(2).run(specs("cuda"), results.append, lambda *a: None)
 
 
 def test_open_existing_store_reads_without_writing(tmp_path):

@@ -1,17 +1,30 @@
 """Executors: run the tasks of a sweep in this process, a local process pool, or on Ray.
 
-Every executor calls :func:`execute_task` on each :class:`TaskSpec` and hands each
+Every executor runs each :class:`TaskSpec` (:func:`run_task`) and hands each
 :class:`TaskResult` to a callback as soon as it is ready. A task that raises is returned as a
 ``failed`` result with its error text; the sweep goes on (a failing task never stops the
 others). Tasks resume from their checkpoints, and a task whose checkpoint says ``done`` is
-not recomputed.
+not recomputed (a corrupt checkpoint is set aside by the store and its task restarts).
+
+Nothing writes into a run once its owner is gone. Pool workers die with the process that
+started them (Linux: ``PR_SET_PDEATHSIG``; elsewhere, and as a second line, a thread in each
+worker that watches the parent's pid), and a worker checks that its parent is alive before
+it writes a checkpoint. Ray tasks write nothing themselves: see :class:`RayExecutor`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
+import math
 import multiprocessing
 import os
+import queue as queue_module
+import signal
+import socket
 import sys
+import threading
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -68,20 +81,43 @@ def _failed(key: str, err: BaseException, wall_s: float = 0.0) -> TaskResult:
     )
 
 
+SaveFn = Callable[[dict[str, Any]], None]
+
+
 def execute_task(spec: TaskSpec, progress: ProgressFn | None = None) -> TaskResult:
-    """Run one task with checkpointing; return its rows, or its error if it raised."""
+    """Run one task with checkpointing in ``spec.run_path``; return its rows, or its error.
+
+    In a pool worker whose parent has gone, the worker exits instead of writing.
+    """
     run = RunDir(Path(spec.run_path))
+    try:
+        checkpoint = run.load_checkpoint(spec.task.key)  # a corrupt one is set aside: None
+    except Exception as err:  # an unreadable checkpoint directory fails this task only
+        return _failed(spec.task.key, err)
+
+    def save(payload: dict[str, Any]) -> None:
+        if not owner_alive():  # the run belongs to a process that is gone: write nothing
+            os._exit(1)
+        run.save_checkpoint(spec.task.key, payload)
+
+    return run_task(spec, checkpoint, save, progress)
+
+
+def run_task(
+    spec: TaskSpec,
+    checkpoint: dict[str, Any] | None,
+    save: SaveFn,
+    progress: ProgressFn | None = None,
+) -> TaskResult:
+    """Run one task from ``checkpoint`` (or from scratch); ``save`` persists each checkpoint
+    ``{"done", "rows", "state"}``, the last one with ``done`` True and the task's rows."""
     key = spec.task.key
     start = time.perf_counter()
-    try:
-        checkpoint = run.load_checkpoint(key)
-    except Exception as err:  # a corrupt checkpoint fails this task only
-        return _failed(key, err)
     if checkpoint is not None and checkpoint["done"]:
         return TaskResult(key=key, status="finished", rows=checkpoint["rows"], reused=True)
 
-    def save(state: Any, rows: list[Row]) -> None:
-        run.save_checkpoint(key, {"done": False, "rows": list(rows), "state": state})
+    def save_state(state: Any, rows: list[Row]) -> None:
+        save({"done": False, "rows": list(rows), "state": state})
 
     def load() -> tuple[Any, list[Row]] | None:
         return None if checkpoint is None else (checkpoint["state"], list(checkpoint["rows"]))
@@ -90,12 +126,12 @@ def execute_task(spec: TaskSpec, progress: ProgressFn | None = None) -> TaskResu
         device=spec.device,
         checkpoint_every=spec.checkpoint_every,
         load=load,
-        save=save,
+        save=save_state,
         progress=(lambda done, total: progress(key, done, total)) if progress else _no_progress,
     )
     try:
         rows = spec.experiment_cls().run_task(spec.config, spec.task, ctx)
-        run.save_checkpoint(key, {"done": True, "rows": rows, "state": None})  # rows suffice
+        save({"done": True, "rows": rows, "state": None})  # rows suffice
     except Exception as err:
         return _failed(key, err, time.perf_counter() - start)
     return TaskResult(key=key, status="finished", rows=rows, wall_s=time.perf_counter() - start)
@@ -116,10 +152,48 @@ class Executor(ABC):
 # --- local: in this process (1 worker) or a spawn process pool ---------------------------
 
 _worker_queue: Any = None
+#: The pid of the process that started this pool worker (None outside a pool worker).
+_owner_pid: int | None = None
+#: Seconds between two looks of a worker's watchdog thread at its parent.
+PARENT_POLL_S = 0.5
+_PR_SET_PDEATHSIG = 1
 
 
-def _init_worker(queue: Any, threads: int) -> None:
+def owner_alive() -> bool:
+    """False in a pool worker whose parent (the run's owner) is gone; True elsewhere."""
+    return _owner_pid is None or os.getppid() == _owner_pid
+
+
+def die_with_parent(parent_pid: int, *, use_prctl: bool = True) -> None:
+    """Make this process exit when ``parent_pid`` (its parent) dies, even by SIGKILL.
+
+    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so the kernel kills it at once. Everywhere
+    (and as a second line): a daemon thread that looks every :data:`PARENT_POLL_S` seconds
+    whether the parent is still its parent (an orphan is re-parented) and exits otherwise.
+    """
+    global _owner_pid
+    _owner_pid = parent_pid
+    if use_prctl and sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # no libc to call: the thread below suffices
+            pass
+    if not owner_alive():  # the parent died before the death signal was armed
+        os._exit(1)
+    threading.Thread(target=_watch_parent, name="deqlab-watch-parent", daemon=True).start()
+
+
+def _watch_parent() -> None:
+    while owner_alive():
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
+
+
+def _init_worker(queue: Any, threads: int, parent_pid: int | None = None) -> None:
     global _worker_queue
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
     _worker_queue = queue
     torch.set_num_threads(threads)
 
@@ -143,6 +217,9 @@ class LocalExecutor(Executor):
     (safe with torch's thread pools), each using ``cpu_count // workers`` torch threads.
     ``workers=None``: one process per CPU core.
 
+    The workers die with this process (even when it is killed with SIGKILL) and write no
+    checkpoint once it is gone (see the module docstring).
+
     Small matrix products gain little from threads, so processes are usually much faster
     (ling2023-fig1 quick, 2 busy cores: 43 s with 2 processes of 1 thread against 184 s in
     one process of 2 threads). Numbers are reproducible for a fixed thread count: resume a
@@ -164,7 +241,10 @@ class LocalExecutor(Executor):
         queue = context.Queue()
         threads = max(1, (os.cpu_count() or 1) // workers)
         with ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_init_worker, initargs=(queue, threads)
+            workers,
+            mp_context=context,
+            initializer=_init_worker,
+            initargs=(queue, threads, os.getpid()),
         ) as pool:
             pending: dict[Future[TaskResult], TaskSpec] = {
                 pool.submit(_execute_in_worker, spec): spec for spec in specs
@@ -196,12 +276,114 @@ def _drain(queue: Any, on_progress: ProgressFn) -> None:
 # --- Ray ----------------------------------------------------------------------------------
 
 
+class RayConnectionError(ValueError):
+    """The Ray cluster at ``--address`` cannot be reached (one line: the address, what was
+    tried, what to do)."""
+
+
+#: Seconds to wait for a TCP connection to a cluster's address before ``ray.init``.
+RAY_PROBE_TIMEOUT_S = 5.0
+#: Seconds ``ray.init`` may take to connect to a reachable cluster.
+RAY_INIT_TIMEOUT_S = 30.0
+#: Seconds between two progress events of a Ray task (a checkpoint always goes through).
+RAY_PROGRESS_EVERY_S = 0.5
+#: What ``address`` may name besides ``HOST:PORT`` and ``ray://HOST:PORT``.
+RAY_ADDRESS_WORDS = ("auto",)
+
+
+def ray_host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a Ray address ``[ray://]HOST:PORT``; None for ``auto``.
+
+    Raises ValueError (one line) for another form.
+    """
+    text = address.strip()
+    if text in RAY_ADDRESS_WORDS:
+        return None
+    rest = text.removeprefix("ray://")
+    host, colon, port = rest.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")  # [::1]:6379
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(
+            f"`address` must be HOST:PORT (e.g. 10.0.0.5:6379, the head node's GCS), "
+            f"ray://HOST:PORT (Ray Client) or auto; got {address!r}"
+        )
+    return host, int(port)
+
+
+def probe_ray_address(address: str, timeout: float | None = None) -> None:
+    """Open (and close) a TCP connection to the cluster at ``address`` within ``timeout``
+    seconds; raise :class:`RayConnectionError` naming the address and the error otherwise.
+
+    Ray itself retries an unreachable address for minutes; this fails in seconds (default
+    ``timeout``: :data:`RAY_PROBE_TIMEOUT_S`).
+    """
+    timeout = RAY_PROBE_TIMEOUT_S if timeout is None else timeout
+    where = ray_host_port(address)
+    if where is None:
+        return
+    host, port = where
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as err:
+        why = "timed out" if isinstance(err, TimeoutError) else (err.strerror or str(err))
+        raise RayConnectionError(
+            f"cannot reach the Ray cluster at {address}: a TCP connection to {host} port "
+            f"{port} failed within {timeout:g} s ({why}); start it there (ray start --head "
+            f"--port {port}) or leave out --address to start a local cluster"
+        ) from None
+
+
+def init_ray_with_timeout(timeout: float | None = None, **kwargs: Any) -> None:
+    """``ray.init(**kwargs)`` in a thread; raise :class:`RayConnectionError` when it fails
+    or has not returned after ``timeout`` seconds (default :data:`RAY_INIT_TIMEOUT_S`; the
+    thread is left behind, a daemon)."""
+    import ray
+
+    timeout = RAY_INIT_TIMEOUT_S if timeout is None else timeout
+    outcome: dict[str, BaseException | None] = {}
+
+    def connect() -> None:
+        try:
+            ray.init(**kwargs)
+            outcome["error"] = None
+        except BaseException as err:  # reported to the caller below
+            outcome["error"] = err
+
+    thread = threading.Thread(target=connect, name="deqlab-ray-init", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    address = kwargs.get("address") or "a new local cluster"
+    if thread.is_alive():
+        raise RayConnectionError(
+            f"ray.init(address={address!r}) did not connect within {timeout:g} s; is a Ray "
+            "head node (ray start --head) running at that address, with the same Ray version?"
+        )
+    error = outcome.get("error")
+    if error is not None:
+        message = " ".join(str(error).split())[:400] or type(error).__name__
+        raise RayConnectionError(
+            f"ray.init(address={address!r}) failed: {type(error).__name__}: {message}"
+        ) from None
+
+
 class RayExecutor(Executor):
     """Tasks as Ray remote functions (one CPU each; and one GPU each on a CUDA device).
 
-    Uses the Ray connection of this process if there is one; else connects to ``address``;
-    else starts a local cluster on 127.0.0.1 with ``workers`` CPUs (default: all cores) and
-    shuts it down after. Workers of a cluster started here see this process's ``sys.path``.
+    Uses the Ray connection of this process if there is one; else connects to ``address``
+    (checked when the executor is made, with a TCP connection of at most
+    :data:`RAY_PROBE_TIMEOUT_S`, and ``ray.init`` given
+    :data:`RAY_INIT_TIMEOUT_S`: an unreachable cluster is a one-line
+    :class:`RayConnectionError` within about 30 s, not Ray's retries for minutes); else
+    starts a local cluster on 127.0.0.1 with ``workers`` CPUs (default: all cores) and shuts
+    it down after. Workers of a cluster started here see this process's ``sys.path``.
+
+    Results and checkpoints travel through Ray's object store, never through a file system:
+    each task is a Ray generator that streams its checkpoints (and progress) to this process,
+    which writes them into the run directory as they arrive, and its checkpoint to resume
+    from is read here and sent with the task. So a cluster of several nodes needs no shared
+    file system (the nodes never open the run directory), and nothing is written into a run
+    once this process is gone.
 
     Tasks of a run on ``cuda`` or ``cuda:N`` request ``num_gpus=1`` and run on ``cuda``:
     Ray chooses the GPU of each task (it sets ``CUDA_VISIBLE_DEVICES``), so the index N is
@@ -213,6 +395,8 @@ class RayExecutor(Executor):
             default_workers() if workers is None else check_int("workers", workers, min_value=1)
         )
         self.address = address
+        if address is not None:  # before any run exists: the form, then a TCP connection
+            probe_ray_address(address)
 
     def run(self, specs: Sequence[TaskSpec], on_result: ResultFn, on_progress: ProgressFn) -> None:
         import ray
@@ -220,9 +404,9 @@ class RayExecutor(Executor):
         started = False
         if not ray.is_initialized():
             if self.address:
-                ray.init(address=self.address, log_to_driver=False)
+                init_ray_with_timeout(address=self.address, log_to_driver=False)
             else:
-                ray.init(
+                init_ray_with_timeout(
                     num_cpus=self.workers,
                     include_dashboard=False,
                     _node_ip_address="127.0.0.1",
@@ -237,20 +421,81 @@ class RayExecutor(Executor):
                     "the run's device is CUDA but the Ray cluster has no GPU; "
                     "start it with GPUs or run with --device cpu"
                 )
-            remote = ray.remote(num_cpus=1, num_gpus=gpus, max_retries=0)(execute_task)
-            pending = {remote.remote(ray_spec(spec)): spec for spec in specs}
-            while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
-                for ref in ready:
-                    spec = pending.pop(ref)
-                    try:
-                        result = ray.get(ref)
-                    except Exception as err:  # the worker died or could not unpickle
-                        result = _failed(spec.task.key, err)
-                    on_result(result)
+            _stream_specs(ray, specs, gpus, on_result, on_progress)
         finally:
             if started:
                 ray.shutdown()
+
+
+def _stream_specs(
+    ray: Any, specs: Sequence[TaskSpec], gpus: int, on_result: ResultFn, on_progress: ProgressFn
+) -> None:
+    """Submit the specs as streaming tasks; write their checkpoints here as they arrive."""
+    remote = ray.remote(num_cpus=1, num_gpus=gpus, max_retries=0)(stream_task)
+    pending: dict[Any, tuple[TaskSpec, RunDir]] = {}
+    try:
+        for spec in specs:
+            run = RunDir(Path(spec.run_path))
+            try:
+                checkpoint = run.load_checkpoint(spec.task.key)  # read here, sent to the task
+            except Exception as err:  # an unreadable checkpoint directory fails this task
+                on_result(_failed(spec.task.key, err))
+                continue
+            if checkpoint is not None and checkpoint["done"]:
+                on_result(run_task(spec, checkpoint, lambda payload: None))
+                continue
+            pending[remote.remote(ray_spec(spec), checkpoint)] = (spec, run)
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+            for stream in ready:
+                spec, run = pending[stream]
+                key = spec.task.key
+                try:
+                    kind, *payload = ray.get(next(stream))
+                except StopIteration:  # the stream ended without its result
+                    kind, payload = "result", [_failed(key, RuntimeError("no result"))]
+                except Exception as err:  # the worker died or could not unpickle
+                    kind, payload = "result", [_failed(key, err)]
+                if kind == "checkpoint":
+                    run.save_checkpoint(key, payload[0])
+                elif kind == "progress":
+                    on_progress(key, *payload)
+                else:
+                    del pending[stream]
+                    on_result(payload[0])
+    finally:
+        for stream in pending:  # interrupted: stop the tasks still running
+            with contextlib.suppress(Exception):  # finished already, or the cluster is going
+                ray.cancel(stream, force=True)
+
+
+def stream_task(spec: TaskSpec, checkpoint: dict[str, Any] | None) -> Any:
+    """A Ray task as a generator: yields ``("checkpoint", payload)`` for each checkpoint (in
+    order), ``("progress", done, total)`` at most every :data:`RAY_PROGRESS_EVERY_S` seconds,
+    and last ``("result", TaskResult)``. The task runs in a thread of the Ray worker; each
+    checkpoint waits until it has been handed on (at most one is held in memory)."""
+    events: queue_module.Queue[tuple[Any, ...]] = queue_module.Queue(maxsize=1)
+    last = [-math.inf]
+
+    def progress(key: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= RAY_PROGRESS_EVERY_S or done >= total:
+            last[0] = now
+            events.put(("progress", done, total))
+
+    def work() -> None:
+        try:
+            result = run_task(spec, checkpoint, lambda p: events.put(("checkpoint", p)), progress)
+        except BaseException as err:  # run_task catches Exception; this is the rest
+            result = _failed(spec.task.key, err)
+        events.put(("result", result))
+
+    threading.Thread(target=work, name=f"deqlab-task-{spec.task.key}", daemon=True).start()
+    while True:
+        event = events.get()
+        yield event
+        if event[0] == "result":
+            return
 
 
 def gpus_per_task(specs: Sequence[TaskSpec]) -> int:
@@ -258,9 +503,15 @@ def gpus_per_task(specs: Sequence[TaskSpec]) -> int:
     return int(any(spec.device.startswith("cuda") for spec in specs))
 
 
+#: The run path a Ray task is given: it never opens the run directory (see RayExecutor).
+RAY_RUN_PATH = "<on the driver>"
+
+
 def ray_spec(spec: TaskSpec) -> TaskSpec:
-    """``spec`` as a Ray task runs it: ``cuda:N`` becomes ``cuda``, the GPU Ray assigned."""
-    return replace(spec, device="cuda") if spec.device.startswith("cuda") else spec
+    """``spec`` as a Ray task runs it: ``cuda:N`` becomes ``cuda``, the GPU Ray assigned, and
+    the run directory is the driver's alone (checkpoints stream back to it)."""
+    device = "cuda" if spec.device.startswith("cuda") else spec.device
+    return replace(spec, device=device, run_path=RAY_RUN_PATH)
 
 
 def make_executor(kind: str, *, workers: int | None = None, address: str | None = None) -> Executor:
