@@ -1,0 +1,262 @@
+"""The thesis (Hieu 2022, Chapter 3) on the user's data and a monotone DEQ of width n.
+
+The network: ``W = (1 − m) I − AᵀA + B − Bᵀ`` (Eq. 3.3), entries of A, B, U, u drawn
+N(0, 1/fan-in) from ``seed``, one radius R for the four balls of Section 3.3. Measured at
+initialization:
+
+- λ_0 = σ_min(Z(0)) (Section 3.3; 0 when n < N, as Z(0) then has rank ≤ n);
+- Condition 1, (3.8)–(3.9) (Theorem 3.3.1, gradient flow) and Condition 2, (3.16)–(3.18)
+  (Theorem 3.3.5, GD), each a hypothesis lhs/rhs ≥ 1 built by the thesis' experiments'
+  :func:`~deqlab.experiments.hieu2022.statements.condition_hypothesis`; the width that
+  would satisfy each comes from lhs/rhs ∝ n^s fitted over the widths :data:`FIT_FACTORS` ×
+  n (at least N; same seed), the scaling assumption its ``needs`` states;
+- Lemma 3.3.3, ‖Z(0)‖_F ≤ ‖X‖_F‖U(0)‖₂/m (a theorem: it holds for every parameter);
+- Theorem 3.3.5's step-size bound η_max and rate 1 − η_maxλ_0²/4, and the rate
+  exp(−λ_0²/2) per unit time of Theorem 3.3.1's flow.
+
+With ``train``: GD with η_max (or the given η) and Theorem 3.3.5 with Propositions 5–6
+(:func:`~deqlab.experiments.hieu2022.statements.theorem_3_3_5`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import torch
+
+from deqlab.experiments.hieu2022.statements import (
+    GDTrace,
+    WidthFit,
+    condition_hypothesis,
+    step_size_hypothesis,
+    theorem_3_3_5,
+    thesis,
+)
+from deqlab.models.mondeq import MonDEQ
+from deqlab.solvers.splitting import PeacemanRachford
+from deqlab.statements import Kind, Statement, measure
+from deqlab.theory.mondeq import (
+    PARAMETERS,
+    Inequality,
+    MonDEQConstants,
+    condition_1,
+    condition_2,
+    gd_rate,
+    lemma_3_3_3,
+    mondeq_constants,
+    step_size_bound,
+)
+from deqlab.theory.spectra import spectral_norm
+from deqlab.train.mondeq_gd import train_mondeq_gd
+from deqlab.verify.inputs import Inputs
+from deqlab.verify.progress import Progress, silent
+
+#: The widths, as multiples of the given one, over which lhs/rhs ∝ n^s is fitted.
+FIT_FACTORS = (0.5, 1.0, 2.0)
+#: Relative residual of the splitting solves.
+SOLVE_TOL = 1e-10
+
+
+@dataclass(frozen=True, eq=False)
+class MonDEQInit:
+    """The network at the given width, its constants and conditions, and the fits."""
+
+    inputs: Inputs
+    width: int
+    monotonicity: float
+    radius: float
+    seed: int
+    model: MonDEQ
+    constants: MonDEQConstants
+    lemma: Inequality
+    conditions: dict[str, list[Inequality]]  # "Condition 1", "Condition 2"
+    fits: dict[str, WidthFit | None]  # by equation name, e.g. "Eq. (3.16)"
+    fit_widths: tuple[int, ...]
+
+    @property
+    def eta_max(self) -> float:
+        return step_size_bound(self.constants)
+
+
+def _model(d: int, width: int, monotonicity: float, seed: int) -> MonDEQ:
+    generator = torch.Generator().manual_seed(seed)
+    solver = PeacemanRachford(tol=SOLVE_TOL, max_iter=20_000)
+    return MonDEQ(d, width, m=monotonicity, solver=solver, generator=generator,
+                  dtype=torch.float64)  # fmt: skip
+
+
+def constants_at(
+    model: MonDEQ, inputs: Inputs, radius: float
+) -> tuple[MonDEQConstants, torch.Tensor]:
+    """(:func:`~deqlab.theory.mondeq.mondeq_constants`, Z(0)); for n < N, where σ_min(Z(0))
+    is 0 (rank ≤ n) and the thesis' function refuses, the same constants with λ_0 = 0."""
+    X, y = inputs.X, inputs.y
+    params = {k: p.detach() for k, p in model.named_parameters()}
+    with torch.no_grad():
+        Z = model.equilibrium(X)  # (n, N)
+    if model.width >= inputs.n:
+        return mondeq_constants(**params, Z=Z, X=X, y=y, m=model.m, radius=radius), Z
+    norms = {k: spectral_norm(params[k]) for k in ("A", "B", "U")} | {
+        "u": float(params["u"].norm())
+    }
+    radii = dict.fromkeys(PARAMETERS, float(radius))
+    bars = {k: norms[k] + radii[k] for k in PARAMETERS}
+    loss0 = 0.5 * float(((Z.T @ params["u"] - y) ** 2).sum())
+    return MonDEQConstants(model.m, 0.0, float(X.norm()), loss0, norms, radii, bars), Z
+
+
+def _conditions(c: MonDEQConstants) -> dict[str, list[Inequality]]:
+    return {"Condition 1": condition_1(c), "Condition 2": condition_2(c)}
+
+
+def initialize(
+    inputs: Inputs,
+    *,
+    width: int,
+    monotonicity: float,
+    radius: float,
+    seed: int,
+    progress: Progress = silent,
+) -> MonDEQInit:
+    """Measure everything of the module docstring at ``width`` and the fit widths."""
+    widths = sorted({max(1, round(f * width)) for f in FIT_FACTORS} | {width})
+    fit_widths = tuple(w for w in widths if w >= inputs.n)
+    ratios: dict[str, list[float]] = {}
+    chosen = None
+    for i, w in enumerate(widths):
+        progress(f"monotone DEQ at width {w}", i, len(widths))
+        model = _model(inputs.d, w, monotonicity, seed)
+        c, Z = constants_at(model, inputs, radius)
+        if w == width:
+            chosen = (model, c, Z)
+        if w in fit_widths:
+            for rows in _conditions(c).values():
+                for row in rows:
+                    ratios.setdefault(row["name"], []).append(_ratio(row))
+    model, c, Z = chosen
+    lemma = lemma_3_3_3(Z, inputs.X, model.U, monotonicity)
+    fits = {name: WidthFit.of(fit_widths, rs) for name, rs in ratios.items()}
+    return MonDEQInit(inputs, width, monotonicity, radius, seed, model, c, lemma,
+                      _conditions(c), fits, fit_widths)  # fmt: skip
+
+
+def _ratio(row: Inequality) -> float:
+    return row["lhs"] / row["rhs"] if row["rhs"] > 0 else math.inf
+
+
+def numbers(init: MonDEQInit, eta: float | None) -> dict[str, object]:
+    """Every number of the module docstring under stable keys."""
+    c = init.constants
+    eta_max = init.eta_max
+    conditions = {
+        row["name"]: {"lhs": row["lhs"], "rhs": row["rhs"], "margin": _ratio(row),
+                      "holds": row["holds"]}
+        for rows in init.conditions.values() for row in rows
+    }  # fmt: skip
+    return {
+        "width": init.width, "monotonicity": init.monotonicity, "radius": init.radius,
+        "seed": init.seed, "lambda0": c.lambda0, "x_norm": c.x_norm, "loss0": c.loss0,
+        "norms": c.norms, "bars": c.bars, "conditions": conditions,
+        "condition1_holds": all(r["holds"] for r in init.conditions["Condition 1"]),
+        "condition2_holds": all(r["holds"] for r in init.conditions["Condition 2"]),
+        "required_width": {name: _fit_width(fit) for name, fit in init.fits.items()},
+        "fit_widths": list(init.fit_widths),
+        "lemma_3_3_3": {"lhs": init.lemma["lhs"], "rhs": init.lemma["rhs"]},
+        "eta_max": eta_max, "rate_at_eta_max": gd_rate(c.lambda0, eta_max) if eta_max else None,
+        "eta": eta, "rate": None if not eta or eta > eta_max else gd_rate(c.lambda0, eta),
+        "flow_rate": math.exp(-(c.lambda0**2) / 2),
+    }  # fmt: skip
+
+
+def _fit_width(fit: WidthFit | None) -> dict[str, object] | None:
+    """The width at which the fitted lhs/rhs reaches 1 (inf when it does not grow)."""
+    if fit is None:
+        return None
+    log_n = -fit.intercept / fit.slope if fit.slope > 0 else math.inf
+    return {"width": math.exp(min(log_n, 700.0)) if log_n < math.inf else math.inf,
+            "log10_width": log_n / math.log(10), "slope": fit.slope}  # fmt: skip
+
+
+def statements(init: MonDEQInit, eta: float | None) -> list[Statement]:
+    """The width hypothesis, Conditions 1–2, Lemma 3.3.3 and, with ``eta``, the step size."""
+    n = init.inputs.n
+    out = [measure(
+        "the width n ≥ N (λ_0 = σ_min(Z(0)) > 0 needs it)", Kind.HYPOTHESIS,
+        thesis("Section 3.3 (n ≥ N, Eq. (3.14)); Theorems 3.3.1, 3.3.5: width O(N)"),
+        value=init.width / n, relation=">=", threshold=1.0,
+        measured=f"n/N = {init.width}/{n}", expected="≥ 1", needs=f"width n ≥ N = {n}",
+    )]  # fmt: skip
+    for condition, rows in init.conditions.items():
+        out += [condition_hypothesis(row, width=init.width, condition=condition,
+                                     fit=init.fits.get(row["name"]), m=init.monotonicity)
+                for row in rows]  # fmt: skip
+    lemma = init.lemma
+    out.append(measure(
+        "Lemma 3.3.3: ‖Z(0)‖_F ≤ ‖X‖_F‖U(0)‖₂/m", Kind.THEOREM, thesis("Lemma 3.3.3"),
+        value=lemma["lhs"] / lemma["rhs"], relation="<=", threshold=1.0,
+        measured=f"‖Z(0)‖_F = {lemma['lhs']:.6g}, ‖X‖_F‖U(0)‖₂/m = {lemma['rhs']:.6g}",
+        expected="ratio ≤ 1 (for every parameter value: W ⪯ (1 − m)I)",
+    ))  # fmt: skip
+    if eta is not None:
+        out.append(step_size_hypothesis(eta, init.eta_max, width=init.width))
+    return out
+
+
+@dataclass(frozen=True)
+class MonDEQTraining:
+    """A GD run: η and the records of steps 0..T (:mod:`deqlab.train.mondeq_gd`)."""
+
+    eta: float
+    records: list[dict]
+
+
+def train(init: MonDEQInit, *, steps: int, eta: float, progress: Progress = silent):
+    """GD with step ``eta`` for ``steps`` steps from a copy of the initial network.
+
+    Needs λ_0 > 0 (so n ≥ N): the trainer measures σ_min(Z(k)) against λ_0/2, which the
+    thesis defines for n ≥ N only (Eq. 3.14).
+    """
+    if not init.constants.lambda0 > 0:
+        raise ValueError(
+            f"training the monotone DEQ needs λ_0 = σ_min(Z(0)) > 0, i.e. width ≥ N = "
+            f"{init.inputs.n} (Eq. 3.14); got width {init.width}"
+        )
+    model = _model(init.inputs.d, init.width, init.monotonicity, init.seed)
+    model.load_state_dict(init.model.state_dict())
+    progress("gradient descent (monotone DEQ)", 0, steps)
+    result = train_mondeq_gd(model, init.inputs.X, init.inputs.y, lr=eta, steps=steps,
+                             radius=init.radius)  # fmt: skip
+    progress("gradient descent (monotone DEQ)", steps, steps)
+    return MonDEQTraining(eta, result.records)
+
+
+def train_statements(init: MonDEQInit, run: MonDEQTraining) -> list[Statement]:
+    """Condition 2 and η ≤ η_max as hypotheses, Theorem 3.3.5 and Propositions 5–6."""
+    records = run.records
+
+    def series(key: str) -> list[float]:
+        return [float(r.get(key, math.nan)) for r in records]
+
+    trace = GDTrace(
+        width=init.width, eta=run.eta, eta_max=init.eta_max, lambda0=init.constants.lambda0,
+        radii=init.constants.radii, losses=series("loss"), sigmas=series("sigma_min"),
+        distances={p: series(f"dist_{p}") for p in PARAMETERS},
+    )  # fmt: skip
+    return theorem_3_3_5(trace, init.conditions["Condition 2"], fits=init.fits,
+                         m=init.monotonicity)  # fmt: skip
+
+
+def train_numbers(init: MonDEQInit, run: MonDEQTraining) -> dict[str, object]:
+    """Predicted against measured: the rate per step and the final loss, and the records."""
+    losses = [float(r["loss"]) for r in run.records]
+    steps = len(losses) - 1
+    predicted = gd_rate(init.constants.lambda0, run.eta) if run.eta <= init.eta_max else None
+    ratios = [b / a for a, b in itertools.pairwise(losses) if a > 0]
+    keys = ("step", "loss", "loss_bound", "sigma_min", *(f"dist_{p}" for p in PARAMETERS))
+    return {
+        "steps": steps, "eta": run.eta, "loss0": losses[0], "loss_final": losses[-1],
+        "rate_predicted": predicted, "max_step_ratio": max(ratios, default=None),
+        "records": [{k: r.get(k) for k in keys} for r in run.records],
+    }  # fmt: skip

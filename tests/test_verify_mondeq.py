@@ -1,0 +1,150 @@
+"""verify on the monotone DEQ (the thesis, Chapter 3): λ_0, the conditions, the width fit
+and the step-size bound against independent computations; each statement passing and not."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from deqlab.statements import Verdict
+from deqlab.theory.mondeq import gd_rate, step_size_bound
+from deqlab.verify import mondeq as md
+from deqlab.verify.inputs import load_dataset, prepare
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    x, y, name = load_dataset("sphere", n=6, d=4, seed=2)
+    return prepare(x, y, name=name)
+
+
+@pytest.fixture(scope="module")
+def init(inputs):
+    return md.initialize(inputs, width=24, monotonicity=0.2, radius=1.0, seed=0)
+
+
+def verdicts(statements):
+    return {s.name: s.verdict for s in statements}
+
+
+def test_lambda0_is_the_least_singular_value_of_the_equilibrium(init, inputs):
+    model = init.model
+    with torch.no_grad():
+        Z = model.equilibrium(inputs.X)
+        W = model.weight()
+        assert float((Z - torch.relu(W @ Z + model.U @ inputs.X)).abs().max()) < 1e-8
+    assert init.constants.lambda0 == pytest.approx(np.linalg.svd(Z.numpy())[1][-1], rel=1e-8)
+
+
+def test_conditions_and_bound_written_out(init):
+    c = init.constants
+    b = c.bars
+    rhs_318 = 20 * c.x_norm**2 * (b["u"] ** 2 + 4 * (b["u"] * b["U"] * b["A"]) ** 2
+                                  + 4 * (b["u"] * b["U"]) ** 2 + b["U"] ** 2)  # fmt: skip
+    row = {r["name"]: r for r in init.conditions["Condition 2"]}["Eq. (3.18)"]
+    assert row["lhs"] == pytest.approx(c.lambda0**2) and row["rhs"] == pytest.approx(rhs_318)
+    k = md.numbers(init, None)
+    assert k["eta_max"] == pytest.approx(step_size_bound(c))
+    assert k["rate_at_eta_max"] == pytest.approx(1 - k["eta_max"] * c.lambda0**2 / 4)
+    assert k["flow_rate"] == pytest.approx(math.exp(-(c.lambda0**2) / 2))
+    assert k["conditions"]["Eq. (3.18)"]["margin"] == pytest.approx(row["lhs"] / row["rhs"])
+    assert k["fit_widths"] == [12, 24, 48] and k["rate"] is None
+
+
+def test_width_fit_is_a_least_squares_power_law_through_the_fit_widths(init, inputs):
+    ratios = []
+    for w in init.fit_widths:
+        c, _ = md.constants_at(md._model(inputs.d, w, 0.2, 0), inputs, 1.0)
+        row = {r["name"]: r for r in md.condition_2(c)}["Eq. (3.16)"]
+        ratios.append(row["lhs"] / row["rhs"])
+    slope, intercept = np.polyfit(np.log(init.fit_widths), np.log(ratios), 1)
+    fit = init.fits["Eq. (3.16)"]
+    assert fit.slope == pytest.approx(slope) and fit.intercept == pytest.approx(intercept)
+    needed = md.numbers(init, None)["required_width"]["Eq. (3.16)"]
+    assert needed["width"] == pytest.approx(math.exp(-intercept / slope), rel=1e-9)
+
+
+def test_below_n_samples_lambda0_is_zero_and_the_constants_are_the_same(inputs):
+    model = md._model(inputs.d, 3, 0.2, 0)
+    c, Z = md.constants_at(model, inputs, 0.5)
+    assert c.lambda0 == 0.0 and Z.shape == (3, 6)
+    assert c.norms["U"] == pytest.approx(float(torch.linalg.matrix_norm(model.U.detach(), 2)))
+    assert c.bars["A"] == pytest.approx(c.norms["A"] + 0.5)
+    assert c.loss0 == pytest.approx(0.5 * float(((Z.T @ model.u.detach() - inputs.y) ** 2).sum()))
+
+
+# ---- statements -------------------------------------------------------------------------
+
+WIDTH = "the width n ≥ N (λ_0 = σ_min(Z(0)) > 0 needs it)"
+LEMMA = "Lemma 3.3.3: ‖Z(0)‖_F ≤ ‖X‖_F‖U(0)‖₂/m"
+STEP = "η within the step-size bound of Theorem 3.3.5 at n = 24"
+CONDITIONS = [f"Condition 1, Eq. (3.{k}) at n = 24" for k in (8, 9)] + [
+    f"Condition 2, Eq. (3.{k}) at n = 24" for k in (16, 17, 18)
+]
+THEOREMS = [
+    "Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = 24",
+    "Proposition 5 (Hypothesis 1): the parameters stay in their balls at n = 24",
+    "Proposition 6 (Hypothesis 2): σ_min(Z(k)) ≥ λ₀/2 at n = 24",
+]
+
+
+def _holding(init):
+    rows = {
+        name: [{**r, "lhs": 2 * r["rhs"], "holds": True} for r in rows]
+        for name, rows in init.conditions.items()
+    }
+    return replace(init, conditions=rows)
+
+
+def test_statements_hold_and_pass_on_a_good_setting(init):
+    found = verdicts(md.statements(_holding(init), init.eta_max))
+    assert all(found[n] is Verdict.HOLDS for n in (WIDTH, STEP, *CONDITIONS))
+    assert found[LEMMA] is Verdict.PASS
+
+
+def test_statements_unmet_and_failing(init, inputs):
+    bad_lemma = replace(init, lemma={**init.lemma, "lhs": 2 * init.lemma["rhs"]})
+    found = {s.name: s for s in md.statements(bad_lemma, 2 * init.eta_max)}
+    assert found[LEMMA].verdict is Verdict.FAIL and found[STEP].verdict is Verdict.UNMET
+    for name in CONDITIONS:
+        assert found[name].verdict is Verdict.UNMET and "n ≥" in found[name].needs
+    narrow = md.initialize(inputs, width=3, monotonicity=0.2, radius=1.0, seed=0)
+    found = {s.name: s for s in md.statements(narrow, None)}
+    assert found[WIDTH].verdict is Verdict.UNMET and found[WIDTH].needs == "width n ≥ N = 6"
+
+
+@pytest.fixture(scope="module")
+def trained(init):
+    return md.train(init, steps=4, eta=init.eta_max)
+
+
+def test_training_passes_inside_its_hypotheses_and_is_not_applicable_outside(init, trained):
+    assert [r["step"] for r in trained.records] == [0, 1, 2, 3, 4]
+    found = verdicts(md.train_statements(_holding(init), trained))
+    assert all(found[n] is Verdict.PASS for n in THEOREMS)
+    found = verdicts(md.train_statements(init, trained))
+    assert all(found[n] is Verdict.NOT_APPLICABLE for n in THEOREMS)
+    k = md.train_numbers(init, trained)
+    assert k["rate_predicted"] == pytest.approx(gd_rate(init.constants.lambda0, init.eta_max))
+    assert k["max_step_ratio"] <= k["rate_predicted"] and len(k["records"]) == 5
+
+
+def test_training_fails_on_a_violating_run(init):
+    def record(step, loss, sigma, dist):
+        return {"step": step, "loss": loss, "sigma_min": sigma,
+                **{f"dist_{p}": dist for p in ("A", "B", "U", "u")}}  # fmt: skip
+
+    lam = init.constants.lambda0
+    run = md.MonDEQTraining(init.eta_max, [record(0, 1.0, lam, 0.0), record(1, 2.0, lam / 4, 5.0)])
+    found = verdicts(md.train_statements(_holding(init), run))
+    assert all(found[n] is Verdict.FAIL for n in THEOREMS)
+
+
+def test_training_below_n_samples_is_refused(inputs):
+    narrow = md.initialize(inputs, width=3, monotonicity=0.2, radius=1.0, seed=0)
+    with pytest.raises(ValueError, match=r"needs λ_0 = σ_min\(Z\(0\)\) > 0, i.e. width ≥ N = 6"):
+        md.train(narrow, steps=2, eta=1e-4)
