@@ -200,7 +200,8 @@ def numbers(init: DELMInit, eta: float | None, epsilon: float | None) -> dict[st
 
 
 def statements(init: DELMInit, eta: float | None) -> list[Statement]:
-    """rank(Φ), the PL inequality (and, with ``eta``, GD following the flow) as hypotheses; Theorem 1's λ_min(D_0) ≥ 1/(m(1+γ)²) guarded by them."""
+    """rank(Φ), the PL inequality (and, with ``eta``, GD following the flow) as
+    hypotheses; Theorem 1's λ_min(D_0) ≥ 1/(m(1+γ)²) guarded by them."""
     guards = guards_for(init, {"init": [init.row()]}, eta)
     return [*guards, lambda_bound_check({"init": [init.row()]}, guards, m=init.m,
                                         gamma=init.gamma)]  # fmt: skip
