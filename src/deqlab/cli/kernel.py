@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import typer
 
-from deqlab.cli.app import EXIT_FAILED, JSON_HELP, app, echo_json, fail
+from deqlab.cli.app import EXIT_FAILED, JSON_HELP, app, echo_json, fail, warn
 from deqlab.data.registry import DATASETS
 
 #: Accuracy of K = K^(∞) (absolute, on the normalised entries): population_gram's tol.
@@ -22,7 +23,11 @@ def _parse_depth(text: str) -> int | None:
     try:
         depth = int(text)
     except ValueError:
-        depth = -1
+        try:  # 1e9 is an integer too
+            number = float(text)
+            depth = int(number) if number.is_integer() else -1
+        except (ValueError, OverflowError):
+            depth = -1
     if depth < 0:
         raise fail(f"`--depth` must be a non-negative integer or 'inf'; got {text!r}")
     return depth
@@ -186,38 +191,49 @@ def kernel(
     from deqlab.theory.ntk import deq_ntk
 
     layers = _parse_depth(depth)
+    if dataset is not None and dataset not in DATASETS:
+        choices = ", ".join(repr(name) for name in DATASETS)
+        raise fail(f"`--dataset` must be one of {choices}; got {dataset!r}")
     note = None
-    try:
-        if save is not None:
-            _check_save(save)
-        X, source = _load_inputs(dataset, input_file, n, d, seed, data_dir)
-        if ntk:
-            if layers is not None:
-                raise ValueError("--ntk is the infinite-depth kernel: drop --depth or use 'inf'")
-            M = deq_ntk(X, sigma_w2, parameterization=parameterization)
-            what = f"DEQ NTK ({parameterization})"
-        elif layers is not None and layers > (limit := converged_depth(sigma_w2, _K_TOL)):
-            M = population_gram(X, sigma_w2, None, tol=_K_TOL)
-            what = f"K^({layers}) = K = K^(∞) (Eq. 14), to {_K_TOL:g}"
-            note = (
-                f"depth {layers} > {limit}: from l = {limit} on, |K^(l) - K| <= 2(l+1)σ_w^(2l) "
-                f"<= {_K_TOL:g} relative to the diagonal, so K = K^(∞) was computed instead "
-                "of the layers"
-            )
-        else:
-            M = population_gram(X, sigma_w2, layers)
-            what = "K = K^(∞) (Eq. 14)" if layers is None else f"K^({layers}) (Definition 1)"
-        lam = least_eigenvalue(M)
-    except DatasetNotFoundError as err:  # the command is right; the data is not here
-        from deqlab.data.locate import fetch_command
+    with warnings.catch_warnings(record=True) as caught:  # shown as one line each, below
+        warnings.simplefilter("always")
+        try:
+            if save is not None:
+                _check_save(save)
+            X, source = _load_inputs(dataset, input_file, n, d, seed, data_dir)
+            if ntk:
+                if layers is not None:
+                    raise ValueError(
+                        "--ntk is the infinite-depth kernel: drop --depth or use 'inf'"
+                    )
+                M = deq_ntk(X, sigma_w2, parameterization=parameterization)
+                what = f"DEQ NTK ({parameterization})"
+            elif layers is not None and layers > (limit := converged_depth(sigma_w2, _K_TOL)):
+                M = population_gram(X, sigma_w2, None, tol=_K_TOL)
+                what = f"K^({layers}) = K = K^(∞) (Eq. 14), to {_K_TOL:g}"
+                note = (
+                    f"depth {layers} > {limit}: from l = {limit} on, |K^(l) - K| <= 2(l+1)σ_w^(2l) "
+                    f"<= {_K_TOL:g} relative to the diagonal, so K = K^(∞) was computed instead "
+                    "of the layers"
+                )
+            else:
+                M = population_gram(X, sigma_w2, layers)
+                what = "K = K^(∞) (Eq. 14)" if layers is None else f"K^({layers}) (Definition 1)"
+            lam = least_eigenvalue(M)
+        except DatasetNotFoundError as err:  # the command is right; the data is not here
+            from deqlab.data.locate import fetch_command
 
-        first = str(err).split(". Looked in:")[0]
-        raise fail(
-            f"{first}; fetch it with: {fetch_command(dataset, data_dir)}", EXIT_FAILED
-        ) from None
-    except (ValueError, TypeError, OSError) as err:
-        about_file = input_file is not None and str(err).startswith("`X`")
-        raise fail(f"`--input` {str(input_file)!r}: {err}" if about_file else str(err)) from None
+            first = str(err).split(". Looked in:")[0]
+            raise fail(
+                f"{first}; fetch it with: {fetch_command(dataset, data_dir)}", EXIT_FAILED
+            ) from None
+        except (ValueError, TypeError, OSError) as err:
+            about_file = input_file is not None and str(err).startswith("`X`")
+            raise fail(
+                f"`--input` {str(input_file)!r}: {err}" if about_file else str(err)
+            ) from None
+    for warning in caught:
+        warn(str(warning.message))
     diag = M.diagonal()
     if save is not None:
         try:
