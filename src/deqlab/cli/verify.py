@@ -1,0 +1,259 @@
+"""``deqlab verify``: the three papers' hypotheses and predictions on the user's data.
+
+Every usage error — a bad option, unusable data (shape mismatch, NaN/Inf, empty, n = 1,
+duplicate inputs, labels of the wrong length, an unreadable file) — is one ``error:`` line
+on stderr and exit code 2; a registered image data set that is not on this machine exits
+1 with the command that fetches it. Progress goes to stderr, never into ``--json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from deqlab.cli.app import EXIT_FAILED, JSON_HELP, app, echo_json, fail
+from deqlab.data.registry import DATASETS
+
+MODEL_METAVAR = "relu-deq|mondeq|delm"
+INPUT_HELP = (
+    "Your data: .npz (arrays X (n, d) and y), .pt ({'X', 'y'} or (X, y)), .npy (an (n, d+1) "
+    "array, labels last) or .csv (labels: the column named label, y or target, else the last)."
+)
+
+
+@app.command(
+    "verify",
+    help=(
+        "Check the hypotheses and predictions of the three papers on your data and model: "
+        "λ*, λ_0, Condition 1 with its margins and the width it needs, Eq. (10) and the rate "
+        "(Ling et al. 2023; --model relu-deq), Conditions 1–2 and Theorem 3.3.5 (the thesis; "
+        "--model mondeq), λ_T and Corollary 1 (Kawaguchi 2021; --model delm). --train runs "
+        "GD with the theorem's step size and puts predicted beside measured."
+    ),
+    epilog=(
+        "Examples:\n\n  deqlab verify --dataset sphere --n 40 --d 40 --width 400\n\n"
+        "  deqlab verify --dataset sphere --n 40 --d 40 --width 400 --json\n\n"
+        "  deqlab verify --input data.csv --normalize --train 200 --out report/\n\n"
+        "  deqlab verify --dataset digits --n 100 --classes 0,1 --model delm --train 50"
+    ),
+)
+def verify_command(
+    dataset: str | None = typer.Option(
+        None, "--dataset", metavar="NAME", help=f"A data set: {', '.join(DATASETS)}."
+    ),
+    input_file: Path | None = typer.Option(None, "--input", metavar="FILE", help=INPUT_HELP),
+    n: int | None = typer.Option(None, "--n", help="Number of samples (data set default)."),
+    d: int | None = typer.Option(None, "--d", help="Input dimension ('sphere' only)."),
+    classes: str | None = typer.Option(
+        None, "--classes", metavar="0,1", help="Classes of an image data set (default 0,1)."
+    ),
+    label_column: str | None = typer.Option(
+        None, "--label-column", metavar="NAME|INDEX", help="The label column of a .csv file."
+    ),
+    data_dir: Path | None = typer.Option(None, "--data-dir", help="Data root for image sets."),
+    normalize: bool = typer.Option(
+        False, "--normalize", help="Scale every input to norm √d (Assumption 2) first."
+    ),
+    model: str = typer.Option("relu-deq", "--model", metavar=MODEL_METAVAR, help="The model."),
+    width: int | None = typer.Option(
+        None, "--width", metavar="M", help="Hidden width (default 1000; the DELM's is d)."
+    ),
+    sigma_w2: float = typer.Option(0.08, "--sigma-w2", help="σ_w² of Assumption 1 (ReLU DEQ)."),
+    gamma: float = typer.Option(0.8, "--gamma", help="γ of the DELM, in (0, 1)."),
+    monotonicity: float = typer.Option(
+        0.2, "--monotonicity", help="m of the monotone DEQ, W = (1 − m)I − AᵀA + B − Bᵀ."
+    ),
+    radius: float = typer.Option(1.0, "--radius", help="R of the monotone DEQ's balls."),
+    epsilon: float | None = typer.Option(
+        None, "--epsilon", help="ε of the DELM's time to ε (default 10⁻³ of L₀ − L*)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the network (and of a data set)."),
+    train: int = typer.Option(0, "--train", metavar="STEPS", help="GD steps (0: none)."),
+    eta: float | None = typer.Option(
+        None, "--eta", help="GD step size (default: the theorem's; see the numbers)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    out: Path | None = typer.Option(
+        None, "--out", metavar="DIR", help="Write an HTML page with figures here."
+    ),
+) -> None:
+    """Check the papers' hypotheses and predictions on your data and model."""
+    from deqlab.data import DatasetNotFoundError
+    from deqlab.verify import load_dataset, load_file, verify
+
+    try:
+        if (dataset is None) == (input_file is None):
+            raise ValueError("give exactly one of --dataset NAME or --input FILE")
+        _check_exclusive(dataset, n=n, d=d, classes=classes, label_column=label_column)
+        if dataset is not None:
+            X, y, name = load_dataset(dataset, n=n, d=d, classes=_classes(classes), seed=seed,
+                                      data_dir=data_dir)  # fmt: skip
+        else:
+            (X, y), name = load_file(input_file, label_column=label_column), str(input_file)
+        if out is not None and out.exists() and not out.is_dir():
+            raise ValueError(f"--out {str(out)!r} is a file, not a directory")
+        with _progress_bar() as progress:
+            result = verify(
+                X, y, model, width=width, sigma_w2=sigma_w2, gamma=gamma, seed=seed,
+                train=train, eta=eta, normalize=normalize, monotonicity=monotonicity,
+                radius=radius, epsilon=epsilon, name=name, progress=progress,
+            )  # fmt: skip
+        page = None if out is None else result.write_html(out)
+    except DatasetNotFoundError as err:
+        from deqlab.data.locate import fetch_command
+
+        first = str(err).split(". Looked in:")[0]
+        raise fail(f"{first}; fetch it with: {fetch_command(dataset, data_dir)}",
+                   EXIT_FAILED) from None  # fmt: skip
+    except (ValueError, TypeError, OSError) as err:
+        raise fail(str(err)) from None
+    if as_json:
+        echo_json({**result.as_dict(), "page": None if page is None else str(page)})
+        return
+    _print(result)
+    if page is not None:
+        typer.echo(f"page: {page}")
+
+
+def _check_exclusive(dataset: str | None, **given: Any) -> None:
+    """--n, --d, --classes go with --dataset; --label-column with --input."""
+    for option, value in given.items():
+        if value is None:
+            continue
+        wants_dataset = option != "label_column"
+        if wants_dataset == (dataset is None):
+            flag = "--" + option.replace("_", "-")
+            raise ValueError(f"{flag} applies to {'--dataset' if wants_dataset else '--input'}")
+
+
+def _classes(text: str | None) -> tuple[int, ...] | None:
+    """``--classes 0,1`` as (0, 1)."""
+    if text is None:
+        return None
+    try:
+        return tuple(int(c) for c in text.split(","))
+    except ValueError:
+        raise ValueError(f"--classes must be integers separated by commas; got {text!r}") from None
+
+
+class _progress_bar:
+    """A rich progress bar on stderr (nothing on stdout), removed when done."""
+
+    def __enter__(self):
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                            TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                            console=Console(stderr=True), transient=True)  # fmt: skip
+        self.bar.start()
+        self.task = self.bar.add_task("verify", total=1)
+        return self.update
+
+    def update(self, what: str, done: int, total: int) -> None:
+        self.bar.update(self.task, description=what, completed=done, total=max(total, 1))
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+
+def _print(result) -> None:
+    """The key numbers, the statements table and the verdict sentence."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from deqlab.cli.experiments import print_statements
+
+    console = Console(width=160)
+    data = result.data
+    console.print(f"[bold]{escape(data['name'])}[/]: n = {data['n']}, d = {data['d']}"
+                  f"{' (normalised)' if data['normalized'] else ''} · model "
+                  f"{result.model} ({escape(result.as_dict()['paper'])})")  # fmt: skip
+    table = Table("quantity", "value", title="Numbers (all of them: --json)")
+    for label, value in _headline(result):
+        table.add_row(escape(label), escape(value))
+    console.print(table)
+    print_statements([s.as_dict() for s in result.statements])
+    typer.echo(f"verdicts: {result.counts.sentence()}")
+
+
+def _g(x: object, digits: int = 4) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+def _headline(result) -> list[tuple[str, str]]:
+    k, t = result.numbers, result.training
+    rows = {"relu-deq": _relu_rows, "mondeq": _mondeq_rows, "delm": _delm_rows}[result.model](k)
+    if t is not None:
+        rows += [("training: steps, η", f"{t['steps']}, {_g(t['eta'])}"),
+                 ("training: loss Φ(0) → Φ(T)", f"{_g(t['loss0'])} → {_g(t['loss_final'])}"
+                  if "loss0" in t else _g(t["loss_final"]))]  # fmt: skip
+        if "rate_measured" in t:
+            rows.append(("rate per step: predicted 1 − ηλ_0/2, measured (Φ(T)/Φ(0))^(1/T)",
+                         f"{_g(t['rate_predicted'], 8)}, {_g(t['rate_measured'], 8)}"))  # fmt: skip
+    return rows
+
+
+def _relu_rows(k: dict) -> list[tuple[str, str]]:
+    rows = [
+        ("λ* = λ_min(K) (Eq. 14)", _g(k["lambda_star"])),
+        ("cond(K) = λ_max/λ_min", _g(k["condition_number_K"])),
+        ("λ_min(DEQ NTK)", _g(k["ntk_lambda_min"])),
+        ("‖W(0)‖₂ (Lemma 1 bound)", f"{_g(k['W_norm'])} ({_g(k['lemma1_bound'])})"),
+        (f"λ_0 at m = {k['width']} (Theorem 2: mλ*/2)",
+         f"{_g(k['lambda0'])} ({_g(k['lambda0_theorem2'])})"),
+    ]  # fmt: skip
+    if "condition1" in k:
+        c = k["condition1"]
+        rows += [(f"Condition 1, Eq. ({e[2:]}): lhs/rhs", _g(c[e]["margin"]))
+                 for e in ("eq7", "eq8", "eq9")]  # fmt: skip
+        w = k["required_width"]
+        rows += [
+            ("width for Condition 1 (λ_0 = mλ*/2)", _width(w["condition1"])),
+            ("… per equation: Eqs. (7), (8), (9)",
+             ", ".join(_width(w[e]) for e in ("eq7", "eq8", "eq9"))),
+            ("Eq. (10): η <", _g(k["eq10_bound"])),
+            ("rate 1 − ηλ_0/2 at η = Eq. (10) bound", _g(k["rate_at_bound"], 10)),
+        ]  # fmt: skip
+    scale = k["theorem2_width"]["scale"]
+    rows.append(("Theorem 2: n²/λ*² log(n/(λ*t)), t = 0.01 (× unknown constant)", _width(scale)))
+    return rows
+
+
+def _mondeq_rows(k: dict) -> list[tuple[str, str]]:
+    rows = [("λ_0 = σ_min(Z(0))", _g(k["lambda0"]))]
+    for name, c in k["conditions"].items():
+        fit = k["required_width"].get(name)
+        rows.append((f"{name}: lhs/rhs (width from the fit)",
+                     f"{_g(c['margin'])} ({_width(fit['width']) if fit else '—'})"))  # fmt: skip
+    rows += [("Theorem 3.3.5: η_max", _g(k["eta_max"])),
+             ("rate 1 − η_max λ_0²/4", _g(k["rate_at_eta_max"], 10))]  # fmt: skip
+    return rows
+
+
+def _delm_rows(k: dict) -> list[tuple[str, str]]:
+    times = k["time_to_epsilon"]
+    return [
+        ("λ_T ≥ 1/(m(1+γ)²) (Eq. 33)", _g(k["lambda_T_lower_bound"])),
+        ("λ_min(D_0)", _g(k["lambda_min_D0"])),
+        ("σ_min(Φ)", _g(k["sigma_min_phi"])),
+        ("Corollary 1 rate 4σ_min²λ_T: guaranteed, at init",
+         f"{_g(k['rate_guaranteed'])}, {_g(k['rate_at_init'])}"),
+        (f"time to ε = {_g(k['epsilon'])} (Eq. 10): guaranteed, at init",
+         f"{_g(times['guaranteed'])}, {_g(times['at_init'])}"),
+    ]  # fmt: skip
+
+
+def _width(m: object) -> str:
+    if not isinstance(m, float | int):
+        return "—"
+    if m == float("inf"):
+        return "none (∞)"
+    return f"{m:.3g}"

@@ -1,0 +1,66 @@
+"""The HTML page of a verification, built from the run reports' primitives
+(:mod:`deqlab.report.html`): self-contained, figures embedded, every text escaped.
+
+Sections: header (data, model, paper, verdicts), statements (the report's three groups),
+the numbers (every key of ``--json``), training numbers, figures, data and settings.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+from deqlab._atomic import write_text_atomic
+from deqlab.report.html import (
+    _figures_section,
+    _flatten,
+    _kv_table,
+    _note,
+    _page,
+    _section,
+    _statements_section,
+    _verdict_badge,
+)
+from deqlab.report.rundir import FigureEntry
+from deqlab.verify.figures import draw
+
+PAGE_FILE = "index.html"
+FIGURES_DIR = "figures"
+
+
+def write_page(verification, out: Path) -> Path:
+    """Draw the figures into ``out/figures`` and write ``out/index.html``; return its path."""
+    out.mkdir(parents=True, exist_ok=True)
+    figures = [FigureEntry(f"{FIGURES_DIR}/{stem}.png", caption)
+               for stem, caption in draw(verification, out / FIGURES_DIR)]  # fmt: skip
+    doc = verification.as_dict()
+    title = f"deqlab verify: {doc['data']['name']} · {doc['model']}"
+    training = doc["training"]
+    body = "\n".join([
+        _header(doc, title, verification.counts),
+        _statements_section(verification.statements),
+        _section("Numbers", _kv_table(_flatten(doc["numbers"]), "numbers")),
+        _section("Training", _kv_table(_flatten({k: v for k, v in training.items()
+                                                 if k != "records"}), "training")
+                 if training else _note("No training (run with --train STEPS).")),
+        _figures_section(out, figures),
+        _section("Data", _kv_table(doc["data"], "data")),
+        _section("Settings", _kv_table(doc["settings"], "settings")),
+    ])  # fmt: skip
+    return write_text_atomic(out / PAGE_FILE, _page(title, body))
+
+
+def _header(doc: dict, title: str, counts) -> str:
+    data = doc["data"]
+    facts = [
+        ("Data", escape(f"{data['name']}, n = {data['n']}, d = {data['d']}")),
+        ("Model", f"<code>{escape(doc['model'])}</code>"),
+        ("Verdicts", _verdict_badge(counts) + " " + escape(doc["verdict_sentence"])),
+        ("deqlab", escape(doc["deqlab_version"])),
+    ]
+    return (
+        f"<header><h1>{escape(title)}</h1><p class='paper'>{escape(doc['paper'])}</p>"
+        "<div class='facts'>"
+        + "".join(f"<span>{escape(k)}: <b>{v}</b></span>" for k, v in facts)
+        + "</div></header>"
+    )

@@ -1,0 +1,151 @@
+"""``deqlab verify`` on the command line: the acceptance JSON, the table, the page, and
+every bad input as one ``error:`` line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import deqlab.cli.verify  # noqa: F401  (registers the command until app.py imports it)
+from deqlab.cli import app
+
+runner = CliRunner()
+SMALL = ("--dataset", "sphere", "--n", "40", "--d", "40", "--width", "400")
+
+
+def invoke(*args: object):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def parsed(result) -> dict:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_acceptance_json_holds_every_number_the_issue_names():
+    doc = parsed(invoke("verify", *SMALL, "--json"))
+    k = doc["numbers"]
+    for key in ("lambda_star", "lambda0", "lambda0_theorem2", "eq10_bound", "condition_number_K",
+                "ntk_lambda_min", "rate_at_bound"):  # fmt: skip
+        assert isinstance(k[key], float), key
+    for eq in ("eq7", "eq8", "eq9"):
+        assert {"lhs", "rhs", "margin"} <= set(k["condition1"][eq])
+    assert set(k["required_width"]) == {"condition1", "eq7", "eq8", "eq9", "scaling"}
+    assert k["theorem2_width"]["constant"] is None and k["theorem2_width"]["scale"] > 0
+    assert doc["data"] == {**doc["data"], "n": 40, "d": 40, "normalized": False}
+    kinds = {s["kind"] for s in doc["statements"]}
+    assert kinds == {"hypothesis", "theorem", "ours"} and doc["page"] is None
+    assert all({"source", "measured", "expected", "margin", "verdict"} - {"source"} <= set(s)
+               for s in doc["statements"])  # fmt: skip
+
+
+def test_table_output_shows_numbers_statements_and_verdicts():
+    result = runner.invoke(app, ["verify", *SMALL], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    for text in ("λ* = λ_min(K)", "Statements", "Theorem 2", "Condition 1, Eq. (7)", "verdicts:"):
+        assert text in result.stdout, text
+
+
+def test_out_writes_the_page_for_every_model(tmp_path):
+    for model, figure in (("relu-deq", "training"), ("mondeq", "training"),
+                          ("delm", "corollary1")):  # fmt: skip
+        out = tmp_path / model
+        doc = parsed(invoke("verify", "--dataset", "sphere", "--n", "6", "--d", "4", "--width",
+                            "12", "--model", model, "--train", "2", "--out", out, "--json")
+                     if model != "delm" else
+                     invoke("verify", "--dataset", "sphere", "--n", "6", "--d", "4", "--model",
+                            model, "--train", "2", "--out", out, "--json"))  # fmt: skip
+        assert doc["page"] == str(out / "index.html") and doc["training"]["steps"] == 2
+        assert (out / "figures" / f"{figure}.png").is_file(), model
+
+
+def test_input_files_and_label_columns(tmp_path):
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((10, 3)), rng.standard_normal(10)
+    np.savetxt(tmp_path / "d.csv", np.column_stack([y, x]), delimiter=",",
+               header="target,a,b,c", comments="")  # fmt: skip
+    doc = parsed(invoke("verify", "--input", tmp_path / "d.csv", "--width", "30", "--json"))
+    assert doc["data"]["n"] == 10 and doc["data"]["d"] == 3
+    verdicts = {s["name"]: s["verdict"] for s in doc["statements"]}
+    assert verdicts["Assumption 2 (i): ‖x_i‖ = √d"] == "UNMET"
+    doc = parsed(invoke("verify", "--input", tmp_path / "d.csv", "--normalize", "--width", "30",
+                        "--json"))  # fmt: skip
+    assert {s["name"]: s["verdict"] for s in doc["statements"]}[
+        "Assumption 2 (i): ‖x_i‖ = √d"
+    ] == "HOLDS"
+
+
+def _file(tmp_path, name: str, x, y) -> str:
+    path = tmp_path / name
+    if name.endswith(".npz"):
+        np.savez(path, X=x, y=y)
+    else:
+        torch.save({"X": torch.as_tensor(x), "y": torch.as_tensor(y)}, path)
+    return str(path)
+
+
+X = np.random.default_rng(1).standard_normal((6, 3))
+Y = np.arange(6.0)
+X_NAN = np.where(np.arange(18).reshape(6, 3) == 7, np.nan, X)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: _file(p, "a.npz", X[:, 0], Y), "error: X must be 2-D"),
+        (
+            lambda p: _file(p, "a.npz", X_NAN, Y),
+            "X has 1 NaN/Inf entries (the first at index (2, 1))",
+        ),
+        (lambda p: _file(p, "a.npz", np.zeros((0, 3)), np.zeros(0)), "the data are empty"),
+        (lambda p: _file(p, "a.npz", X[:1], Y[:1]), "one sample (n = 1)"),
+        (
+            lambda p: _file(p, "a.pt", np.vstack([X, X[:1]]), np.append(Y, 1)),
+            "inputs 0 and 6 are identical",
+        ),
+        (lambda p: _file(p, "a.npz", X, Y[:4]), "the labels have the wrong length"),
+        (lambda p: (p / "a.npz").write_bytes(b"junk") and str(p / "a.npz"), "cannot read"),
+        (lambda p: str(p / "missing.csv"), "no such file"),
+        (lambda p: (p / "a.json").write_text("{}") and str(p / "a.json"), "the extension"),
+    ],
+)
+def test_bad_input_is_one_error_line_and_exit_code_2(tmp_path, make, message):
+    result = invoke("verify", "--input", make(tmp_path), "--json")
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "give exactly one of --dataset NAME or --input FILE"),
+        (("--dataset", "sphere", "--input", "x.csv"), "give exactly one of"),
+        (("--dataset", "nope"), "`name` must be one of 'sphere'"),
+        (("--dataset", "sphere", "--label-column", "y"), "--label-column applies to --input"),
+        (("--input", "x.csv", "--n", "5"), "--n applies to --dataset"),
+        (("--dataset", "digits", "--classes", "zero"), "--classes must be integers"),
+        (("--dataset", "sphere", "--n", "1"), "one sample (n = 1)"),
+        (("--dataset", "sphere", "--n", "5", "--model", "cnn"), "`model` must be one of"),
+        (("--dataset", "sphere", "--n", "5", "--sigma-w2", "2"), "`sigma_w2` must be in (0, 1)"),
+        (("--dataset", "sphere", "--n", "5", "--width", "0"), "`width` must be >= 1"),
+        (("--dataset", "sphere", "--n", "5", "--width", "many"), "Invalid value for '--width'"),
+    ],
+)
+def test_usage_errors_are_one_line_with_exit_code_2(args, message):
+    result = invoke("verify", *args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+
+
+def test_out_onto_a_file_is_refused(tmp_path):
+    target = tmp_path / "file.txt"
+    target.write_text("x")
+    result = invoke("verify", "--dataset", "sphere", "--n", "4", "--out", target)
+    assert result.exit_code == 2 and "is a file, not a directory" in result.stderr
