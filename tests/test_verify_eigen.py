@@ -38,20 +38,21 @@ def test_iterative_least_eigenvalue_matches_eigvalsh_on_a_kernel_matrix(iterativ
     X = get_dataset("sphere", n=300, d=20, seed=3).X
     K = population_gram(X, 0.08)
     exact = least_eigenvalue(K)
-    got = least_eigenvalue_large(K.clone())
+    got = least_eigenvalue_large(K)
     assert not got.singular
     assert got.value == pytest.approx(exact.value, rel=1e-7)
     assert got.max_eigenvalue == pytest.approx(exact.max_eigenvalue, rel=1e-9)
     assert got.value >= exact.value * (1 - 1e-12)  # a Ritz value: 1/θ is an upper estimate
 
 
-def test_overwrite_factorizes_in_place_and_gives_the_same_value(iterative):
+def test_the_shift_sits_below_lambda_min_or_falls_back(iterative, monkeypatch):
     X = get_dataset("sphere", n=200, d=10, seed=4).X
     K = population_gram(X, 0.08)
-    kept = least_eigenvalue_large(K)
-    assert torch.equal(K, population_gram(X, 0.08))  # untouched without overwrite
-    destroyed = least_eigenvalue_large(K, overwrite=True)
-    assert destroyed.value == pytest.approx(kept.value, rel=1e-12)
+    exact = least_eigenvalue(K).value
+    assert torch.equal(K, population_gram(X, 0.08))  # K is left as it was
+    for shifts in ((5e-3,), (-0.5, 0.5), (-0.5,)):  # below; above then below; only above
+        monkeypatch.setattr(eigen, "SHIFTS", shifts)
+        assert least_eigenvalue_large(K).value == pytest.approx(exact, rel=1e-7)
 
 
 def test_a_duplicate_column_is_singular_in_both_paths(iterative):
@@ -62,12 +63,13 @@ def test_a_duplicate_column_is_singular_in_both_paths(iterative):
     assert least_eigenvalue(K).singular
 
 
-def test_cholesky_factor_reproduces_the_matrix_or_is_none():
+def test_cholesky_factor_reproduces_the_shifted_matrix_or_is_none():
     A = torch.randn(30, 30, dtype=torch.float64)
-    K = A @ A.T + torch.eye(30, dtype=torch.float64)
-    L = cholesky_lower(K)
-    assert np.allclose(L @ L.T, K.numpy()) and np.allclose(np.triu(L, 1), 0.0)
-    assert cholesky_lower(-K) is None
+    K = (A @ A.T + torch.eye(30, dtype=torch.float64)).numpy()
+    work = np.empty((30, 30), order="F")
+    L = cholesky_lower(K, work, 0.5)
+    assert np.allclose(L @ L.T, K - 0.5 * np.eye(30)) and np.allclose(np.triu(L, 1), 0.0)
+    assert cholesky_lower(K, work, np.linalg.eigvalsh(K)[0] + 1e-6) is None
 
 
 def test_small_matrices_take_the_exact_path():

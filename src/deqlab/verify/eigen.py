@@ -4,17 +4,22 @@ A dense ``eigvalsh`` of an n×n matrix costs O(n³) with a large memory-bound pa
 tridiagonal reduction): at n = 10⁴ on two cores, minutes. Above :data:`DENSE_LIMIT` rows:
 
 1. λ_max by Lanczos on K itself (the top of a kernel matrix is well separated: ~10 steps);
-2. the Cholesky factor K = LLᵀ (LAPACK ``potrf``, O(n³/3) and compute-bound). It fails
-   exactly when K is not positive definite to working precision: then λ_min is reported
-   as 0, singular, like :func:`deqlab.theory.kernels.least_eigenvalue` does;
-3. Lanczos on K⁻¹ = L⁻ᵀL⁻¹ (two triangular solves per step) for its largest eigenvalue
-   μ₁ = 1/λ_min (shift-invert at 0): the bottom of K's spectrum, where the eigenvalues of
-   a kernel matrix of many points cluster, is the top of K⁻¹'s, where Lanczos converges.
+2. the Cholesky factor K = LLᵀ (LAPACK ``potrf``, O(n³/3), compute-bound). It fails
+   exactly when K is not positive definite to working precision: λ_min is then reported
+   as 0, singular, as :func:`deqlab.theory.kernels.least_eigenvalue` does;
+3. shift-invert Lanczos, twice. The bottom of a kernel matrix's spectrum is a dense
+   cluster (n = 10⁴ points on the sphere in d = 100: λ₂/λ₁ − 1 ≈ 3·10⁻⁴), which Lanczos on
+   K⁻¹ resolves only after ~300 steps. So a coarse estimate λ̂ ≥ λ_min from Lanczos on K⁻¹
+   (:data:`COARSE_RTOL`) gives a shift σ = λ̂(1 − c) just below λ_min — certified by the
+   Cholesky factorization of K − σI succeeding; else c grows (:data:`SHIFTS`, ending at
+   σ = 0) — and Lanczos on (K − σI)⁻¹, whose top eigenvalue 1/(λ_min − σ) stands clear of
+   the next ones, converges to :data:`RTOL` in tens of steps: λ_min = σ + 1/μ.
 
-A Ritz value never exceeds the largest eigenvalue, so 1/θ ≥ λ_min: the value returned is
-an upper estimate, converged to :data:`RTOL` (relative change of θ over :data:`STALL`
-steps, or a Ritz residual below RTOL·θ). Small matrices go to the exact
-:func:`~deqlab.theory.kernels.least_eigenvalue`, which the tests compare this with.
+Each Lanczos step costs two triangular solves with the factor. A Ritz value never exceeds
+the largest eigenvalue, so σ + 1/θ ≥ λ_min: the value returned is an upper estimate,
+converged to RTOL (relative change of θ over :data:`STALL` steps, or a Ritz residual below
+RTOL·θ). Small matrices go to the exact :func:`~deqlab.theory.kernels.least_eigenvalue`,
+which the tests compare this with.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ from deqlab.theory.kernels import LeastEigenvalue, least_eigenvalue
 DENSE_LIMIT = 3000
 #: Relative accuracy at which the Lanczos iterations stop.
 RTOL = 1e-9
+#: Relative accuracy of the coarse estimate λ̂ that places the shift.
+COARSE_RTOL = 1e-4
+#: The shifts tried, σ = λ̂(1 − c) for c in order, before σ = 0 (always admissible).
+SHIFTS = (5e-3, 5e-2, 0.5)
 #: Lanczos stops when θ has changed by less than RTOL·θ over this many steps.
 STALL = 5
 #: At most this many Lanczos steps (a basis of 400 vectors of n floats).
@@ -41,11 +50,13 @@ MAX_STEPS = 400
 Matvec = Callable[[np.ndarray], np.ndarray]
 
 
-def lanczos_largest(matvec: Matvec, n: int, *, seed: int = 0) -> tuple[float, int]:
+def lanczos_largest(
+    matvec: Matvec, n: int, *, rtol: float = RTOL, seed: int = 0
+) -> tuple[float, int]:
     """The largest eigenvalue θ of a symmetric operator, and the steps taken.
 
-    Lanczos with full re-orthogonalization from a seeded random start; stops at
-    :data:`RTOL` (module docstring), an invariant subspace, or :data:`MAX_STEPS`.
+    Lanczos with full re-orthogonalization from a seeded random start; stops at ``rtol``
+    (module docstring), an invariant subspace, or :data:`MAX_STEPS`.
     """
     n = check_int("n", n, min_value=1)
     rng = np.random.default_rng(seed)
@@ -66,29 +77,35 @@ def lanczos_largest(matvec: Matvec, n: int, *, seed: int = 0) -> tuple[float, in
         theta = float(values[-1])
         history.append(theta)
         residual = beta * abs(float(vectors[-1, -1]))  # ‖K y − θ y‖ of the Ritz vector
-        stalled = len(history) > STALL and abs(theta - history[-1 - STALL]) <= RTOL * abs(theta)
-        if residual <= RTOL * abs(theta) or stalled or beta <= 1e-300:
+        stalled = len(history) > STALL and abs(theta - history[-1 - STALL]) <= rtol * abs(theta)
+        if residual <= rtol * abs(theta) or stalled or beta <= 1e-300:
             return theta, step
         betas.append(beta)
         basis.append(w / beta)
     return history[-1], len(history)
 
 
-def cholesky_lower(K: torch.Tensor, *, overwrite: bool = False) -> np.ndarray | None:
-    """The lower Cholesky factor of the symmetric K (float64, Fortran order), or None when
-    K is not positive definite to working precision. ``overwrite`` factorizes in place."""
-    A = K.detach().to(torch.float64).cpu().numpy().T  # K symmetric: its transpose, F-order
-    L, info = lapack.dpotrf(A, lower=1, clean=1, overwrite_a=int(overwrite))
+def cholesky_lower(A: np.ndarray, work: np.ndarray, shift: float = 0.0) -> np.ndarray | None:
+    """The lower Cholesky factor of A − shift·I, computed in ``work`` (an n×n float64 array
+    in Fortran order, overwritten), or None when A − shift·I is not positive definite to
+    working precision. A is symmetric: its C-order memory is its Fortran-order transpose."""
+    work[...] = A.T  # = A, and a contiguous copy into Fortran order
+    work[np.diag_indices_from(work)] -= shift
+    L, info = lapack.dpotrf(work, lower=1, clean=1, overwrite_a=1)
     return L if info == 0 else None
 
 
-def least_eigenvalue_large(K: torch.Tensor, *, overwrite: bool = False) -> LeastEigenvalue:
+def _inverse(L: np.ndarray) -> Matvec:
+    """v ↦ (LLᵀ)⁻¹v = L⁻ᵀ(L⁻¹v), two triangular solves."""
+    return lambda v: blas.dtrsv(L, blas.dtrsv(L, v, lower=1), lower=1, trans=1)
+
+
+def least_eigenvalue_large(K: torch.Tensor) -> LeastEigenvalue:
     """λ_min of the symmetric PSD matrix K with the round-off rule of
     :func:`~deqlab.theory.kernels.least_eigenvalue` (|λ_min| <= n·eps·λ_max is 0, singular).
 
-    Dense and exact up to :data:`DENSE_LIMIT` rows; above, Cholesky + Lanczos (module
-    docstring). ``overwrite=True`` lets the factorization reuse K's memory (K is then
-    destroyed): one n×n buffer instead of two.
+    Dense and exact up to :data:`DENSE_LIMIT` rows; above, Cholesky and shift-invert
+    Lanczos (module docstring), with one n×n work array besides K.
     """
     K = check_tensor("K", K, ndim=2)
     n = K.shape[0]
@@ -97,22 +114,19 @@ def least_eigenvalue_large(K: torch.Tensor, *, overwrite: bool = False) -> Least
     if n <= DENSE_LIMIT:
         return least_eigenvalue(K)
     eps = torch.finfo(K.dtype).eps
-    K64 = K.detach().to(torch.float64)
+    K64 = K.detach().to(torch.float64).cpu()
     top, _ = lanczos_largest(lambda v: (K64 @ torch.from_numpy(v)).numpy(), n)
     tol = n * eps * abs(top)
-    L = cholesky_lower(K64, overwrite=overwrite)
+    A, work = K64.numpy(), np.empty((n, n), order="F")
+    L = cholesky_lower(A, work)
     if L is None:
         reason = (
             f"the Cholesky factorization of K fails: K is not positive definite to working "
             f"precision (λ_min <= n·eps·λ_max = {tol:.1e}; duplicate or parallel inputs give this)"
         )
         return LeastEigenvalue(0.0, math.nan, top, tol, True, reason)
-
-    def inverse(v: np.ndarray) -> np.ndarray:  # K⁻¹v = L⁻ᵀ(L⁻¹v)
-        return blas.dtrsv(L, blas.dtrsv(L, v, lower=1), lower=1, trans=1)
-
-    mu, _ = lanczos_largest(inverse, n)
-    lo = 1.0 / mu
+    estimate = 1.0 / lanczos_largest(_inverse(L), n, rtol=COARSE_RTOL)[0]
+    lo = _refine(A, work, estimate)
     if lo <= tol:
         reason = (
             f"λ_min = {lo:.3g} lies within the round-off tolerance {tol:.1e} = n·eps·‖K‖₂ of 0: "
@@ -120,3 +134,15 @@ def least_eigenvalue_large(K: torch.Tensor, *, overwrite: bool = False) -> Least
         )
         return LeastEigenvalue(0.0, lo, top, tol, True, reason)
     return LeastEigenvalue(lo, lo, top, tol, False, "")
+
+
+def _refine(A: np.ndarray, work: np.ndarray, estimate: float) -> float:
+    """λ_min = σ + 1/μ from Lanczos on (A − σI)⁻¹ at the first shift of :data:`SHIFTS`
+    below λ_min (the one whose Cholesky factorization succeeds), else at σ = 0."""
+    for c in SHIFTS:
+        sigma = estimate * (1.0 - c)
+        L = cholesky_lower(A, work, sigma)
+        if L is not None:
+            return sigma + 1.0 / lanczos_largest(_inverse(L), A.shape[0])[0]
+    L = cholesky_lower(A, work)  # factorized before: A is positive definite
+    return 1.0 / lanczos_largest(_inverse(L), A.shape[0])[0]

@@ -112,9 +112,9 @@ def initialize(
     with warnings.catch_warnings():  # Assumption 1 is reported as a hypothesis statement
         warnings.simplefilter("ignore")
         progress("population Gram matrix K (Eq. 14)", 0, 5)
-        K = least_eigenvalue_large(population_gram(X, sigma_w2), overwrite=True)
+        K = least_eigenvalue_large(population_gram(X, sigma_w2))
         progress("DEQ NTK and its λ_min", 1, 5)
-        ntk = least_eigenvalue_large(deq_ntk(X, sigma_w2), overwrite=True)
+        ntk = least_eigenvalue_large(deq_ntk(X, sigma_w2))
         model = ReLUDEQ.init(inputs.d, width, sigma_w2=sigma_w2, seed=seed)
     progress(f"equilibrium Z(0) at width {width}", 2, 5)
     W_norm = _norm(model.W.detach())
@@ -143,7 +143,7 @@ def _gram_lambda_min(Z: torch.Tensor) -> float:
     m, n = Z.shape
     if m < n:
         return 0.0
-    return least_eigenvalue_large(Z.T @ Z, overwrite=True).value
+    return least_eigenvalue_large(Z.T @ Z).value
 
 
 def evaluate_condition1(constants: Constants) -> Condition1:
