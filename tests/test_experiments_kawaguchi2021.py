@@ -10,7 +10,13 @@ import pytest
 import torch
 
 from deqlab.experiments.base import TaskContext
-from deqlab.experiments.kawaguchi2021 import corollaries, fig1_report, fig2, fig2_report
+from deqlab.experiments.kawaguchi2021 import (
+    corollaries,
+    fig1_report,
+    fig2,
+    fig2_report,
+    thm2_report,
+)
 from deqlab.experiments.kawaguchi2021.corollaries import (
     COROLLARY_1,
     COROLLARY_2,
@@ -23,6 +29,7 @@ from deqlab.experiments.kawaguchi2021.corollaries import (
 from deqlab.experiments.kawaguchi2021.fig1 import Fig1Config, Kawaguchi2021Fig1
 from deqlab.experiments.kawaguchi2021.fig2 import Fig2Config, Kawaguchi2021Fig2
 from deqlab.experiments.kawaguchi2021.fig3 import Fig3Config, Kawaguchi2021Fig3
+from deqlab.experiments.kawaguchi2021.thm2 import Kawaguchi2021Thm2, Thm2Config
 from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps
 from deqlab.statements import Kind, Source, Verdict
 from deqlab.theory.kawaguchi2021 import lambda_lower_bound
@@ -352,6 +359,42 @@ def test_fig3_without_regularization_or_radius_has_no_accuracy_time():
     assert eq11.verdict is NA
 
 
+# --- Theorem 2 -----------------------------------------------------------------------------
+
+
+def test_thm2_tiny_statements_pass_and_resume_bit_exactly():
+    experiment = Kawaguchi2021Thm2()
+    config = experiment.resolve("tiny")
+    task = experiment.tasks(config)[1]
+    rows = experiment.run_task(config, task, MemoryCheckpoints().context(100))
+    assert {r["delta_fraction"] for r in rows} == set(config.delta_fractions)
+    found = experiment.statements(config, rows)
+    assert [s.verdict for s in found] == [PASS, PASS, PASS]
+    assert all(s.kind is Kind.THEOREM and s.value < 1e-12 for s in found)
+    interrupted = MemoryCheckpoints(stop_after=2)
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run_task(config, task, interrupted.context(100))
+    interrupted.stop_after = None
+    assert experiment.run_task(config, task, interrupted.context(100)) == rows
+
+
+def _thm2_rows(error):
+    return [
+        {"task": "square-delm", "loss": "square", "step": step, "delta_fraction": 0.5,
+         "velocity_error": error, "multiplier_error": error, "closed_form_error": error}
+        for step in (0, 10)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rows", "verdict"),
+    [(_thm2_rows(1e-13), PASS), (_thm2_rows(1e-3), FAIL), (_thm2_rows(math.nan), NM), ([], NM)],
+)
+def test_thm2_statements_in_both_directions(rows, verdict):
+    found = thm2_report.statements(Thm2Config(), rows)
+    assert [s.verdict for s in found] == [verdict] * 3
+
+
 # --- Figure 1 ------------------------------------------------------------------------------
 
 
@@ -404,7 +447,7 @@ def test_fig1_statements_in_both_directions(finals, starts, verdicts):
 
 
 @pytest.mark.parametrize("experiment", [Kawaguchi2021Fig1(), Kawaguchi2021Fig2(),
-                                        Kawaguchi2021Fig3()])  # fmt: skip
+                                        Kawaguchi2021Fig3(), Kawaguchi2021Thm2()])  # fmt: skip
 def test_paper_settings_declare_every_field_and_captions_are_sentences(experiment):
     for preset in experiment.presets:
         experiment.deviations(experiment.resolve(preset))  # raises on an undeclared field
@@ -445,6 +488,8 @@ def test_log_spaced_steps():
         (Fig2Config, "resnet_width", 19, r"`resnet_width` must be 0 or >= d \+ k = 20"),
         (Fig3Config, "tau", -1.0, r"`tau` must be in \[0, inf\); got -1"),
         (Fig3Config, "records", 0, r"`records` must be >= 1; got 0"),
+        (Thm2Config, "delta_fractions", (1.0,), r"`delta_fractions` must be in \(0, 1\)"),
+        (Thm2Config, "delta_fractions", (), r"`delta_fractions` must hold at least one"),
         (
             Fig1Config,
             "datasets",

@@ -2,4 +2,5 @@
 
 import deqlab.experiments.kawaguchi2021.fig1
 import deqlab.experiments.kawaguchi2021.fig2
-import deqlab.experiments.kawaguchi2021.fig3  # noqa: F401
+import deqlab.experiments.kawaguchi2021.fig3
+import deqlab.experiments.kawaguchi2021.thm2  # noqa: F401
