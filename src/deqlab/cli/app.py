@@ -135,7 +135,8 @@ def _register_commands() -> None:
     import deqlab.cli.data
     import deqlab.cli.experiments
     import deqlab.cli.kernel
-    import deqlab.cli.runs  # noqa: F401
+    import deqlab.cli.runs
+    import deqlab.cli.verify  # noqa: F401
 
 
 _register_commands()
