@@ -125,6 +125,27 @@ def test_ray_tasks_never_open_the_run_directory_checkpoints_stream_to_the_driver
     }
 
 
+def test_a_cluster_started_here_runs_the_sweep_and_is_shut_down(tmp_path):
+    """``--executor ray`` without an address: a local cluster lives for the run (started in
+    the calling thread, whose SIGTERM handler stays the one it had) and is shut down."""
+    from typer.testing import CliRunner
+
+    from deqlab.cli.app import app
+
+    assert not ray.is_initialized()
+    before = signal.getsignal(signal.SIGTERM)
+    result = CliRunner().invoke(
+        app,
+        ["reproduce", "test-lsq-gd", "--preset", "tiny", "--executor", "ray", "--workers", "2",
+         "--out", str(tmp_path), "--quiet"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "run finished:" in result.output and not ray.is_initialized()
+    assert signal.getsignal(signal.SIGTERM) is before
+    run_dir = next((tmp_path / "test-lsq-gd").iterdir())
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["lr0.05.pt", "lr0.3.pt"]
+
+
 # --- unreachable and silent clusters ----------------------------------------------------------
 
 

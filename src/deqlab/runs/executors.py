@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import logging
 import math
 import multiprocessing
 import os
@@ -335,9 +336,13 @@ def probe_ray_address(address: str, timeout: float | None = None) -> None:
 
 
 def init_ray_with_timeout(timeout: float | None = None, **kwargs: Any) -> None:
-    """``ray.init(**kwargs)`` in a thread; raise :class:`RayConnectionError` when it fails
-    or has not returned after ``timeout`` seconds (default :data:`RAY_INIT_TIMEOUT_S`; the
-    thread is left behind, a daemon)."""
+    """``ray.init(**kwargs)`` connecting to an existing cluster, in a thread; raise
+    :class:`RayConnectionError` when it fails or has not returned after ``timeout`` seconds
+    (default :data:`RAY_INIT_TIMEOUT_S`; the thread is left behind, a daemon).
+
+    Only to connect: a cluster started by ``ray.init`` dies with the thread that started it
+    (see :func:`start_local_ray`).
+    """
     import ray
 
     timeout = RAY_INIT_TIMEOUT_S if timeout is None else timeout
@@ -350,9 +355,17 @@ def init_ray_with_timeout(timeout: float | None = None, **kwargs: Any) -> None:
         except BaseException as err:  # reported to the caller below
             outcome["error"] = err
 
+    # In a thread, ray.init leaves this process's SIGTERM handler alone (the runner's) and
+    # says so in a warning; that warning is not shown.
+    quiet = _DropMessage("SIGTERM handler is not set")
+    ray_logger = logging.getLogger("ray._private.worker")
+    ray_logger.addFilter(quiet)
     thread = threading.Thread(target=connect, name="deqlab-ray-init", daemon=True)
-    thread.start()
-    thread.join(timeout)
+    try:
+        thread.start()
+        thread.join(timeout)
+    finally:
+        ray_logger.removeFilter(quiet)
     address = kwargs.get("address") or "a new local cluster"
     if thread.is_alive():
         raise RayConnectionError(
@@ -365,6 +378,41 @@ def init_ray_with_timeout(timeout: float | None = None, **kwargs: Any) -> None:
         raise RayConnectionError(
             f"ray.init(address={address!r}) failed: {type(error).__name__}: {message}"
         ) from None
+
+
+def start_local_ray(workers: int) -> None:
+    """Start a local Ray cluster on 127.0.0.1 with ``workers`` CPUs, in this thread.
+
+    Not in a helper thread: Ray's processes die with the thread that started them (they
+    are armed with PR_SET_PDEATHSIG). The SIGTERM handler ``ray.init`` installs is replaced
+    by the one this process had (the runner's).
+    """
+    import ray
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        ray.init(
+            num_cpus=workers,
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(sys.path)}},
+        )
+    finally:
+        if main and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class _DropMessage(logging.Filter):
+    """Drops the log records whose message contains ``text``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
 
 
 class RayExecutor(Executor):
@@ -406,13 +454,7 @@ class RayExecutor(Executor):
             if self.address:
                 init_ray_with_timeout(address=self.address, log_to_driver=False)
             else:
-                init_ray_with_timeout(
-                    num_cpus=self.workers,
-                    include_dashboard=False,
-                    _node_ip_address="127.0.0.1",
-                    log_to_driver=False,
-                    runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(sys.path)}},
-                )
+                start_local_ray(self.workers)
             started = True
         try:
             gpus = gpus_per_task(specs)
