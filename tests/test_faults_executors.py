@@ -776,3 +776,15 @@ def test_a_pool_worker_writes_nothing_once_its_parent_is_gone(tmp_path, monkeypa
     )
     assert done.returncode == 1 and "wrote" not in done.stdout
     assert not (run / "checkpoints").exists() or not list((run / "checkpoints").iterdir())
+
+
+def test_ray_payloads_travel_on_the_cpu_with_their_structure():
+    from collections import namedtuple
+
+    from deqlab.runs.executors import to_cpu
+
+    Pair = namedtuple("Pair", "x y")
+    w = torch.ones(3, requires_grad=True)
+    moved = to_cpu({"state": {"w": w * 2, "trail": [w, (1, "a")]}, "pair": Pair(1, 2)})
+    assert not moved["state"]["w"].requires_grad and moved["state"]["w"].device.type == "cpu"
+    assert moved["state"]["trail"][1] == (1, "a") and moved["pair"] == Pair(1, 2)

@@ -515,7 +515,9 @@ def stream_task(spec: TaskSpec, checkpoint: dict[str, Any] | None) -> Any:
     """A Ray task as a generator: yields ``("checkpoint", payload)`` for each checkpoint (in
     order), ``("progress", done, total)`` at most every :data:`RAY_PROGRESS_EVERY_S` seconds,
     and last ``("result", TaskResult)``. The task runs in a thread of the Ray worker; each
-    checkpoint waits until it has been handed on (at most one is held in memory)."""
+    checkpoint waits until it has been handed on (at most one is held in memory). Tensors
+    travel on the CPU, as a checkpoint file would give them back (``map_location="cpu"``):
+    the driver may have no GPU."""
     events: queue_module.Queue[tuple[Any, ...]] = queue_module.Queue(maxsize=1)
     last = [-math.inf]
 
@@ -525,9 +527,13 @@ def stream_task(spec: TaskSpec, checkpoint: dict[str, Any] | None) -> Any:
             last[0] = now
             events.put(("progress", done, total))
 
+    def save(payload: dict[str, Any]) -> None:
+        events.put(("checkpoint", to_cpu(payload)))
+
     def work() -> None:
         try:
-            result = run_task(spec, checkpoint, lambda p: events.put(("checkpoint", p)), progress)
+            result = run_task(spec, checkpoint, save, progress)
+            result = replace(result, rows=to_cpu(result.rows))
         except BaseException as err:  # run_task catches Exception; this is the rest
             result = _failed(spec.task.key, err)
         events.put(("result", result))
@@ -538,6 +544,17 @@ def stream_task(spec: TaskSpec, checkpoint: dict[str, Any] | None) -> Any:
         yield event
         if event[0] == "result":
             return
+
+
+def to_cpu(value: Any) -> Any:
+    """``value`` with every tensor in its dicts, lists and tuples moved to the CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: to_cpu(v) for k, v in value.items()}
+    if isinstance(value, list | tuple) and not hasattr(value, "_fields"):  # not namedtuples
+        return type(value)(to_cpu(v) for v in value)
+    return value
 
 
 def gpus_per_task(specs: Sequence[TaskSpec]) -> int:
