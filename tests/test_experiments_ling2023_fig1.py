@@ -1,6 +1,7 @@
 """ling2023-fig1: the tiny preset end to end (and with one step, no metrics after step 0, a
-step size that stops GD), η against an independent Picard solve, bit-exact resume after
-SIGKILL, and every statement passing and failing on tables with known answers."""
+step size that stops GD), η against an independent Picard solve, λ_min(H(0)) against an
+autograd Jacobian, bit-exact resume after SIGKILL, and every statement passing and failing
+on tables with known answers."""
 
 from __future__ import annotations
 
@@ -61,6 +62,12 @@ THEOREMS = (
     "proof of Theorem 1 (iii): Φ(τ+1) ≤ (1 − ηλ_0/2) Φ(τ)",
     "proof of Theorem 1: ‖θ(τ) − θ(0)‖ within its drift bound",
 )
+LEMMA2 = "Lemma 2: J(τ) invertible (‖W(τ)‖₂ < 1) where Eqs. (4)–(5) are checked"
+PL = (
+    "Eq. (4): ‖∇_θΦ(τ)‖² ≥ 2λ_min(H(τ))Φ(τ) for τ ≥ 1",
+    "Section 2.3: λ_min(H(τ)) ≥ λ_τ for τ ≥ 1",
+    "Eq. (5): ‖∇_θΦ(τ)‖² ≥ 2λ_τΦ(τ) for τ ≥ 1",
+)
 
 
 def _by_name(statements) -> dict[str, dict]:
@@ -77,9 +84,11 @@ def test_tiny_run_has_the_figures_statements_and_columns(tiny_run):
     rows = read_rows_csv(tiny_run / "metrics.csv")
     statements = _by_name(summary["statements"])
     completed = "GD ran all 30 steps at every width"
-    assert list(statements) == [*OBSERVATIONS, completed, *HYPOTHESES, *THEOREMS]
-    for name in (*OBSERVATIONS, completed):
+    assert list(statements) == [*OBSERVATIONS, completed, *HYPOTHESES, *THEOREMS, LEMMA2, *PL]
+    for name in (*OBSERVATIONS, completed, *PL):  # Eqs. (4)–(5) hold at any width
         assert statements[name]["verdict"] == "PASS", statements[name]
+    assert statements[LEMMA2]["verdict"] == "HOLDS"
+    assert "at τ = 5, 10, …, 25 (5 steps per width)" in statements[PL[0]]["detail"]
     for name in HYPOTHESES:  # far from the theorem's regime at m = 32, 128
         assert statements[name]["verdict"] == "UNMET" and statements[name]["needs"], name
     for name in THEOREMS:
@@ -98,6 +107,29 @@ def test_tiny_run_has_the_figures_statements_and_columns(tiny_run):
     assert {(r["n"], r["d"]) for r in rows} == {(8, 8)}
     assert [t["key"] for t in summary["tasks"]] == ["sphere-m32", "sphere-m128"]
     assert len(rows) == 2 * 30 and {r["status"] for r in rows} == {"ok"}
+    formed = [r["step"] for r in rows if r["m"] == 32 and math.isfinite(r["H_lambda_min"])]
+    assert formed == [0, 5, 10, 15, 20, 25]  # lcm(metrics_every = 1, spectral_every = 5)
+
+
+def test_lambda_min_of_h_matches_the_autograd_jacobian_at_initialization(tiny_run):
+    """λ_min(H(0)) of the m = 32 run against Θ = JJᵀ of the unrolled model by autograd."""
+    config = Ling2023Fig1().resolve("tiny")
+    data = synthetic_sphere(config.n, config.d, seed=config.data_seed)
+    m = config.widths[0]
+    model = ReLUDEQ.init(config.d, m, sigma_w2=config.sigma_w2, seed=config.seed)
+    params = [p.detach().clone() for p in (model.W, model.U, model.a)]
+
+    def predict(W, U, a):
+        Z = torch.zeros(m, config.n, dtype=torch.float64)
+        for _ in range(300):  # ‖W‖₂ < 0.9: the equilibrium to rounding
+            Z = torch.relu(W @ Z + U @ data.X)
+        return a @ Z
+
+    jac = torch.func.jacrev(predict, argnums=(0, 1, 2))(*params)
+    H = sum(J.reshape(config.n, -1) @ J.reshape(config.n, -1).T for J in jac)
+    rows = read_rows_csv(tiny_run / "metrics.csv")
+    (row,) = [r for r in rows if r["m"] == m and r["step"] == 0]
+    assert row["H_lambda_min"] == pytest.approx(float(torch.linalg.eigvalsh(H)[0]), rel=1e-5)
 
 
 def _reproduce(tmp_path, *overrides: str) -> dict[str, dict]:
@@ -214,23 +246,29 @@ BAD = Constants(lambda0=230.0, W_norm=0.795, U_norm=7.04, a_norm=1.01, X_fro=100
 
 
 def _rows(m, rate, *, steps=20, constants=GOOD, eta=0.01, lam=1.0, W=0.5, drift=0.0,
-          stop=None, bump=None):  # fmt: skip
+          stop=None, bump=None, h=2.0, g=1.5):  # fmt: skip
     """Rows of one width: Φ(τ) = 10 (1 − rate)^τ (× 1.2 from step ``bump`` on), λ_τ = λ_0
-    × ``lam`` after step 0, ‖W(τ)‖₂ = ``W`` after step 0, ‖θ(τ) − θ(0)‖ = ``drift`` τ; a
-    ``stop`` status on the last row (loss and λ not measured there, as the trainer)."""
+    × ``lam`` after step 0, ‖W(τ)‖₂ = ``W`` after step 0, ‖θ(τ) − θ(0)‖ = ``drift`` τ,
+    λ_min(H(τ)) = ``h`` λ_τ every 5 steps and ‖∇Φ‖² = ``g`` · 2 (h λ_τ) Φ (so Eq. (4) has
+    margin g, Eq. (5) g·h); a ``stop`` status on the last row (loss, λ and ‖∇Φ‖ not
+    measured there, as the trainer)."""
     cond = {f"cond1_{k}": v for k, v in
             Condition1.evaluate(best_delta(constants), constants).as_dict().items()}  # fmt: skip
     rows = []
     for t in range(steps):
         loss = 10 * (1 - rate) ** t * (1.2 if bump is not None and t >= bump else 1.0)
+        lam_t = constants.lambda0 * (lam if t else 1.0)
         rows.append({
             "dataset": "toy", "n": 10, "d": 5, "m": m, "eta": eta, **cond, "step": t,
-            "loss": loss, "lambda_min": constants.lambda0 * (lam if t else 1.0),
+            "loss": loss, "lambda_min": lam_t,
             "W_norm": W if t else 0.4, "W_norm_bound": (W if t else 0.4) + 0.01,
             "dist_from_init": drift * t, "status": "ok",
+            "grad_norm": math.sqrt(g * 2 * h * lam_t * loss),
+            "H_lambda_min": h * lam_t if t % 5 == 0 else math.nan,
         })  # fmt: skip
     if stop is not None:
-        rows[-1].update(status=stop, loss=math.nan, lambda_min=math.nan, dist_from_init=math.nan)
+        rows[-1].update(status=stop, loss=math.nan, lambda_min=math.nan, dist_from_init=math.nan,
+                        grad_norm=math.nan)  # fmt: skip
     return rows
 
 
@@ -249,8 +287,8 @@ def _statement(name, *tables, steps=20, widths=(32, 64)) -> dict:
 
 def test_everything_passes_on_a_run_inside_the_theorem():
     verdicts = _verdicts(_rows(64, 0.1), _rows(32, 0.05))  # order of rows does not matter
-    assert {verdicts[n] for n in (*OBSERVATIONS, *THEOREMS)} == {"PASS"}, verdicts
-    assert {verdicts[n] for n in HYPOTHESES} == {"HOLDS"}
+    assert {verdicts[n] for n in (*OBSERVATIONS, *THEOREMS, *PL)} == {"PASS"}, verdicts
+    assert {verdicts[n] for n in (*HYPOTHESES, LEMMA2)} == {"HOLDS"}
     assert verdicts["GD ran all 20 steps at every width"] == "PASS"
     faster = _statement(OBSERVATIONS[0], _rows(32, 0.05), _rows(64, 0.1))
     assert faster["value"] == pytest.approx(-math.log(0.9) + math.log(0.95))
@@ -303,6 +341,37 @@ def test_theorem_statements_are_unmeasured_without_their_quantity():
     verdicts = _verdicts(*no_metrics)
     assert verdicts[THEOREMS[1]] == verdicts[THEOREMS[4]] == "NOT MEASURED"
     assert verdicts[THEOREMS[2]] == "PASS"
+
+
+def test_each_pl_statement_fails_on_its_own_violation():
+    """Eq. (4) with margin g, λ_min(H)/λ_τ = h, Eq. (5) with margin g·h (see _rows)."""
+    cases = [
+        ({"g": 0.9}, [PL[0]]),  # ‖∇Φ‖² below 2λ_min(H)Φ; Eq. (5) still holds (1.8)
+        ({"h": 0.9}, [PL[1]]),  # λ_min(H) below λ_τ; Eq. (4) 1.5, Eq. (5) 1.35
+        ({"g": 0.4}, [PL[0], PL[2]]),  # both PL inequalities
+    ]
+    for change, want in cases:
+        verdicts = _verdicts(_rows(32, 0.05), _rows(64, 0.1, **change))
+        assert [n for n in PL if verdicts[n] == "FAIL"] == want, (want, verdicts)
+        assert verdicts[LEMMA2] == "HOLDS"
+    s = _statement(PL[0], _rows(32, 0.05), _rows(64, 0.1, g=0.9))
+    assert s["value"] == pytest.approx(0.9) and "= 1.5, 0.9 (m = 32, 64)" in s["measured"]
+
+
+def test_pl_statements_apply_at_any_width_and_need_their_measurements():
+    """Condition 1 unmet leaves Eqs. (4)–(5) applicable; ‖W(τ)‖₂ ≥ 1 (Lemma 2's hypothesis)
+    does not; no H(τ) after the start leaves Eq. (4) and λ_min(H) ≥ λ_τ unmeasured."""
+    bad = _verdicts(_rows(32, 0.05, constants=BAD), _rows(64, 0.1, constants=BAD, g=0.9))
+    assert bad["Condition 1, Eq. (9) at initialization"] == "UNMET"
+    assert [bad[n] for n in PL] == ["FAIL", "PASS", "PASS"]
+    table = _rows(32, 0.05), _rows(64, 0.1, W=1.02)
+    lemma2 = _statement(LEMMA2, *table)
+    assert lemma2["verdict"] == "UNMET" and lemma2["value"] == pytest.approx(1.03)
+    assert {_statement(n, *table)["verdict"] for n in PL} == {"NOT APPLICABLE"}
+    assert "Lemma 2: J(τ) invertible" in _statement(PL[0], *table)["detail"]
+    no_h = [{**r, "H_lambda_min": math.nan if r["step"] else 1.0} for r in _rows(32, 0.05)]
+    verdicts = _verdicts(no_h, _rows(64, 0.1))
+    assert [verdicts[n] for n in PL] == ["NOT MEASURED", "NOT MEASURED", "PASS"]
 
 
 def test_unmet_hypotheses_make_every_theorem_not_applicable_with_what_it_needs():

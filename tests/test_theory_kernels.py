@@ -9,6 +9,7 @@ import torch
 from scipy import integrate
 
 from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.models.relu_deq_solve import SolveError
 from deqlab.theory.kernels import (
     AssumptionWarning,
     arccos_q,
@@ -17,7 +18,8 @@ from deqlab.theory.kernels import (
     least_eigenvalue,
     population_gram,
 )
-from deqlab.theory.ntk import deq_ntk, empirical_ntk
+from deqlab.theory.ling2023 import lemma2_gradients
+from deqlab.theory.ntk import deq_ntk, empirical_ntk, pl_gram
 
 
 def sphere(d, n, seed=0):
@@ -369,6 +371,40 @@ def test_empirical_ntk_validates_its_arguments():
         empirical_ntk(model, sphere(3, 2), parameterization="ntk")
     with pytest.raises(ValueError, match="`parameterization` must be one of 'standard', 'ntk'"):
         deq_ntk(sphere(3, 2), 0.08, parameterization="mup")
+
+
+def test_pl_gram_is_the_kronecker_form_of_section_2_3():
+    """H = G + R(G ⊗ I_m)Rᵀ + R(XᵀX ⊗ I_m)Rᵀ with R = (I_n ⊗ aᵀ)J⁻¹D from the dense
+    J = I_mn − D(I_n ⊗ W) (Lemma 2), and rᵀHr = ‖∇_θΦ‖² for the dense gradients of Eq. (3)."""
+    d, n, m = 4, 3, 12
+    X, y = off_sphere(d, n), torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
+    model = ReLUDEQ.init(d, m, sigma_w2=0.08, seed=2)
+    W, U, a = (p.detach() for p in (model.W, model.U, model.a))
+    Z = torch.zeros(m, n, dtype=torch.float64)
+    for _ in range(300):  # ‖W‖₂ < 1: the equilibrium to rounding
+        Z = torch.relu(W @ Z + U @ X)
+    D = torch.diag(((W @ Z + U @ X) > 0).T.reshape(-1).double())  # vec stacks columns
+    J = torch.eye(m * n, dtype=torch.float64) - D @ torch.kron(torch.eye(n, dtype=W.dtype), W)
+    R = torch.kron(torch.eye(n, dtype=torch.float64), a[None, :]) @ torch.linalg.solve(J, D)
+    gram = Z.T @ Z
+    eye_m = torch.eye(m, dtype=torch.float64)
+    reference = gram + R @ torch.kron(gram, eye_m) @ R.T + R @ torch.kron(X.T @ X, eye_m) @ R.T
+    H = pl_gram(model, X, tol=1e-14)
+    torch.testing.assert_close(H, reference, rtol=1e-10, atol=1e-12)
+    grad_W, grad_U, grad_a = lemma2_gradients(model, X, y, Z)
+    r = a @ Z - y
+    grad_sq = grad_W.square().sum() + grad_U.square().sum() + grad_a.square().sum()
+    torch.testing.assert_close(r @ H @ r, grad_sq, rtol=1e-10, atol=0)
+    lam_h, lam_z = torch.linalg.eigvalsh(H)[0], torch.linalg.eigvalsh(gram)[0]
+    assert lam_h >= lam_z > 0 and grad_sq >= 2 * lam_h * 0.5 * (r @ r)  # Eqs. (4)–(5)
+
+
+def test_pl_gram_raises_when_the_equilibrium_does_not_exist():
+    model = ReLUDEQ.init(3, 8, seed=0)
+    with torch.no_grad():
+        model.W.copy_(2.0 * torch.eye(8))  # relu(2z + b) diverges for b > 0
+    with pytest.raises(SolveError, match="forward"):
+        pl_gram(model, sphere(3, 2), max_iter=50)
 
 
 # --- CLI ---------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Ling et al. (2023) theory: Condition 1 (Eqs. 7–9) and Eq. (10) against a direct
 evaluation of the formulas, the δ search and the width Condition 1 needs against
-brute-force grids, Theorem 1's quantities on hand-made records, and the spectra helpers
-against dense linear algebra."""
+brute-force grids, Theorem 1's and the PL inequalities' (Eqs. (4)–(5)) quantities on
+hand-made records, and the spectra helpers against dense linear algebra."""
 
 import math
 
@@ -20,7 +20,7 @@ from deqlab.theory import (
     spectral_norm_lanczos,
     theorem1_margins,
 )
-from deqlab.theory.ling2023 import Condition1, Constants, width_margin
+from deqlab.theory.ling2023 import Condition1, Constants, pl_margins, width_margin
 
 
 def _problem(m=60, d=8, n=10, seed=0):
@@ -241,3 +241,51 @@ def test_gram_lambda_min_and_spectral_norms_match_dense_algebra():
         spectral_norm_lanczos(A, torch.zeros(50))
     with pytest.raises(ValueError, match=r"`v0` must have shape \(50,\)"):
         spectral_norm_lanczos(A, torch.ones(70))
+
+
+def _pl_records(grad_sq, lambdas, h_lambdas, losses=None, bounds=None):
+    """GD records with ‖∇Φ‖² = ``grad_sq``, λ_τ, λ_min(H(τ)) (NaN: not formed), Φ(τ) = 1,
+    the bound of ‖W(τ)‖₂ and Lanczos ‖W(τ)‖₂ = bound − 0.1 at even steps."""
+    n = len(grad_sq)
+    losses = losses or [1.0] * n
+    bounds = bounds or [0.5] * n
+    return [
+        {"step": s, "loss": p, "grad_norm": math.sqrt(g), "lambda_min": lam, "H_lambda_min": h,
+         "W_norm_bound": b, "W_norm": b - 0.1 if s % 2 == 0 else math.nan}
+        for s, (g, lam, h, p, b) in enumerate(zip(grad_sq, lambdas, h_lambdas, losses, bounds,
+                                                  strict=True))
+    ]  # fmt: skip
+
+
+def test_pl_margins_read_eqs_4_and_5_over_the_steps_after_the_start():
+    # τ = 0 violates everything and is left out; H formed at τ = 2 only
+    records = _pl_records([0.1, 9.0, 8.0, 6.0], [1.0, 2.0, 2.0, 2.0],
+                          [5.0, math.nan, 3.0, math.nan], bounds=[1.5, 0.6, 0.7, 0.65])  # fmt: skip
+    g = pl_margins(records)
+    assert g.min_eq4 == pytest.approx(8.0 / (2 * 3.0))  # τ = 2: 8 / (2·3·1)
+    assert g.min_h_ratio == pytest.approx(3.0 / 2.0)
+    assert g.min_eq5 == pytest.approx(6.0 / (2 * 2.0))  # τ = 3
+    assert (g.h_steps, g.eq5_steps) == ((2,), (1, 2, 3))
+    assert g.max_W_norm_bound == 0.7 and g.max_W_norm == pytest.approx(0.6)  # τ = 2
+
+
+def test_pl_margins_fall_below_one_on_each_violation():
+    eq4 = pl_margins(_pl_records([1.0, 5.0], [1.0, 1.0], [1.0, 3.0]))
+    assert eq4.min_eq4 == pytest.approx(5 / 6) and eq4.min_eq5 == pytest.approx(2.5)
+    assert eq4.min_h_ratio == 3
+    below = pl_margins(_pl_records([1.0, 5.0], [1.0, 2.0], [1.0, 1.5]))
+    assert below.min_h_ratio == 0.75 and below.min_eq4 > 1 and below.min_eq5 > 1
+    eq5 = pl_margins(_pl_records([1.0, 3.0], [1.0, 2.0], [1.0, math.nan]))
+    assert eq5.min_eq5 == pytest.approx(0.75) and math.isnan(eq5.min_eq4) and eq5.h_steps == ()
+    # a right side <= 0 (Φ = 0) holds; λ_min(H) < λ_τ <= 0 is a (negative) failure
+    zero = pl_margins(_pl_records([1.0, 0.0], [1.0, 2.0], [1.0, 3.0], losses=[1.0, 0.0]))
+    assert zero.min_eq4 == zero.min_eq5 == math.inf
+    neg = pl_margins(_pl_records([1.0, 1.0], [1.0, -1e-12], [1.0, -1e-9]))
+    assert neg.min_h_ratio < 0
+
+
+def test_pl_margins_are_nan_without_a_step_after_the_start():
+    only = pl_margins(_pl_records([1.0], [1.0], [2.0]))
+    for field in ("min_eq4", "min_h_ratio", "min_eq5", "max_W_norm_bound", "max_W_norm"):
+        assert math.isnan(getattr(only, field)), field
+    assert math.isnan(pl_margins([]).min_eq5)

@@ -1,6 +1,6 @@
 """Ling et al. (2023): Condition 1 (Eqs. (7)–(9)), the learning-rate bound (Eq. (10)), the
-width Condition 1 needs, Lemma 2's closed-form gradient, and the quantities of Theorem 1
-along a GD run.
+width Condition 1 needs, Lemma 2's closed-form gradient, the quantities of Theorem 1 along a
+GD run, and the PL inequalities of Section 2.3 (Eqs. (4)–(5)) along it.
 
 Notation (Section 3.1): for 0 < δ < 1 − ‖W(0)‖₂,
 ρ̄_w = ‖W(0)‖₂ + δ, ρ̄_u = ‖U(0)‖₂ + δ, ρ̄_a = ‖a(0)‖₂ + δ,
@@ -381,3 +381,70 @@ def _ratio_to_bound(loss: float, step: int, factor: float, loss0: float) -> floa
     if factor <= 0 or loss0 <= 0:
         return math.inf
     return math.exp(min(700.0, math.log(loss) - step * math.log(factor) - math.log(loss0)))
+
+
+@dataclass(frozen=True)
+class PLMargins:
+    """The PL inequalities of Section 2.3 at their worst over the steps τ >= 1 of a GD run.
+
+    With g² = ‖∇_θΦ(τ)‖², H(τ) = H1 + H2 + H3 and λ_τ = λ_min(H1), each ratio is >= 1
+    where its inequality holds (see :func:`_ratio` for a right side <= 0, e.g. Φ(τ) = 0):
+
+    - ``min_eq4``: min g² / (2 λ_min(H(τ)) Φ(τ)) over the steps with H measured (Eq. (4));
+    - ``min_h_ratio``: min λ_min(H(τ)) / λ_τ over those steps (the observation before Eq. (5));
+    - ``min_eq5``: min g² / (2 λ_τ Φ(τ)) over the steps with λ_τ and g measured (Eq. (5));
+    - ``h_steps`` / ``eq5_steps``: the steps each minimum ran over;
+    - ``max_W_norm_bound``: max of the trainer's upper bound of ‖W(τ)‖₂ over the steps of
+      Eq. (5) (a superset of those of Eq. (4)): below 1, J(τ) is invertible there (Lemma 2);
+      ``max_W_norm``: max of ‖W(τ)‖₂ where Lanczos measured it among those steps.
+
+    NaN where no step after the start has the quantities.
+    """
+
+    min_eq4: float
+    min_h_ratio: float
+    min_eq5: float
+    h_steps: tuple[int, ...]
+    eq5_steps: tuple[int, ...]
+    max_W_norm_bound: float
+    max_W_norm: float
+
+
+def pl_margins(records: Sequence[Mapping]) -> PLMargins:
+    """:class:`PLMargins` of GD records with ``step``, ``loss``, ``grad_norm`` (‖∇_θΦ‖),
+    ``lambda_min`` (λ_τ), ``H_lambda_min`` (λ_min(H(τ))), ``W_norm_bound`` and ``W_norm``;
+    NaN or absent = not measured at that step."""
+
+    def value(r: Mapping, key: str) -> float:
+        return float(r.get(key, math.nan))
+
+    def finite(r: Mapping, *keys: str) -> bool:
+        return int(r["step"]) >= 1 and all(math.isfinite(value(r, k)) for k in keys)
+
+    eq5 = [r for r in records if finite(r, "loss", "grad_norm", "lambda_min")]
+    eq4 = [r for r in eq5 if finite(r, "H_lambda_min")]
+    return PLMargins(
+        min_eq4=min((_pl_ratio(r, value(r, "H_lambda_min")) for r in eq4), default=math.nan),
+        min_h_ratio=min(
+            (_ratio(value(r, "H_lambda_min"), value(r, "lambda_min")) for r in eq4),
+            default=math.nan,
+        ),
+        min_eq5=min((_pl_ratio(r, value(r, "lambda_min")) for r in eq5), default=math.nan),
+        h_steps=tuple(int(r["step"]) for r in eq4),
+        eq5_steps=tuple(int(r["step"]) for r in eq5),
+        max_W_norm_bound=max((value(r, "W_norm_bound") for r in eq5), default=math.nan),
+        max_W_norm=max((value(r, "W_norm") for r in eq5 if finite(r, "W_norm")), default=math.nan),
+    )
+
+
+def _pl_ratio(record: Mapping, lam: float) -> float:
+    """‖∇Φ‖² / (2 λ Φ) of one record."""
+    return _ratio(float(record["grad_norm"]) ** 2, 2.0 * lam * float(record["loss"]))
+
+
+def _ratio(lhs: float, rhs: float) -> float:
+    """The margin of ``lhs >= rhs`` as a ratio (>= 1 iff it holds): lhs / rhs for rhs > 0;
+    for rhs <= 0, +inf where it holds, else lhs − rhs (< 0)."""
+    if rhs > 0:
+        return lhs / rhs
+    return math.inf if lhs >= rhs else lhs - rhs

@@ -33,15 +33,23 @@ a = ã/√m with W̃, Ũ, ã ~ N(0, 1) trained) has the kernel of Feng & Kolter 
 Both follow the same entrywise pattern as K (see :func:`deqlab.theory.kernels.assemble_gram`):
 with ``ρ = 1/(1-σ_w²)`` and ``σ_w² K_ij + x_iᵀx_j/d = ρ √(ν_iν_j) u_ij`` they read
 ``ρ √(ν_iν_j) k (1 + P)`` and ``ρ √(ν_iν_j) (k + 2 P u)``.
+
+The PL Gram of Section 2.3. Unnormalised, the three blocks are the matrices of Eq. (4):
+``H1 = G = ZᵀZ``, ``H2 = R (G ⊗ I_m) Rᵀ = (ΓᵀΓ) ⊙ (ZᵀZ)`` and
+``H3 = R (XᵀX ⊗ I_m) Rᵀ = (ΓᵀΓ) ⊙ (XᵀX)``, Γ = [g_1, ..., g_n] (row i of R is g_iᵀ in
+block i, because ŷ_i depends on z_i alone), so ``H = H1 + H2 + H3 = Θ`` and
+``‖∇_θΦ‖² = rᵀ H r`` with r = ŷ − y (Lemma 2): :func:`pl_gram`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from deqlab._checks import check_choice, check_real, check_tensor
+from deqlab._checks import check_choice, check_real
 from deqlab.models.relu_deq import ReLUDEQ
-from deqlab.solvers import Picard
+from deqlab.models.relu_deq_solve import DEFAULT_MAX_ITER, solve_adjoint
 from deqlab.theory.kernels import (
     assemble_gram,
     check_inputs,
@@ -51,7 +59,14 @@ from deqlab.theory.kernels import (
     q_and_slope,
 )
 
-__all__ = ["PARAMETERIZATIONS", "deq_ntk", "empirical_ntk"]
+__all__ = [
+    "PARAMETERIZATIONS",
+    "ImplicitJacobian",
+    "deq_ntk",
+    "empirical_ntk",
+    "implicit_jacobian",
+    "pl_gram",
+]
 
 PARAMETERIZATIONS = ("standard", "ntk")
 
@@ -99,7 +114,57 @@ def deq_ntk(
     )
 
 
+@dataclass(frozen=True)
+class ImplicitJacobian:
+    """The exact implicit Jacobian ∂ŷ/∂θ of a ReLU DEQ at one θ, in factored form: the
+    equilibrium Z and the adjoint Γ = [g_1, ..., g_n] (module docstring), each (m, n)."""
+
+    Z: torch.Tensor
+    G: torch.Tensor
+    X: torch.Tensor
+
+    def blocks(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """H1 = ZᵀZ, H2 = (ΓᵀΓ) ⊙ (ZᵀZ), H3 = (ΓᵀΓ) ⊙ (XᵀX): the a, W and U blocks of
+        Θ = H (Section 2.3), unnormalised, each (n, n) in float64."""
+        Z, G, X = (t.to(torch.float64) for t in (self.Z, self.G, self.X))
+        gram_z, gram_g = Z.T @ Z, G.T @ G
+        return gram_z, gram_g * gram_z, gram_g * (X.T @ X)
+
+
 @torch.no_grad()
+def implicit_jacobian(
+    model: ReLUDEQ, X: torch.Tensor, *, tol: float = 1e-12, max_iter: int = DEFAULT_MAX_ITER
+) -> ImplicitJacobian:
+    """Z and Γ of ``model`` at its current θ, solved from zero to the relative ``tol``.
+
+    The adjoint is solved for C, c_i = (I − WᵀD_i)⁻¹ a, by the structured solve of
+    :mod:`deqlab.models.relu_deq_solve`; then g_i = D_i c_i. Raises
+    :class:`deqlab.models.relu_deq_solve.SolveError` if a solve does not converge within
+    ``max_iter`` (e.g. ‖W‖₂ >= 1).
+    """
+    if not isinstance(model, ReLUDEQ):
+        raise TypeError(f"`model` must be a deqlab ReLUDEQ; got {type(model).__name__}")
+    (X,) = model.check_data(X)
+    tol = check_real("tol", tol, low=0.0, low_inclusive=False)
+    fwd = model.equilibrium(X, tol=tol, max_iter=max_iter).raise_if_failed("forward")
+    zeros = torch.zeros_like(fwd.Z)  # C = 0 has the product Wᵀ(D⊙C) = 0 for free
+    adj = solve_adjoint(model.W, fwd.mask, model.a[:, None], zeros, zeros, tol=tol,
+                        max_iter=max_iter).raise_if_failed("adjoint")  # fmt: skip
+    return ImplicitJacobian(fwd.Z, adj.x * fwd.mask, X)
+
+
+def pl_gram(
+    model: ReLUDEQ, X: torch.Tensor, *, tol: float = 1e-12, max_iter: int = DEFAULT_MAX_ITER
+) -> torch.Tensor:
+    """H = H1 + H2 + H3 of Eq. (4) (Section 2.3) at the model's θ, (n, n) float64.
+
+    ``‖∇_θΦ‖² = rᵀ H r >= 2 λ_min(H) Φ`` (Eq. (4)) and ``λ_min(H) >= λ_min(H1) = λ_τ``
+    (H2, H3 are PSD); solves as in :func:`implicit_jacobian`.
+    """
+    h1, h2, h3 = implicit_jacobian(model, X, tol=tol, max_iter=max_iter).blocks()
+    return h1 + h2 + h3
+
+
 def empirical_ntk(
     model: ReLUDEQ,
     X: torch.Tensor,
@@ -115,24 +180,13 @@ def empirical_ntk(
     ``"standard"`` returns Θ/m; ``"ntk"`` returns (2σ_w²/m)Θ_W + (2/d)Θ_U + Θ_a/m and needs the
     ``sigma_w2`` the network was initialised with. Shape (n, n), in X's dtype.
     """
-    if not isinstance(model, ReLUDEQ):
-        raise TypeError(f"`model` must be a deqlab ReLUDEQ; got {type(model).__name__}")
-    X = check_tensor("X", X, ndim=2)
     parameterization = check_choice("parameterization", parameterization, PARAMETERIZATIONS)
     if parameterization == "ntk":
         if sigma_w2 is None:
             raise ValueError("`sigma_w2` is required for parameterization='ntk'; got None")
         sigma_w2 = check_real("sigma_w2", sigma_w2, low=0.0, low_inclusive=False)
-    fwd = model.equilibrium(X, tol=tol).raise_if_failed("forward")
-    Z = fwd.Z  # (m, n)
-    W, mask, a_col = model.W, fwd.mask, model.a[:, None]
-
-    def adjoint_map(E: torch.Tensor) -> torch.Tensor:  # E ↦ D ⊙ (a 1ᵀ + Wᵀ E), (m, n)
-        return mask * (a_col + (E.T @ W).T)  # (EᵀW)ᵀ: CPU BLAS is ~6x slower on Wᵀ E, n small
-
-    G = Picard(tol=tol, max_iter=10_000)(adjoint_map, torch.zeros_like(Z)).z  # (m, n)
+    h1, h2, h3 = implicit_jacobian(model, X, tol=tol).blocks()
     m, d = model.m, model.d
-    gram_z, gram_g, gram_x = Z.T @ Z, G.T @ G, X.T @ X  # (n, n) each
     if parameterization == "standard":
-        return (gram_z + gram_g * (gram_z + gram_x)) / m
-    return gram_z / m + gram_g * (gram_z * (2.0 * sigma_w2 / m) + gram_x * (2.0 / d))
+        return ((h1 + h2 + h3) / m).to(X.dtype)
+    return (h1 / m + h2 * (2.0 * sigma_w2 / m) + h3 * (2.0 / d)).to(X.dtype)

@@ -18,9 +18,18 @@ about m alone. ``eta_rule = "theorem1"`` uses, for each width, the theory helper
 η directly. Condition 1 and Eq. (10) are evaluated at initialization either way
 (:func:`deqlab.theory.ling2023.condition1`, with the δ that makes Condition 1 easiest).
 
+The PL Gram of Section 2.3. At the steps where both λ_τ (``metrics_every``) and ‖W(τ)‖₂
+(``spectral_every``) are measured — every lcm of the two, and step 0 — the run also forms
+H(τ) = H1 + H2 + H3 of Eq. (4) from the exact implicit Jacobian at θ_τ
+(:func:`deqlab.theory.ntk.pl_gram`, solved from zero to ``tol``) and records λ_min(H(τ));
+at the quick preset these cold solves add 15–21 % to the GD loop of the widest width. The
+trainer's ‖∇_θΦ(τ)‖ and λ_τ come from its own solves, so Eqs. (4)–(5) compare two
+computations.
+
 Tasks: one per (data set, width). Metrics (``metrics.csv``): every record of
-:class:`deqlab.train.gd.GDTrainer` (step, loss, lambda_min, W_norm, W_norm_bound, …)
-plus ``dataset``, ``n``, ``d``, ``m``, ``eta`` and, constant over a task, every field of
+:class:`deqlab.train.gd.GDTrainer` (step, loss, lambda_min, grad_norm, W_norm, W_norm_bound,
+…), ``H_lambda_min`` = λ_min(H(τ)) (NaN where not formed), plus ``dataset``, ``n``, ``d``,
+``m``, ``eta`` and, constant over a task, every field of
 :meth:`deqlab.theory.ling2023.Condition1.as_dict` prefixed ``cond1_`` (``cond1_holds``,
 ``cond1_eq7_lhs``, …, ``cond1_lr_bound`` = Eq. (10)). Statements and figures:
 :mod:`~deqlab.experiments.ling2023.fig1_report`, :mod:`~deqlab.experiments.ling2023.fig1_figures`.
@@ -32,6 +41,7 @@ full-batch GD (:class:`deqlab.train.gd.GDTrainer`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -47,8 +57,10 @@ from deqlab.experiments.deviations import paper as paper_value
 from deqlab.experiments.ling2023.fig1_report import by_dataset, dataset_statements
 from deqlab.experiments.registry import register
 from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.models.relu_deq_solve import SolveError
 from deqlab.statements import Statement
 from deqlab.theory.ling2023 import Condition1, condition1, learning_rate
+from deqlab.theory.ntk import pl_gram
 from deqlab.train.gd import GDConfig, GDTrainer
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -126,6 +138,9 @@ class Ling2023Fig1(Experiment):
         "step": "GD step τ",
         "loss": "Φ(τ) = ½‖ŷ − y‖²",
         "lambda_min": "λ_τ = λ_min(Z(τ)ᵀZ(τ))",
+        "grad_norm": "‖∇_θΦ(τ)‖ (the trainer's exact implicit gradient, with λ_τ)",
+        "H_lambda_min": "λ_min(H(τ)), H = H1 + H2 + H3 of Eq. (4) (at step 0 and every lcm of "
+        "metrics_every and spectral_every steps)",
         "W_norm": "‖W(τ)‖₂ (Lanczos, every spectral_every steps)",
         "W_norm_bound": "upper bound of ‖W(τ)‖₂ at every step (Weyl)",
         "cond1_holds": "Condition 1 (Eqs. 7–9) holds at initialization",
@@ -194,18 +209,26 @@ class Ling2023Fig1(Experiment):
                 spectral_every=config.spectral_every,
             ),
         )
+        gram: dict[int, float] = {}  # step -> λ_min(H(τ)), kept in the checkpoints' rows
         resumed = ctx.resume()
         if resumed is not None:
             trainer.load_state_dict(resumed[0])
+            gram = {int(r["step"]): float(r["H_lambda_min"]) for r in resumed[1]}
+        every = pl_gram_every(config)
         while trainer.step_count < config.steps and trainer.status == "ok":
+            tau = trainer.step_count
+            if tau == 0 or (every > 0 and tau % every == 0):
+                gram[tau] = _pl_lambda_min(model, data.X, config.tol)  # at θ_τ, before step τ
             trainer.step()
             if trainer.step_count % ctx.checkpoint_every == 0:
-                ctx.checkpoint(trainer.state_dict(), [])
+                saved = [{"step": t, "H_lambda_min": v} for t, v in gram.items()]
+                ctx.checkpoint(trainer.state_dict(), saved)
             ctx.progress(trainer.step_count, config.steps)
         initial = {f"cond1_{key}": value for key, value in cond.as_dict().items()}
         constant = {"dataset": name, "n": data.X.shape[1], "d": data.d, "m": m, "eta": eta,
                     **initial}  # fmt: skip
-        return [{**constant, **record} for record in trainer.records]
+        return [{**constant, **record, "H_lambda_min": gram.get(record["step"], math.nan)}
+                for record in trainer.records]  # fmt: skip
 
     def statements(self, config: Fig1Config, rows: list[Row]) -> list[Statement]:
         runs = by_dataset(rows)
@@ -219,6 +242,23 @@ class Ling2023Fig1(Experiment):
         from deqlab.experiments.ling2023.fig1_figures import plot_fig1
 
         return plot_fig1(by_dataset(rows), config.sigma_w2, directory)
+
+
+def pl_gram_every(config: Fig1Config) -> int:
+    """Steps between two H(τ): the lcm of ``metrics_every`` and ``spectral_every`` (0: step 0
+    only, as either cadence then measures nothing after the start)."""
+    if config.metrics_every == 0 or config.spectral_every == 0:
+        return 0
+    return math.lcm(config.metrics_every, config.spectral_every)
+
+
+def _pl_lambda_min(model: ReLUDEQ, X: torch.Tensor, tol: float) -> float:
+    """λ_min(H) of Eq. (4) at the model's θ; NaN where a solve fails (e.g. ‖W‖₂ >= 1)."""
+    try:
+        H = pl_gram(model, X, tol=tol)
+    except SolveError:
+        return math.nan
+    return float(torch.linalg.eigvalsh(H)[0])
 
 
 def _load(config: Fig1Config, name: str, dtype: torch.dtype, device: torch.device):

@@ -8,7 +8,9 @@ Per data set, over the widths m of the sweep, in this order:
   throughout training — each needs a step τ >= 1 and is NOT MEASURED without one;
 - ours: GD ran every configured step at every width (a stop, e.g. ‖W‖₂ >= 1, is shown);
 - the hypotheses of Theorem 1 (Condition 1's Eqs. (7)–(9) and Eq. (10)) and Theorem 1's
-  statements guarded by them (:mod:`deqlab.experiments.ling2023.statements`).
+  statements guarded by them (:mod:`deqlab.experiments.ling2023.statements`);
+- the PL inequalities of Section 2.3 (Eqs. (4)–(5)), which hold at every width, guarded
+  only by Lemma 2's hypothesis.
 """
 
 from __future__ import annotations
@@ -23,12 +25,19 @@ from deqlab.experiments.ling2023.statements import (
     condition1_hypotheses,
     learning_rate_hypothesis,
     numbers,
+    pl_statements,
     source,
     theorem1_statements,
     widths,
 )
 from deqlab.statements import OURS, Kind, Statement, is_measured, measure, min_step_gap
-from deqlab.theory.ling2023 import Condition1, Theorem1Margins, theorem1_margins
+from deqlab.theory.ling2023 import (
+    Condition1,
+    PLMargins,
+    Theorem1Margins,
+    pl_margins,
+    theorem1_margins,
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,10 @@ class WidthRun:
             return theorem1_margins(self.records, self.eta)
         except ValueError:
             return None
+
+    def pl(self) -> PLMargins:
+        """The PL inequalities of Section 2.3 over τ >= 1 (Eqs. (4)–(5))."""
+        return pl_margins(self.records)
 
     def theorem1_bound(self) -> list[float]:
         """(1 − ηλ_0/2)^τ Φ(0) at each step of :attr:`steps` (Theorem 1 (iii))."""
@@ -139,6 +152,7 @@ def dataset_statements(
         completed(prefix, runs, steps, configured),
         *hypotheses,
         *theorem1_statements(prefix, ms, conds, etas, margins, hypotheses),
+        *pl_statements(prefix, ms, [r.pl() for r in runs]),
     ]
 
 

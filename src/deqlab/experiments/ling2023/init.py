@@ -4,14 +4,18 @@ For inputs X (d, n) of a data set (default: n = 200 points on the sphere of radi
 R^200) and ReLU DEQs ``Z = relu(W Z + U X)`` drawn by Assumption 1 with σ_w² = 0.08 over
 widths m and seeds, :mod:`deqlab.theory.init_theorems` measures
 
+* Assumption 2 (i) on the inputs: ‖x_i‖₂ = √d and no two inputs parallel;
 * Lemma 1: ‖W(0)‖₂ against 2√2 σ_w;
-* Theorem 3: ‖K − K^(l)‖_F against the depth l (rate σ_w^{2l}; deterministic);
+* Theorem 3: ‖K − K^(l)‖_F against the depth l (rate σ_w^{2l}; deterministic), and
+  λ* = λ_min(K) > 0 (part (ii));
 * Theorem 4: ‖G − G^(l)‖_F / m against l (rate (2√2 σ_w)^l), G^(l) from l weight-tied layers;
 * Theorem 5: ‖G^(l)/m − K^(l)‖_F against n (2√2 σ_w)^l, and ‖G/m − K‖_F against m (the
   concentration of the proof of Theorem 2; fitted log-log slope ≈ −1/2);
-* Theorem 2: λ_0 = λ_min(G) against m λ*/2, as the fraction of seeds where it holds.
+* Theorem 2: λ_0 = λ_min(G) against m λ*/2, as the fraction of seeds where it holds;
+* Section 3.2: ‖U(0)‖₂ against √(m/d) and the initial loss Φ(0)/n (the data set's labels),
+  the bounds that feed the width Condition 1 needs.
 
-Tasks: ``theorem3`` (the population kernels alone) and one per (width, seed),
+Tasks: ``theorem3`` (the inputs and the population kernels alone) and one per (width, seed),
 ``m<m>-s<seed>``, each drawing its own network (seed = the Assumption 1 seed). Every
 quantity is computed in float64: in float32, round-off would floor the depth decays of
 Theorems 3 and 4 after a few layers. Metrics (``metrics.csv``): the tidy rows of
@@ -40,7 +44,11 @@ from deqlab.experiments.deviations import paper as paper_value
 from deqlab.experiments.ling2023.init_report import init_statements, plot_initialization
 from deqlab.experiments.registry import register
 from deqlab.statements import Statement
-from deqlab.theory.init_theorems import measure_theorem3, measure_width_sweep
+from deqlab.theory.init_theorems import (
+    measure_assumption2,
+    measure_theorem3,
+    measure_width_sweep,
+)
 
 THEOREM3_TASK = "theorem3"
 
@@ -134,12 +142,12 @@ class Ling2023Init(Experiment):
         ]
 
     def run_task(self, config: InitConfig, task: Task, ctx: TaskContext) -> list[Row]:
-        X = _inputs(config, torch.device(ctx.device))  # (d, n)
+        X, y = _data(config, torch.device(ctx.device))  # (d, n), (n,)
         if task.key == THEOREM3_TASK:
-            rows = measure_theorem3(X, config.sigma_w2, config.depths)
+            rows = measure_assumption2(X) + measure_theorem3(X, config.sigma_w2, config.depths)
         else:
             m, seed = int(task.params["m"]), int(task.params["seed"])
-            rows = measure_width_sweep(X, config.sigma_w2, [m], [seed], config.depths,
+            rows = measure_width_sweep(X, config.sigma_w2, [m], [seed], config.depths, y=y,
                                        tol=config.tol)  # fmt: skip
         ctx.progress(1, 1)  # one indivisible measurement: the executor checkpoints its rows
         return rows
@@ -153,8 +161,8 @@ class Ling2023Init(Experiment):
         return plot_initialization(rows, config.n, setting, directory)
 
 
-def _inputs(config: InitConfig, device: torch.device) -> torch.Tensor:
-    """The data set's inputs X (d, n) in float64 on ``device``."""
+def _data(config: InitConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The data set's inputs X (d, n) and labels y (n,) in float64 on ``device``."""
     sizes = {"n": config.n, "d": config.d} if config.dataset == "sphere" else {"n": config.n}
     data = get_dataset(config.dataset, **sizes, seed=config.data_seed, device=device)
-    return data.X
+    return data.X, data.y

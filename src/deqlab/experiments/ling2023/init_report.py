@@ -1,28 +1,44 @@
 """The statements and the figure of ``ling2023-init``, read from the tidy table of
-:mod:`deqlab.theory.init_theorems` (Lemma 1 and Theorems 2–5 at initialization).
+:mod:`deqlab.theory.init_theorems` (Assumption 2, Lemma 1, Theorems 2–5 and the bounds of
+Section 3.2 at initialization).
 
-Statements (Lemma 1's bound holds for any σ_w; the rest are guarded by Assumption 1):
+Hypotheses: Assumption 1 (σ_w² < 1/8) and Assumption 2 (i) measured on the inputs —
+‖x_i‖ = √d and no two inputs parallel (|cos θ_ij| < 1), each to the tolerance of
+``deqlab verify`` (:mod:`deqlab.verify.inputs`). Statements (Lemma 1's bound
+holds for any σ_w; Lemma 1 and Section 3.2 are guarded by Assumption 1, Theorems 2–5 by
+Assumptions 1 and 2, as the paper states them):
 
 * Lemma 1, well-posedness: max ‖W(0)‖₂ < 1 over every draw (Section 2.2);
 * Lemma 1, bound: every ‖W(0)‖₂ <= 2√2σ_w (1 + √(ln(1/p)/(2m))), p = 10⁻⁶ per draw — the
   finite-m form of the lemma (:func:`deqlab.theory.init_theorems.lemma1_bound`);
 * Theorem 3 (i): the raw per-layer decay of ‖K − K^(l)‖_F between the two deepest depths
-  above round-off, against the decay of the theorem's n l σ_w^{2l} between the same depths
-  (which tends to σ_w² as l grows): a decay above what the bound allows fails;
+  above round-off, shown next to σ_w², against the decay of the theorem's n l σ_w^{2l}
+  between the same depths (σ_w² (l₂/l₁)^(1/(l₂−l₁)), which tends to σ_w² as l grows): a
+  decay above what the bound allows fails;
+* Theorem 3 (ii): λ* = λ_min(K) > 0 (0 within the eigensolver's round-off);
 * Theorem 4: the per-layer decay of the seed-mean ‖G − G^(l)‖_F/m at the largest width,
   against 2√2σ_w;
 * Theorem 5: ‖G^(l)/m − K^(l)‖_F <= n (2√2σ_w)^l for every depth and seed at the largest
   width;
 * Theorem 2: λ_0 >= mλ*/2 for every seed at the largest width;
+* Section 3.2, ‖U(0)‖₂ = O(√(m/d)): every ‖U(0)‖₂/√(m/d) <= √2(1 + √(d/m₀) + t/√m₀), the
+  Gaussian bound at the smallest width m₀, which holds at every width >= m₀
+  (:func:`deqlab.theory.init_theorems.u_norm_ratio_bound`);
+* Section 3.2, Φ(0) = O(n): every Φ(0)/n <= ½(√(2μ) + t√s)², the Gaussian bound given Z(0)
+  (:func:`deqlab.theory.init_theorems.initial_loss_bound`), which tends to a constant as
+  s → tr K / n;
 * ours: the seed-mean ‖G/m − K‖_F falls like m^(−1/2) (log-log slope within 1/4 of −1/2),
   the concentration rate of averages of m independent units that the proof of Theorem 2
   relies on (the paper states no rate).
+
+t = √(2 ln(1/p)) with p = 10⁻⁶ per draw throughout.
 
 A quantity absent from the table gives NOT MEASURED.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,7 +47,14 @@ import numpy as np
 
 from deqlab.experiments.ling2023.statements import assumption1, numbers, source
 from deqlab.statements import OURS, Kind, Statement, measure, theorem
-from deqlab.theory.init_theorems import fit_loglog_slope, geometric_decay, lemma1_bound
+from deqlab.theory.init_theorems import (
+    fit_loglog_slope,
+    geometric_decay,
+    initial_loss_bound,
+    lemma1_bound,
+    u_norm_ratio_bound,
+)
+from deqlab.verify.inputs import NORM_RTOL, PARALLEL_TOL
 
 #: Probability per draw that Lemma 1's finite-m bound may fail (module docstring).
 FAILURE_PROBABILITY = 1e-6
@@ -64,11 +87,48 @@ def theorem2_fractions(rows: Sequence[dict]) -> dict[int, float]:
 
 def init_statements(rows: Sequence[dict], sigma_w2: float) -> list[Statement]:
     """The statements of the module docstring."""
-    a1 = assumption1(sigma_w2)
-    guarded = [lemma1_well_posed(rows), theorem3(rows, sigma_w2), theorem4(rows, sigma_w2),
-               theorem5(rows), theorem2(rows)]  # fmt: skip
-    return [a1, lemma1_finite_m(rows, sigma_w2), *(theorem(s, [a1]) for s in guarded),
-            concentration(rows)]  # fmt: skip
+    a1, a2 = assumption1(sigma_w2), assumption2(rows)
+    both = [a1, *a2]
+    return [
+        a1, *a2, lemma1_finite_m(rows, sigma_w2), theorem(lemma1_well_posed(rows), [a1]),
+        theorem(theorem3(rows, sigma_w2), both), theorem(theorem3_ii(rows), both),
+        theorem(theorem4(rows, sigma_w2), both), theorem(theorem5(rows), both),
+        theorem(theorem2(rows), both), theorem(u_norm(rows), [a1]),
+        theorem(initial_loss(rows), [a1]), concentration(rows),
+    ]  # fmt: skip
+
+
+def assumption2(rows: Sequence[dict]) -> list[Statement]:
+    """Assumption 2 (i) on the inputs: ‖x_i‖₂ = √d, and x_i, x_j not parallel for i ≠ j,
+    to the tolerances of ``deqlab verify`` (:mod:`deqlab.verify.inputs`)."""
+    where = source("Assumption 2 (i)")
+    (norm,) = select(rows, "x_norm_deviation") or [None]
+    (cos,) = select(rows, "max_abs_cos") or [None]
+    deviation = None if norm is None else norm["measured"]
+    worst = None if cos is None else cos["measured"]
+    return [
+        measure(
+            "Assumption 2 (i): ‖x_i‖ = √d", Kind.HYPOTHESIS, where, value=deviation,
+            relation="<=", threshold=NORM_RTOL,
+            measured=f"max_i |‖x_i‖ − √d|/√d = {numbers([deviation])}",
+            expected=f"≤ {NORM_RTOL:g} (rounding of a normalised input)",
+            needs="inputs scaled to ‖x_i‖ = √d (the data sets of deqlab.data are)",
+        ),
+        measure(
+            "Assumption 2 (i): no two inputs parallel", Kind.HYPOTHESIS, where, value=worst,
+            relation="<", threshold=1.0 - PARALLEL_TOL,
+            measured=f"max_(i≠j) |cos θ_ij| = {_digits(worst)}",
+            expected=f"< 1 − {PARALLEL_TOL:g} (|cos θ_ij| = 1 is a parallel or antiparallel "
+            "pair; the proof of Theorem 3 (ii) needs |cos θ_ij| < 1)",
+            needs="no two inputs parallel: drop duplicate (or opposite) inputs, e.g. repeated "
+            "images",
+        ),
+    ]  # fmt: skip
+
+
+def _digits(x: float | None) -> str:
+    """Enough digits to tell 1 − 1e-12 from 1."""
+    return "—" if x is None else f"{x:.15g}"
 
 
 def _largest(rows: Sequence[dict]) -> int | None:
@@ -119,13 +179,31 @@ def theorem3(rows: Sequence[dict], sigma_w2: float) -> Statement:
     (l1, e1), (l2, e2) = kept[-2:]
     decay = (e2 / e1) ** (1 / (l2 - l1))
     allowed = sigma_w2 * (l2 / l1) ** (1 / (l2 - l1))
+    steps = [(b / a) ** (1 / (lb - la)) for (la, a), (lb, b) in itertools.pairwise(kept)]
     return measure(
         name, Kind.THEOREM, where, value=decay, relation="<=", threshold=allowed,
-        measured=f"per-layer decay of ‖K − K^(l)‖_F = {decay:.4g} between l = {l1} and {l2}",
-        expected=f"≤ {allowed:.4g}, the decay of n l σ_w^(2l) between those depths (σ_w² = "
-        f"{sigma_w2:g}; it tends to σ_w² as l grows)",
+        measured=f"raw per-layer decay (‖K − K^(l₂)‖_F/‖K − K^(l₁)‖_F)^(1/(l₂ − l₁)) = "
+        f"{decay:.4g} per layer between l₁ = {l1} and l₂ = {l2}, against σ_w² = {sigma_w2:g} "
+        f"(ratio {decay / sigma_w2:.4g})",
+        expected=f"≤ {allowed:.4g} = σ_w² ({l2}/{l1})^(1/{l2 - l1}), the per-layer decay of "
+        "the theorem's n l σ_w^(2l) between those depths (it tends to σ_w² as l grows)",
         detail="the deepest two depths whose errors are above round-off "
-        f"({THEOREM3_FLOOR:g} × the largest)",
+        f"({THEOREM3_FLOOR:g} × the largest); raw per-layer decays from l = {kept[0][0]} on: "
+        f"{', '.join(f'{q:.4g}' for q in steps)}",
+    )  # fmt: skip
+
+
+def theorem3_ii(rows: Sequence[dict]) -> Statement:
+    (row,) = select(rows, "lambda_star") or [None]
+    value = None if row is None else row["measured"]
+    tol = f"{row['theory']:.2g}" if row else "—"
+    return measure(
+        "Theorem 3 (ii): λ* > 0 (K strictly positive definite)", Kind.THEOREM,
+        source("Theorem 3 (ii)"), value=value, relation=">", threshold=0.0,
+        measured=f"λ* = λ_min(K) = {numbers([value])}",
+        expected=f"> 0 beyond round-off (λ* is reported as 0 within n·eps·‖K‖₂ = {tol})",
+        detail="K of Eq. (14) for the run's inputs; the proof needs |cos θ_ij| < 1 for i ≠ j, "
+        "which Assumption 2 gives",
     )  # fmt: skip
 
 
@@ -161,7 +239,8 @@ def theorem5(rows: Sequence[dict]) -> Statement:
 def theorem2(rows: Sequence[dict]) -> Statement:
     lam = select(rows, "lambda0")
     m_max = _largest(lam)
-    ratios = [r["measured"] / r["theory"] for r in lam if r["m"] == m_max]
+    ratios = [r["measured"] / r["theory"] if r["theory"] > 0 else math.inf  # λ* = 0: no bound
+              for r in lam if r["m"] == m_max]  # fmt: skip
     fractions = ", ".join(f"m={m}: {f:.2g}" for m, f in theorem2_fractions(rows).items())
     return measure(
         "Theorem 2: λ_0 ≥ mλ*/2", Kind.THEOREM, source("Theorem 2"),
@@ -170,6 +249,56 @@ def theorem2(rows: Sequence[dict]) -> Statement:
         expected="≥ 1 for every seed at the largest width",
         detail=f"fraction of seeds with λ_0 ≥ mλ*/2 per width: {fractions}; the theorem's "
         "width m = Ω(n²/λ*² log(n/(λ*t))) has unstated constants and is not checked",
+    )  # fmt: skip
+
+
+def u_norm(rows: Sequence[dict]) -> Statement:
+    norms = select(rows, "U_spectral_norm")
+    widths = sorted({r["m"] for r in norms})
+    per_width = [max(r["measured"] / r["theory"] for r in norms if r["m"] == m) for m in widths]
+    m0 = widths[0] if widths else None
+    d = round(m0 / norms[0]["theory"] ** 2) if norms else None
+    bound = u_norm_ratio_bound(m0, d, FAILURE_PROBABILITY) if norms else math.nan
+    t = math.sqrt(2 * math.log(1 / FAILURE_PROBABILITY))
+    return measure(
+        "Section 3.2: ‖U(0)‖₂ = O(√(m/d))", Kind.THEOREM,
+        source("Section 3.2", "‖U(0)‖₂ = O(√(m/d)) under Assumption 1"),
+        value=max(per_width, default=None), relation="<=", threshold=bound,
+        measured=f"max over seeds of ‖U(0)‖₂/√(m/d) = {numbers(per_width)} (m = "
+        f"{', '.join(map(str, widths))}; d = {d})",
+        expected=f"≤ {bound:.4g} = √2(1 + √(d/m₀) + t/√m₀) at every width, m₀ = {m0}, "
+        f"t = √(2 ln(1/p)) = {t:.3g}, p = {FAILURE_PROBABILITY:g} per draw",
+        detail="U_ij ~ N(0, 2/d): ‖U‖₂ ≤ √(2/d)(√m + √d + t) with probability ≥ 1 − p "
+        "(Gaussian concentration, Davidson & Szarek 2001, Theorem II.13); divided by √(m/d) "
+        "the bound falls with m, so its value at the smallest width m₀ is one constant for "
+        "every width ≥ m₀ (it tends to √2 as m → ∞)",
+    )  # fmt: skip
+
+
+def initial_loss(rows: Sequence[dict]) -> Statement:
+    losses = select(rows, "initial_loss")
+    features = {(r["m"], r["seed"]): r["measured"] for r in select(rows, "feature_norm_sq")}
+    limit = {r["theory"] for r in select(rows, "feature_norm_sq")}
+    widths = sorted({r["m"] for r in losses})
+    bounds = {(r["m"], r["seed"]): initial_loss_bound(r["theory"], features[r["m"], r["seed"]],
+                                                      FAILURE_PROBABILITY)
+              for r in losses}  # fmt: skip
+    ratios = [r["measured"] / bounds[r["m"], r["seed"]] for r in losses]
+    per_width = [max(r["measured"] for r in losses if r["m"] == m) for m in widths]
+    c = [bounds[k] for k in sorted(bounds)]
+    s = sorted(features.values())
+    return measure(
+        "Section 3.2: Φ(0) = O(n)", Kind.THEOREM, source("Section 3.2", "Φ(0) = O(n)"),
+        value=max(ratios, default=None), relation="<=", threshold=1.0,
+        measured=f"max over seeds of Φ(0)/n = {numbers(per_width)} (m = "
+        f"{', '.join(map(str, widths))}); max Φ(0)/(n C) = {numbers([max(ratios, default=None)])}",
+        expected="Φ(0)/n ≤ C = ½(√(s + ‖y‖²/n) + t√s)² for every draw, t = √(2 ln(1/p)), "
+        f"p = {FAILURE_PROBABILITY:g}: C = {numbers([min(c, default=None)])} … "
+        f"{numbers([max(c, default=None)])}",
+        detail=f"s = ‖Z(0)‖_F²/(mn) = {numbers(s[:1])} … {numbers(s[-1:])} (→ tr K/n = "
+        f"{numbers(sorted(limit)[:1])} as m → ∞, so C tends to a constant); a ~ N(0, I/m) is "
+        "independent of Z(0), so given Z(0), ‖ŷ(0) − y‖₂ is √(ns)-Lipschitz in √m·a with mean "
+        "≤ √(n(s + ‖y‖²/n)) (Gaussian concentration)",
     )  # fmt: skip
 
 

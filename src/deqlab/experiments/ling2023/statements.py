@@ -7,7 +7,10 @@
 - :func:`learning_rate_hypothesis`: η below the bound of Eq. (10);
 - :func:`theorem1_statements`: Theorem 1 (i)–(iii) and two quantities its proof bounds,
   over the steps τ >= 1, each guarded by those hypotheses (NOT APPLICABLE when one is
-  unmet, with what it needs).
+  unmet, with what it needs);
+- :func:`pl_statements`: the PL inequalities of Section 2.3 — Eq. (4), λ_min(H(τ)) >= λ_τ
+  and Eq. (5) — over the steps τ >= 1, at any width: consequences of Lemma 2 alone, guarded
+  only by its hypothesis (J(τ) invertible, via ‖W(τ)‖₂ < 1).
 
 A statement over several widths is decided on the worst width (:func:`combine`). Every
 builder takes its measurements as arguments, so a run of any size (one model, a sweep)
@@ -25,6 +28,7 @@ from deqlab.theory.ling2023 import (
     EQUATIONS,
     MAX_WIDTH,
     Condition1,
+    PLMargins,
     Theorem1Margins,
     required_width,
     width_margin,
@@ -196,3 +200,51 @@ def _check(name, location, values, relation, threshold, what, where, detail) -> 
         relation=relation, threshold=threshold, measured=f"{what} = {numbers(values)}{where}",
         expected=expected, detail=detail,
     )  # fmt: skip
+
+
+def pl_statements(prefix: str, ms: Sequence[int], margins: Sequence[PLMargins]) -> list[Statement]:
+    """Lemma 2's hypothesis, Eq. (4), λ_min(H(τ)) >= λ_τ and Eq. (5) over the steps τ >= 1
+    and the widths ``ms`` (the three guarded by the first)."""
+
+    def get(field: str) -> list:
+        return [getattr(g, field) for g in margins]
+
+    where = f" ({widths(ms)})"
+    h_steps, eq5_steps = get("h_steps"), get("eq5_steps")
+    bounds = get("max_W_norm_bound")
+    lemma2 = measure(
+        f"{prefix}Lemma 2: J(τ) invertible (‖W(τ)‖₂ < 1) where Eqs. (4)–(5) are checked",
+        Kind.HYPOTHESIS, source("Section 2.2, Lemma 2", "J(τ) is invertible if ‖W(τ)‖₂ < 1"),
+        value=combine(bounds, "<", 1.0), relation="<", threshold=1.0,
+        measured="max upper bound of ‖W(τ)‖₂ = "
+        + ", ".join(f"{b:.4g}" if is_measured(b) else "—" for b in bounds) + where,
+        expected="< 1 at every step of Eq. (5) (the trainer's Lanczos value or Weyl bound)",
+        detail=f"max Lanczos ‖W(τ)‖₂ at those steps = {numbers(get('max_W_norm'))}",
+        needs="‖W(τ)‖₂ < 1 at the checked steps (a smaller η keeps W(τ) near W(0))",
+    )  # fmt: skip
+    checks = [
+        _check(prefix + "Eq. (4): ‖∇_θΦ(τ)‖² ≥ 2λ_min(H(τ))Φ(τ) for τ ≥ 1",
+               "Section 2.3, Eq. (4)", get("min_eq4"), ">=", 1.0,
+               "min ‖∇_θΦ‖²/(2λ_min(H)Φ)", where,
+               f"H(τ) = H1 + H2 + H3 from the exact implicit Jacobian, at {_steps(h_steps)}; "
+               "‖∇_θΦ(τ)‖ from the trainer's own solves"),
+        _check(prefix + "Section 2.3: λ_min(H(τ)) ≥ λ_τ for τ ≥ 1",
+               "Section 2.3, before Eq. (5)", get("min_h_ratio"), ">=", 1.0,
+               "min λ_min(H(τ))/λ_τ", where,
+               f"at {_steps(h_steps)}; λ_τ from the trainer's Z(τ)"),
+        _check(prefix + "Eq. (5): ‖∇_θΦ(τ)‖² ≥ 2λ_τΦ(τ) for τ ≥ 1",
+               "Section 2.3, Eq. (5)", get("min_eq5"), ">=", 1.0,
+               "min ‖∇_θΦ‖²/(2λ_τΦ)", where, f"at {_steps(eq5_steps)}"),
+    ]  # fmt: skip
+    return [lemma2, *(theorem(c, [lemma2]) for c in checks)]
+
+
+def _steps(per_width: Sequence[Sequence[int]]) -> str:
+    """``"τ = 10, 20, …, 290 (29 steps per width)"``: the steps a check ran over."""
+    counts = sorted({len(s) for s in per_width})
+    longest = max(per_width, key=len, default=())
+    if not longest:
+        return "no step τ ≥ 1"
+    shown = ", ".join(map(str, longest[:2])) + (f", …, {longest[-1]}" if len(longest) > 2 else "")
+    count = "/".join(map(str, counts))
+    return f"τ = {shown} ({count} steps per width)"
