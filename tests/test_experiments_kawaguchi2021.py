@@ -11,12 +11,14 @@ import torch
 
 from deqlab.experiments.base import TaskContext
 from deqlab.experiments.kawaguchi2021 import (
+    appb_report,
     corollaries,
     fig1_report,
     fig2,
     fig2_report,
     thm2_report,
 )
+from deqlab.experiments.kawaguchi2021.appb import AppBConfig, Kawaguchi2021AppB
 from deqlab.experiments.kawaguchi2021.corollaries import (
     COROLLARY_1,
     COROLLARY_2,
@@ -395,6 +397,47 @@ def test_thm2_statements_in_both_directions(rows, verdict):
     assert [s.verdict for s in found] == [verdict] * 3
 
 
+# --- Appendix B ----------------------------------------------------------------------------
+
+
+def test_appb_tiny_statements():
+    """Eq. (37) holds, the component along 1 grows like 1/(1 − γ) and the rest stays bounded;
+    Appendix B's own remainder P₁r/(1 − γ) is not the growing term once σ(A_t) is not doubly
+    stochastic (random A₀), where the Perron vector gives it (ours)."""
+    experiment = Kawaguchi2021AppB()
+    config = experiment.resolve("tiny")
+    found = experiment.statements(config, _run_all(experiment, config))
+    assert [s.verdict for s in found] == [PASS, PASS, PASS, FAIL, PASS]
+    assert [s.kind for s in found] == [Kind.THEOREM] * 4 + [Kind.OURS]
+    assert "random 1" in found[3].measured  # exponent 1: it grows like 1/(1 − γ)
+
+
+def _appb_rows(along, rest, paper_rest, *, gaps=(1e-14, 1e-5)):
+    """One state swept over γ = 0.9, 0.99: norms at γ₂ = 10^s × the norms at γ₁."""
+    return [
+        {"task": "random", "step": 0, "sweep_gamma": g, "along": 10.0**(along * k),
+         "rest": 10.0**(rest * k), "paper_rest": 10.0**(paper_rest * k), "eq37_error": gaps[0],
+         "perron_gap": gaps[1]}
+        for k, g in enumerate((0.9, 0.99))
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rows", "verdicts"),
+    [
+        (_appb_rows(1.0, 0.0, 0.05), [PASS] * 5),
+        (_appb_rows(0.5, 0.5, 1.0, gaps=(1e-3, 0.1)), [FAIL] * 5),
+        (_appb_rows(math.nan, math.nan, math.nan, gaps=(math.nan, math.nan)), [NM] * 5),
+        ([], [NM] * 5),
+    ],
+)
+def test_appb_statements_in_both_directions(rows, verdicts):
+    found = appb_report.statements(AppBConfig(), rows)
+    assert [s.verdict for s in found] == verdicts
+    if verdicts[0] is PASS:
+        assert found[1].value == pytest.approx(1.0) and found[2].value == pytest.approx(0.0)
+
+
 # --- Figure 1 ------------------------------------------------------------------------------
 
 
@@ -447,7 +490,8 @@ def test_fig1_statements_in_both_directions(finals, starts, verdicts):
 
 
 @pytest.mark.parametrize("experiment", [Kawaguchi2021Fig1(), Kawaguchi2021Fig2(),
-                                        Kawaguchi2021Fig3(), Kawaguchi2021Thm2()])  # fmt: skip
+                                        Kawaguchi2021Fig3(), Kawaguchi2021Thm2(),
+                                        Kawaguchi2021AppB()])  # fmt: skip
 def test_paper_settings_declare_every_field_and_captions_are_sentences(experiment):
     for preset in experiment.presets:
         experiment.deviations(experiment.resolve(preset))  # raises on an undeclared field
@@ -490,6 +534,7 @@ def test_log_spaced_steps():
         (Fig3Config, "records", 0, r"`records` must be >= 1; got 0"),
         (Thm2Config, "delta_fractions", (1.0,), r"`delta_fractions` must be in \(0, 1\)"),
         (Thm2Config, "delta_fractions", (), r"`delta_fractions` must hold at least one"),
+        (AppBConfig, "gammas", (0.99, 0.9), r"`gammas` must be at least two increasing"),
         (
             Fig1Config,
             "datasets",

@@ -9,11 +9,13 @@ from scipy.optimize import minimize
 
 from deqlab.models.delm import DELM
 from deqlab.theory.kawaguchi2021 import (
+    appendix_b_velocity,
     convergence_bound,
     corollary1_kappa,
     corollary2_kappa,
     delm_objective,
     dynamics_matrix,
+    error_vector,
     feature_sigma_min,
     flow_velocities,
     lambda_lower_bound,
@@ -23,6 +25,8 @@ from deqlab.theory.kawaguchi2021 import (
     logistic_loss_optimum,
     logistic_rho,
     objective_sharpness,
+    ones_split,
+    perron_vector,
     pl_ratio,
     rank_ratio,
     rank_tolerance,
@@ -438,3 +442,31 @@ def test_theorem_2_terms_against_their_definitions():
     torch.testing.assert_close(terms.gradient, gradient)
     with pytest.raises(ValueError, match="Theorem 2 needs m_y = 1"):
         trust_region_terms(A, torch.randn(2, 4, dtype=torch.float64), Phi, Y.repeat(2, 1), gamma)
+
+
+# --- Appendix B ------------------------------------------------------------------------------
+
+
+def test_eq_37_error_vector_gives_theorem_2s_velocity():
+    """V_t = −r_tᵀU_t⁻¹ with r_t = δ S U⁻¹∇L₀ equals δ_t dZ_t/dt (autograd) for the square loss."""
+    A, B, Phi, Y = _theorem2_instance("square")
+    terms = trust_region_terms(A, B, Phi, Y, 0.7)
+    zdot, _ = flow_velocities(A, B, Phi, Y, 0.7)
+    delta = 0.5 * terms.delta_bar()
+    V = appendix_b_velocity(torch.softmax(A, dim=0), error_vector(terms, delta), 0.7)
+    torch.testing.assert_close(V, delta * zdot[0], rtol=1e-10, atol=0)
+
+
+def test_perron_vector_and_the_limit_of_the_velocity():
+    """σπ = π, 1ᵀπ = 1; (1 − γ)(I − γσ)⁻ᵀr → (πᵀr)1, and ones_split against numpy."""
+    g = torch.Generator().manual_seed(5)
+    sigma = torch.softmax(torch.randn(6, 6, generator=g, dtype=torch.float64), dim=0)
+    pi = perron_vector(sigma)
+    torch.testing.assert_close(sigma @ pi, pi)
+    assert float(pi.sum()) == pytest.approx(1.0) and bool((pi > 0).all())
+    r = torch.randn(6, generator=g, dtype=torch.float64)
+    v = appendix_b_velocity(sigma, r, 1 - 1e-9)
+    torch.testing.assert_close(1e-9 * v, -(pi @ r) * torch.ones(6, dtype=torch.float64),
+                               rtol=1e-6, atol=0)  # fmt: skip
+    along, rest = ones_split(torch.tensor([3.0, 1.0], dtype=torch.float64))
+    assert along == pytest.approx(2 * 2**0.5) and rest == pytest.approx(2**0.5)

@@ -514,3 +514,41 @@ def flow_velocities(
 
     grads = torch.func.grad(objective, argnums=(0, 1))(*theta)
     return torch.func.jvp(predictor_and_output, theta, tuple(-g for g in grads))[1]
+
+
+# --- Appendix B: the implicit bias toward 1ᵀφ(x) (square loss, m_y = 1) --------------------
+
+
+def error_vector(terms: TrustRegionTerms, delta: float) -> torch.Tensor:
+    """r_t = δ_t S_t U_t⁻¹ ∇L₀(Z_t) (m,), so that V_t = −r_tᵀU_t⁻¹ (Eq. 37).
+
+    From Theorem 2's solution V_t = δ_t d/dt Z_t = −δ_t(U⁻ᵀSU⁻¹∇L₀)ᵀ (Appendix A.2); for the
+    square loss ∇L₀ = 2Σ_i (f(x_i) − y_i)φ(x_i), so each entry of r_t is a function of the
+    residuals, as Appendix B says (it gives no formula: this is the one the proof implies).
+    """
+    return delta * (terms.S @ torch.linalg.solve(terms.U, terms.gradient))
+
+
+def appendix_b_velocity(sigma: torch.Tensor, r: torch.Tensor, gamma: float) -> torch.Tensor:
+    """vec(V) = −(I − γσ)⁻ᵀ r (Eq. 37) for a column-stochastic σ (m, m) and r (m,)."""
+    U = torch.eye(sigma.shape[0], dtype=sigma.dtype, device=sigma.device) - gamma * sigma
+    return -torch.linalg.solve(U.mT, r)
+
+
+def ones_split(v: torch.Tensor) -> tuple[float, float]:
+    """(‖P₁v‖, ‖(I − P₁)v‖) with P₁ = 11ᵀ/m, the projection onto the span of 1."""
+    along = v.mean() * torch.ones_like(v)
+    return float(along.norm()), float((v - along).norm())
+
+
+def perron_vector(sigma: torch.Tensor) -> torch.Tensor:
+    """π with σπ = π, π > 0, 1ᵀπ = 1: the eigenvector of eigenvalue 1 of a positive
+    column-stochastic σ (Perron–Frobenius).  (I − γσ)⁻ᵀr → (πᵀr/(1 − γ))1 + O(1) as γ → 1,
+    since (σᵀ)ᵏ → 1πᵀ; Appendix B's P₁r/(1 − γ) is this leading term iff πᵀr = 1ᵀr/m
+    (e.g. σ doubly stochastic, π = 1/m)."""
+    m = sigma.shape[0]
+    M = torch.eye(m, dtype=sigma.dtype, device=sigma.device) - sigma
+    M[-1] = 1.0  # replace one (redundant) balance equation by 1ᵀπ = 1
+    rhs = torch.zeros(m, dtype=sigma.dtype, device=sigma.device)
+    rhs[-1] = 1.0
+    return torch.linalg.solve(M, rhs)

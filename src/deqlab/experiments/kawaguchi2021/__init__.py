@@ -1,5 +1,6 @@
 """Kawaguchi (ICLR 2021): the experiments of the deep equilibrium linear model."""
 
+import deqlab.experiments.kawaguchi2021.appb
 import deqlab.experiments.kawaguchi2021.fig1
 import deqlab.experiments.kawaguchi2021.fig2
 import deqlab.experiments.kawaguchi2021.fig3
