@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -279,6 +280,8 @@ def two_nodes():
         yield address
     finally:
         _kill_cluster(head, node)
+        for directory in (head, node):
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 #: ``deqlab`` with this module's test experiments registered (a driver of its own).
