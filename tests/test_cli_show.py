@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from deqlab.cli import app
 from deqlab.data import write_idx
+from deqlab.experiments import deviations
 from deqlab.experiments.base import Experiment, Task, TaskContext
 from deqlab.experiments.registry import register
 from deqlab.runs.describe import GENERIC_RUN_TIME, dataset_status, estimate_run_time
@@ -33,13 +34,17 @@ class ProbeConfig:
 
 @register
 class DataProbe(Experiment):
-    """Reads nothing; declares data sets (for `show`) and no paper setting."""
+    """Reads nothing; declares data sets (for `show`) and a paper setting of our choices."""
 
     name = "test-data-probe"
     title = "Data probe"
     paper = "(test experiment)"
     Config = ProbeConfig
     presets: ClassVar = {"tiny": {"datasets": ("digits",)}, "quick": {}, "paper": {"scale": 2}}
+    paper_setting: ClassVar = {
+        "datasets": deviations.paper(("sphere", "digits", "mnist"), "test"),
+        "scale": deviations.not_given(), "label": deviations.measurement(),
+    }  # fmt: skip
 
     def tasks(self, config):
         return [Task("only")]
@@ -48,6 +53,9 @@ class DataProbe(Experiment):
         return [{"step": 0, "value": config.scale}]
 
     def plot(self, config, rows, directory: Path):
+        return []
+
+    def statements(self, config, rows):
         return []
 
 
@@ -121,8 +129,9 @@ def test_show_data_sets_present_and_missing(tmp_path):
     assert by_name["sphere"]["present"] and by_name["digits"]["present"]
     assert by_name["mnist"]["present"] is False
     assert by_name["mnist"]["fetch"] == f"deqlab data fetch mnist --dir {tmp_path}"
-    assert info["paper_setting"] is None and info["deviations"] == []
-    assert info["deviations_sentence"] == "the experiment does not declare its paper setting yet"
+    assert info["paper_setting"]["label"]["role"] == "measurement"
+    assert [d["setting"] for d in info["deviations"]] == ["scale"]
+    assert info["deviations_sentence"].endswith("paper gives none: scale")
     assert info["metric_columns"] == {}
     assert {f["name"]: f["type"] for f in info["config"]} == {
         "datasets": "tuple[str, ...]", "scale": "float", "label": "str | None",
@@ -154,11 +163,11 @@ def test_show_text_lists_every_section(tmp_path):
     text = result.stdout
     assert "test-data-probe — Data probe" in text and "preset: paper" in text
     assert "Config (--set KEY=VALUE)" in text
-    (scale,) = [line for line in text.splitlines() if "│ scale" in line]
+    (scale,) = [line for line in text.splitlines() if "│ scale" in line and "float" in line]
     assert "float" in scale and "1" in scale and "2" in scale  # default 1, preset value 2
     assert "Data sets" in text and "missing" in text and "deqlab data fetch mnist" in text
     assert "metric columns: not documented by this experiment" in text
-    assert "paper setting: the experiment does not declare its paper setting yet" in text
+    assert "paper setting: our choice where the paper gives none: scale" in text
     assert "estimated run time: hours; a GPU is advised (a generic estimate" in text
     assert "run it: deqlab reproduce test-data-probe --preset paper" in text
     lsq = invoke("show", "test-lsq-gd", "--out", tmp_path)

@@ -159,10 +159,14 @@ def test_deviations_list_substitutions_changes_and_our_choices():
     ]
     assert [d.kind for d in deviations(_Config(n=200), setting)][1] == "changed"
     assert one_line(found) == (
-        "1 deviations from the paper: dataset digits (paper: mnist); "
+        "1 setting differs from the paper: dataset digits (paper: mnist); "
         "our choice where the paper gives none: eta"
     )
     assert one_line([]) == "no deviations from the paper's setting"
+    assert one_line(found[1:]) == "our choice where the paper gives none: eta"
+    assert one_line(deviations(_Config(dataset="mnist", n=200), setting)).startswith(
+        "1 setting differs from the paper: n 200 (paper: 1000); our choice"
+    )
 
 
 def test_every_config_field_must_be_declared():

@@ -91,15 +91,20 @@ def deviations(config: Any, setting: Mapping[str, PaperValue]) -> list[Deviation
 
 
 def one_line(found: list[Deviation]) -> str:
-    """E.g. "3 deviations from the paper: dataset sphere, digits (paper: …); …"."""
+    """E.g. "2 settings differ from the paper: n 100 (paper: 1000); …; our choice where the
+    paper gives none: eta, seed"."""
     if not found:
         return "no deviations from the paper's setting"
     changed = [d for d in found if d.kind != "our choice"]
     chosen = [d.setting for d in found if d.kind == "our choice"]
-    parts = [f"{d.setting} {d.run} (paper: {d.paper})" for d in changed]
+    parts = []
+    if changed:
+        plural = "s differ" if len(changed) > 1 else " differs"
+        listed = "; ".join(f"{d.setting} {d.run} (paper: {d.paper})" for d in changed)
+        parts.append(f"{len(changed)} setting{plural} from the paper: {listed}")
     if chosen:
         parts.append(f"our choice where the paper gives none: {', '.join(chosen)}")
-    return f"{len(changed)} deviations from the paper: " + "; ".join(parts)
+    return "; ".join(parts)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -182,8 +182,7 @@ def describe_experiment(
         config = experiment.resolve(preset)
     digest = config_hash(experiment.name, config, device="cpu")
     datasets = [dataset_status(n, data_dir) for n in experiment.datasets(config)]
-    setting = experiment.paper_setting
-    deviations = experiment.deviations(config) if setting is not None else []
+    deviations = experiment.deviations(config)
     return {
         "name": experiment.name,
         "title": experiment.title,
@@ -195,21 +194,17 @@ def describe_experiment(
         "datasets": datasets,
         "metric_columns": dict(experiment.metric_columns),
         "figures": dict(experiment.figure_captions),
-        "paper_setting": None
-        if setting is None
-        else {
+        "paper_setting": {
             key: {
                 "role": v.role,
                 "value": list(v.value) if isinstance(v.value, tuple) else v.value,
                 "where": v.where,
                 "substitute": v.substitute,
             }
-            for key, v in setting.items()
+            for key, v in experiment.paper_setting.items()
         },
         "deviations": [d.as_dict() for d in deviations],
-        "deviations_sentence": one_line(deviations)
-        if setting is not None
-        else "the experiment does not declare its paper setting yet",
+        "deviations_sentence": one_line(deviations),
         "run_time": estimate_run_time(experiment.name, preset, digest, out),
         "command": f"deqlab reproduce {experiment.name} --preset {preset}",
     }
