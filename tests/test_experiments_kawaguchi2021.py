@@ -13,6 +13,7 @@ from deqlab.experiments.base import TaskContext
 from deqlab.experiments.kawaguchi2021 import (
     appb_report,
     corollaries,
+    fig1,
     fig1_report,
     fig2,
     fig2_report,
@@ -452,13 +453,15 @@ def test_fig1_tiny_rows_statements_and_divergence():
     summary = fig1_report.final_test_losses(config, rows)
     assert summary["DELM"]["best"][0] == 0.001 and summary["Linear"]["diverged"] == 1
     found = experiment.statements(config, rows)
-    assert [s.name for s in found] == [
+    *observed, rank = found
+    assert [s.name for s in observed] == [
         "digits: all models start at about the same test loss",
         "digits: the DELM ends with a lower test loss than Linear (best lrs)",
         "digits: the DELM ends with a lower test loss than DNN-H2 (best lrs)",
     ]
-    assert all(s.kind is Kind.OBSERVATION and s.source.quote for s in found)
-    assert all(s.verdict in (PASS, FAIL) for s in found)
+    assert all(s.kind is Kind.OBSERVATION and s.source.quote for s in observed)
+    assert all(s.verdict in (PASS, FAIL) for s in observed)
+    assert rank.kind is Kind.OURS and rank.verdict is PASS  # 20 points of 64 pixels
 
 
 def _fig1_rows(config, finals, starts):
@@ -483,7 +486,33 @@ def _fig1_rows(config, finals, starts):
 def test_fig1_statements_in_both_directions(finals, starts, verdicts):
     config = Fig1Config(datasets=("digits",), lrs=(0.001,), trials=1, depths=())
     found = fig1_report.statements(config, _fig1_rows(config, finals, starts))
-    assert tuple(s.verdict for s in found) == verdicts
+    assert tuple(s.verdict for s in found[:-1]) == verdicts
+
+
+@pytest.mark.parametrize(("dataset", "verdict"), [("sphere", PASS), ("digits", FAIL)])
+def test_fig1_stand_in_keeps_the_interpolation_regime(dataset, verdict):
+    """rank(Φ_train) = 100 for the sphere stand-in; sklearn digits (8×8) gives 64 < 100."""
+    config = Fig1Config(datasets=(dataset,), lrs=(0.001,), trials=1, depths=())
+    rank = int(torch.linalg.matrix_rank(fig1.teacher_data(config, dataset, "cpu")["X_train"]))
+    rows = [
+        {**r, "dataset": dataset, "train_rank": rank}
+        for r in _fig1_rows(config, {"DELM": 1.0}, {"DELM": 1.0})
+    ]
+    statement = fig1_report.statements(config, rows)[-1]
+    assert statement.verdict is verdict and statement.value == rank / 100
+    assert fig1_report.statements(config, _fig1_rows(config, {}, {}))[-1].verdict is NM
+
+
+def test_fig1_paper_preset_uses_the_paper_sets_present_and_the_stand_in_for_the_others(
+    monkeypatch,
+):
+    experiment = Kawaguchi2021Fig1()
+    monkeypatch.setattr(fig1, "is_present", lambda name: name == "kmnist")
+    assert experiment.resolve("paper").datasets == ("kmnist", "sphere")
+    assert experiment.datasets(experiment.resolve("paper")) == ("kmnist",)
+    monkeypatch.setattr(fig1, "is_present", lambda name: True)
+    assert experiment.resolve("quick").datasets == fig1.PAPER_DATASETS
+    assert experiment.resolve("paper", overrides=["datasets=['digits']"]).datasets == ("digits",)
 
 
 # --- settings, captions, configs -------------------------------------------------------------
@@ -502,7 +531,7 @@ def test_paper_settings_declare_every_field_and_captions_are_sentences(experimen
 def test_paper_presets_list_their_substitutions():
     fig1 = Kawaguchi2021Fig1()
     found = {d.setting: d for d in fig1.deviations(fig1.resolve("paper"))}
-    assert found["datasets"].kind == "substitution" and "CIFAR-10" in found["datasets"].paper
+    assert found["datasets"].kind == "substitution" and "cifar10" in found["datasets"].paper
     fig2 = Kawaguchi2021Fig2()
     found = {d.setting: d for d in fig2.deviations(fig2.resolve("paper"))}
     assert "resnet_io" not in found and found["resnet_width"].kind == "our choice"
@@ -538,8 +567,8 @@ def test_log_spaced_steps():
         (
             Fig1Config,
             "datasets",
-            ("sphere",),
-            r"`datasets` must be one of .*'digits'; got 'sphere'",
+            ("blobs",),
+            r"`datasets` must be one of .*'sphere'; got 'blobs'",
         ),
         (Fig1Config, "momentum", 1.0, r"`momentum` must be in \[0, 1\); got 1"),
         (Fig1Config, "lrs", (), r"`lrs` must hold at least one learning rate"),

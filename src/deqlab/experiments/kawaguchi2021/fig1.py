@@ -2,7 +2,7 @@
 on teacher-generated targets.  The paper's observations, not theorems.
 
 Data (Appendix D.1): 100 training images (train split) and 100 test images (test split; a
-disjoint half of one draw for ``digits``, which has a single split), projected to
+disjoint half of one draw for the single-split ``digits`` and ``semeion``), projected to
 m_x = 150 by a fixed R with entries N(0, 1/m_x): x = R x_pre (pixels in [0, 1]).  Targets
 come from a teacher DELM: y = B* z*(x; A*) + δ, γ = 0.8, entries of A* (m×m) and B* (1×m)
 N(0, 1), δ ~ N(0, 1).  φ(x) = x, so m = m_x.
@@ -13,15 +13,23 @@ bias terms unless ``dnn_bias=false``, Appendix D.2).  Training: SGD, minibatch 6
 momentum 0.8, square loss (minibatch mean of (q − y)²; the reported losses are the mean
 over the train / test set), for every learning rate of
 S_LR = {0.01, 0.005, 0.001, 0.0005, 0.0001, 0.00005}, over several trials (initialization
-and minibatch order).  The paper uses CIFAR-10, CIFAR-100 and Kuzushiji-MNIST (and, in
-Appendix D.2, MNIST, SVHN, SEMEION and Fashion-MNIST); we run on the image sets our
-loaders provide offline (``datasets``; a substitution in the deviations).  A run whose
-loss becomes non-finite is stopped and counted as diverged.  The statements and the
-figure are in :mod:`.fig1_report`.
+and minibatch order).  A run whose loss becomes non-finite is stopped and counted as
+diverged.
+
+Data sets: the paper's CIFAR-10, CIFAR-100 and Kuzushiji-MNIST (Figure 1; Appendix D.2,
+Figure 4, adds MNIST, SVHN, SEMEION and Fashion-MNIST).  The ``paper`` and ``quick``
+presets read those of the paper's sets that are on this machine and replace the others by
+one stand-in (:func:`paper_datasets`, listed in the deviations): ``sphere``, points on the
+sphere of radius √784 in R^784 (MNIST's pixel count), so that Φ = R X_pre keeps rank
+n_train = 100 — the interpolation regime the 200-point design relies on (sklearn's 8×8
+``digits`` has rank ≤ 64 < 100 and is no stand-in; the ``tiny`` preset uses it with 20
+points).  Each row records rank(Φ_train); the statements and the figure are in
+:mod:`.fig1_report`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +38,8 @@ from typing import ClassVar
 import torch
 
 from deqlab._checks import check_bool, check_choice, check_int, check_positive, check_real
-from deqlab.data.registry import IMAGE_DATASETS, get_dataset
+from deqlab.data.inventory import check_split
+from deqlab.data.registry import IMAGE_DATASETS, dataset_splits, get_dataset, n_classes
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
 from deqlab.experiments.deviations import measurement, not_given, paper
 from deqlab.experiments.kawaguchi2021 import fig1_report
@@ -39,12 +48,28 @@ from deqlab.models.baselines import LinearModel, ReLUMLP
 from deqlab.models.delm import DELM, check_gamma
 from deqlab.statements import Statement
 
-N_CLASSES = 10
+#: Figure 1's data sets (Section 2.2, Appendix D.1).
+PAPER_DATASETS = ("cifar10", "cifar100", "kmnist")
+#: The stand-in for the paper's sets that are missing, and its dimension (MNIST's pixels).
+STANDIN, STANDIN_DIM = "sphere", 784
+#: The data sets Figure 1 can run on.
+FIG1_DATASETS = (*IMAGE_DATASETS, STANDIN)
+
+
+def is_present(name: str) -> bool:
+    """Whether every split of image set ``name`` is on this machine and readable."""
+    return all(check_split(name, split).status == "present" for split in dataset_splits(name))
+
+
+def paper_datasets(wanted: tuple[str, ...] = PAPER_DATASETS) -> tuple[str, ...]:
+    """The sets of ``wanted`` present here, then :data:`STANDIN` if any is missing."""
+    present = tuple(name for name in wanted if is_present(name))
+    return present + ((STANDIN,) if len(present) < len(wanted) else ())
 
 
 @dataclass(frozen=True)
 class Fig1Config:
-    datasets: tuple[str, ...] = ("fashion-mnist", "digits")
+    datasets: tuple[str, ...] = PAPER_DATASETS
     n_train: int = 100
     n_test: int = 100
     m_x: int = 150
@@ -63,7 +88,7 @@ class Fig1Config:
         if not self.datasets:
             raise ValueError("`datasets` must name at least one data set")
         for name in self.datasets:
-            check_choice("datasets", name, IMAGE_DATASETS)
+            check_choice("datasets", name, FIG1_DATASETS)
         for name in ("n_train", "n_test", "m_x", "epochs", "batch_size", "trials",
                      "record_every"):  # fmt: skip
             check_int(name, getattr(self, name), min_value=1)
@@ -82,15 +107,7 @@ class Fig1Config:
 def teacher_data(config: Fig1Config, dataset: str, device: str) -> dict[str, torch.Tensor]:
     """Projected images and teacher targets: X_train (m_x, n_train), y_train (1, n_train), …"""
     generator = torch.Generator().manual_seed(config.seed)
-    per_class = {"n_per_class": None, "classes": tuple(range(N_CLASSES)), "labels": "index"}
-    options = {**per_class, "normalize": False, "seed": config.seed}
-    if dataset == "digits":  # one split: draw both sets at once and halve them at random
-        both = get_dataset(dataset, n=config.n_train + config.n_test, **options).X
-        order = torch.randperm(both.shape[1], generator=generator)
-        pre_train, pre_test = both[:, order[: config.n_train]], both[:, order[config.n_train :]]
-    else:
-        pre_train = get_dataset(dataset, n=config.n_train, split="train", **options).X
-        pre_test = get_dataset(dataset, n=config.n_test, split="test", **options).X
+    pre_train, pre_test = _pre_images(config, dataset, generator)
     m = config.m_x
     f64 = {"generator": generator, "dtype": torch.float64}
     R = torch.randn(m, pre_train.shape[0], **f64) / math.sqrt(m)
@@ -103,6 +120,32 @@ def teacher_data(config: Fig1Config, dataset: str, device: str) -> dict[str, tor
             y = teacher(X) + torch.randn(1, X.shape[1], **f64)  # (1, n)
         data[f"X_{split}"], data[f"y_{split}"] = X.to(device), y.to(device)
     return data
+
+
+def _pre_images(
+    config: Fig1Config, dataset: str, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """x_pre of the training and test points (d_pre, n), pixels in [0, 1] (images)."""
+    n = config.n_train + config.n_test
+    if dataset == STANDIN:
+        both = get_dataset(STANDIN, n=n, d=STANDIN_DIM, seed=config.seed).X
+    elif dataset_splits(dataset) == ("train",):  # one split: draw both sets, halve at random
+        both = get_dataset(dataset, n=n, **_image_options(config, dataset)).X
+    else:
+        options = _image_options(config, dataset)
+        return (
+            get_dataset(dataset, n=config.n_train, split="train", **options).X,
+            get_dataset(dataset, n=config.n_test, split="test", **options).X,
+        )
+    order = torch.randperm(both.shape[1], generator=generator)
+    return both[:, order[: config.n_train]], both[:, order[config.n_train :]]
+
+
+def _image_options(config: Fig1Config, dataset: str) -> dict[str, object]:
+    """Images drawn from every class, raw pixels in [0, 1]."""
+    classes = tuple(range(n_classes(dataset)))
+    return {"n_per_class": None, "classes": classes, "labels": "index", "normalize": False,
+            "seed": config.seed}  # fmt: skip
 
 
 def make_model(config: Fig1Config, model: str, trial: int, device: str) -> torch.nn.Module:
@@ -163,9 +206,10 @@ def train_sgd(
 #: What Section 2.2 and Appendix D use, field by field (our image sets are substitutes).
 PAPER_SETTING = {
     "datasets": paper(
-        ("CIFAR-10", "CIFAR-100", "Kuzushiji-MNIST"),
-        "Section 2.2, Appendix D.1, Figure 1 (Appendix D.2, Figure 4 adds MNIST, SVHN, "
-        "SEMEION and Fashion-MNIST)",
+        PAPER_DATASETS,
+        "Section 2.2, Appendix D.1, Figure 1: CIFAR-10, CIFAR-100, Kuzushiji-MNIST (Appendix "
+        "D.2, Figure 4 adds MNIST, SVHN, SEMEION and Fashion-MNIST); sphere: our stand-in for "
+        "those not on this machine (rank(Φ) = n_train)",
         substitute=True,
     ),
     "n_train": paper(100, "Appendix D.1: 100 images drawn from the train split"),
@@ -193,7 +237,7 @@ class Kawaguchi2021Fig1(Experiment):
     paper = "Kawaguchi, On the theory of implicit deep learning, ICLR 2021 (Figure 1, App. D)"
     Config = Fig1Config
     presets: ClassVar = {
-        "tiny": {"datasets": ("digits",), "n_train": 20, "n_test": 20, "m_x": 12, "epochs": 6,
+        "tiny": {"datasets": ("digits",), "n_train": 20, "n_test": 20, "m_x": 24, "epochs": 6,
                  "batch_size": 8, "lrs": (0.001, 0.0001), "trials": 1, "depths": (2,),
                  "record_every": 2},
         "quick": {"epochs": 300, "trials": 2, "record_every": 10},
@@ -206,7 +250,7 @@ class Kawaguchi2021Fig1(Experiment):
         "DNNs (bottom) against the DELM, at each model's best (and, for the linear model and "
         "the DELM, worst) learning rate of S_LR; the subtitle gives n, m_x, γ and the SGD "
         "setting."
-        for dataset in IMAGE_DATASETS
+        for dataset in FIG1_DATASETS
     }
     metric_columns: ClassVar = {
         "dataset": "image set the inputs were drawn from",
@@ -216,8 +260,22 @@ class Kawaguchi2021Fig1(Experiment):
         "epoch": "epoch",
         "train_loss": "mean square loss on the 100 training points",
         "test_loss": "mean square loss on the 100 test points",
+        "train_rank": "rank(Φ_train) of the n_train projected training inputs",
     }
     default_checkpoint_every = 1  # in learning rates: one checkpoint per finished lr
+
+    def resolve(self, preset: str = "quick", **kwargs: object) -> Fig1Config:
+        """As :meth:`Experiment.resolve`; in the ``paper`` and ``quick`` presets, when the
+        data sets are still the paper's, those missing here give way to the stand-in
+        (:func:`paper_datasets`; fetch them to run on the paper's own)."""
+        config = super().resolve(preset, **kwargs)
+        if preset in ("paper", "quick") and config.datasets == PAPER_DATASETS:
+            config = dataclasses.replace(config, datasets=paper_datasets())
+        return config
+
+    def datasets(self, config: Fig1Config) -> tuple[str, ...]:
+        """The stored image sets the run reads (the generated stand-in is not one)."""
+        return tuple(name for name in config.datasets if name != STANDIN)
 
     def tasks(self, config: Fig1Config) -> list[Task]:
         models = ["DELM", "Linear", *(f"DNN-H{h}" for h in config.depths)]
@@ -234,13 +292,15 @@ class Kawaguchi2021Fig1(Experiment):
         dataset, model_name = str(task.params["dataset"]), str(task.params["model"])
         trial = int(task.params["trial"])
         data = teacher_data(config, dataset, ctx.device)
+        rank = int(torch.linalg.matrix_rank(data["X_train"]))
         resumed = ctx.resume()
         done, rows = (0, []) if resumed is None else (resumed[0]["lrs_done"], list(resumed[1]))
         for index in range(done, len(config.lrs)):
             lr = config.lrs[index]
             model = make_model(config, model_name, trial, ctx.device)
             seed = (config.seed * 1000 + trial) * 100 + index
-            base = {"task": task.key, "dataset": dataset, "model": model_name, "trial": trial}
+            base = {"task": task.key, "dataset": dataset, "model": model_name, "trial": trial,
+                    "train_rank": rank}  # fmt: skip
             rows += [
                 {**base, "lr": lr, "epoch": epoch, "train_loss": train, "test_loss": test}
                 for epoch, train, test in train_sgd(config, model, data, lr, seed)

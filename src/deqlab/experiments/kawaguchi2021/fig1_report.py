@@ -4,7 +4,9 @@ The paper's observations (Section 2.2, Figure 1), per data set: all models start
 the same test loss, and after training the DELM (at its best learning rate) has a lower
 test loss than the linear model and every DNN (each at its best learning rate).  Best
 and worst learning rates are chosen among those whose runs all finished, by the mean
-final test loss over trials (Section 2.2).
+final test loss over trials (Section 2.2).  Ours: rank(Φ_train) = n_train on every data
+set, the interpolation regime of the paper's 200-point design (a stand-in of lower rank,
+such as sklearn's 8×8 digits with 100 points, fails it).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import torch
 
 from deqlab.experiments.base import Row
 from deqlab.experiments.kawaguchi2021.plots import setting_subtitle
-from deqlab.statements import Kind, Source, Statement, is_measured, measure, not_measured
+from deqlab.statements import OURS, Kind, Source, Statement, is_measured, measure, not_measured
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -47,7 +49,30 @@ def statements(config: Fig1Config, rows: list[Row]) -> list[Statement]:
         summary = final_test_losses(config, mine)
         others = ["Linear", *(f"DNN-H{h}" for h in config.depths)]
         found += [_outperforms(config, dataset, summary, model) for model in others]
-    return found
+    return [*found, _full_rank(config, rows)]
+
+
+def _full_rank(config: Fig1Config, rows: list[Row]) -> Statement:
+    """min over data sets of rank(Φ_train)/n_train ≥ 1 (ours)."""
+    name = "rank(Φ_train) = n_train on every data set (interpolation regime)"
+    expected = "rank(Φ_train)/n_train ≥ 1 on every data set"
+    ranks: dict[str, object] = {}
+    for r in rows:
+        ranks.setdefault(str(r["dataset"]), r.get("train_rank"))
+    missing = [d for d in config.datasets if not is_measured(ranks.get(d))]
+    if missing:
+        return not_measured(name, Kind.OURS, OURS, expected=expected,
+                            why=f"no rank recorded for {', '.join(missing)}")  # fmt: skip
+    worst = min(config.datasets, key=lambda d: float(ranks[d]))
+    value = float(ranks[worst]) / config.n_train
+    return measure(
+        name, Kind.OURS, OURS, value=value, relation=">=", threshold=1.0,
+        measured=f"smallest rank(Φ_train)/n_train = {ranks[worst]}/{config.n_train} ({worst}); "
+        + ", ".join(f"{d} {ranks[d]}" for d in config.datasets),
+        expected=expected,
+        detail="Φ_train = R X_pre (m_x × n_train): below full rank the models cannot "
+        "interpolate the training points, which the 200-point design relies on (Appendix D.2)",
+    )  # fmt: skip
 
 
 def _same_start(config: Fig1Config, dataset: str, rows: list[Row]) -> Statement:
