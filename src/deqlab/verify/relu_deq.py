@@ -1,7 +1,8 @@
 """Ling et al. (2023) on the user's data and a ReLU DEQ of width m, at initialization.
 
-- λ* = λ_min(K) (Eq. 14), cond(K), and the DEQ NTK's λ_min beside it
-  (:func:`deqlab.theory.ntk.deq_ntk`, standard parameterization: lim Θ/m = K + P⊙K);
+- λ* = λ_min(K) (Eq. 14), cond(K), and the DEQ NTK's λ_min beside it (that of
+  :func:`deqlab.theory.ntk.deq_ntk`, standard parameterization: lim Θ/m = K + P⊙K, read
+  off K by :func:`deqlab.verify.ntk.ntk_from_gram`);
 - a network drawn from Assumption 1 (``seed``): λ_0 = λ_min(Z(0)ᵀZ(0)) with Theorem 2's
   mλ*/2 beside it (λ_0 = 0 exactly when m < n: Z(0)ᵀZ(0) has rank ≤ m);
 - Condition 1, Eqs. (7)–(9), each with its margin lhs/rhs, at the δ that maximizes the
@@ -46,10 +47,10 @@ from deqlab.theory.ling2023 import (
     learning_rate,
     width_margin,
 )
-from deqlab.theory.ntk import deq_ntk
 from deqlab.theory.spectra import spectral_norm, spectral_norm_lanczos
 from deqlab.verify.eigen import least_eigenvalue_large
 from deqlab.verify.inputs import Inputs, assumption2
+from deqlab.verify.ntk import ntk_from_gram
 from deqlab.verify.progress import Progress, silent
 
 #: The scaling under which the width Condition 1 needs is solved (Theorem 2, Section 3.2).
@@ -111,23 +112,26 @@ def initialize(
     X, y = inputs.X, inputs.y
     with warnings.catch_warnings():  # Assumption 1 is reported as a hypothesis statement
         warnings.simplefilter("ignore")
-        progress("population Gram matrix K (Eq. 14)", 0, 5)
-        K = least_eigenvalue_large(population_gram(X, sigma_w2))
-        progress("DEQ NTK and its λ_min", 1, 5)
-        ntk = least_eigenvalue_large(deq_ntk(X, sigma_w2))
+        progress("population Gram matrix K (Eq. 14) and the DEQ NTK", 0, 4)
+        gram = population_gram(X, sigma_w2)
+        kernel = ntk_from_gram(X, gram, sigma_w2)
+        progress("λ* = λ_min(K)", 1, 4)
+        K = least_eigenvalue_large(gram)
+        del gram
+        progress("λ_min of the DEQ NTK", 2, 4)
+        ntk = least_eigenvalue_large(kernel)
+        del kernel
         model = ReLUDEQ.init(inputs.d, width, sigma_w2=sigma_w2, seed=seed)
-    progress(f"equilibrium Z(0) at width {width}", 2, 5)
+    progress(f"equilibrium Z(0) at width {width}, λ_0, Condition 1", 3, 4)
     W_norm = _norm(model.W.detach())
     cond = None
     if W_norm < 1.0:
         Z = model.equilibrium(X, tol=SOLVE_TOL).raise_if_failed("forward").Z  # (m, n)
-        progress("λ_0 = λ_min(Z(0)ᵀZ(0))", 3, 5)
         lambda0 = _gram_lambda_min(Z)
         residual = float((model.predict(Z) - y).detach().norm())
         a_norm = float(model.a.detach().norm())
         constants = Constants(lambda0, W_norm, _norm(model.U.detach()), a_norm,
                               float(X.norm()), residual)  # fmt: skip
-        progress("Condition 1 and the width it needs", 4, 5)
         cond = evaluate_condition1(constants)
     return ReLUDEQInit(inputs, width, sigma_w2, seed, K, ntk, model, W_norm, cond)
 
