@@ -93,3 +93,18 @@ def test_python_api_checks_its_arguments_before_running(tmp_path, kwargs, error,
     assert not (tmp_path / "index.sqlite").exists()  # nothing ran, nothing was written
     with pytest.raises(ConfigError, match="unknown experiment 'nope'"):
         deqlab.reproduce("nope", out=tmp_path)
+
+
+def test_deqlab_verify_is_callable_as_the_package_and_the_function():
+    import numpy as np
+
+    import deqlab
+    import deqlab.verify.inputs  # binding the subpackage first must not break the call
+
+    X = np.random.default_rng(0).standard_normal((10, 5))
+    y = np.random.default_rng(1).standard_normal(10)
+    by_package = deqlab.verify(X, y, model="relu-deq", width=32, normalize=True)
+    by_function = deqlab.verify.verify(X, y, model="relu-deq", width=32, normalize=True)
+    assert [s.as_dict() for s in by_package.statements] == [
+        s.as_dict() for s in by_function.statements
+    ]

@@ -49,10 +49,12 @@ _LAZY = {"reproduce": "deqlab.runs.api", "Run": "deqlab.runs.api"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "verify":  # the package, callable as deqlab.verify.verify (imported on first use)
+        return importlib.import_module("deqlab.verify")
     raise AttributeError(f"module 'deqlab' has no attribute {name!r}")
 
 
@@ -88,5 +90,6 @@ __all__ = [
     "population_gram",
     "reproduce",
     "synthetic_sphere",
+    "verify",
     "zou_synthetic",
 ]
