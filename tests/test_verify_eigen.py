@@ -65,11 +65,12 @@ def test_a_duplicate_column_is_singular_in_both_paths(iterative):
 
 def test_cholesky_factor_reproduces_the_shifted_matrix_or_is_none():
     A = torch.randn(30, 30, dtype=torch.float64)
-    K = (A @ A.T + torch.eye(30, dtype=torch.float64)).numpy()
-    work = np.empty((30, 30), order="F")
+    K = A @ A.T + torch.eye(30, dtype=torch.float64)
+    work = torch.empty_like(K)
     L = cholesky_lower(K, work, 0.5)
-    assert np.allclose(L @ L.T, K - 0.5 * np.eye(30)) and np.allclose(np.triu(L, 1), 0.0)
-    assert cholesky_lower(K, work, np.linalg.eigvalsh(K)[0] + 1e-6) is None
+    assert L is work and torch.allclose(L @ L.T, K - 0.5 * torch.eye(30, dtype=K.dtype))
+    assert torch.equal(L, torch.tril(L))
+    assert cholesky_lower(K, work, float(torch.linalg.eigvalsh(K)[0]) + 1e-6) is None
 
 
 def test_small_matrices_take_the_exact_path():

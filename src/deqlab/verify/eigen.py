@@ -4,7 +4,8 @@ A dense ``eigvalsh`` of an n×n matrix costs O(n³) with a large memory-bound pa
 tridiagonal reduction): at n = 10⁴ on two cores, minutes. Above :data:`DENSE_LIMIT` rows:
 
 1. λ_max by Lanczos on K itself (the top of a kernel matrix is well separated: ~10 steps);
-2. the Cholesky factor K = LLᵀ (LAPACK ``potrf``, O(n³/3), compute-bound). It fails
+2. the Cholesky factor K = LLᵀ (LAPACK ``potrf`` through torch, O(n³/3), compute-bound:
+   MKL's is twice as fast as scipy's OpenBLAS here). It fails
    exactly when K is not positive definite to working precision: λ_min is then reported
    as 0, singular, as :func:`deqlab.theory.kernels.least_eigenvalue` does;
 3. shift-invert Lanczos, twice. The bottom of a kernel matrix's spectrum is a dense
@@ -29,7 +30,6 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from scipy.linalg import blas, lapack
 
 from deqlab._checks import check_int, check_tensor
 from deqlab.theory.kernels import LeastEigenvalue, least_eigenvalue
@@ -85,19 +85,24 @@ def lanczos_largest(
     return history[-1], len(history)
 
 
-def cholesky_lower(A: np.ndarray, work: np.ndarray, shift: float = 0.0) -> np.ndarray | None:
-    """The lower Cholesky factor of A − shift·I, computed in ``work`` (an n×n float64 array
-    in Fortran order, overwritten), or None when A − shift·I is not positive definite to
-    working precision. A is symmetric: its C-order memory is its Fortran-order transpose."""
-    work[...] = A.T  # = A, and a contiguous copy into Fortran order
-    work[np.diag_indices_from(work)] -= shift
-    L, info = lapack.dpotrf(work, lower=1, clean=1, overwrite_a=1)
-    return L if info == 0 else None
+def cholesky_lower(K: torch.Tensor, work: torch.Tensor, shift: float = 0.0) -> torch.Tensor | None:
+    """The lower Cholesky factor of K − shift·I, computed in ``work`` (an n×n float64
+    tensor, overwritten), or None when K − shift·I is not positive definite to working
+    precision (LAPACK ``potrf`` through torch: MKL where torch has it)."""
+    work.copy_(K).diagonal().sub_(shift)
+    info = torch.empty((), dtype=torch.int32)
+    torch.linalg.cholesky_ex(work, out=(work, info))
+    return work if int(info) == 0 else None
 
 
-def _inverse(L: np.ndarray) -> Matvec:
+def _inverse(L: torch.Tensor) -> Matvec:
     """v ↦ (LLᵀ)⁻¹v = L⁻ᵀ(L⁻¹v), two triangular solves."""
-    return lambda v: blas.dtrsv(L, blas.dtrsv(L, v, lower=1), lower=1, trans=1)
+
+    def apply(v: np.ndarray) -> np.ndarray:
+        w = torch.linalg.solve_triangular(L, torch.from_numpy(v)[:, None], upper=False)
+        return torch.linalg.solve_triangular(L.mT, w, upper=True)[:, 0].numpy()
+
+    return apply
 
 
 def least_eigenvalue_large(K: torch.Tensor) -> LeastEigenvalue:
@@ -117,8 +122,8 @@ def least_eigenvalue_large(K: torch.Tensor) -> LeastEigenvalue:
     K64 = K.detach().to(torch.float64).cpu()
     top, _ = lanczos_largest(lambda v: (K64 @ torch.from_numpy(v)).numpy(), n)
     tol = n * eps * abs(top)
-    A, work = K64.numpy(), np.empty((n, n), order="F")
-    L = cholesky_lower(A, work)
+    work = torch.empty_like(K64)
+    L = cholesky_lower(K64, work)
     if L is None:
         reason = (
             f"the Cholesky factorization of K fails: K is not positive definite to working "
@@ -126,7 +131,7 @@ def least_eigenvalue_large(K: torch.Tensor) -> LeastEigenvalue:
         )
         return LeastEigenvalue(0.0, math.nan, top, tol, True, reason)
     estimate = 1.0 / lanczos_largest(_inverse(L), n, rtol=COARSE_RTOL)[0]
-    lo = _refine(A, work, estimate)
+    lo = _refine(K64, work, estimate)
     if lo <= tol:
         reason = (
             f"λ_min = {lo:.3g} lies within the round-off tolerance {tol:.1e} = n·eps·‖K‖₂ of 0: "
@@ -136,13 +141,14 @@ def least_eigenvalue_large(K: torch.Tensor) -> LeastEigenvalue:
     return LeastEigenvalue(lo, lo, top, tol, False, "")
 
 
-def _refine(A: np.ndarray, work: np.ndarray, estimate: float) -> float:
-    """λ_min = σ + 1/μ from Lanczos on (A − σI)⁻¹ at the first shift of :data:`SHIFTS`
+def _refine(K: torch.Tensor, work: torch.Tensor, estimate: float) -> float:
+    """λ_min = σ + 1/μ from Lanczos on (K − σI)⁻¹ at the first shift of :data:`SHIFTS`
     below λ_min (the one whose Cholesky factorization succeeds), else at σ = 0."""
+    n = K.shape[0]
     for c in SHIFTS:
         sigma = estimate * (1.0 - c)
-        L = cholesky_lower(A, work, sigma)
+        L = cholesky_lower(K, work, sigma)
         if L is not None:
-            return sigma + 1.0 / lanczos_largest(_inverse(L), A.shape[0])[0]
-    L = cholesky_lower(A, work)  # factorized before: A is positive definite
-    return 1.0 / lanczos_largest(_inverse(L), A.shape[0])[0]
+            return sigma + 1.0 / lanczos_largest(_inverse(L), n)[0]
+    L = cholesky_lower(K, work)  # factorized before: K is positive definite
+    return 1.0 / lanczos_largest(_inverse(L), n)[0]
