@@ -58,7 +58,7 @@ class Thm2Config:
     label_noise: float = 0.5
     tau: float = 0.01
     gamma: float = 0.8
-    lr: float = 1e-4
+    lr: float = 1e-5
     steps: int = 2000
     records: int = 12
     delta_fractions: tuple[float, ...] = (0.01, 0.5, 0.9)
