@@ -5,10 +5,13 @@ directions (a run or a trajectory where it holds, one where it must not, and no 
 tests/test_cli_experiments.py.)"""
 
 import math
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
+from deqlab.data.registry import RawImages
 from deqlab.experiments.base import TaskContext
 from deqlab.experiments.kawaguchi2021 import (
     appb_report,
@@ -513,6 +516,93 @@ def test_fig1_paper_preset_uses_the_paper_sets_present_and_the_stand_in_for_the_
     monkeypatch.setattr(fig1, "is_present", lambda name: True)
     assert experiment.resolve("quick").datasets == fig1.PAPER_DATASETS
     assert experiment.resolve("paper", overrides=["datasets=['digits']"]).datasets == ("digits",)
+
+
+# --- Figures 4–8 (Appendix D.2) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("preset", "figure", "changes"),
+    [
+        ("fig4", 4, {}),
+        ("fig5", 5, {"dnn_bias": False}),
+        ("fig6", 6, {"dnn_bias": False, "depths": (10, 100, 200)}),
+        ("fig7", 7, {"depths": (10, 100, 200)}),
+        ("fig8", 8, {"n_train": 0, "n_test": 0, "epochs": 100, "trials": 3}),
+    ],
+)
+def test_appendix_d2_presets_declare_their_figure_and_its_setting(
+    preset, figure, changes, monkeypatch
+):
+    """Each preset is its figure's setting: only the stand-in (for the data sets missing
+    here) and our choices are deviations."""
+    monkeypatch.setattr(fig1, "is_present", lambda name: name == "mnist")
+    experiment = Kawaguchi2021Fig1()
+    config = experiment.resolve(preset)
+    assert config.figure == figure and all(getattr(config, k) == v for k, v in changes.items())
+    wanted = fig1.FIGURE_DATASETS[figure]
+    assert config.datasets == (("mnist",) if "mnist" in wanted else ()) + ("sphere",)
+    found = {d.setting: d for d in experiment.deviations(config)}
+    assert {d.kind for d in found.values()} == {"substitution", "our choice"}
+    assert found["datasets"].kind == "substitution" and set(found) == {"datasets", "seed"}
+
+
+def _deep_rows(config, deep_final, *, diverge=False):
+    """DELM and DNN-H10/H100 at each lr: DELM train loss 4 → 1, DNN-H10 1 → 0.5 (faster),
+    DNN-H100 1 → ``deep_final`` (or non-finite when ``diverge``)."""
+    curves = {"DELM": (4.0, 2.0, 1.0), "DNN-H10": (4.0, 1.0, 0.5),
+              "DNN-H100": (1.0, 1.0, math.nan if diverge else deep_final)}  # fmt: skip
+    return [
+        {"dataset": "sphere", "model": model, "trial": 0, "lr": lr, "epoch": epoch,
+         "train_loss": loss, "test_loss": 2.0 if model == "DELM" else 3.0}
+        for model, losses in curves.items()
+        for lr in config.lrs
+        for epoch, loss in zip((0, config.record_every, config.epochs), losses, strict=True)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("deep_final", "diverge", "verdict"),
+    [(1.0, False, PASS), (None, True, PASS), (0.2, False, FAIL)],
+)
+def test_figure_6_statements_in_both_directions(deep_final, diverge, verdict):
+    config = Fig1Config(datasets=("sphere",), lrs=(0.001,), trials=1, depths=(10, 100),
+                        epochs=100, record_every=10, dnn_bias=False, figure=6)  # fmt: skip
+    found = _by_name(fig1_report.statements(config, _deep_rows(config, deep_final,
+                                                               diverge=diverge)))  # fmt: skip
+    assert "sphere: all models start at about the same test loss" not in found  # Figure 6
+    assert not any("than Linear" in name for name in found)
+    faster = found["sphere: the DNNs reduce the training loss faster than the DELM"]
+    assert faster.verdict is PASS and faster.value == 2.0 and "Figure 6" in faster.source.location
+    stuck = found["sphere: DNNs with H ≥ 100 do not train (gradient explosion or vanishing)"]
+    assert stuck.verdict is verdict and stuck.source.quote.startswith("We experienced")
+    slow = [{**r, "train_loss": 8.0} if r["model"] != "DELM" and r["epoch"] == 10 else r
+            for r in _deep_rows(config, 1.0)]  # fmt: skip
+    assert fig1_report.statements(config, slow)[2].verdict is FAIL
+    assert all(s.verdict is NM for s in fig1_report.statements(config, [])[:-1])
+
+
+def test_figure_8_reads_every_image_and_has_no_rank_statement(monkeypatch):
+    """n_train = n_test = 0: whole splits (colour as luma, a single split halved, the stand-in
+    at MNIST's sizes); the 200-point rank statement is not made."""
+    images = np.arange(4 * 3 * 2 * 2, dtype=np.uint8).reshape(4, 3, 2, 2)
+    monkeypatch.setattr(fig1, "load_images", lambda name, split: RawImages(
+        images, np.zeros(4, dtype=np.int64), Path("x"), 255))  # fmt: skip
+    monkeypatch.setattr(fig1, "WHOLE_STANDIN", (6, 2))
+    config = Fig1Config(figure=8, n_train=0, n_test=0, datasets=("cifar10",))
+    train, test = fig1._pre_images(config, "cifar10", torch.Generator().manual_seed(0))
+    assert train.shape == test.shape == (4, 4) and float(train.max()) <= 1.0
+    train, test = fig1._pre_images(config, "semeion", torch.Generator().manual_seed(0))
+    assert train.shape == test.shape == (4, 2)
+    train, test = fig1._pre_images(config, "sphere", torch.Generator().manual_seed(0))
+    assert train.shape == (784, 6) and test.shape == (784, 2)
+    rows = _fig1_rows(config, {"DELM": 1.0, "Linear": 2.0}, {"DELM": 1.0, "Linear": 1.0})
+    rows = [{**r, "dataset": "cifar10"} for r in rows]
+    found = fig1_report.statements(config, rows)
+    assert len(found) == 4  # Linear and the three DNNs; no same-start, no rank statement
+    assert {s.source.location for s in found} == {"Appendix D.2, Figure 8"}
+    with pytest.raises(ValueError, match="`n_train` and `n_test` must both be 0"):
+        Fig1Config(n_train=0)
 
 
 # --- settings, captions, configs -------------------------------------------------------------

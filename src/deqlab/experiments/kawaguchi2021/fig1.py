@@ -1,5 +1,12 @@
-"""Kawaguchi (2021), Figure 1 (Section 2.2, Appendix D.1): DELMs vs linear models vs DNNs
-on teacher-generated targets.  The paper's observations, not theorems.
+"""Kawaguchi (2021), Figure 1 (Section 2.2, Appendix D.1) and Figures 4–8 (Appendix D.2):
+DELMs vs linear models vs DNNs on teacher-generated targets.  The paper's observations,
+not theorems.
+
+Presets ``fig4``–``fig8`` repeat Figure 1 as Appendix D.2 does (``figure`` says which
+figure the statements and the deviations refer to): Figure 4 on MNIST, SVHN, SEMEION and
+Fashion-MNIST; Figure 5 with DNNs without bias terms; Figures 6 (no bias) and 7 (bias) with
+deeper DNNs, H = 10, 100, 200; Figure 8 on every image of each data set (``n_train =
+n_test = 0``) for 100 epochs and three trials; Figures 5–8 on all seven data sets.
 
 Data (Appendix D.1): 100 training images (train split) and 100 test images (test split; a
 disjoint half of one draw for the single-split ``digits`` and ``semeion``), projected to
@@ -39,9 +46,16 @@ import torch
 
 from deqlab._checks import check_bool, check_choice, check_int, check_positive, check_real
 from deqlab.data.inventory import check_split
-from deqlab.data.registry import IMAGE_DATASETS, dataset_splits, get_dataset, n_classes
+from deqlab.data.preprocess import to_grayscale
+from deqlab.data.registry import (
+    IMAGE_DATASETS,
+    dataset_splits,
+    get_dataset,
+    load_images,
+    n_classes,
+)
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
-from deqlab.experiments.deviations import measurement, not_given, paper
+from deqlab.experiments.deviations import Deviation, deviations, measurement, not_given, paper
 from deqlab.experiments.kawaguchi2021 import fig1_report
 from deqlab.experiments.registry import register
 from deqlab.models.baselines import LinearModel, ReLUMLP
@@ -50,6 +64,15 @@ from deqlab.statements import Statement
 
 #: Figure 1's data sets (Section 2.2, Appendix D.1).
 PAPER_DATASETS = ("cifar10", "cifar100", "kmnist")
+#: Figure 4's (Appendix D.2, "Additional datasets").
+FIG4_DATASETS = ("mnist", "svhn", "semeion", "fashion-mnist")
+#: Figures 5–8's panels (a)–(g) (Appendix D.2).
+ALL_DATASETS = ("kmnist", "cifar10", "cifar100", "fashion-mnist", "mnist", "semeion", "svhn")
+#: The figures this experiment reproduces (Section 2.2; Appendix D.2) and their data sets.
+FIGURE_DATASETS = {1: PAPER_DATASETS, 4: FIG4_DATASETS, 5: ALL_DATASETS, 6: ALL_DATASETS,
+                   7: ALL_DATASETS, 8: ALL_DATASETS}  # fmt: skip
+#: The stand-in's train and test sizes when every image is used (Figure 8): MNIST's.
+WHOLE_STANDIN = (60_000, 10_000)
 #: The stand-in for the paper's sets that are missing, and its dimension (MNIST's pixels).
 STANDIN, STANDIN_DIM = "sphere", 784
 #: The data sets Figure 1 can run on.
@@ -82,16 +105,21 @@ class Fig1Config:
     depths: tuple[int, ...] = (2, 3, 4)
     dnn_bias: bool = True
     record_every: int = 50
+    figure: int = 1
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_choice("figure", self.figure, FIGURE_DATASETS)
+        if (self.n_train == 0) != (self.n_test == 0):
+            raise ValueError("`n_train` and `n_test` must both be 0 (every image) or both > 0")
         if not self.datasets:
             raise ValueError("`datasets` must name at least one data set")
         for name in self.datasets:
             check_choice("datasets", name, FIG1_DATASETS)
-        for name in ("n_train", "n_test", "m_x", "epochs", "batch_size", "trials",
-                     "record_every"):  # fmt: skip
+        for name in ("m_x", "epochs", "batch_size", "trials", "record_every"):
             check_int(name, getattr(self, name), min_value=1)
+        for name in ("n_train", "n_test"):
+            check_int(name, getattr(self, name), min_value=0)
         check_int("seed", self.seed, min_value=0)
         check_gamma(self.gamma)
         check_real("momentum", self.momentum, low=0.0, high=1.0, high_inclusive=False)
@@ -125,20 +153,39 @@ def teacher_data(config: Fig1Config, dataset: str, device: str) -> dict[str, tor
 def _pre_images(
     config: Fig1Config, dataset: str, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """x_pre of the training and test points (d_pre, n), pixels in [0, 1] (images)."""
-    n = config.n_train + config.n_test
+    """x_pre of the training and test points (d_pre, n), pixels in [0, 1] (images).
+
+    ``n_train = n_test = 0``: every image of each split (Figure 8); a single-split set is
+    halved at random, the stand-in has MNIST's 60000 + 10000 points.
+    """
+    whole = config.n_train == 0
+    n_train, n_test = (WHOLE_STANDIN if dataset == STANDIN else (0, 0)) if whole else (
+        config.n_train, config.n_test)  # fmt: skip
     if dataset == STANDIN:
-        both = get_dataset(STANDIN, n=n, d=STANDIN_DIM, seed=config.seed).X
+        both = get_dataset(STANDIN, n=n_train + n_test, d=STANDIN_DIM, seed=config.seed).X
     elif dataset_splits(dataset) == ("train",):  # one split: draw both sets, halve at random
-        both = get_dataset(dataset, n=n, **_image_options(config, dataset)).X
+        both = _whole(dataset, "train") if whole else get_dataset(
+            dataset, n=n_train + n_test, **_image_options(config, dataset)).X  # fmt: skip
+        n_train = both.shape[1] // 2 if whole else n_train
+    elif whole:
+        return _whole(dataset, "train"), _whole(dataset, "test")
     else:
         options = _image_options(config, dataset)
         return (
-            get_dataset(dataset, n=config.n_train, split="train", **options).X,
-            get_dataset(dataset, n=config.n_test, split="test", **options).X,
+            get_dataset(dataset, n=n_train, split="train", **options).X,
+            get_dataset(dataset, n=n_test, split="test", **options).X,
         )
     order = torch.randperm(both.shape[1], generator=generator)
-    return both[:, order[: config.n_train]], both[:, order[config.n_train :]]
+    return both[:, order[:n_train]], both[:, order[n_train:]]
+
+
+def _whole(dataset: str, split: str) -> torch.Tensor:
+    """Every image of a split as columns (d_pre, N), pixels in [0, 1], colour as luma."""
+    raw = load_images(dataset, split)
+    images = torch.as_tensor(raw.images, dtype=torch.float64) / raw.pixel_max  # (N, C, H, W)
+    if images.shape[1] == 3:
+        images = to_grayscale(images)
+    return images.reshape(images.shape[0], -1).T
 
 
 def _image_options(config: Fig1Config, dataset: str) -> dict[str, object]:
@@ -203,13 +250,12 @@ def train_sgd(
     return records
 
 
-#: What Section 2.2 and Appendix D use, field by field (our image sets are substitutes).
+#: What Section 2.2 and Appendix D use for Figure 1, field by field (stand-ins substitute).
 PAPER_SETTING = {
     "datasets": paper(
         PAPER_DATASETS,
-        "Section 2.2, Appendix D.1, Figure 1: CIFAR-10, CIFAR-100, Kuzushiji-MNIST (Appendix "
-        "D.2, Figure 4 adds MNIST, SVHN, SEMEION and Fashion-MNIST); sphere: our stand-in for "
-        "those not on this machine (rank(Φ) = n_train)",
+        "Section 2.2, Appendix D.1, Figure 1: CIFAR-10, CIFAR-100, Kuzushiji-MNIST; sphere: our "
+        "stand-in for those not on this machine (rank(Φ) = n_train)",
         substitute=True,
     ),
     "n_train": paper(100, "Appendix D.1: 100 images drawn from the train split"),
@@ -224,8 +270,34 @@ PAPER_SETTING = {
     "depths": paper((2, 3, 4), "Figure 1: DNN (H = 2, 3, 4)"),
     "dnn_bias": paper(True, "Appendix D.2: Figures 1–4 report DNNs with bias terms"),
     "record_every": measurement(),
+    "figure": measurement(),  # which figure the statements cite; the other fields set the run
     "seed": not_given(),
 }
+STAND_IN_NOTE = "; sphere: our stand-in for those not on this machine"
+D2 = "Appendix D.2"
+_ALL = paper(ALL_DATASETS, f"{D2}, Figures 5–8 (a)–(g): Kuzushiji-MNIST, CIFAR-10, CIFAR-100, "
+             f"Fashion-MNIST, MNIST, SEMEION, SVHN{STAND_IN_NOTE}", substitute=True)  # fmt: skip
+_NO_BIAS = paper(False, f"{D2}, 'DNNs without bias terms': Figures 5 and 6 (DNN-NB)")
+_DEEP = paper((10, 100, 200), f"{D2}, 'DNNs with deeper networks': H = 10, 100, 200")
+#: Each figure's paper setting: Figure 1's with what Appendix D.2 changes.
+FIGURE_SETTINGS = {
+    1: PAPER_SETTING,
+    4: PAPER_SETTING | {"datasets": paper(
+        FIG4_DATASETS, f"{D2}, 'Additional datasets', Figure 4: MNIST, SVHN, SEMEION, "
+        f"Fashion-MNIST{STAND_IN_NOTE}", substitute=True)},
+    5: PAPER_SETTING | {"datasets": _ALL, "dnn_bias": _NO_BIAS},
+    6: PAPER_SETTING | {"datasets": _ALL, "dnn_bias": _NO_BIAS, "depths": _DEEP},
+    7: PAPER_SETTING | {"datasets": _ALL, "depths": _DEEP,
+                        "dnn_bias": paper(True, f"{D2}, Figure 7: DNNs with ReLU (bias)")},
+    8: PAPER_SETTING | {
+        "datasets": _ALL,
+        "n_train": paper(0, f"{D2}, 'Larger datasets': all data points of each data set, e.g. "
+                         "60000 for MNIST (0 = every image of the split)"),
+        "n_test": paper(0, f"{D2}, 'Larger datasets': e.g. 10000 test points for MNIST"),
+        "epochs": paper(100, f"{D2}, Figure 8: best learning rates at epoch = 100"),
+        "trials": paper(3, "Figure 8 caption: three random trials"),
+    },
+}  # fmt: skip
 
 
 @register
@@ -242,6 +314,13 @@ class Kawaguchi2021Fig1(Experiment):
                  "record_every": 2},
         "quick": {"epochs": 300, "trials": 2, "record_every": 10},
         "paper": {},
+        "fig4": {"figure": 4, "datasets": FIG4_DATASETS},
+        "fig5": {"figure": 5, "datasets": ALL_DATASETS, "dnn_bias": False},
+        "fig6": {"figure": 6, "datasets": ALL_DATASETS, "dnn_bias": False,
+                 "depths": (10, 100, 200)},
+        "fig7": {"figure": 7, "datasets": ALL_DATASETS, "depths": (10, 100, 200)},
+        "fig8": {"figure": 8, "datasets": ALL_DATASETS, "n_train": 0, "n_test": 0,
+                 "epochs": 100, "trials": 3},
     }  # fmt: skip
     paper_setting: ClassVar = PAPER_SETTING
     figure_captions: ClassVar = {
@@ -265,13 +344,18 @@ class Kawaguchi2021Fig1(Experiment):
     default_checkpoint_every = 1  # in learning rates: one checkpoint per finished lr
 
     def resolve(self, preset: str = "quick", **kwargs: object) -> Fig1Config:
-        """As :meth:`Experiment.resolve`; in the ``paper`` and ``quick`` presets, when the
-        data sets are still the paper's, those missing here give way to the stand-in
+        """As :meth:`Experiment.resolve`; in every preset but ``tiny``, when the data sets
+        are still those of the figure, the ones missing here give way to the stand-in
         (:func:`paper_datasets`; fetch them to run on the paper's own)."""
         config = super().resolve(preset, **kwargs)
-        if preset in ("paper", "quick") and config.datasets == PAPER_DATASETS:
-            config = dataclasses.replace(config, datasets=paper_datasets())
+        wanted = FIGURE_DATASETS[config.figure]
+        if preset != "tiny" and config.datasets == wanted:
+            config = dataclasses.replace(config, datasets=paper_datasets(wanted))
         return config
+
+    def deviations(self, config: Fig1Config) -> list[Deviation]:
+        """Against the paper setting of ``config.figure`` (:data:`FIGURE_SETTINGS`)."""
+        return deviations(config, FIGURE_SETTINGS[config.figure])
 
     def datasets(self, config: Fig1Config) -> tuple[str, ...]:
         """The stored image sets the run reads (the generated stand-in is not one)."""
