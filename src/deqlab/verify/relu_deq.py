@@ -360,8 +360,18 @@ def _theorem2(init: ReLUDEQInit) -> Statement:
         name, Kind.THEOREM, where, value=ratio, relation=">=", threshold=1.0,
         measured=f"λ_0 = {init.lambda0:.6g}, mλ*/2 = {pred:.6g}: λ_0/(mλ*/2) = "
         f"{'—' if ratio is None else f'{ratio:.4g}'} (m = {init.width}, seed {init.seed})",
-        expected=expected, detail="" if pred > 0 else "λ* = 0: the ratio is not defined",
+        expected=expected, detail=_theorem2_detail(init) if pred > 0 else "λ* = 0: the ratio "
+        "is not defined",
     )  # fmt: skip
+
+
+def _theorem2_detail(init: ReLUDEQInit) -> str:
+    scale = theorem2_scale(init.inputs.n, init.lambda_star)
+    return (
+        f"m = {init.width} is {init.width / scale:.2g} × n²/λ*² log(n/(λ*t)) = {_big(scale)} "
+        f"(t = {THEOREM2_T:g}); the theorem asks for a constant multiple of that width and "
+        "does not give the constant, so a FAIL well below it may mean the width is too small"
+    )
 
 
 def condition_hypotheses(init: ReLUDEQInit) -> list[Statement]:
