@@ -252,9 +252,12 @@ THEOREM1 = [
     "proof of Theorem 1 (iii): Φ(τ+1) ≤ (1 − ηλ_0/2) Φ(τ)",
     "proof of Theorem 1: ‖θ(τ) − θ(0)‖ within its drift bound",
 ]
-EQ5 = "Eq. (5): ‖∇_θΦ(τ)‖² ≥ 2λ_τΦ(τ)"
-EQ4 = "Eq. (4): ‖∇_θΦ(τ)‖² ≥ 2λ_min(H(τ))Φ(τ)"
-H_ABOVE_G = "λ_min(H(τ)) ≥ λ_τ"
+LEMMA2 = "Lemma 2: J(τ) invertible (‖W(τ)‖₂ < 1) where Eqs. (4)–(5) are checked"
+PL = [
+    "Eq. (4): ‖∇_θΦ(τ)‖² ≥ 2λ_min(H(τ))Φ(τ) for τ ≥ 1",
+    "Section 2.3: λ_min(H(τ)) ≥ λ_τ for τ ≥ 1",
+    "Eq. (5): ‖∇_θΦ(τ)‖² ≥ 2λ_τΦ(τ) for τ ≥ 1",
+]
 
 
 def test_training_records_steps_zero_to_t_and_side_by_side_numbers(small, trained):
@@ -263,11 +266,12 @@ def test_training_records_steps_zero_to_t_and_side_by_side_numbers(small, traine
     assert k["rate_predicted"] == pytest.approx(1 - trained.eta * small.lambda0 / 2)
     expected = (k["loss_final"] / k["loss0"]) ** (1 / 4)
     assert k["rate_measured"] == pytest.approx(expected) and k["rate_measured"] < 1
-    assert [e["step"] for e in k["end_points"]] == [0, 4] and len(k["records"]) == 5
+    assert k["h_steps"] == [1, 2, 3, 4] and len(k["records"]) == 5
+    assert k["min_eq5"] >= 1 and k["min_eq4"] >= 1 and k["min_h_ratio"] >= 1
 
 
-def test_eq4_h_is_the_jacobian_gram(small, trained):
-    """λ_min(H(0)) against H = JJᵀ from autograd Jacobians of ŷ(θ)."""
+def test_h_is_the_gram_of_the_autograd_jacobian(small, trained):
+    """λ_min(H(0)) against JJᵀ from autograd Jacobians of ŷ(θ) at initialization."""
     model, X = small.model, small.inputs.X
     params = [model.W, model.U, model.a]
     rows = []
@@ -276,13 +280,21 @@ def test_eq4_h_is_the_jacobian_gram(small, trained):
         rows.append(torch.cat([g.reshape(-1) for g in torch.autograd.grad(yhat, params)]))
     J = torch.stack(rows)
     exact = float(torch.linalg.eigvalsh(J @ J.T)[0])
-    assert trained.ends[0].lambda_H == pytest.approx(exact, rel=1e-6)
+    assert trained.records[0]["H_lambda_min"] == pytest.approx(exact, rel=1e-6)
+
+
+def test_h_is_formed_at_spread_steps_and_the_last(small, monkeypatch):
+    monkeypatch.setattr(rt, "H_CHECKS", 2)
+    run = rt.train(small, steps=5, eta=rd.theorem_eta(small))
+    formed = [r["step"] for r in run.records if math.isfinite(r["H_lambda_min"])]
+    assert formed == [0, 2, 4, 5]
 
 
 def test_training_statements_pass_inside_their_hypotheses(small, trained):
     guards = [s for s in rd.guards(small, trained.eta) if s.name == A1]  # only what holds
     found = verdicts(rt.statements(small, trained, guards))
-    for name in (*THEOREM1, EQ5, EQ4, H_ABOVE_G):
+    assert found[LEMMA2] is Verdict.HOLDS
+    for name in (*THEOREM1, *PL):
         assert found[name] is Verdict.PASS, name
 
 
@@ -291,22 +303,31 @@ def test_training_statements_not_applicable_outside_condition1(small, trained):
     assert all(found[name] is Verdict.NOT_APPLICABLE for name in THEOREM1)
 
 
-def _record(step, loss, lam, w, dist, grad):
+def _record(step, loss, lam, w, dist, grad, h=math.nan):
     return {"step": step, "loss": loss, "lambda_min": lam, "W_norm": w, "W_norm_bound": w,
-            "dist_from_init": dist, "grad_norm": grad}  # fmt: skip
+            "dist_from_init": dist, "grad_norm": grad, "H_lambda_min": h}  # fmt: skip
+
+
+def _run(records, eta=0.1):
+    return rt.Training(eta, records, "ok", "", theorem1_margins(records, eta))
 
 
 def test_training_statements_fail_on_a_violating_run(small):
-    records = [_record(0, 1.0, 1.0, 0.5, 0.0, 2.0), _record(1, 2.0, 0.1, 1.2, 1e9, 0.1)]
-    ends = [rt.EndPoint(0, 0.1, 1.0, 1.0, 1.0), rt.EndPoint(1, 1.0, 1.0, 1.0, 0.5)]
-    run = rt.Training(0.1, records, "ok", "", theorem1_margins(records, 0.1), ends)
+    records = [_record(0, 1.0, 1.0, 0.5, 0.0, 2.0, 1.0),
+               _record(1, 2.0, 0.1, 0.99, 1e9, 0.1, 0.05)]  # fmt: skip
     guards = [s for s in rd.guards(small, 0.1) if s.name == A1]
-    found = verdicts(rt.statements(small, run, guards))
-    for name in (*THEOREM1, EQ5, EQ4, H_ABOVE_G):
+    found = verdicts(rt.statements(small, _run(records), guards))
+    for name in (*THEOREM1[1:], *PL):  # ‖W(τ)‖₂ = 0.99 keeps Lemma 2's hypothesis
         assert found[name] is Verdict.FAIL, name
+    records[1]["W_norm"] = records[1]["W_norm_bound"] = 1.2
+    assert verdicts(rt.statements(small, _run(records), guards))[THEOREM1[0]] is Verdict.FAIL
 
 
-def test_eq5_and_eq4_not_measured_without_usable_steps():
-    assert rt.eq5([_record(0, 1.0, 0.0, 0.5, 0.0, 1.0)]).verdict is Verdict.NOT_MEASURED
-    assert rt.eq4([]).verdict is Verdict.NOT_MEASURED
-    assert rt.gram_below_h([rt.EndPoint(0, 1.0, 1.0, 0.0, 1.0)]).verdict is Verdict.NOT_MEASURED
+def test_pl_statements_not_applicable_past_well_posedness_and_not_measured_without_h(small):
+    records = [_record(0, 1.0, 1.0, 0.5, 0.0, 2.0), _record(1, 1.0, 1.0, 1.2, 0.1, 2.0)]
+    found = verdicts(rt.statements(small, _run(records), []))
+    assert found[LEMMA2] is Verdict.UNMET
+    assert all(found[name] is Verdict.NOT_APPLICABLE for name in PL)
+    records[1]["W_norm"] = records[1]["W_norm_bound"] = 0.5
+    found = verdicts(rt.statements(small, _run(records), []))
+    assert found[PL[0]] is Verdict.NOT_MEASURED and found[PL[2]] is Verdict.PASS
