@@ -42,6 +42,11 @@ def column_softmax(A: torch.Tensor) -> torch.Tensor:
     return torch.softmax(A, dim=0)
 
 
+def equilibrium_matrix(A: torch.Tensor, gamma: float) -> torch.Tensor:
+    """U = I − γσ(A): the equilibrium z* = γσ(A)z* + φ(x) solves U z* = φ(x) (Eq. 4)."""
+    return torch.eye(A.shape[0], dtype=A.dtype, device=A.device) - gamma * column_softmax(A)
+
+
 def identity_features(X: torch.Tensor) -> torch.Tensor:
     """φ(x) = x, the feature map of every experiment of the paper (Section 4, Appendix D)."""
     return X
@@ -111,7 +116,7 @@ class DELM(nn.Module):
                     f"got m={self.m}, m_y={self.m_y}"
                 )
             A = torch.zeros(self.m, self.m, **factory)
-            B = torch.eye(self.m, **factory) - self.gamma * column_softmax(A)
+            B = equilibrium_matrix(A, self.gamma)
         self.A = nn.Parameter(A)
         self.B = nn.Parameter(B)
 

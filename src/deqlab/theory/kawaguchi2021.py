@@ -39,7 +39,7 @@ import torch
 from scipy.optimize import brentq, minimize
 
 from deqlab._checks import check_choice, check_int, check_real, check_tensor
-from deqlab.models.delm import check_gamma, column_softmax
+from deqlab.models.delm import check_gamma, column_softmax, equilibrium_matrix
 
 #: The losses of the two corollaries: square (Corollary 1), logistic + τq² (Corollary 2).
 LOSSES = ("square", "logistic")
@@ -309,9 +309,7 @@ def delm_objective(
 ) -> torch.Tensor:
     """L(A, B) = L₀(B U⁻¹) with U = I − γσ(A) (Eq. 5: the DELM's output is B U⁻¹ φ(x))."""
     A, B = _check_AB(A, B)
-    U = torch.eye(A.shape[0], dtype=A.dtype, device=A.device) - check_gamma(gamma) * column_softmax(
-        A
-    )
+    U = equilibrium_matrix(A, check_gamma(gamma))
     W = torch.linalg.solve(U.mT, B.mT).mT  # (m_y, m) = B U⁻¹
     return linear_objective(W, Phi, Y, loss=loss, tau=tau)
 
@@ -437,7 +435,7 @@ def trust_region_terms(
         raise ValueError(f"Theorem 2 needs m_y = 1; got B of shape {tuple(B.shape)}")
     gamma = check_gamma(gamma)
     m = A.shape[0]
-    U = torch.eye(m, dtype=A.dtype, device=A.device) - gamma * column_softmax(A)
+    U = equilibrium_matrix(A, gamma)
     Z = torch.linalg.solve(U.mT, B.mT).mT  # (1, m) = B U⁻¹
     J = softmax_jacobians(A)  # (m, m, m), J[k] = J_k (symmetric)
     v = ((J @ Z[0]) ** 2).sum(dim=1)  # v_k = ‖J_kᵀ Zᵀ‖²
@@ -509,7 +507,7 @@ def flow_velocities(
         return delm_objective(a, b, Phi, Y, gamma, loss=loss, tau=tau)
 
     def predictor_and_output(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        U = torch.eye(a.shape[0], dtype=a.dtype, device=a.device) - gamma * column_softmax(a)
+        U = equilibrium_matrix(a, gamma)
         return torch.linalg.solve(U.mT, b.mT).mT, b @ torch.linalg.solve(U, Phi)
 
     grads = torch.func.grad(objective, argnums=(0, 1))(*theta)
