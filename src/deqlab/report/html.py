@@ -19,6 +19,7 @@ from typing import Any
 
 import deqlab
 from deqlab._atomic import write_text_atomic
+from deqlab._format import format_seconds
 from deqlab.report.rundir import (
     SUMMARY_FILE,
     FigureEntry,
@@ -399,13 +400,7 @@ def _format_value(value: object) -> str:
 def _format_duration(seconds: object) -> str:
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
         return "—"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
+    return format_seconds(seconds)
 
 
 def _format_time(value: object) -> str:

@@ -13,6 +13,7 @@ import os
 import statistics
 from typing import Any
 
+from deqlab._format import format_seconds
 from deqlab.experiments.base import Experiment
 from deqlab.experiments.config import config_hash, describe_fields
 from deqlab.experiments.deviations import one_line
@@ -152,17 +153,6 @@ def estimate_run_time(
         "text": f"{generic} (a generic estimate for the {preset!r} preset: no finished run "
         f"of it{where} to time)",
     }
-
-
-def format_seconds(seconds: float) -> str:
-    """``12.3 s``, ``4 min 05 s``, ``2 h 10 min``."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 def describe_experiment(
