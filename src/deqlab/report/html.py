@@ -2,6 +2,8 @@
 
 The page needs nothing but itself: inline CSS, figures embedded as base64 PNG data URIs,
 no JavaScript and no external resource. Every piece of text from the run is escaped.
+The page primitives (``html_page``, ``html_section``, ``statements_section``, …) are public:
+the ``deqlab verify`` page is built from the same pieces.
 """
 
 from __future__ import annotations
@@ -54,16 +56,16 @@ def write_report(run_dir: str | os.PathLike[str]) -> Path:
     body = "\n".join(
         [
             _header(summary, title),
-            _statements_section(_statements(summary)),
+            statements_section(_statements(summary)),
             _deviations_section(summary["deviations"]),
-            _figures_section(run_dir, summary["figures"]),
+            figures_section(run_dir, summary["figures"]),
             _tasks_section(summary["tasks"]),
             _metrics_section(run_dir),
             _config_section(run_dir),
-            _section("Environment", _kv_table(summary["environment"], "environment")),
+            html_section("Environment", kv_table(summary["environment"], "environment")),
         ]
     )
-    return write_text_atomic(run_dir / REPORT_FILE, _page(title, body))
+    return write_text_atomic(run_dir / REPORT_FILE, html_page(title, body))
 
 
 def write_index(results_dir: str | os.PathLike[str]) -> Path:
@@ -84,10 +86,10 @@ def write_index(results_dir: str | os.PathLike[str]) -> Path:
     if rows:
         content = _table(headers, [cells for _, cells in rows], raw=True)
     else:
-        content = _note(f"No run directories (folders with a {SUMMARY_FILE}) found yet.")
+        content = html_note(f"No run directories (folders with a {SUMMARY_FILE}) found yet.")
     body = f"<header><h1>deqlab runs</h1><p class='paper'>{escape(str(root))}</p></header>"
-    body += _section(f"Runs ({len(rows)})", content)
-    return write_text_atomic(root / INDEX_FILE, _page("deqlab runs", body))
+    body += html_section(f"Runs ({len(rows)})", content)
+    return write_text_atomic(root / INDEX_FILE, html_page("deqlab runs", body))
 
 
 # ---- sections ---------------------------------------------------------------------------
@@ -105,7 +107,7 @@ def _header(summary: dict[str, Any], title: str) -> str:
     n_failed_tasks = sum(1 for t in summary["tasks"] if t.get("status") == "failed")
     facts = [
         ("Status", _status_badge(summary.get("status"))),
-        ("Verdicts", _verdict_badge(counts) + " " + escape(counts.sentence())),
+        ("Verdicts", verdict_badge(counts) + " " + escape(counts.sentence())),
         ("Wall time", escape(_format_duration(summary.get("wall_s")))),
         ("Tasks", escape(f"{len(summary['tasks'])} ({n_failed_tasks} failed)")),
         ("Experiment", f"<code>{escape(str(summary.get('experiment', '—')))}</code>"),
@@ -136,9 +138,10 @@ _GROUPS = (
 )
 
 
-def _statements_section(statements: list[Statement]) -> str:
+def statements_section(statements: list[Statement]) -> str:
+    """The statements in three tables: the paper's, the hypotheses (margins), ours."""
     if not statements:
-        return _section("Statements", _note("No statement was checked in this run."))
+        return html_section("Statements", html_note("No statement was checked in this run."))
     headers = ["Statement", "Kind", "Source", "Verdict", "Measured", "Expected", "Margin",
                "Detail"]  # fmt: skip
     parts = []
@@ -150,7 +153,7 @@ def _statements_section(statements: list[Statement]) -> str:
             parts.append(f"<h3>{escape(heading)}</h3>")
             table_id = f"statements-{group}"
             parts.append(_table(headers, rows, raw=True, table_id=table_id, classes=classes))
-    return _section("Statements", "".join(parts))
+    return html_section("Statements", "".join(parts))
 
 
 def _statement_cells(s: Statement) -> list[str]:
@@ -169,17 +172,18 @@ def _statement_cells(s: Statement) -> list[str]:
 def _deviations_section(deviations: list[dict[str, Any]]) -> str:
     heading = "Deviations from the paper"
     if not deviations:
-        return _section(heading, _note("This run uses the paper's setting throughout."))
+        return html_section(heading, html_note("This run uses the paper's setting throughout."))
     headers = ["Setting", "Paper", "This run", "Kind", "Where in the paper"]
     keys = ("setting", "paper", "run", "kind", "where")
     rows = [[escape(str(d.get(k, "—"))) for k in keys] for d in deviations]
     table = _table(headers, rows, raw=True, table_id="deviations")
-    return _section(heading, table)
+    return html_section(heading, table)
 
 
-def _figures_section(run_dir: Path, figures: Sequence[FigureEntry]) -> str:
+def figures_section(run_dir: Path, figures: Sequence[FigureEntry]) -> str:
+    """The figures embedded as PNG data, each linked to its file (and its PDF)."""
     if not figures:
-        return _section("Figures", _note("No figures yet."))
+        return html_section("Figures", html_note("No figures yet."))
     # A plot step may list both files save_figure wrote; the PDF is linked from its PNG.
     listed = {Path(entry.path) for entry in figures}
     parts = []
@@ -189,11 +193,11 @@ def _figures_section(run_dir: Path, figures: Sequence[FigureEntry]) -> str:
             continue
         caption = escape(entry.caption)
         if not path.is_file():
-            parts.append(_note(f"Figure {entry.path!r} is listed but the file is missing."))
+            parts.append(html_note(f"Figure {entry.path!r} is listed but the file is missing."))
             continue
         data = path.read_bytes()
         if not data.startswith(_PNG_MAGIC):
-            parts.append(_note(f"Figure {entry.path!r} is not a PNG file and is not embedded."))
+            parts.append(html_note(f"Figure {entry.path!r} is not a PNG file and is not embedded."))
             continue
         pdf = path.with_suffix(".pdf")
         if pdf.is_file():
@@ -205,12 +209,12 @@ def _figures_section(run_dir: Path, figures: Sequence[FigureEntry]) -> str:
             f"<img src='{uri}' alt='{escape(entry.caption)}'></a>"
             f"<figcaption>{caption}</figcaption></figure>"
         )
-    return _section("Figures", "<div class='figures'>" + "".join(parts) + "</div>")
+    return html_section("Figures", "<div class='figures'>" + "".join(parts) + "</div>")
 
 
 def _tasks_section(tasks: list[dict[str, Any]]) -> str:
     if not tasks:
-        return _section("Tasks", _note("No tasks recorded."))
+        return html_section("Tasks", html_note("No tasks recorded."))
     rows, classes = [], []
     for task in tasks:
         status = task.get("status")
@@ -232,7 +236,7 @@ def _tasks_section(tasks: list[dict[str, Any]]) -> str:
             ]
         )
         classes.append("fail" if status == "failed" else "")
-    return _section(
+    return html_section(
         "Tasks", _table(["Task", "Status", "Wall time", "Error"], rows, raw=True, classes=classes)
     )
 
@@ -240,7 +244,7 @@ def _tasks_section(tasks: list[dict[str, Any]]) -> str:
 def _metrics_section(run_dir: Path) -> str:
     info, reason = read_metrics_info(run_dir)
     if info is None:
-        return _section("Metrics", _note(reason or "metrics unavailable"))
+        return html_section("Metrics", html_note(reason or "metrics unavailable"))
     name = escape(info.path.name)  # linked relatively: the run directory can move
     rows = [
         ["file", f"<a href='{name}'>{name}</a>"],
@@ -248,19 +252,19 @@ def _metrics_section(run_dir: Path) -> str:
         ["columns", escape(", ".join(info.columns) or "—")],
         ["size", escape(f"{info.n_bytes / 1024:.1f} KiB")],
     ]
-    return _section("Metrics", _table(["", ""], rows, raw=True))
+    return html_section("Metrics", _table(["", ""], rows, raw=True))
 
 
 def _config_section(run_dir: Path) -> str:
     config, reason = read_config(run_dir)
     if config is None:
-        return _section("Resolved config", _note(reason or "config unavailable"))
+        return html_section("Resolved config", html_note(reason or "config unavailable"))
     tables = {k: v for k, v in config.items() if isinstance(v, dict)}
     loose = {k: v for k, v in config.items() if not isinstance(v, dict)}
-    parts = [_kv_table(loose, "config")] if loose else []
+    parts = [kv_table(loose, "config")] if loose else []
     for name, table in tables.items():
-        parts.append(f"<h3>[{escape(name)}]</h3>" + _kv_table(_flatten(table), name))
-    return _section("Resolved config", "".join(parts))
+        parts.append(f"<h3>[{escape(name)}]</h3>" + kv_table(flatten_keys(table), name))
+    return html_section("Resolved config", "".join(parts))
 
 
 def _index_row(root: Path, run_dir: Path) -> tuple[str, list[str]]:
@@ -283,7 +287,7 @@ def _index_row(root: Path, run_dir: Path) -> tuple[str, list[str]]:
         f"<code>{escape(str(summary.get('experiment', '—')))}</code>",
         escape(str(summary.get("preset", "—"))),
         _status_badge(summary.get("status")),
-        _verdict_badge(counts) + " " + escape(counts.sentence()),
+        verdict_badge(counts) + " " + escape(counts.sentence()),
         escape(_format_duration(summary.get("wall_s"))),
         escape(_format_time(summary.get("started"))),
     ]
@@ -303,7 +307,8 @@ def _find_run_dirs(root: Path) -> Iterable[Path]:
 # ---- HTML primitives --------------------------------------------------------------------
 
 
-def _page(title: str, body: str) -> str:
+def html_page(title: str, body: str) -> str:
+    """A whole self-contained page: inline CSS, ``body``, the generator footer."""
     css = resources.files("deqlab.report").joinpath("report.css").read_text(encoding="utf-8")
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (
@@ -315,11 +320,13 @@ def _page(title: str, body: str) -> str:
     )
 
 
-def _section(heading: str, content: str) -> str:
+def html_section(heading: str, content: str) -> str:
+    """``content`` under an h2 ``heading``."""
     return f"<section><h2>{escape(heading)}</h2>\n{content}\n</section>"
 
 
-def _note(text: str) -> str:
+def html_note(text: str) -> str:
+    """A highlighted note (a missing piece, an empty section)."""
     return f"<p class='note'>{escape(text)}</p>"
 
 
@@ -342,9 +349,10 @@ def _table(
     return f"<table{id_attr}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _kv_table(mapping: dict[str, Any], what: str) -> str:
+def kv_table(mapping: dict[str, Any], what: str) -> str:
+    """A two-column key/value table; a note naming ``what`` when ``mapping`` is empty."""
     if not mapping:
-        return _note(f"No {what} recorded.")
+        return html_note(f"No {what} recorded.")
     rows = "".join(
         f"<tr><td class='key'>{escape(str(key))}</td>"
         f"<td class='mono'>{escape(_format_value(value))}</td></tr>"
@@ -358,7 +366,8 @@ def _status_badge(status: object) -> str:
     return f"<span class='badge {_STATUS_CLASS.get(text, '')}'>{escape(text)}</span>"
 
 
-def _verdict_badge(counts: Counts) -> str:
+def verdict_badge(counts: Counts) -> str:
+    """ "N FAIL" in red, "no FAIL" in green, or "none" when nothing was checked."""
     if counts.failed:
         return f"<span class='badge bad'>{counts.failed} FAIL</span>"
     if counts.by_kind:
@@ -369,12 +378,12 @@ def _verdict_badge(counts: Counts) -> str:
 # ---- value formatting -------------------------------------------------------------------
 
 
-def _flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten_keys(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested tables as dotted keys: {"a": {"b": 1}} -> {"a.b": 1}."""
     flat: dict[str, Any] = {}
     for key, value in mapping.items():
         if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
+            flat.update(flatten_keys(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = value
     return flat

@@ -69,7 +69,7 @@ class Constants:
                          self.a_norm, self.X_fro, self.residual_norm)  # fmt: skip
 
 
-def _sides(delta, k: Constants) -> dict:
+def condition1_sides(delta, k: Constants) -> dict:
     """Both sides of Eqs. (7)–(9) and the bound of Eq. (10) at ``delta`` (a float or array)."""
     rho_w, rho_u, rho_a = k.W_norm + delta, k.U_norm + delta, k.a_norm + delta
     c_w = rho_u * rho_a / (1.0 - rho_w) ** 2
@@ -103,7 +103,7 @@ class Condition1:
     @classmethod
     def evaluate(cls, delta: float, constants: Constants) -> Condition1:
         """The three inequalities and Eq. (10) at ``delta`` for ``constants``."""
-        sides = _sides(delta, constants)
+        sides = condition1_sides(delta, constants)
         eqs = [Inequality(f"Eq. ({key[2:]})", float(sides[key][0]), float(sides[key][1]))
                for key in EQUATIONS]  # fmt: skip
         c_w, c_u, c_a = (float(c) for c in sides["c"])
@@ -227,7 +227,7 @@ def width_margin(constants: Constants, m0: float, m: float, equation: str) -> fl
     k = constants.at_width(m0, m)
     upper = 1.0 - k.W_norm
     delta = upper * np.logspace(-9.0, math.log10(1.0 - 1e-9), _WIDTH_GRID)
-    lhs, rhs = _sides(delta, k)[equation]
+    lhs, rhs = condition1_sides(delta, k)[equation]
     return float(np.max(lhs / rhs))
 
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 from deqlab._atomic import write_text_atomic
 from deqlab.report.html import (
-    _figures_section,
-    _flatten,
-    _kv_table,
-    _note,
-    _page,
-    _section,
-    _statements_section,
-    _verdict_badge,
+    figures_section,
+    flatten_keys,
+    html_note,
+    html_page,
+    html_section,
+    kv_table,
+    statements_section,
+    verdict_badge,
 )
 from deqlab.report.rundir import FigureEntry
 from deqlab.verify.figures import draw
@@ -38,16 +38,16 @@ def write_page(verification, out: Path) -> Path:
     training = doc["training"]
     body = "\n".join([
         _header(doc, title, verification.counts),
-        _statements_section(verification.statements),
-        _section("Numbers", _kv_table(_flatten(doc["numbers"]), "numbers")),
-        _section("Training", _kv_table(_flatten({k: v for k, v in training.items()
+        statements_section(verification.statements),
+        html_section("Numbers", kv_table(flatten_keys(doc["numbers"]), "numbers")),
+        html_section("Training", kv_table(flatten_keys({k: v for k, v in training.items()
                                                  if k != "records"}), "training")
-                 if training else _note("No training (run with --train STEPS).")),
-        _figures_section(out, figures),
-        _section("Data", _kv_table(doc["data"], "data")),
-        _section("Settings", _kv_table(doc["settings"], "settings")),
+                 if training else html_note("No training (run with --train STEPS).")),
+        figures_section(out, figures),
+        html_section("Data", kv_table(doc["data"], "data")),
+        html_section("Settings", kv_table(doc["settings"], "settings")),
     ])  # fmt: skip
-    return write_text_atomic(out / PAGE_FILE, _page(title, body))
+    return write_text_atomic(out / PAGE_FILE, html_page(title, body))
 
 
 def _header(doc: dict, title: str, counts) -> str:
@@ -55,7 +55,7 @@ def _header(doc: dict, title: str, counts) -> str:
     facts = [
         ("Data", escape(f"{data['name']}, n = {data['n']}, d = {data['d']}")),
         ("Model", f"<code>{escape(doc['model'])}</code>"),
-        ("Verdicts", _verdict_badge(counts) + " " + escape(doc["verdict_sentence"])),
+        ("Verdicts", verdict_badge(counts) + " " + escape(doc["verdict_sentence"])),
         ("deqlab", escape(doc["deqlab_version"])),
     ]
     return (

@@ -42,8 +42,8 @@ from deqlab.theory.ling2023 import (
     MAX_WIDTH,
     Condition1,
     Constants,
-    _sides,
     best_delta,
+    condition1_sides,
     learning_rate,
     width_margin,
 )
@@ -166,7 +166,7 @@ def condition1_margin(constants: Constants, m0: float, m: float) -> float:
     holds at m for some δ (log-spaced grid of (0, 1 − ‖W(0)‖₂))."""
     k = constants.at_width(m0, m)
     delta = (1.0 - k.W_norm) * np.logspace(-9.0, math.log10(1.0 - 1e-9), _DELTA_GRID)
-    sides = _sides(delta, k)
+    sides = condition1_sides(delta, k)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.stack([sides[key][0] / sides[key][1] for key in EQUATIONS])
     return float(np.max(np.min(np.nan_to_num(ratios, nan=0.0), axis=0)))
