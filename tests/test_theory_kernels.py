@@ -243,6 +243,30 @@ def test_population_gram_is_psd_and_symmetric_across_blocks(monkeypatch):
     assert least_eigenvalue(full).value > 0
 
 
+
+def test_assemble_gram_blocks_tells_each_block_where_it_lies(monkeypatch):
+    """Entries that depend on the indices, E_ij = (i + 1)(j + 1) c_ij, against the formula
+    formed in one piece, with 3-row blocks (so the last block is partial)."""
+    from deqlab.theory.kernels import assemble_gram_blocks
+
+    X = off_sphere(4, 11, seed=5)
+    monkeypatch.setattr("deqlab.theory.kernels._BLOCK_ENTRIES", 3 * 11)
+    seen = []
+
+    def entries(cos, rows):
+        seen.append((rows.start, rows.stop, tuple(cos.shape)))
+        i = torch.arange(rows.start, rows.stop, dtype=cos.dtype)[:, None] + 1
+        j = torch.arange(rows.start, 11, dtype=cos.dtype)[None, :] + 1
+        return cos * i * j
+
+    got = assemble_gram_blocks(X, entries, 0.5)
+    norms = X.norm(dim=0)
+    index = torch.arange(1, 12, dtype=torch.float64)
+    expected = 0.5 * (X.T @ X) / 4 * torch.outer(index, index)  # √(ν_iν_j) c_ij = x_iᵀx_j/d
+    torch.testing.assert_close(got, expected, atol=1e-13, rtol=1e-13)
+    assert seen == [(0, 3, (3, 11)), (3, 6, (3, 8)), (6, 9, (3, 5)), (9, 11, (2, 2))]
+    assert norms.min() < 0.9 * math.sqrt(4)  # off the sphere: the scale √ν_i matters
+
 # --- λ* --------------------------------------------------------------------------------
 
 

@@ -253,8 +253,22 @@ def assemble_gram(
     """``M_ij = factor · √(ν_i ν_j) · entries(c)_ij`` with c the cosine matrix of the columns of X.
 
     ``entries`` maps a block of cosines (clamped to [-1, 1], exactly 1 at i = j) to a block
-    of the same shape, entrywise; it may overwrite its argument. Row blocks of the upper
-    triangle are computed and mirrored: one (n, n) float64 output plus block-sized buffers.
+    of the same shape, entrywise; it may overwrite its argument. See
+    :func:`assemble_gram_blocks`, for entries that also depend on where the block lies.
+    """
+    return assemble_gram_blocks(X, lambda cos, rows: entries(cos), factor)
+
+
+def assemble_gram_blocks(
+    X: torch.Tensor, entries: Callable[[torch.Tensor, slice], torch.Tensor], factor: float
+) -> torch.Tensor:
+    """``M_ij = factor · √(ν_i ν_j) · E_ij`` with E built block by block by ``entries``.
+
+    ``entries(cos, rows)`` gets the cosines c_ij of rows ``rows`` (a slice r0:r1) and
+    columns r0:n (clamped to [-1, 1], exactly 1 at i = j; it may overwrite them) and returns
+    E on the same block; E must be symmetric, as only the upper triangle is asked for. Row
+    blocks of the upper triangle are computed and mirrored: one (n, n) float64 output plus
+    block-sized buffers (why: n = 10⁴ needs 0.8 GB for M, not several times that).
     """
     X = X.to(torch.float64)
     d, n = X.shape
@@ -267,7 +281,7 @@ def assemble_gram(
         r1 = min(n, r0 + rows)
         cos = (unit[:, r0:r1].T @ unit[:, r0:]).clamp_(-1.0, 1.0)  # (b, n - r0)
         cos.diagonal().fill_(1.0)  # global entries (i, i)
-        block = entries(cos)  # (b, n - r0)
+        block = entries(cos, slice(r0, r1))  # (b, n - r0)
         del cos
         block.mul_(scale[r0:r1, None] * factor).mul_(scale[None, r0:])
         square = block[:, : r1 - r0]  # (b, b) diagonal square: make it exactly symmetric
