@@ -243,7 +243,6 @@ def test_population_gram_is_psd_and_symmetric_across_blocks(monkeypatch):
     assert least_eigenvalue(full).value > 0
 
 
-
 def test_assemble_gram_blocks_tells_each_block_where_it_lies(monkeypatch):
     """Entries that depend on the indices, E_ij = (i + 1)(j + 1) c_ij, against the formula
     formed in one piece, with 3-row blocks (so the last block is partial)."""
@@ -266,6 +265,7 @@ def test_assemble_gram_blocks_tells_each_block_where_it_lies(monkeypatch):
     torch.testing.assert_close(got, expected, atol=1e-13, rtol=1e-13)
     assert seen == [(0, 3, (3, 11)), (3, 6, (3, 8)), (6, 9, (3, 5)), (9, 11, (2, 2))]
     assert norms.min() < 0.9 * math.sqrt(4)  # off the sphere: the scale √ν_i matters
+
 
 # --- λ* --------------------------------------------------------------------------------
 

@@ -175,7 +175,7 @@ def _holding(init):
 
 A1 = "Assumption 1: σ_w² < 1/8"
 WELL_POSED = "‖W(0)‖₂ < 1 (a δ of Section 3.1 exists)"
-THM3 = "Theorem 3 (ii): K is strictly positive definite (λ* > 0)"
+THM3 = "Theorem 3 (ii): λ* > 0 (K strictly positive definite)"
 LEMMA1 = "Lemma 1: ‖W(0)‖₂ ≤ 2√2σ_w"
 WIDTH = "Theorem 2's width m = Ω(n²/λ*² log(n/(λ*t))): at least m ≥ n"
 THM2 = "Theorem 2: λ_0 ≥ mλ*/2"

@@ -33,16 +33,13 @@ import torch
 
 from deqlab.data.diagnostics import InputDiagnostics, input_diagnostics
 from deqlab.data.preprocess import normalize_columns
-from deqlab.statements import Kind, Source, Statement, measure
+from deqlab.experiments.ling2023.statements import assumption2 as ling2023_assumption2
+from deqlab.statements import Statement
 
 #: Extensions of the files ``--input`` reads.
 FORMATS = (".npy", ".npz", ".pt", ".csv")
 #: Header names taken as the label column of a CSV file, in this order.
 LABEL_NAMES = ("label", "y", "target")
-#: Relative tolerance of ‖x_i‖ = √d (Assumption 2 (i)): float64 rounding of a normalised input.
-NORM_RTOL = 1e-9
-#: |cos θ_ij| at or above 1 − this is a parallel pair (rounding of a computed cosine is ~1e-16).
-PARALLEL_TOL = 1e-12
 
 
 class InputError(ValueError):
@@ -260,34 +257,14 @@ _READERS = {".npy": _read_npy, ".npz": _read_npz, ".pt": _read_pt, ".csv": _read
 
 
 def assumption2(inputs: Inputs) -> list[Statement]:
-    """Assumption 2 (i) as the proofs use it: ‖x_i‖ = √d, and no two inputs parallel.
-
-    The paper states x_i ⊥ x_j; its proofs (Theorem 3 (ii), Theorem 4) use only
-    max_{i≠j} |cos θ_ij| < 1, which is what is checked (real data are never orthogonal).
-    """
+    """Assumption 2 (i) on ``inputs`` (after any normalisation), built by
+    :func:`deqlab.experiments.ling2023.statements.assumption2` as in the experiments."""
     diag = inputs.diagnostics
-    source = Source("ling2023", "Assumption 2 (i)")
-    scaled = " (after --normalize)" if inputs.normalized else ""
-    norms = measure(
-        "Assumption 2 (i): ‖x_i‖ = √d", Kind.HYPOTHESIS, source,
-        value=diag.max_norm_error, relation="<=", threshold=NORM_RTOL,
-        measured=f"max_i |‖x_i‖ − √d|/√d = {diag.max_norm_error:.3g}{scaled}",
-        expected=f"≤ {NORM_RTOL:g} (rounding of a normalised input)",
-        detail="the population Gram matrix K is defined for any norms (deqlab.theory.kernels "
-        "completes Eq. (14) off the sphere), but Lemma 3 and Theorems 2–5 assume the sphere",
-        needs="--normalize (normalize=True) scales every input to norm √d",
+    return ling2023_assumption2(
+        diag.max_norm_error, diag.max_abs_cos, pair=diag.closest_pair,
+        note=" (after --normalize)" if inputs.normalized else "",
+        how_to_normalize="--normalize (normalize=True) scales every input to norm √d",
     )  # fmt: skip
-    i, j = diag.closest_pair
-    parallel = measure(
-        "Assumption 2 (i): no two inputs parallel", Kind.HYPOTHESIS, source,
-        value=diag.max_abs_cos, relation="<", threshold=1.0 - PARALLEL_TOL,
-        measured=f"max_(i≠j) |cos θ_ij| = {diag.max_abs_cos:.6g} (inputs {i} and {j})",
-        expected=f"< 1 − {PARALLEL_TOL:g} (what the proof of Theorem 3 (ii) uses of x_i ⊥ x_j)",
-        detail="the paper assumes x_i ⊥ x_j; K is positive definite as soon as |cos θ_ij| < 1 "
-        "for all i ≠ j (Theorem 3 (ii), Section 4.1)",
-        needs=f"inputs {i} and {j} not parallel (remove one, or perturb it)",
-    )  # fmt: skip
-    return [norms, parallel]
 
 
 def load_dataset(

@@ -32,6 +32,7 @@ from deqlab.experiments.ling2023.statements import (
     learning_rate_hypothesis,
     power_of_ten,
     source,
+    theorem3_ii,
 )
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.statements import OURS, Kind, Statement, measure, not_measured, theorem
@@ -295,14 +296,8 @@ def guards(init: ReLUDEQInit, eta: float | None) -> list[Statement]:
 
 def _theorem3(init: ReLUDEQInit) -> Statement:
     K = init.K
-    return measure(
-        "Theorem 3 (ii): K is strictly positive definite (λ* > 0)", Kind.THEOREM,
-        source("Theorem 3 (ii), Eq. (14)"), value=K.value, relation=">", threshold=K.tolerance,
-        measured=f"λ* = λ_min(K) = {K.value:.6g}, λ_max(K) = {K.max_eigenvalue:.6g}, "
-        f"cond(K) = {K.condition_number:.4g}",
-        expected=f"> n·eps·λ_max(K) = {K.tolerance:.2g} (round-off: K singular below)",
-        detail=K.reason,
-    )  # fmt: skip
+    context = f"λ_max(K) = {K.max_eigenvalue:.6g}, cond(K) = {K.condition_number:.4g}"
+    return theorem3_ii(K.value, K.tolerance, context + (f"; {K.reason}" if K.reason else ""))
 
 
 def _lemma1_bound(init: ReLUDEQInit) -> float:

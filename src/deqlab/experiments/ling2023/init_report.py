@@ -3,10 +3,10 @@
 Section 3.2 at initialization).
 
 Hypotheses: Assumption 1 (σ_w² < 1/8) and Assumption 2 (i) measured on the inputs —
-‖x_i‖ = √d and no two inputs parallel (|cos θ_ij| < 1), each to the tolerance of
-``deqlab verify`` (:mod:`deqlab.verify.inputs`). Statements (Lemma 1's bound
-holds for any σ_w; Lemma 1 and Section 3.2 are guarded by Assumption 1, Theorems 2–5 by
-Assumptions 1 and 2, as the paper states them):
+‖x_i‖ = √d and no two inputs parallel (|cos θ_ij| < 1), built, as Theorem 3 (ii), by
+:mod:`deqlab.experiments.ling2023.statements` (shared with ``deqlab verify``). Statements
+(Lemma 1's bound holds for any σ_w; Lemma 1 and Section 3.2 are guarded by Assumption 1,
+Theorems 2–5 by Assumptions 1 and 2, as the paper states them):
 
 * Lemma 1, well-posedness: max ‖W(0)‖₂ < 1 over every draw (Section 2.2);
 * Lemma 1, bound: every ‖W(0)‖₂ <= 2√2σ_w (1 + √(ln(1/p)/(2m))), p = 10⁻⁶ per draw — the
@@ -46,6 +46,8 @@ from pathlib import Path
 import numpy as np
 
 from deqlab.experiments.ling2023.statements import assumption1, numbers, source
+from deqlab.experiments.ling2023.statements import assumption2 as shared_assumption2
+from deqlab.experiments.ling2023.statements import theorem3_ii as shared_theorem3_ii
 from deqlab.statements import OURS, Kind, Statement, measure, theorem
 from deqlab.theory.init_theorems import (
     fit_loglog_slope,
@@ -54,7 +56,6 @@ from deqlab.theory.init_theorems import (
     lemma1_bound,
     u_norm_ratio_bound,
 )
-from deqlab.verify.inputs import NORM_RTOL, PARALLEL_TOL
 
 #: Probability per draw that Lemma 1's finite-m bound may fail (module docstring).
 FAILURE_PROBABILITY = 1e-6
@@ -99,36 +100,14 @@ def init_statements(rows: Sequence[dict], sigma_w2: float) -> list[Statement]:
 
 
 def assumption2(rows: Sequence[dict]) -> list[Statement]:
-    """Assumption 2 (i) on the inputs: ‖x_i‖₂ = √d, and x_i, x_j not parallel for i ≠ j,
-    to the tolerances of ``deqlab verify`` (:mod:`deqlab.verify.inputs`)."""
-    where = source("Assumption 2 (i)")
+    """Assumption 2 (i) on the run's inputs (:func:`~.statements.assumption2`), from the rows
+    of :func:`deqlab.theory.init_theorems.measure_assumption2`."""
     (norm,) = select(rows, "x_norm_deviation") or [None]
     (cos,) = select(rows, "max_abs_cos") or [None]
-    deviation = None if norm is None else norm["measured"]
-    worst = None if cos is None else cos["measured"]
-    return [
-        measure(
-            "Assumption 2 (i): ‖x_i‖ = √d", Kind.HYPOTHESIS, where, value=deviation,
-            relation="<=", threshold=NORM_RTOL,
-            measured=f"max_i |‖x_i‖ − √d|/√d = {numbers([deviation])}",
-            expected=f"≤ {NORM_RTOL:g} (rounding of a normalised input)",
-            needs="inputs scaled to ‖x_i‖ = √d (the data sets of deqlab.data are)",
-        ),
-        measure(
-            "Assumption 2 (i): no two inputs parallel", Kind.HYPOTHESIS, where, value=worst,
-            relation="<", threshold=1.0 - PARALLEL_TOL,
-            measured=f"max_(i≠j) |cos θ_ij| = {_digits(worst)}",
-            expected=f"< 1 − {PARALLEL_TOL:g} (|cos θ_ij| = 1 is a parallel or antiparallel "
-            "pair; the proof of Theorem 3 (ii) needs |cos θ_ij| < 1)",
-            needs="no two inputs parallel: drop duplicate (or opposite) inputs, e.g. repeated "
-            "images",
-        ),
-    ]  # fmt: skip
-
-
-def _digits(x: float | None) -> str:
-    """Enough digits to tell 1 − 1e-12 from 1."""
-    return "—" if x is None else f"{x:.15g}"
+    return shared_assumption2(
+        None if norm is None else norm["measured"], None if cos is None else cos["measured"],
+        how_to_normalize="inputs scaled to ‖x_i‖ = √d (the data sets of deqlab.data are)",
+    )  # fmt: skip
 
 
 def _largest(rows: Sequence[dict]) -> int | None:
@@ -195,16 +174,9 @@ def theorem3(rows: Sequence[dict], sigma_w2: float) -> Statement:
 
 def theorem3_ii(rows: Sequence[dict]) -> Statement:
     (row,) = select(rows, "lambda_star") or [None]
-    value = None if row is None else row["measured"]
-    tol = f"{row['theory']:.2g}" if row else "—"
-    return measure(
-        "Theorem 3 (ii): λ* > 0 (K strictly positive definite)", Kind.THEOREM,
-        source("Theorem 3 (ii)"), value=value, relation=">", threshold=0.0,
-        measured=f"λ* = λ_min(K) = {numbers([value])}",
-        expected=f"> 0 beyond round-off (λ* is reported as 0 within n·eps·‖K‖₂ = {tol})",
-        detail="K of Eq. (14) for the run's inputs; the proof needs |cos θ_ij| < 1 for i ≠ j, "
-        "which Assumption 2 gives",
-    )  # fmt: skip
+    if row is None:
+        return shared_theorem3_ii(None, None)
+    return shared_theorem3_ii(row["measured"], row["theory"])
 
 
 def theorem4(rows: Sequence[dict], sigma_w2: float) -> Statement:

@@ -1,6 +1,8 @@
 """Statement builders of Ling et al. (2023) shared by its experiments.
 
 - :func:`assumption1`: σ_w² < 1/8 (Assumption 1), a hypothesis of Lemma 1 and Theorems 2–5;
+- :func:`assumption2`: Assumption 2 (i) on the inputs, ‖x_i‖ = √d and no two inputs parallel;
+- :func:`theorem3_ii`: Theorem 3 (ii), λ* = λ_min(K) > 0;
 - :func:`condition1_hypotheses`: Eqs. (7), (8), (9) at initialization, each a hypothesis
   with its margin lhs/rhs and, when unmet, the width it needs
   (:func:`deqlab.theory.ling2023.required_width`, scaling stated in ``needs``);
@@ -39,6 +41,10 @@ PAPER = "ling2023"
 #: The scaling under which the needed width is computed (Section 3.2; the other constants
 #: of Condition 1 stay as measured at the widest width).
 SCALING = "λ_0 ∝ m, ‖U(0)‖₂ ∝ √m"
+#: Relative tolerance of ‖x_i‖ = √d (Assumption 2 (i)): float64 rounding of a normalised input.
+NORM_RTOL = 1e-9
+#: |cos θ_ij| at or above 1 − this is a parallel pair (rounding of a computed cosine is ~1e-16).
+PARALLEL_TOL = 1e-12
 
 
 def source(location: str, quote: str = "") -> Source:
@@ -87,6 +93,66 @@ def assumption1(sigma_w2: float) -> Statement:
         "Assumption 1: σ_w² < 1/8", Kind.HYPOTHESIS, source("Assumption 1"),
         value=sigma_w2, relation="<", threshold=SIGMA_W2_LIMIT, measured=f"σ_w² = {sigma_w2:g}",
         expected=f"< {SIGMA_W2_LIMIT:g}", needs=f"σ_w² < {SIGMA_W2_LIMIT:g}",
+    )  # fmt: skip
+
+
+def assumption2(
+    norm_error: float | None,
+    max_abs_cos: float | None,
+    *,
+    pair: tuple[int, int] | None = None,
+    note: str = "",
+    how_to_normalize: str = "inputs scaled to ‖x_i‖ = √d",
+) -> list[Statement]:
+    """Assumption 2 (i) as the proofs use it: max_i |‖x_i‖ − √d|/√d ≤ :data:`NORM_RTOL`,
+    and max_(i≠j) |cos θ_ij| < 1 − :data:`PARALLEL_TOL` (``pair``: the inputs attaining it).
+
+    The paper states x_i ⊥ x_j; its proofs (Theorem 3 (ii), Theorem 4) use only
+    |cos θ_ij| < 1, which is what is checked (real data are never orthogonal). ``note``
+    follows the measured norms (e.g. that they were normalised first).
+    """
+    where = source("Assumption 2 (i)")
+    names = "" if pair is None else f" (inputs {pair[0]} and {pair[1]})"
+    parallel = "a parallel pair" if pair is None else f"inputs {pair[0]} and {pair[1]}"
+    return [
+        measure(
+            "Assumption 2 (i): ‖x_i‖ = √d", Kind.HYPOTHESIS, where, value=norm_error,
+            relation="<=", threshold=NORM_RTOL,
+            measured=f"max_i |‖x_i‖ − √d|/√d = {numbers([norm_error])}{note}",
+            expected=f"≤ {NORM_RTOL:g} (rounding of a normalised input)",
+            detail="K is defined for any norms (deqlab.theory.kernels completes Eq. (14) off "
+            "the sphere), but Lemma 3 and Theorems 2–5 assume the sphere",
+            needs=how_to_normalize,
+        ),
+        measure(
+            "Assumption 2 (i): no two inputs parallel", Kind.HYPOTHESIS, where,
+            value=max_abs_cos, relation="<", threshold=1.0 - PARALLEL_TOL,
+            measured=f"max_(i≠j) |cos θ_ij| = {_digits(max_abs_cos)}{names}",
+            expected=f"< 1 − {PARALLEL_TOL:g} (|cos θ_ij| = 1 is a parallel or antiparallel "
+            "pair; the proof of Theorem 3 (ii) needs |cos θ_ij| < 1)",
+            needs=f"no two inputs parallel: drop or perturb one of {parallel} (e.g. a repeated "
+            "image)",
+        ),
+    ]  # fmt: skip
+
+
+def _digits(x: float | None) -> str:
+    """Enough digits to tell 1 − 1e-12 from 1."""
+    return "—" if x is None else f"{x:.15g}"
+
+
+def theorem3_ii(lambda_star: float | None, tolerance: float | None, context: str = "") -> Statement:
+    """Theorem 3 (ii): λ* = λ_min(K) > 0, where λ* is 0.0 within the eigensolver's round-off
+    ``tolerance`` n·eps·‖K‖₂ (:func:`deqlab.theory.kernels.least_eigenvalue`); ``context``
+    (e.g. λ_max and cond(K), or why λ* counts as 0) goes into the detail."""
+    tol = "—" if tolerance is None else f"{tolerance:.2g}"
+    return measure(
+        "Theorem 3 (ii): λ* > 0 (K strictly positive definite)", Kind.THEOREM,
+        source("Theorem 3 (ii)"), value=lambda_star, relation=">", threshold=0.0,
+        measured=f"λ* = λ_min(K) = {'—' if lambda_star is None else f'{lambda_star:.6g}'}",
+        expected=f"> 0 beyond round-off (λ* is reported as 0 within n·eps·‖K‖₂ = {tol})",
+        detail="K of Eq. (14) for these inputs; the proof needs |cos θ_ij| < 1 for i ≠ j, "
+        "which Assumption 2 gives" + (f"; {context}" if context else ""),
     )  # fmt: skip
 
 
