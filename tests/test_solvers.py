@@ -140,7 +140,7 @@ def reference_anderson(f, x, depth: int, steps: int) -> list[torch.Tensor]:
 def test_anderson_iterates_match_textbook_reference():
     M, b = symmetric_contraction(12, 0.9), torch.randn(12)
     f = lambda z: M @ z + b  # noqa: E731
-    step = Anderson(history=4, tikhonov=0.0)._stepper()
+    step = Anderson(history=4, tikhonov=0.0).stepper()
     z = torch.zeros(1, 12)
     for expected in reference_anderson(f, torch.zeros(12), depth=3, steps=10):
         torch.testing.assert_close(z[0], expected, atol=1e-9, rtol=0)
@@ -151,7 +151,7 @@ def test_broyden_iterates_match_dense_good_broyden():
     # dense reference: B ≈ J_g⁻¹ from -I, B⁺ = B + (Δz - BΔg)(ΔzᵀB) / (ΔzᵀBΔg), z⁺ = z - B g
     W, x = symmetric_contraction(6, 0.8), torch.randn(6)
     f = lambda z: torch.tanh(W @ z + x)  # noqa: E731
-    step = Broyden(memory=20)._stepper()
+    step = Broyden(memory=20).stepper()
     z, z_ref, B = torch.zeros(1, 6), torch.zeros(6), -torch.eye(6)
     g_prev = z_prev = None
     for _ in range(8):
@@ -166,7 +166,7 @@ def test_broyden_iterates_match_dense_good_broyden():
 
 
 def test_anderson_step_falls_back_to_plain_step_on_singular_system():
-    step = Anderson(tikhonov=0.0, damping=0.5)._stepper()
+    step = Anderson(tikhonov=0.0, damping=0.5).stepper()
     g = torch.tensor([[1.0, -2.0, 0.5]])  # the same residual twice: G Gᵀ = [[a, a], [a, a]]
     z1, z2 = torch.zeros(1, 3), torch.ones(1, 3)
     step(z1, z1 + g)

@@ -3,6 +3,7 @@
 from deqlab.solvers.anderson import Anderson
 from deqlab.solvers.base import Solver
 from deqlab.solvers.broyden import Broyden
+from deqlab.solvers.options import SolverOptions
 from deqlab.solvers.picard import Picard
 from deqlab.solvers.solution import (
     Solution,
@@ -25,6 +26,7 @@ __all__ = [
     "Solution",
     "Solver",
     "SolverError",
+    "SolverOptions",
     "Status",
     "default_tol",
     "get_solver",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from deqlab._checks import check_int, check_real
-from deqlab.solvers.base import History, Solver, Stepper
+from deqlab.solvers.base import History, Solver
 from deqlab.solvers.solution import register
 
 
@@ -50,37 +50,58 @@ class Anderson(Solver):
         check_real("tikhonov", self.tikhonov, low=0.0)
         check_real("damping", self.damping, low=0.0, high=1.0, low_inclusive=False)
 
-    def _stepper(self) -> Stepper:
-        xs, gs = History(self.history), History(self.history)  # iterates x_i, residuals g_i
-        gram: list[torch.Tensor] = []  # [G Gᵀ] as (B, m, m), updated one row per step
+    def stepper(self) -> AndersonState:
+        """A fresh history (iterates, residuals and their Gram matrix) for one solve."""
+        return AndersonState(self)
 
-        def step(z: torch.Tensor, fz: torch.Tensor) -> torch.Tensor:
-            g = fz - z  # (B, N)
-            xs.push(z)
-            slot = gs.push(g)
-            plain = z + self.damping * g  # (B, N)
-            n = len(gs)
-            if not gram:
-                work = torch.promote_types(z.dtype, torch.float32)  # >= float32
-                gram.append(z.new_zeros(z.shape[0], self.history, self.history, dtype=work))
-            X, G = xs.stacked(), gs.stacked()  # (B, n, N)
-            H = gram[0].clone()  # (B, m, m)
-            row = (G.to(H.dtype) @ g.to(H.dtype)[:, :, None])[:, :, 0]  # (B, n): g_i · g_new
-            H[:, slot, :n] = row
-            H[:, :n, slot] = row
-            gram[0] = H
-            if n == 1:
-                return plain
-            H = H[:, :n, :n]
-            scale = H.diagonal(dim1=1, dim2=2).mean(dim=1)  # (B,)
-            eye = torch.eye(n, dtype=H.dtype, device=H.device)
-            H = H + (self.tikhonov * scale)[:, None, None] * eye
-            ones = torch.ones(H.shape[0], n, 1, dtype=H.dtype, device=H.device)
-            y, info = torch.linalg.solve_ex(H, ones)  # (B, n, 1), (B,)
-            alpha = (y / y.sum(dim=1, keepdim=True)).transpose(1, 2)  # (B, 1, n)
-            ok = (info == 0) & torch.isfinite(alpha).all(dim=2)[:, 0]  # (B,)
-            alpha = torch.where(ok[:, None, None], alpha, 0.0).to(X.dtype)  # no NaN in the mix
-            mixed = (alpha @ X + self.damping * (alpha @ G))[:, 0]  # Σα(x + βg): (B, N)
-            return torch.where(ok[:, None], mixed, plain)
 
-        return step
+class AndersonState:
+    """What Anderson keeps between steps: the last ``m`` iterates ``x_i`` and residuals
+    ``g_i`` and the Gram matrix ``G Gᵀ`` ``(B, m, m)``, updated one row per step."""
+
+    def __init__(self, solver: Anderson) -> None:
+        self.solver = solver
+        self.xs, self.gs = History(solver.history), History(solver.history)
+        self.gram: torch.Tensor | None = None  # G Gᵀ (B, m, m), in at least float32
+
+    def __call__(self, z: torch.Tensor, fz: torch.Tensor) -> torch.Tensor:
+        """Store ``(z, g = f(z) − z)`` and return the safeguarded mixed iterate ``(B, N)``."""
+        beta, g = self.solver.damping, fz - z  # (B, N)
+        self.xs.push(z)
+        slot = self.gs.push(g)
+        plain = z + beta * g  # (B, N)
+        H = self._update_gram(g, slot)
+        n = len(self.gs)
+        if n == 1:
+            return plain
+        alpha, ok = self._weights(H[:, :n, :n])  # (B, 1, n), (B,)
+        X, G = self.xs.stacked(), self.gs.stacked()  # (B, n, N)
+        alpha = alpha.to(X.dtype)
+        mixed = (alpha @ X + beta * (alpha @ G))[:, 0]  # Σα(x + βg): (B, N)
+        return torch.where(ok[:, None], mixed, plain)
+
+    def _update_gram(self, g: torch.Tensor, slot: int) -> torch.Tensor:
+        """Write row and column ``slot`` of ``G Gᵀ`` (``g_i · g_new``); out of place."""
+        if self.gram is None:
+            work = torch.promote_types(g.dtype, torch.float32)  # >= float32
+            m = self.solver.history
+            self.gram = g.new_zeros(g.shape[0], m, m, dtype=work)
+        H = self.gram.clone()  # (B, m, m)
+        n = len(self.gs)
+        row = (self.gs.stacked().to(H.dtype) @ g.to(H.dtype)[:, :, None])[:, :, 0]  # (B, n)
+        H[:, slot, :n] = row
+        H[:, :n, slot] = row
+        self.gram = H
+        return H
+
+    def _weights(self, H: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``α = y / 1ᵀy`` with ``(H + λI) y = 1`` ``(B, 1, n)`` and where it is usable."""
+        n = H.shape[1]
+        scale = H.diagonal(dim1=1, dim2=2).mean(dim=1)  # (B,)
+        eye = torch.eye(n, dtype=H.dtype, device=H.device)
+        H = H + (self.solver.tikhonov * scale)[:, None, None] * eye
+        ones = torch.ones(H.shape[0], n, 1, dtype=H.dtype, device=H.device)
+        y, info = torch.linalg.solve_ex(H, ones)  # (B, n, 1), (B,)
+        alpha = (y / y.sum(dim=1, keepdim=True)).transpose(1, 2)  # (B, 1, n)
+        ok = (info == 0) & torch.isfinite(alpha).all(dim=2)[:, 0]  # (B,)
+        return torch.where(ok[:, None, None], alpha, 0.0), ok  # no NaN in the mix

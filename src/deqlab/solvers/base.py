@@ -3,7 +3,7 @@
 Every solver is a frozen dataclass of hyper-parameters with one call signature,
 ``solver(f, z0) -> Solution``. The loop (:meth:`Solver.__call__`) is shared: evaluate
 ``f``, record the residual, keep the best iterate, stop or step. A subclass only says how
-to step, through :meth:`Solver._stepper`.
+to step, through :meth:`Solver.stepper`.
 
 Internally iterates are ``(B, N)``: ``B = z0.shape[0]`` with ``per_sample=True``, else
 ``B = 1`` (the whole tensor is one problem). The solve runs in the caller's grad mode:
@@ -13,79 +13,54 @@ Internally iterates are ``(B, N)``: ``B = z0.shape[0]`` with ``per_sample=True``
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
-from deqlab._checks import (
-    check_bool,
-    check_choice,
-    check_int,
-    check_real,
-    check_tensor,
-)
+from deqlab._checks import check_bool, check_tensor
+from deqlab.solvers.options import SolverOptions
 from deqlab.solvers.solution import (
-    STOP_RULES,
     Solution,
     SolverError,
     Status,
-    check_tol,
     relative_residual,
     residual_norms,
     resolve_tol,
 )
 
 Map = Callable[[torch.Tensor], torch.Tensor]
-Stepper = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class Stepper(Protocol):
+    """One solve's stepping rule: ``step(z, fz) -> z_next`` on ``(B, N)`` iterates; an
+    object, so that what a method remembers between steps is explicit state."""
+
+    def __call__(self, z: torch.Tensor, fz: torch.Tensor) -> torch.Tensor: ...
 
 
 @dataclass(frozen=True, kw_only=True)
-class Solver:
-    """Hyper-parameters shared by every solver.
+class Solver(SolverOptions, ABC):
+    """A fixed-point solver: the shared options plus ``per_sample``.
 
     Args:
-        tol: stop when the residual (rule ``stop``) is ``<= tol``; None (default) takes
-            :func:`~deqlab.solvers.solution.default_tol` of ``z0``'s dtype, ``max(8 eps,
-            1e-8)`` (float64 ``1e-8``, float32 ``9.5e-7``), a residual rounding can reach.
-        max_iter: maximum number of evaluations of ``f``.
-        stop: ``"rel"`` or ``"abs"`` residual (see :mod:`deqlab.solvers.solution`).
         per_sample: dim 0 is the batch; stop when every sample meets ``tol``. Assumes
             ``f`` acts on each sample independently (the best iterate is kept per sample).
-        throw: raise :class:`SolverError` when the solve does not converge.
-        divergence_factor: an absolute residual larger than this times the least one
-            seen (for a sample that has not yet met ``tol``) is divergence.
+        (others: see :class:`deqlab.solvers.options.SolverOptions`)
     """
 
-    tol: float | None = None
-    max_iter: int = 500
-    stop: str = "rel"
     per_sample: bool = False
-    throw: bool = True
-    divergence_factor: float = 1e6
 
     def __post_init__(self) -> None:
-        check_tol(self.tol)
-        check_int("max_iter", self.max_iter, min_value=1)
-        check_choice("stop", self.stop, STOP_RULES)
+        super().__post_init__()
         check_bool("per_sample", self.per_sample)
-        check_bool("throw", self.throw)
-        check_real("divergence_factor", self.divergence_factor, low=1.0, low_inclusive=False)
 
-    @classmethod
-    def option_names(cls) -> list[str]:
-        """The hyper-parameters this solver accepts."""
-        return [f.name for f in dataclasses.fields(cls)]
-
-    @property
-    def name(self) -> str:
-        return type(self).__name__
-
-    def _stepper(self) -> Stepper:
-        """A fresh ``step(z, fz) -> z_next`` on ``(B, N)`` iterates (may keep history)."""
-        raise NotImplementedError
+    @abstractmethod
+    def stepper(self) -> Stepper:
+        """A fresh stepping rule for one solve (it may keep state between steps)."""
 
     def __call__(self, f: Map, z0: torch.Tensor) -> Solution:
         """Solve ``z = f(z)`` from ``z0``; ``f`` maps tensors of ``z0``'s shape to that shape.
@@ -110,7 +85,7 @@ class Solver:
         tol = resolve_tol(self.tol, z0.dtype)
         z = z0.reshape(batch, -1)  # (B, N)
         trace = IterationTrace(self, tol, _first_eval(f, z0).reshape(batch, -1), z)
-        step = self._stepper()
+        step = self.stepper()
         while not trace.done:
             z = step(z, trace.fz)
             trace.observe(z, f_flat(z))
@@ -176,7 +151,9 @@ class IterationTrace:
     stopping rule (the relative one stays bounded while the iterates blow up).
     """
 
-    def __init__(self, solver: Solver, tol: float, fz0: torch.Tensor, z0: torch.Tensor) -> None:
+    def __init__(
+        self, solver: SolverOptions, tol: float, fz0: torch.Tensor, z0: torch.Tensor
+    ) -> None:
         self.solver = solver
         self.tol = tol
         self.residuals: list[float] = []

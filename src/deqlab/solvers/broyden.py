@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from deqlab._checks import check_int
-from deqlab.solvers.base import History, Solver, Stepper
+from deqlab.solvers.base import History, Solver
 from deqlab.solvers.solution import register
 
 
@@ -52,26 +52,38 @@ class Broyden(Solver):
         super().__post_init__()
         check_int("memory", self.memory, min_value=1)
 
-    def _stepper(self) -> Stepper:
-        us, vs = History(self.memory), History(self.memory)  # B = -I + Σ u_i v_iᵀ
-        previous: list[torch.Tensor] = []  # [z_{k-1}, g_{k-1}]
+    def stepper(self) -> BroydenState:
+        """A fresh ``B = -I`` and no previous iterate, for one solve."""
+        return BroydenState(self.memory)
 
-        def step(z: torch.Tensor, fz: torch.Tensor) -> torch.Tensor:
-            g = fz - z  # (B, N)
-            if previous:
-                dz, dg = z - previous[0], g - previous[1]  # (B, N)
-                b_dg = _apply(us, vs, dg)  # (B, N)
-                v = _apply(vs, us, dz)  # Bᵀ Δz, (B, N)
-                denom = (v * dg).sum(dim=1, keepdim=True)  # (B, 1)
-                scale = v.norm(dim=1, keepdim=True) * dg.norm(dim=1, keepdim=True)
-                ok = (denom.abs() > torch.finfo(z.dtype).eps * scale) & torch.isfinite(denom)
-                u = torch.where(ok, (dz - b_dg) / torch.where(ok, denom, 1.0), 0.0)
-                if len(us) == self.memory:  # restart: dropping only the oldest pair
-                    us.clear()  # leaves an inconsistent B and can diverge
-                    vs.clear()
-                us.push(u)
-                vs.push(v)
-            previous[:] = [z, g]
-            return z - _apply(us, vs, g)
 
-        return step
+class BroydenState:
+    """What Broyden keeps between steps: the pairs of ``B = -I + Σ u_i v_iᵀ`` and the
+    previous iterate and residual ``(z_{k-1}, g_{k-1})``."""
+
+    def __init__(self, memory: int) -> None:
+        self.memory = memory
+        self.us, self.vs = History(memory), History(memory)
+        self.previous: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def __call__(self, z: torch.Tensor, fz: torch.Tensor) -> torch.Tensor:
+        """Update ``B`` with ``(Δz, Δg)`` (when there is a previous step); ``z − B g(z)``."""
+        g = fz - z  # (B, N)
+        if self.previous is not None:
+            self._update(z - self.previous[0], g - self.previous[1])
+        self.previous = (z, g)
+        return z - _apply(self.us, self.vs, g)
+
+    def _update(self, dz: torch.Tensor, dg: torch.Tensor) -> None:
+        """Append ``u = (Δz − BΔg)/(ΔzᵀBΔg)``, ``v = BᵀΔz`` (``u = 0`` where it vanishes)."""
+        b_dg = _apply(self.us, self.vs, dg)  # (B, N)
+        v = _apply(self.vs, self.us, dz)  # Bᵀ Δz, (B, N)
+        denom = (v * dg).sum(dim=1, keepdim=True)  # (B, 1)
+        scale = v.norm(dim=1, keepdim=True) * dg.norm(dim=1, keepdim=True)
+        ok = (denom.abs() > torch.finfo(dz.dtype).eps * scale) & torch.isfinite(denom)
+        u = torch.where(ok, (dz - b_dg) / torch.where(ok, denom, 1.0), 0.0)
+        if len(self.us) == self.memory:  # restart: dropping only the oldest pair
+            self.us.clear()  # leaves an inconsistent B and can diverge
+            self.vs.clear()
+        self.us.push(u)
+        self.vs.push(v)

@@ -26,7 +26,8 @@ class Picard(Solver):
         super().__post_init__()
         check_real("damping", self.damping, low=0.0, high=1.0, low_inclusive=False)
 
-    def _stepper(self) -> Stepper:
+    def stepper(self) -> Stepper:
+        """``z + β(f(z) − z)``; no state."""
         if self.damping == 1.0:
             return lambda z, fz: fz
         return lambda z, fz: z + self.damping * (fz - z)

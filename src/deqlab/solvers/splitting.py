@@ -23,21 +23,16 @@ All tensors hold samples as columns: ``z, c`` of shape ``(n, N)`` (thesis, Eq. 3
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from deqlab._checks import (
-    check_bool,
-    check_choice,
-    check_int,
-    check_positive,
-    check_real,
-    check_tensor,
-)
+from deqlab._checks import check_positive, check_tensor
 from deqlab.solvers.base import IterationTrace
-from deqlab.solvers.solution import STOP_RULES, Solution, SolverError, check_tol, resolve_tol
+from deqlab.solvers.options import SolverOptions
+from deqlab.solvers.solution import Solution, SolverError, resolve_tol
 
 Prox = Callable[[torch.Tensor], torch.Tensor]
 
@@ -122,49 +117,54 @@ class MonotoneOperator:
         return torch.linalg.lu_solve(LU, pivots, y, adjoint=transpose)
 
 
+@dataclass(frozen=True)
+class SplittingProblem:
+    """One solve's data: ``z = prox(W z + c)`` (``Wᵀ`` when ``transpose``, the adjoint) on
+    ``op``, with step size ``alpha``; ``prox`` is ``relu`` forward and ``w ↦ D w`` adjoint."""
+
+    op: MonotoneOperator
+    c: torch.Tensor  # (n, N)
+    alpha: float
+    prox: Prox
+    transpose: bool
+
+    def affine(self, z: torch.Tensor) -> torch.Tensor:
+        """``W z + c`` (or ``Wᵀ z + c``), ``(n, N)``."""
+        return self.op.affine(z, self.c, transpose=self.transpose)
+
+
 @dataclass(frozen=True, kw_only=True)
-class _Splitting:
-    """Hyper-parameters and loop shared by the splitting solvers.
+class _Splitting(SolverOptions, ABC):
+    """Options and loop shared by the splitting solvers.
 
     Args:
-        tol, max_iter, stop, throw, divergence_factor: as for every deqlab solver
-            (:class:`deqlab.solvers.base.Solver`). The residual is the one of the DEQ map
-            itself, ``f(z) = relu(W z + c)`` (adjoint: ``f(w) = D(g + Wᵀ w)``), under rule
-            ``stop``, with norms over the whole ``(n, N)`` tensor; so a splitting `Solution`
-            reads like any other solver's. ``tol=None`` takes the per-dtype default of every
-            solver (:func:`~deqlab.solvers.solution.default_tol` of ``c``'s dtype).
         alpha: step size α > 0; None lets the solver choose it from ``m`` and ``L``.
+        (others: see :class:`deqlab.solvers.options.SolverOptions`) The residual is the
+            one of the DEQ map itself, ``f(z) = relu(W z + c)`` (adjoint:
+            ``f(w) = D(g + Wᵀ w)``), under rule ``stop``, with norms over the whole
+            ``(n, N)`` tensor; so a splitting `Solution` reads like any other solver's.
+            ``tol=None`` takes the per-dtype default of every solver
+            (:func:`~deqlab.solvers.solution.default_tol` of ``c``'s dtype).
     """
 
-    tol: float | None = None
-    max_iter: int = 500
-    stop: str = "rel"
-    throw: bool = True
-    divergence_factor: float = 1e6
     alpha: float | None = None
 
     def __post_init__(self) -> None:
         if self.alpha is not None:
             check_positive("alpha", self.alpha)
-        check_tol(self.tol)
-        check_int("max_iter", self.max_iter, min_value=1)
-        check_choice("stop", self.stop, STOP_RULES)
-        check_bool("throw", self.throw)
-        check_real("divergence_factor", self.divergence_factor, low=1.0, low_inclusive=False)
+        super().__post_init__()
 
-    @property
-    def name(self) -> str:
-        return type(self).__name__
-
+    @abstractmethod
     def step_size(self, op: MonotoneOperator) -> float:
         """The step size α used on ``op`` (validated against the convergent range)."""
-        raise NotImplementedError
 
-    def _init_state(self, z0, pre0, alpha):
-        raise NotImplementedError
+    @abstractmethod
+    def _init_state(self, problem: SplittingProblem, z0: torch.Tensor, pre0: torch.Tensor):
+        """The method's state before the first step from ``z0`` (``pre0 = W z0 + c``)."""
 
-    def _step(self, op, state, z, pre, c, alpha, prox, transpose):
-        raise NotImplementedError
+    @abstractmethod
+    def _step(self, problem: SplittingProblem, state, z: torch.Tensor, pre: torch.Tensor):
+        """``(state, z)`` after one iteration from ``z`` (``pre = W z + c``)."""
 
     def solve(
         self, op: MonotoneOperator, c: torch.Tensor, z0: torch.Tensor | None = None
@@ -193,15 +193,15 @@ class _Splitting:
         if z0 is None:
             z0 = torch.zeros_like(c)
         check_tensor("z0", z0, shape=tuple(c.shape))
-        alpha = self.step_size(op)
-        tol = resolve_tol(self.tol, c.dtype)
+        problem = SplittingProblem(op, c, self.step_size(op), prox, transpose)
+        alpha, tol = problem.alpha, resolve_tol(self.tol, c.dtype)
         z = z0
-        pre = op.affine(z, c, transpose=transpose)  # W z + c, (n, N)
+        pre = problem.affine(z)  # W z + c, (n, N)
         trace = IterationTrace(self, tol, prox(pre).reshape(1, -1), z.reshape(1, -1))
-        state = self._init_state(z, pre, alpha)
+        state = self._init_state(problem, z, pre)
         while not trace.done:
-            state, z = self._step(op, state, z, pre, c, alpha, prox, transpose)
-            pre = op.affine(z, c, transpose=transpose)
+            state, z = self._step(problem, state, z, pre)
+            pre = problem.affine(z)
             trace.observe(z.reshape(1, -1), prox(pre).reshape(1, -1))
         solution = trace.solution(z0.shape)
         if self.throw and not solution.converged:
@@ -239,12 +239,13 @@ class ForwardBackward(_Splitting):
             )
         return float(self.alpha)
 
-    def _init_state(self, z0, pre0, alpha):
+    def _init_state(self, problem, z0, pre0):
         return None
 
-    def _step(self, op, state, z, pre, c, alpha, prox, transpose):
+    def _step(self, problem, state, z, pre):
         # z − α F(z) with F(z) = (I − W) z − c = z − pre
-        return None, prox((1.0 - alpha) * z + alpha * pre)
+        alpha = problem.alpha
+        return None, problem.prox((1.0 - alpha) * z + alpha * pre)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -266,11 +267,13 @@ class PeacemanRachford(_Splitting):
             return 1.0 / math.sqrt(op.m * op.lipschitz_estimate())
         return float(self.alpha)
 
-    def _init_state(self, z0, pre0, alpha):
-        return (1.0 - alpha) * z0 + alpha * pre0  # u0 = z0 − α F(z0), (n, N)
+    def _init_state(self, problem, z0, pre0):
+        return (1.0 - problem.alpha) * z0 + problem.alpha * pre0  # u0 = z0 − α F(z0), (n, N)
 
-    def _step(self, op, state, z, pre, c, alpha, prox, transpose):
-        u_half = 2.0 * z - state
-        z_half = op.solve_resolvent(u_half + alpha * c, alpha, transpose=transpose)
+    def _step(self, problem, state, z, pre):
+        alpha, u_half = problem.alpha, 2.0 * z - state
+        z_half = problem.op.solve_resolvent(
+            u_half + alpha * problem.c, alpha, transpose=problem.transpose
+        )
         u = 2.0 * z_half - u_half
-        return u, prox(u)
+        return u, problem.prox(u)
