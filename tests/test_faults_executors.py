@@ -626,7 +626,7 @@ def test_monotone_trainer_says_when_a_step_made_a_parameter_non_finite():
     with torch.no_grad():
         model.u[0] = math.nan
     record = trainer.step()
-    assert not trainer.finite and math.isnan(record["loss"]) and record["step"] == 1
+    assert trainer.stopped and math.isnan(record["loss"]) and record["step"] == 1
     assert trainer.message == (
         "the loss diverged at step 1 with learning rate lr = 0.1: parameter `u` of the MonDEQ "
         f"is not finite (1 of 8 entries NaN/Inf); the last finite loss was {first['loss']:.6g} "

@@ -37,7 +37,6 @@ from deqlab.theory.kawaguchi2021 import (
     time_to_accuracy,
     trust_region_terms,
 )
-from deqlab.train.delm_gd import DELMGradientDescent
 
 
 def _vec(M):
@@ -198,63 +197,6 @@ def test_convergence_bound_closed_form():
     T = torch.tensor([0.0, 0.5, 2.0])
     bound = convergence_bound(10.0, 1.0, 3.0, 0.25, T, loss_star_linear=0.5)
     torch.testing.assert_close(bound, 1.0 + 9.5 * torch.exp(-1.5 * T))
-
-
-def _zou_like(n, generator):
-    X = torch.randn(4, n, generator=generator)
-    return X, -X + 0.1 * torch.randn(4, n, generator=generator)
-
-
-def test_corollary1_bounds_hold_along_gd():
-    """Square loss: L(A_T, B_T) ≤ both bounds along GD with a small step; the init-dependent
-    λ_T gives the tighter bound; GD reaches L*."""
-    generator = torch.Generator().manual_seed(0)
-    X, Y = _zou_like(60, generator)
-    model = DELM(4, 4, gamma=0.8, generator=generator)
-    trainer = DELMGradientDescent(model, X, Y, lr=2e-4, record_every=10)
-    h = trainer.run(600)
-    assert h["loss"][0] == h["bound_dependent"][0] == h["bound_independent"][0]
-    assert bool((h["loss"] <= h["bound_dependent"] * (1 + 1e-9)).all())
-    assert bool((h["bound_dependent"] <= h["bound_independent"] + 1e-9).all())
-    assert bool((h["lambda_T"] >= lambda_lower_bound(4, 0.8)).all())
-    assert float(h["loss"][-1]) == pytest.approx(trainer.loss_star, rel=1e-6)
-
-
-def test_corollary2_bounds_hold_along_gd_and_resume():
-    """Logistic loss (τ > 0, R = ∞): both bounds hold; resuming from state_dict continues
-    the same trajectory."""
-    generator = torch.Generator().manual_seed(1)
-    X = torch.randn(3, 50, generator=generator)
-    y = (X[:1] + 0.5 * torch.randn(1, 50, generator=generator) > 0).double()
-    kwargs = {"lr": 5e-3, "loss": "logistic", "tau": 0.05, "record_every": 20}
-    model = DELM(3, 1, gamma=0.5, generator=generator)
-    A0, B0 = model.A.detach().clone(), model.B.detach().clone()
-    trainer = DELMGradientDescent(model, X, y, **kwargs)
-    h = trainer.run(400)
-    assert trainer.kappa == pytest.approx(corollary2_kappa(X, tau=0.05))
-    assert bool((h["loss"] <= h["bound_dependent"] * (1 + 1e-9)).all())
-    assert bool((h["bound_dependent"] < h["bound_independent"])[1:].all())
-    assert bool((h["loss"] >= trainer.loss_star - 1e-9).all())
-
-    fresh = DELMGradientDescent(DELM.from_matrices(A0, B0, gamma=0.5), X, y, **kwargs)
-    fresh.run(200)
-    resumed = DELMGradientDescent(DELM(3, 1, gamma=0.5), X, y, **kwargs)
-    resumed.load_state_dict(fresh.state_dict())
-    h_resumed = resumed.run(200)
-    for key in ("step", "loss", "lambda_T", "bound_dependent"):
-        torch.testing.assert_close(h_resumed[key], h[key], rtol=1e-12, atol=0)
-
-
-def test_trainer_rejects_bad_input():
-    model = DELM(3, 2)
-    with pytest.raises(ValueError, match=r"`Y` must have shape \(2, 5\)"):
-        DELMGradientDescent(model, torch.randn(3, 5), torch.randn(2, 4), lr=0.1)
-    with pytest.raises(ValueError, match="`lr` must be in"):
-        DELMGradientDescent(model, torch.randn(3, 5), torch.randn(2, 5), lr=0.0)
-    with pytest.raises(ValueError, match="`loss` must be one of"):
-        DELMGradientDescent(model, torch.randn(3, 5), torch.randn(2, 5), lr=0.1, loss="hinge")
-    with pytest.raises(TypeError, match="`model` must be a DELM"):
-        DELMGradientDescent(torch.nn.Linear(3, 2), torch.randn(3, 5), torch.randn(2, 5), lr=0.1)
 
 
 def test_rank_ratio_against_numpy_svd():

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from deqlab.models import ReLUDEQ
 from deqlab.theory import (
     condition1,
     gram_lambda_min,
@@ -21,14 +20,7 @@ from deqlab.theory import (
     theorem1_margins,
 )
 from deqlab.theory.ling2023 import Condition1, Constants, pl_margins, width_margin
-
-
-def _problem(m=60, d=8, n=10, seed=0):
-    model = ReLUDEQ.init(d, m, seed=seed)
-    gen = torch.Generator().manual_seed(seed + 1)
-    X = torch.randn(d, n, generator=gen, dtype=torch.float64)
-    X = X / X.norm(dim=0) * d**0.5
-    return model, X, torch.randn(n, generator=gen, dtype=torch.float64)
+from helpers import relu_problem
 
 
 def _by_hand(model, X, y, delta):
@@ -53,7 +45,7 @@ def _by_hand(model, X, y, delta):
 
 
 def test_condition1_sides_match_the_paper_formulas():
-    model, X, y = _problem()
+    model, X, y = relu_problem(60, 8, 10, seed=0)
     cond = condition1(model, X, y, delta=0.05)
     want = _by_hand(model, X, y, 0.05)
     row = cond.as_dict()
@@ -70,7 +62,7 @@ def test_condition1_sides_match_the_paper_formulas():
 
 
 def test_delta_search_maximizes_the_smallest_margin():
-    model, X, y = _problem()
+    model, X, y = relu_problem(60, 8, 10, seed=0)
     best = condition1(model, X, y)
     upper = 1 - best.W_norm
     assert 0 < best.delta < upper
@@ -83,7 +75,7 @@ def test_delta_search_maximizes_the_smallest_margin():
 
 
 def test_condition1_rejects_bad_input():
-    model, X, y = _problem()
+    model, X, y = relu_problem(60, 8, 10, seed=0)
     with pytest.raises(ValueError, match=r"`delta` must be in \(0, "):
         condition1(model, X, y, delta=0.5)  # 1 − ‖W(0)‖₂ ≈ 0.2 here
     with torch.no_grad():
@@ -95,7 +87,7 @@ def test_condition1_rejects_bad_input():
 
 
 def test_lemma2_rejects_large_problems():
-    model, X, y = _problem()
+    model, X, y = relu_problem(60, 8, 10, seed=0)
     with pytest.raises(ValueError, match=r"`m\*n` must be <= max_size=100"):
         lemma2_gradients(model, X, y, torch.zeros(60, 10), max_size=100)
 
@@ -165,7 +157,7 @@ def test_required_width_at_a_width_that_already_holds_and_eq9_needs_no_width_at_
 
 
 def test_condition1_round_trips_and_its_drift_bound_is_the_proof_formula():
-    model, X, y = _problem()
+    model, X, y = relu_problem(60, 8, 10, seed=0)
     cond = condition1(model, X, y)
     assert Condition1.from_dict(cond.as_dict()) == cond
     k = cond.constants

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from deqlab.models.mondeq import MonDEQ
-from deqlab.solvers import Anderson
 from deqlab.solvers.splitting import PeacemanRachford
 from deqlab.theory.mondeq import (
     M_BOUND_3_18,
@@ -24,7 +23,6 @@ from deqlab.theory.mondeq import (
     sigma_min,
     step_size_bound,
 )
-from deqlab.train.mondeq_gd import MonDEQGD, train_mondeq_gd
 
 TIGHT = PeacemanRachford(tol=1e-12, max_iter=5000)
 
@@ -179,55 +177,3 @@ def test_bad_input():
         sigma_min(torch.randn(3, 5))
     with pytest.raises(ValueError, match=r"`y` must have shape \(5,\)"):
         constants(model, X, y[:3], Z)
-
-
-def test_gd_trainer_takes_exact_gradient_steps_and_records_the_run():
-    model, X, y, _ = setup()
-    generic = MonDEQ(3, 12, m=model.m, solver=Anderson(tol=1e-13, max_iter=500))
-    generic.load_state_dict(model.state_dict())
-    loss = 0.5 * ((generic(X) - y) ** 2).sum()
-    grads = torch.autograd.grad(loss, list(generic.parameters()))
-    expected = [p.detach() - 0.01 * g for p, g in zip(generic.parameters(), grads, strict=True)]
-    result = train_mondeq_gd(model, X, y, lr=0.01, steps=1, radius=0.5)
-    for p, want in zip(model.parameters(), expected, strict=True):
-        assert torch.allclose(p.detach(), want, atol=1e-10, rtol=0)
-    first, second = result.records
-    assert first["loss"] == pytest.approx(result.constants.loss0)
-    assert first["loss_bound"] == pytest.approx(result.constants.loss0)
-    assert first["sigma_min"] == pytest.approx(result.constants.lambda0)
-    assert second["loss"] < first["loss"] and second["dist_A"] > 0
-    assert [r["name"] for r in result.conditions] == [
-        "Eq. (3.8)",
-        "Eq. (3.9)",
-        "Eq. (3.16)",
-        "Eq. (3.17)",
-        "Eq. (3.18)",
-    ]
-    assert result.eta_max == pytest.approx(step_size_bound(result.constants))
-
-
-def test_gd_trainer_bad_input():
-    model, X, y, _ = setup()
-    with pytest.raises(ValueError, match="`lr` must be in"):
-        train_mondeq_gd(model, X, y, lr=0.0, steps=1)
-    with pytest.raises(ValueError, match=r"`X` must have shape \(3, 'any'\)"):
-        train_mondeq_gd(model, X.T, y, lr=0.1, steps=1)
-    with pytest.raises(TypeError, match="`model` must be a MonDEQ"):
-        train_mondeq_gd(torch.nn.Linear(2, 2), X, y, lr=0.1, steps=1)
-
-
-def test_gd_trainer_resumes_with_identical_numbers():
-    def trainer():
-        model, X, y, _ = setup()  # same seed: same θ(0) and data
-        return MonDEQGD(model, X, y, lr=0.02)
-
-    full = trainer()
-    for _ in range(3):
-        full.step()
-    part = trainer()
-    part.step()
-    again = trainer()
-    again.load_state_dict(part.state_dict())
-    again.step()
-    again.step()
-    assert again.records == full.records and again.step_count == 3

@@ -15,12 +15,17 @@ steps, the loss, λ_min(D_k), λ_T, ‖B_k‖₁ and the two bounds of Theorem 1
 Square loss: Corollary 1 (κ = 2σ_min(Φ)², L*_R = L*_{0,R} = L*).  Logistic loss with
 weight τ and radius R: Corollary 2 (κ = (2τ + ρ(R))σ_min(Φ)², L*_{0,R} in both places, which
 Eq. (31) of the proof allows); the bound needs ‖B_t‖₁ < (1 − γ)R along the run, which
-``history["radius_ok"]`` reports.
+each record's ``radius_ok`` reports.
+
+Divergence: Eq. (33) (Appendix A.1) gives λ_min(D) ≥ 1/(m(1+γ)²) > 0 for every (A, B),
+so a computed λ_min(D_k) ≤ 0 means D_k was lost to rounding — the iterates blew up — and
+the run stops there as a divergence, like a non-finite loss.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -45,6 +50,7 @@ from deqlab.train.divergence import (
     diverged,
     non_finite_parameter,
 )
+from deqlab.train.protocol import Record, Trainer
 
 LOSSES = ("square", "logistic")
 HISTORY_KEYS = (
@@ -53,7 +59,7 @@ HISTORY_KEYS = (
 )  # fmt: skip
 
 
-class DELMGradientDescent:
+class DELMGradientDescent(Trainer):
     """Full-batch GD on L(A, B) = Σ_i ℓ(B z*(x_i), y_i) (Eq. 5), recording Theorem 1's bounds.
 
     Args:
@@ -63,7 +69,12 @@ class DELMGradientDescent:
         loss: ``"square"`` (Corollary 1) or ``"logistic"`` (Corollary 2).
         tau: weight τ ≥ 0 of the logistic loss's τ‖q‖² term.
         radius: R ∈ (0, ∞] of Corollary 2 (ignored for the square loss).
-        record_every: record the history every this many steps (λ_T still uses every step).
+        record_every: keep the record of every this many steps in ``records`` (λ_T still
+            uses every step); :meth:`evaluate` records the current step whatever its index.
+
+    A step that diverges (a non-finite parameter, output or loss, or λ_min(D_k) ≤ 0) stops
+    the run and raises :class:`~deqlab.train.divergence.DivergenceError` naming the step
+    and the learning rate.
     """
 
     def __init__(
@@ -78,6 +89,7 @@ class DELMGradientDescent:
         radius: float = math.inf,
         record_every: int = 1,
     ) -> None:
+        super().__init__()
         if not isinstance(model, DELM):
             raise TypeError(f"`model` must be a DELM; got {type(model).__name__}")
         self.model = model
@@ -91,20 +103,18 @@ class DELMGradientDescent:
         self.Y = check_tensor("Y", Y, shape=(model.m_y, X.shape[1]))
         with torch.no_grad():
             Phi = model.features(X)  # (m, n)
-        if self.loss_name == "square":
-            self.kappa = corollary1_kappa(Phi)
-            self.loss_star = float(square_loss_optimum(Phi, self.Y)[1])
-        else:
-            self.kappa = corollary2_kappa(Phi, tau=self.tau, radius=radius)
-            self.loss_star = float(
-                logistic_loss_optimum(Phi, self.Y, tau=self.tau, radius=radius)[1]
-            )
+        self.kappa, self.loss_star = self._corollary(Phi)
         self.lambda_independent = lambda_lower_bound(model.m, model.gamma)
-        self.step_count = 0
         self.last_finite: tuple[int, float] | None = None  # (step, loss) of the last finite one
         self.loss_init: float | None = None
         self.lambda_T = math.inf
-        self.history: dict[str, list] = {key: [] for key in HISTORY_KEYS}
+
+    def _corollary(self, Phi: torch.Tensor) -> tuple[float, float]:
+        """κ and L* of Corollary 1 (square loss) or Corollary 2 (logistic loss)."""
+        if self.loss_name == "square":
+            return corollary1_kappa(Phi), float(square_loss_optimum(Phi, self.Y)[1])
+        optimum = logistic_loss_optimum(Phi, self.Y, tau=self.tau, radius=self.radius)
+        return corollary2_kappa(Phi, tau=self.tau, radius=self.radius), float(optimum[1])
 
     def objective(self) -> torch.Tensor:
         """L(A, B) at the current parameters (a differentiable 0-D tensor).
@@ -115,97 +125,103 @@ class DELMGradientDescent:
         """
         found = non_finite_parameter(self._parameters())
         if found is not None:
-            raise self._not_finite(describe_parameter(found, "DELM"))
+            raise self._diverged("parameter_not_finite", describe_parameter(found, "DELM"))
         Q = self.model(self.X)  # (m_y, n)
         if not bool(torch.isfinite(Q).all()):
             bad = int((~torch.isfinite(Q)).sum())
-            raise self._not_finite(f"{bad} of {Q.numel()} outputs of the DELM are NaN/Inf")
+            what = f"{bad} of {Q.numel()} outputs of the DELM are NaN/Inf"
+            raise self._diverged("output_not_finite", what)
         if self.loss_name == "square":
             loss = square_loss(Q, self.Y)
         else:
             loss = logistic_loss(Q, self.Y, self.tau)
         if not math.isfinite(float(loss.detach())):
-            raise self._not_finite(f"the loss L(A, B) is {float(loss.detach())}")
+            raise self._diverged("loss_not_finite", f"the loss L(A, B) is {float(loss.detach())}")
         self.last_finite = (self.step_count, float(loss.detach()))
         return loss
 
     def _parameters(self) -> list[tuple[str, torch.Tensor]]:
         return [("A", self.model.A), ("B", self.model.B)]
 
-    def _not_finite(self, what: str) -> Exception:
+    def _diverged(self, reason: str, what: str) -> Exception:
+        """The error to raise; after a step, the run stops with ``reason`` first."""
         if self.step_count == 0:
             return ValueError(f"{what} before the first gradient step")
-        return DivergenceError(diverged(self.step_count, self.lr, what, self.last_finite))
+        message = diverged(self.step_count, self.lr, what, self.last_finite)
+        self.stop(reason, message)
+        return DivergenceError(message)
 
-    def run(self, n_steps: int) -> dict[str, torch.Tensor]:
-        """Take ``n_steps`` GD steps (recording before each update) and return the history.
-
-        The state after the last update is recorded too, so a run of k steps ends with the
-        record of step k.  Calling ``run`` again continues the same trajectory. Raises
-        :class:`~deqlab.train.divergence.DivergenceError` when the loss diverges.
-        """
-        n_steps = check_int("n_steps", n_steps, min_value=0)
+    def step(self) -> Record:
+        """Record step k at θ_k (kept every ``record_every`` steps), then take the GD step."""
+        self.check_running()
         params = (self.model.A, self.model.B)
-        for _ in range(n_steps):
-            loss = self.objective()
-            self._observe(float(loss.detach()))
-            grads = torch.autograd.grad(loss, params)
-            with torch.no_grad():
-                for p, g in zip(params, grads, strict=True):
-                    p.sub_(self.lr * g)
-            self.step_count += 1
+        loss = self.objective()
+        record = self._observe(float(loss.detach()))
+        grads = torch.autograd.grad(loss, params)
         with torch.no_grad():
-            self._observe(float(self.objective()), force=True)
-        return self.history_tensors()
+            for p, g in zip(params, grads, strict=True):
+                p.sub_(self.lr * g)
+        self.step_count += 1
+        return record
 
-    def _observe(self, loss: float, *, force: bool = False) -> None:
+    def evaluate(self) -> Record:
+        """Record θ_k without a step: the last record of a run of ``k`` steps."""
+        self.check_running()
+        with torch.no_grad():
+            return self._observe(float(self.objective()), force=True)
+
+    def _observe(self, loss: float, *, force: bool = False) -> Record:
+        """The record of step k (λ_T updated); kept when due and not yet kept."""
         A, B = self.model.A.detach(), self.model.B.detach()
         if self.loss_init is None:
             self.loss_init = loss
         lam = float(lambda_min_dynamics(A, B, self.model.gamma))
+        if not lam > 0:
+            what = f"λ_min(D) = {lam:.6g}, which Eq. (33) bounds below by 1/(m(1+γ)²) > 0"
+            raise self._diverged("lambda_min_not_positive", what)
         self.lambda_T = min(self.lambda_T, lam)
-        k = self.step_count
-        last = self.history["step"][-1] if self.history["step"] else -1
-        if k == last or not (force or k % self.record_every == 0):
-            return
-        time = k * self.lr
+        k, time = self.step_count, self.step_count * self.lr
         b_norm1 = float(B.abs().sum(dim=0).max())
-        row = {
+        record = {
             "step": k, "time": time, "loss": loss, "lambda_min": lam, "lambda_T": self.lambda_T,
             "bound_independent": self._bound(self.lambda_independent, time),
             "bound_dependent": self._bound(self.lambda_T, time), "b_norm1": b_norm1,
             "radius_ok": b_norm1 < (1 - self.model.gamma) * self.radius,
         }  # fmt: skip
-        for key in HISTORY_KEYS:
-            self.history[key].append(row[key])
+        kept = self.records and self.records[-1]["step"] == k
+        if not kept and (force or k % self.record_every == 0):
+            self.records.append(record)
+        return record
 
     def _bound(self, lambda_T: float, time: float) -> float:
         return float(convergence_bound(self.loss_init, self.loss_star, self.kappa, lambda_T, time))
 
     def history_tensors(self) -> dict[str, torch.Tensor]:
-        """The recorded history as float64 tensors (``step`` as int64, ``radius_ok`` as bool)."""
+        """The records as columns: float64 tensors (``step`` int64, ``radius_ok`` bool)."""
         dtypes = {"step": torch.int64, "radius_ok": torch.bool}
         return {
-            k: torch.tensor(v, dtype=dtypes.get(k, torch.float64)) for k, v in self.history.items()
+            k: torch.tensor([r[k] for r in self.records], dtype=dtypes.get(k, torch.float64))
+            for k in HISTORY_KEYS
         }
 
-    def state_dict(self) -> dict:
-        """Everything needed to resume: model parameters, step, L(A₀, B₀), λ_T, history."""
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume: model parameters, records, step, L(A₀, B₀), λ_T."""
         return {
+            **self.protocol_state(),
             "model": self.model.state_dict(),
-            "step_count": self.step_count,
             "loss_init": self.loss_init,
             "lambda_T": self.lambda_T,
-            "history": {k: list(v) for k, v in self.history.items()},
+            "last_finite": self.last_finite,
         }
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state from ``state_dict`` (same model shape, data and settings)."""
-        missing = {"model", "step_count", "loss_init", "lambda_T", "history"} - set(state)
+        keys = {"model", "records", "step_count", "loss_init", "lambda_T", "last_finite"}
+        missing = keys - set(state)
         if missing:
             raise ValueError(f"`state` lacks the keys {sorted(missing)}")
         self.model.load_state_dict(state["model"])
-        self.step_count = state["step_count"]
+        self.load_protocol_state(state)
         self.loss_init = state["loss_init"]
         self.lambda_T = state["lambda_T"]
-        self.history = {k: list(state["history"][k]) for k in HISTORY_KEYS}
+        self.last_finite = state["last_finite"]

@@ -1,8 +1,11 @@
-"""One protocol for every trainer: ``step() -> record``, ``records``, a stop reason,
-``run(steps, callback)`` and ``state_dict``/``load_state_dict``.
+"""One protocol for every trainer: ``step() -> record``, ``records``, ``step_count``, a stop
+reason, ``run(steps, callback)`` and ``state_dict``/``load_state_dict``.
 
-An experiment drives any trainer the same way (``run_resumable`` checkpoints between
-chunks of steps), so a trainer only says how one step is taken and what resuming needs.
+An experiment drives any trainer the same way (:func:`deqlab.train.resumable.run_resumable`
+checkpoints between steps), so a trainer only says how one step is taken and what resuming
+needs. A trainer whose records describe the parameters *before* each update may also offer
+``evaluate()``: the record of the current parameters without an update, so that a run of
+``k`` steps can end with the record of step ``k``.
 """
 
 from __future__ import annotations
@@ -19,14 +22,16 @@ Record = dict[str, Any]
 class Trainer(ABC):
     """A training loop taken one step at a time.
 
-    ``records`` holds one dict per step taken (``step`` is its index). ``stop_reason`` is
-    None while the run may go on; a step that ends it sets ``stop_reason`` (a short
-    identifier such as ``"loss_not_finite"``) and ``message`` (one sentence naming the step
-    and what happened) and still returns its record.
+    ``records`` holds the dicts of the steps taken (``step`` is its index; a trainer may keep
+    only every so many, and says so). ``step_count`` is the number of updates applied.
+    ``stop_reason`` is None while the run may go on; a step that ends it sets
+    ``stop_reason`` (a short identifier such as ``"loss_not_finite"``) and ``message`` (one
+    sentence naming the step and what happened) and still returns its record.
     """
 
     def __init__(self) -> None:
         self.records: list[Record] = []
+        self.step_count = 0
         self.stop_reason: str | None = None
         self.message = ""
 
@@ -61,9 +66,10 @@ class Trainer(ABC):
         return out
 
     def protocol_state(self) -> dict[str, Any]:
-        """The protocol's own part of ``state_dict``: records and the stop reason."""
+        """The protocol's own part of ``state_dict``: records, step count and stop reason."""
         return {
             "records": [dict(r) for r in self.records],
+            "step_count": self.step_count,
             "stop_reason": self.stop_reason,
             "message": self.message,
         }
@@ -71,6 +77,7 @@ class Trainer(ABC):
     def load_protocol_state(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`protocol_state` saved."""
         self.records = [dict(r) for r in state["records"]]
+        self.step_count = int(state["step_count"])
         self.stop_reason = state["stop_reason"]
         self.message = state["message"]
 

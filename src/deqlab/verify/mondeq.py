@@ -49,7 +49,7 @@ from deqlab.theory.mondeq import (
     step_size_bound,
 )
 from deqlab.theory.spectra import spectral_norm
-from deqlab.train.mondeq_gd import train_mondeq_gd
+from deqlab.train.mondeq_gd import MonDEQGD
 from deqlab.verify.inputs import Inputs
 from deqlab.verify.progress import Progress, silent
 
@@ -226,10 +226,12 @@ def train(init: MonDEQInit, *, steps: int, eta: float, progress: Progress = sile
     model = _model(init.inputs.d, init.width, init.monotonicity, init.seed)
     model.load_state_dict(init.model.state_dict())
     progress("gradient descent (monotone DEQ)", 0, steps)
-    result = train_mondeq_gd(model, init.inputs.X, init.inputs.y, lr=eta, steps=steps,
-                             radius=init.radius)  # fmt: skip
+    trainer = MonDEQGD(model, init.inputs.X, init.inputs.y, lr=eta, radius=init.radius)
+    trainer.run(steps)
+    if not trainer.stopped:
+        trainer.evaluate()  # the record of θ(steps)
     progress("gradient descent (monotone DEQ)", steps, steps)
-    return MonDEQTraining(eta, result.records)
+    return MonDEQTraining(eta, trainer.records)
 
 
 def train_statements(init: MonDEQInit, run: MonDEQTraining) -> list[Statement]:

@@ -42,6 +42,7 @@ from deqlab.solvers.splitting import PeacemanRachford
 from deqlab.statements import Statement
 from deqlab.theory.mondeq import mondeq_constants, step_size_bound
 from deqlab.train.mondeq_gd import MonDEQGD
+from deqlab.train.resumable import run_resumable
 
 CONDITION_KEYS = ("eq3_8", "eq3_9", "eq3_16", "eq3_17", "eq3_18")
 ETA_RULES = ("theorem", "stability")
@@ -194,16 +195,9 @@ class Hieu2022MonDEQGD(Experiment):
         width = int(task.params["width"])
         eta = _learning_rate(config, width, X, y)
         trainer = MonDEQGD(_model(config, width, ctx.device), X, y, lr=eta, radius=config.radius)
-        resumed = ctx.resume()
-        if resumed is not None:
-            trainer.load_state_dict(resumed[0])
-        while trainer.step_count < config.steps and trainer.finite:
-            trainer.step()
-            if trainer.step_count % ctx.checkpoint_every == 0:
-                ctx.checkpoint(trainer.state_dict(), [])
-            ctx.progress(trainer.step_count, config.steps)
-        if trainer.finite:
-            trainer.step(update=False)
+        run_resumable(trainer, config.steps, ctx)
+        if not trainer.stopped:
+            trainer.evaluate()  # the record of θ(steps)
         constant: Row = {
             "width": width,
             "eta": eta,

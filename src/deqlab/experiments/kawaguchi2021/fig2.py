@@ -24,6 +24,7 @@ statements are in :mod:`.fig2_report`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -43,6 +44,8 @@ from deqlab.models.delm import DELM, check_gamma
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import square_loss, square_loss_optimum
 from deqlab.train.delm_gd import DELMGradientDescent
+from deqlab.train.resumable import run_resumable
+from deqlab.train.sgd import FullBatchGD
 from deqlab.verify.eigen import lanczos_largest
 
 DATA_OF_PANEL = {"a": "gaussian", "b": "uniform", "c": "gaussian"}
@@ -128,27 +131,16 @@ def _train_resnet(
     η·λ_max(∇²L(W₀)).  A run whose loss becomes non-finite stops there (its last record)."""
     model = resnet_model(config, X)
     step_ratio = config.lr * resnet_sharpness(model, X, Y)
-    resumed = ctx.resume()
-    step, records = 0, []
-    if resumed is not None:
-        state, _ = resumed
-        model.load_state_dict(state["model"])
-        step, records = state["step"], list(state["records"])
-    params = list(model.parameters())
-    while step <= config.steps:
-        loss = ((model(X) - Y) ** 2).sum()  # square_loss, without its finiteness check
-        if step % config.record_every == 0 or step == config.steps or not loss.isfinite():
-            records.append((step, loss.item()))
-        if step == config.steps or not loss.isfinite():
-            break
-        grads = torch.autograd.grad(loss, params)
-        with torch.no_grad():
-            for p, g in zip(params, grads, strict=True):
-                p.sub_(config.lr * g)
-        step += 1
-        if step % ctx.checkpoint_every == 0:
-            ctx.checkpoint({"model": model.state_dict(), "step": step, "records": records}, [])
-            ctx.progress(step, config.steps)
+    # square_loss, without its finiteness check (the trainer stops on a non-finite loss)
+    trainer = FullBatchGD(model, lambda: ((model(X) - Y) ** 2).sum(), lr=config.lr)
+    run_resumable(trainer, config.steps, ctx)
+    if not trainer.stopped:
+        trainer.evaluate()  # the record of step `steps`
+    records = [
+        (r["step"], r["loss"]) for r in trainer.records
+        if r["step"] % config.record_every == 0 or r["step"] == config.steps
+        or not math.isfinite(r["loss"])
+    ]  # fmt: skip
     return records, step_ratio
 
 

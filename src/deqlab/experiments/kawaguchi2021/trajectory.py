@@ -47,6 +47,7 @@ def train_delm_with_bounds(
         if target < trainer.step_count or (target == trainer.step_count and target > 0):
             continue
         trainer.run(target - trainer.step_count)
+        trainer.evaluate()  # the record of step `target`
         ctx.checkpoint(trainer.state_dict(), [])
         ctx.progress(target, targets[-1])
     return trainer.history_tensors()

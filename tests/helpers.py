@@ -1,0 +1,19 @@
+"""Problems shared by several test files (import as ``from helpers import ...``)."""
+
+from __future__ import annotations
+
+import torch
+
+from deqlab.models.relu_deq import ReLUDEQ
+
+
+def relu_problem(m=12, d=5, n=6, *, seed=1, data_seed=None, dtype=torch.float64):
+    """A seeded ReLU DEQ of width ``m`` and ``n`` inputs on the sphere of radius √d
+    (Assumption 2 (i): ‖x_i‖ = √d) with N(0, 1) labels; data from ``data_seed``
+    (default ``seed + 1``), drawn in float64 and cast to ``dtype``."""
+    model = ReLUDEQ.init(d, m, seed=seed, dtype=dtype)
+    gen = torch.Generator().manual_seed(seed + 1 if data_seed is None else data_seed)
+    X = torch.randn(d, n, generator=gen, dtype=torch.float64)
+    X = X / X.norm(dim=0) * d**0.5
+    y = torch.randn(n, generator=gen, dtype=torch.float64)
+    return model, X.to(dtype), y.to(dtype)
