@@ -19,6 +19,8 @@ from deqlab.theory.mondeq import (
     lemma_3_3_2,
     lemma_3_3_3,
     lemma_3_3_4,
+    lemma_3_3_4_output,
+    lemma_rows,
     mondeq_constants,
     sigma_min,
     step_size_bound,
@@ -135,20 +137,62 @@ def test_hypotheses_hold_at_step_zero_and_detect_leaving_the_ball():
     assert [r["name"] for r in rows if not r["holds"]] == ["Hypothesis 1 (A)"]
 
 
+def _perturbed(model, scale, seed):
+    torch.manual_seed(seed)
+    other = MonDEQ(3, 12, m=model.m, solver=TIGHT)
+    with torch.no_grad():
+        for p, q in zip(model.parameters(), other.parameters(), strict=True):
+            q.copy_(p + scale * torch.randn_like(p))
+    return other
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_lemmas_3_3_3_and_3_3_4_on_random_instances(seed):
     model, X, _, Z = setup(seed=seed, scale=2.0)
     assert lemma_3_3_3(Z, X, model.U, model.m)["holds"]
-    torch.manual_seed(100 + seed)
-    other = MonDEQ(3, 12, m=model.m, solver=TIGHT)
+    other = _perturbed(model, 0.3, 100 + seed)
     with torch.no_grad():
-        for p, q in zip(model.parameters(), other.parameters(), strict=True):
-            q.copy_(p + 0.3 * torch.randn_like(p))
         Z2 = other.equilibrium(X)
         row = lemma_3_3_4(
             X, Z=(Z2, Z), W=(other.weight(), model.weight()), U=(other.U, model.U), m=model.m
         )
     assert row["holds"] and row["lhs"] > 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lemma_3_3_4_output_bounds_the_change_of_the_predictions(seed):
+    model, X, _, Z = setup(seed=seed, scale=2.0)
+    other = _perturbed(model, 0.3, 100 + seed)
+    with torch.no_grad():
+        Z2 = other.equilibrium(X)
+        W, U, u = (other.weight(), model.weight()), (other.U, model.U), (other.u, model.u)
+        row = lemma_3_3_4_output(X, Z=(Z2, Z), W=W, U=U, u=u, m=model.m)
+        assert row["lhs"] == pytest.approx(float((other(X) - model(X)).norm()), rel=1e-8)
+    norm = lambda M: float(torch.linalg.matrix_norm(M, 2))  # noqa: E731
+    rhs = float(X.norm()) * (
+        norm(U[0] - U[1]) * float(u[0].norm()) / model.m
+        + norm(W[0] - W[1]) * norm(U[1]) * float(u[0].norm()) / model.m**2
+        + norm(U[1]) * float((u[0] - u[1]).norm()) / model.m
+    )
+    assert row["rhs"] == pytest.approx(rhs) and row["holds"]
+    same = lemma_3_3_4_output(X, Z=(Z, Z), W=(W[1], W[1]), U=(U[1], U[1]), u=(u[1], u[1]), m=1)
+    assert same["lhs"] == 0 and same["rhs"] == 0 and same["holds"]
+
+
+def test_lemma_rows_at_a_step_against_the_start():
+    model, X, _, Z = setup(seed=5, scale=2.0)
+    other = _perturbed(model, 0.2, 7)
+    initial = {k: p.detach() for k, p in model.named_parameters()}
+    current = {k: p.detach() for k, p in other.named_parameters()}
+    with torch.no_grad():
+        Z2, W = other.equilibrium(X), (other.weight(), model.weight())
+    rows = lemma_rows(X, m=model.m, current=current, initial=initial, W=W, Z=(Z2, Z))
+    assert [r["name"] for r in rows] == [
+        "Lemma 3.3.2", "Lemma 3.3.3", "Lemma 3.3.4", "Lemma 3.3.4 (Eq. C.6)",
+    ]  # fmt: skip
+    assert rows[0] == lemma_3_3_2(W[0], current["u"], (Z2 > 0).double(), model.m)
+    assert rows[1] == lemma_3_3_3(Z2, X, current["U"], model.m)
+    assert rows[2] == lemma_3_3_4(X, Z=(Z2, Z), W=W, U=(current["U"], initial["U"]), m=model.m)
 
 
 def test_lemma_3_3_2_holds_for_identity_mask_and_fails_for_some_masks():

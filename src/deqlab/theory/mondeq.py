@@ -329,3 +329,60 @@ def lemma_3_3_4(
     dW = spectral_norm((W[0] - W[1]).detach())
     rhs = float(torch.linalg.matrix_norm(X)) * (dU / m + dW * spectral_norm(U[1].detach()) / m**2)
     return _row("Lemma 3.3.4", float(torch.linalg.matrix_norm((Z[0] - Z[1]).detach())), "<=", rhs)
+
+
+def lemma_3_3_4_output(
+    X: torch.Tensor,
+    *,
+    Z: torch.Tensor,
+    W: tuple[torch.Tensor, torch.Tensor],
+    U: tuple[torch.Tensor, torch.Tensor],
+    u: tuple[torch.Tensor, torch.Tensor],
+    m: float,
+) -> Inequality:
+    """Lemma 3.3.4, second part (Eq. C.6): ``‖ŷ(k) − ŷ(s)‖ ≤ ‖X‖_F(‖ΔU‖₂‖u(k)‖/m +
+    ‖ΔW‖₂‖U(s)‖₂‖u(k)‖/m² + ‖U(s)‖₂‖Δu‖/m)`` with ``ŷ = Zᵀu``.
+
+    ``Z``, ``W``, ``U``, ``u`` are pairs of values at steps ``(k, s)``; Eq. (3.15) prints
+    ``y(s)`` on the left, Eq. (C.6) (Appendix C.0.5) ``ŷ_s``, which is what is measured.
+    """
+    m = check_positive("m", m)
+    Zk, Zs = (z.detach() for z in Z)
+    uk, us = (v.detach() for v in u)
+    Us = spectral_norm(U[1].detach())
+    norm_uk = float(torch.linalg.vector_norm(uk))
+    rhs = float(torch.linalg.matrix_norm(X)) * (
+        spectral_norm((U[0] - U[1]).detach()) * norm_uk / m
+        + spectral_norm((W[0] - W[1]).detach()) * Us * norm_uk / m**2
+        + Us * float(torch.linalg.vector_norm(uk - us)) / m
+    )
+    lhs = float(torch.linalg.vector_norm(Zk.T @ uk - Zs.T @ us))
+    return _row("Lemma 3.3.4 (Eq. C.6)", lhs, "<=", rhs)
+
+
+#: The keys :func:`lemma_rows` gives its rows, in order.
+LEMMA_KEYS = ("lemma3_3_2", "lemma3_3_3", "lemma3_3_4", "lemma3_3_4_output")
+
+
+def lemma_rows(
+    X: torch.Tensor,
+    *,
+    m: float,
+    current: Mapping[str, torch.Tensor],
+    initial: Mapping[str, torch.Tensor],
+    W: tuple[torch.Tensor, torch.Tensor],
+    Z: tuple[torch.Tensor, torch.Tensor],
+) -> list[Inequality]:
+    """Lemmas 3.3.2, 3.3.3 and 3.3.4 (Eqs. 3.15 and C.6) at step ``k`` against step 0.
+
+    ``current`` / ``initial`` map A, B, U, u to their values at steps ``k`` and 0; ``W`` and
+    ``Z`` are the pairs ``(W(k), W(0))`` and ``(Z(k), Z(0))`` (equilibria, n × N). Lemma
+    3.3.2's masks ``D_j`` are read off ``Z(k) > 0``. Rows in the order of :data:`LEMMA_KEYS`.
+    """
+    U, u = (current["U"], initial["U"]), (current["u"], initial["u"])
+    return [
+        lemma_3_3_2(W[0], current["u"], (Z[0] > 0).to(Z[0].dtype), m),
+        lemma_3_3_3(Z[0], X, current["U"], m),
+        lemma_3_3_4(X, Z=Z, W=W, U=U, m=m),
+        lemma_3_3_4_output(X, Z=Z, W=W, U=U, u=u, m=m),
+    ]
