@@ -578,7 +578,7 @@ def test_relu_deq_trainer_stops_when_a_parameter_turns_non_finite():
     with torch.no_grad():
         model.W[2, 3] = math.inf
     record = trainer.step()
-    assert trainer.status == record["status"] == "parameter_not_finite"
+    assert trainer.stop_reason == record["status"] == "parameter_not_finite"
     assert trainer.message == (
         "step 1: parameter `W` of the ReLUDEQ is not finite (1 of 256 entries NaN/Inf): GD with "
         "lr = 0.1 diverged"
@@ -591,7 +591,7 @@ def test_relu_deq_trainer_with_a_huge_learning_rate_stops_with_a_status():
     model, X, y = _relu_deq()
     trainer = GDTrainer(model, X, y, GDConfig(lr=1e6, spectral_every=0))
     records = trainer.run(10)
-    assert trainer.status != "ok" and records[-1]["status"] == trainer.status
+    assert trainer.stopped and records[-1]["status"] == trainer.stop_reason
     assert trainer.message.startswith(f"step {records[-1]['step']}: ")
 
 

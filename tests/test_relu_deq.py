@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from deqlab.implicit import Implicit, fixed_point
-from deqlab.models import ReLUDEQ, SolveError
-from deqlab.models.relu_deq_solve import remask_product
-from deqlab.solvers import Picard
+from deqlab.models import ReLUDEQ
+from deqlab.solvers import Picard, SolverError, Status
 from deqlab.theory.ling2023 import lemma2_gradients
+from deqlab.train.relu_deq.cost import ProductCount
+from deqlab.train.relu_deq.product_cache import ProductCache, mask_flips
 
 
 def _problem(m=12, d=5, n=6, seed=1):
@@ -97,8 +98,9 @@ def test_equilibrium_solves_eq2_and_warm_start_costs_no_product():
 def test_solver_failure_raises_with_message():
     model, X, y = _problem()
     sol = model.equilibrium(X, tol=1e-14, max_iter=2)
-    assert not sol.converged and "not converged after 2 steps" in sol.message
-    with pytest.raises(SolveError, match="forward solve not converged after 2 steps"):
+    assert not sol.converged and sol.status is Status.MAX_STEPS and sol.n_steps == 2
+    assert len(sol.residuals) == 2 and sol.residual == sol.residuals[-1] > 1e-14
+    with pytest.raises(SolverError, match=r"forward solve .* max_steps after 2 steps"):
         model.gradients(X, y, tol=1e-14, max_iter=2)
 
 
@@ -107,8 +109,11 @@ def test_remask_product_equals_the_direct_product():
     gen = torch.Generator().manual_seed(0)
     W, C = torch.randn(9, 9, generator=gen), torch.randn(4, 9, generator=gen)
     old, new = torch.rand(4, 9, generator=gen) > 0.5, torch.rand(4, 9, generator=gen) > 0.5
-    Q, rows = remask_product(W, C, old, new, (C * old) @ W)
-    assert rows.numel() == int((old != new).sum())
+    cache, count = ProductCache(C, (C * old) @ W), ProductCount()
+    flips = mask_flips(old, new)
+    cache.remask(W, flips, count)
+    Q, rows = cache.product, flips[0]
+    assert rows.numel() == int((old != new).sum()) and count.thin == 2 * rows.numel() / C.numel()
     assert set(rows.tolist()) == set((old != new).any(dim=1).nonzero().squeeze(1).tolist())
     torch.testing.assert_close(Q, (C * new) @ W, rtol=1e-13, atol=1e-13)
 

@@ -9,7 +9,7 @@ import torch
 from scipy import integrate
 
 from deqlab.models.relu_deq import ReLUDEQ
-from deqlab.models.relu_deq_solve import SolveError
+from deqlab.solvers import SolverError
 from deqlab.theory.kernels import (
     AssumptionWarning,
     arccos_q,
@@ -427,7 +427,7 @@ def test_pl_gram_raises_when_the_equilibrium_does_not_exist():
     model = ReLUDEQ.init(3, 8, seed=0)
     with torch.no_grad():
         model.W.copy_(2.0 * torch.eye(8))  # relu(2z + b) diverges for b > 0
-    with pytest.raises(SolveError, match="forward"):
+    with pytest.raises(SolverError, match="forward"):
         pl_gram(model, sphere(3, 2), max_iter=50)
 
 

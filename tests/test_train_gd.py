@@ -1,5 +1,6 @@
-"""Full-batch GD on the ReLU DEQ: exact steps, bit-exact resume, stopping statuses,
-Theorem 1 checks on a short run, configuration errors."""
+"""Full-batch GD on the ReLU DEQ: exact steps (against cold solves and against the plain
+reference step over 40 steps through mask flips), bit-exact resume, stop reasons, Theorem 1
+checks on a short run, configuration errors."""
 
 import io
 import math
@@ -8,8 +9,10 @@ import pytest
 import torch
 
 from deqlab.models import ReLUDEQ
-from deqlab.theory.ling2023 import theorem1_margins
+from deqlab.theory.ling2023 import lemma2_gradients, theorem1_margins
 from deqlab.train import GDConfig, GDTrainer
+from deqlab.train.protocol import Trainer
+from deqlab.train.relu_deq import reference_step
 
 
 def _problem(m=48, d=10, n=12, seed=0, dtype=torch.float64):
@@ -63,22 +66,62 @@ def test_every_step_is_exact_through_mask_flips_and_flips_undone():
     model, X, y = _problem(m=64, n=16)
     lr = 2e-3
     trainer = GDTrainer(model, X, y, GDConfig(lr=lr, tol=1e-12, spectral_every=0, metrics_every=0))
-    returned = []
-    start = trainer.adjoint_start.start
-
-    def counting_start(jumps=None, mask=None):
-        result = start(jumps, mask)
-        returned.append(0 if result.unknown is None else result.unknown.numel())
-        return result
-
-    trainer.adjoint_start.start = counting_start
     for _ in range(30):
         before = _params(model)
         cold = model.gradients(X, y, tol=1e-13)
         trainer.step()
         for p_new, p_old, g in zip(_params(model), before, (cold.W, cold.U, cold.a), strict=True):
             assert _rel((p_old - p_new) / lr, g) < 1e-8
-    assert sum(r["mask_flips"] for r in trainer.records) > 50 and sum(returned) > 10
+    assert sum(r["mask_flips"] for r in trainer.records) > 50
+    assert sum(r["adjoint_restarts"] for r in trainer.records) > 10
+
+
+def test_the_reference_step_is_gradient_descent_with_lemma2_gradients():
+    """One plain step from θ is θ − η ∇Φ(θ), ∇Φ by the Kronecker closed form of Lemma 2."""
+    model, X, y = _problem()
+    W, U, a = _params(model)
+    step = reference_step(W, U, a, X, y, LR, tol=1e-13)
+    Z = model.equilibrium(X, tol=1e-13).Z
+    for new, old, g in zip((step.W, step.U, step.a), (W, U, a), lemma2_gradients(model, X, y, Z),
+                           strict=True):  # fmt: skip
+        assert _rel((old - new) / LR, g) < 1e-8
+    assert step.loss == pytest.approx(0.5 * float((a @ Z - y).square().sum()), rel=1e-12)
+
+
+def _reference_run(model, X, y, lr, steps):
+    """Losses, final θ and mask flips of ``steps`` plain reference steps from the model's θ."""
+    W, U, a = _params(model)
+    Z = V = None
+    losses, flips = [], 0
+    for _ in range(steps):
+        step = reference_step(W, U, a, X, y, lr, tol=1e-13, Z0=Z, V0=V)
+        flips += 0 if Z is None else int(((step.Z > 0) != (Z > 0)).sum())
+        W, U, a, Z, V = step.W, step.U, step.a, step.Z, step.V
+        losses.append(step.loss)
+    return losses, (W, U, a), flips
+
+
+def test_the_fast_path_follows_the_reference_step_through_mask_flips():
+    """The fast trainer (warm starts, extrapolation, rank-n corrections, flip memory)
+    against the plain reference step: 40 GD steps, losses and final θ equal to 1e-10 while
+    ReLUs flip; a trainer at tol 1e-4 is visibly off the same comparison."""
+    model, X, y = _problem(m=64, n=16)
+    lr = 2e-3
+    losses, theta, flips = _reference_run(model, X, y, lr, steps=40)
+    fast = GDTrainer(model, X, y, GDConfig(lr=lr, tol=1e-12, spectral_every=0, metrics_every=0))
+    records = fast.run(40)
+    assert flips > 50 and sum(r["mask_flips"] for r in records) > 50
+    assert sum(r["adjoint_restarts"] for r in records) > 0
+    for record, loss in zip(records, losses, strict=True):
+        assert abs(record["loss"] - loss) <= 1e-10 * loss
+    for p, q in zip(_params(model), theta, strict=True):
+        assert _rel(p, q) < 1e-10
+    rough_model, X, y = _problem(m=64, n=16)
+    rough = GDTrainer(rough_model, X, y, GDConfig(lr=lr, tol=1e-4, spectral_every=0))
+    worst = max(
+        abs(r["loss"] - loss) / loss for r, loss in zip(rough.run(5), losses[:5], strict=True)
+    )
+    assert worst > 1e-8
 
 
 def test_ablations_follow_the_same_trajectory():
@@ -157,8 +200,9 @@ def test_divergence_stops_with_status_and_keeps_records():
     model, X, y = _problem()
     trainer = GDTrainer(model, X, y, GDConfig(lr=5.0, spectral_every=0))
     records = trainer.run(20)
-    assert trainer.status in ("W_norm_ge_1", "loss_not_finite", "forward_failed")
-    assert 1 <= len(records) < 20 and records[-1]["status"] == trainer.status
+    assert trainer.stop_reason in ("W_norm_ge_1", "loss_not_finite", "forward_failed")
+    assert 1 <= len(records) < 20 and records[-1]["status"] == trainer.stop_reason
+    assert isinstance(trainer, Trainer) and trainer.stopped
     assert trainer.message.startswith(f"step {records[-1]['step']}:")
     assert records[0]["status"] == "ok" and math.isfinite(records[0]["loss"])
     with pytest.raises(RuntimeError, match="the run has stopped"):
@@ -172,7 +216,7 @@ def test_W_norm_at_least_one_is_reported_not_used():
         model.W.mul_(1.05 / float(torch.linalg.matrix_norm(model.W, 2)))
     trainer = GDTrainer(model, X, y, GDConfig(lr=LR))
     record = trainer.step()
-    assert trainer.status == "W_norm_ge_1" and "‖W‖₂ = 1.05 >= 1" in trainer.message
+    assert trainer.stop_reason == "W_norm_ge_1" and "‖W‖₂ = 1.05 >= 1" in trainer.message
     assert record["forward_steps"] == 0 and math.isnan(record["loss"])
 
 
@@ -180,8 +224,8 @@ def test_solver_failure_stops_the_run():
     model, X, y = _problem()
     trainer = GDTrainer(model, X, y, GDConfig(lr=LR, tol=1e-14, max_iter=3))
     trainer.run(2)
-    assert trainer.status == "forward_failed"
-    assert "forward solve not converged after 3 steps" in trainer.message
+    assert trainer.stop_reason == "forward_failed"
+    assert "forward solve max_steps after 3 steps" in trainer.message
 
 
 def test_float32_training_runs():

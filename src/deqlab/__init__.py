@@ -38,7 +38,7 @@ from deqlab.solvers import (
     get_solver,
 )
 from deqlab.theory import deq_ntk, least_eigenvalue, population_gram
-from deqlab.train.gd import GDConfig, GDTrainer
+from deqlab.train.relu_deq import GDConfig, GDTrainer
 
 if TYPE_CHECKING:
     from deqlab.runs.api import Run, reproduce

@@ -8,7 +8,6 @@ from deqlab.models.conv_deq import ConvDEQ, ConvDEQCell, WeightTiedConvNet
 from deqlab.models.delm import DELM, column_softmax
 from deqlab.models.mondeq import MonDEQ, monotone_fixed_point
 from deqlab.models.relu_deq import Gradients, ReLUDEQ
-from deqlab.models.relu_deq_solve import SolveError
 
 __all__ = [
     "DELM",
@@ -20,7 +19,6 @@ __all__ = [
     "MonDEQ",
     "ReLUDEQ",
     "ReLUMLP",
-    "SolveError",
     "WeightTiedConvNet",
     "column_softmax",
     "monotone_fixed_point",

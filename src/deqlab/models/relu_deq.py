@@ -18,13 +18,7 @@ from torch import nn
 
 from deqlab._checks import check_int, check_real, check_tensor
 from deqlab.implicit import Backward, fixed_point
-from deqlab.models.relu_deq_solve import (
-    DEFAULT_MAX_ITER,
-    AdjointSolve,
-    ForwardSolve,
-    solve_adjoint,
-    solve_forward,
-)
+from deqlab.models.relu_deq_solve import DEFAULT_MAX_ITER, RowSolution, solve_adjoint, solve_forward
 from deqlab.solvers import Picard, Solver
 
 #: Assumption 1 requires σ_w² < 1/8 (then ‖W(0)‖₂ ≤ 2√2 σ_w < 1 w.h.p., Lemma 1).
@@ -40,8 +34,8 @@ class Gradients:
     W: torch.Tensor  # (m, m) (D⊙V) Zᵀ
     U: torch.Tensor  # (m, d) (D⊙V) Xᵀ
     a: torch.Tensor  # (m,)   Z r
-    forward: ForwardSolve
-    adjoint: AdjointSolve
+    forward: RowSolution
+    adjoint: RowSolution
 
 
 class ReLUDEQ(nn.Module):
@@ -171,7 +165,7 @@ class ReLUDEQ(nn.Module):
         tol: float = 1e-6,
         max_iter: int = DEFAULT_MAX_ITER,
         Z0: torch.Tensor | None = None,
-    ) -> ForwardSolve:
+    ) -> RowSolution:
         """Solve Eq. (2) for the whole batch with warm-startable Picard iteration."""
         (X,) = self.check_data(X)
         if Z0 is not None:
@@ -197,7 +191,7 @@ class ReLUDEQ(nn.Module):
 
         ``C = a 1ᵀ + Wᵀ (D ⊙ C)`` (so that V = C diag(r) for the adjoint
         ``V = a rᵀ + Wᵀ(D⊙V)``), then ∇W = (D⊙V) Zᵀ, ∇U = (D⊙V) Xᵀ, ∇a = Z r.
-        Raises :class:`deqlab.models.relu_deq_solve.SolveError` if a solve does not converge.
+        Raises :class:`deqlab.solvers.SolverError` if a solve does not converge.
         """
         X, y = self.check_data(X, y)
         fwd = self.equilibrium(X, tol=tol, max_iter=max_iter).raise_if_failed("forward")

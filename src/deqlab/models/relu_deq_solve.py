@@ -1,225 +1,234 @@
-"""Structured, autograd-free solves of the ReLU DEQ for the whole batch at once.
+"""Row-wise Picard for the two structured solves of the ReLU DEQ (Ling et al. 2023).
 
-Both solves are Picard iterations ``x_{k+1} = h(M x_k)`` whose only costly operation is
-one m×m by m×n product ``M x_k`` (M = W forward, Wᵀ adjoint):
+Both solves iterate ``x ← finish(apply(x))``, where ``apply`` is one m×m by m×n product:
 
-* forward, Eq. (2):  ``Z_{k+1} = relu(W Z_k + B)`` with ``B = U X``;
-* adjoint (Lemma 2): ``C_{k+1} = a 1ᵀ + Wᵀ (D ⊙ C_k)`` with ``D = 1[W Z + B > 0]``.
-  Column i is ``c_i = (I − Wᵀ D_i)⁻¹ a``, independent of the residual r, and the adjoint
-  ``V = a rᵀ + Wᵀ(D⊙V)`` of Eq. (3) is ``V = C diag(r)``. Warm-starting C (which moves
-  only with W, a, D, and continuously: the mask is applied inside the product, so a mask
-  flip changes the product by one row of W, see :func:`remask_product`) instead of V
-  (which moves with r) is what pays.
+* forward, Eq. (2):   ``Z ← relu(W Z + B)``, B = U X;
+* adjoint, Lemma 2:   ``C ← S + Wᵀ(D ⊙ C)``, D = 1[W Z + B > 0]. With S = a 1ᵀ column i is
+  c_i = (I − Wᵀ D_i)⁻¹ a and the adjoint V = a rᵀ + Wᵀ(D ⊙ V) of Eq. (3) is C diag(r)
+  (C moves only with W, a and D, not with r: it warm-starts better); with S = a rᵀ it is V.
 
-A solve starts from an input ``x_in`` *and its product* ``M x_in``: the caller may pass a
-product it obtained cheaply (a rank-n update, see :mod:`deqlab.train.gd`), so a warm
-start that is already within tolerance costs no m×m product at all. The returned
-``x_in``/``product`` pair is the last input and its product; the mask D of the forward
-solve is taken from the pre-activation of that last product (no extra product).
+The solves work on *rows*, the transposes (n, m) of the paper's (m, n) matrices, one row per
+sample (a sample's vector is contiguous). A solve starts from ``x_in`` *and its product*
+``apply(x_in)``, so a warm start already within tolerance costs no product at all.
 
-Layout: the solves work on *rows*, one row per sample, i.e. on transposes (n, m) of the
-paper's (m, n) matrices, so that a sample's vector is contiguous (selecting the active
-samples, per-sample norms and mask flips move contiguous rows). With ``rows=True``
-:func:`solve_forward` and :func:`solve_adjoint` take and return rows (the trainer keeps
-all its state that way); by default they convert from and to the paper's layout.
-
-Stopping rule, per column (sample) as in torchdeq's ``'rel'`` mode:
-``‖x_{k+1,i} − x_{k,i}‖ <= tol · ‖x_{k+1,i}‖`` for every column i; columns that meet it
-are soon no longer iterated (see ``COMPACT_SHARE``), so late iterations cost a fraction
-of a product. The reported residual is the largest column residual; ``n_products``
-counts products in units of a full m×m by m×n product (a product over k of the n
-columns counts k/n).
+Stopping per sample, as torchdeq's ``'rel'``: ``‖x_{k+1,i} − x_{k,i}‖ <= tol ‖x_{k+1,i}‖``;
+converged rows leave the iteration (:class:`ActiveRows`), so a product over k of the n rows
+counts k/n in ``n_products``. Why: late iterations then cost a fraction of a product.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
 import torch
 
 from deqlab._checks import check_int, check_positive
+from deqlab.solvers import Solution, SolverError, Status
 
 DEFAULT_MAX_ITER = 1000
 
-#: A block of rows is compacted once at least 1/COMPACT_SHARE of them (and at least one)
-#: have converged: until then the converged rows are iterated on, which costs less than
-#: the gathers of a compaction (they stay converged: the iteration contracts).
+#: Converged rows move out of the iteration once they are 1/COMPACT_SHARE of the active
+#: rows (and at least one): until then iterating them costs less than gathering the rest
+#: (they stay converged: the map contracts).
 COMPACT_SHARE = 8
 
 
-class SolveError(RuntimeError):
-    """A structured solve did not reach its tolerance (or produced NaN/Inf)."""
+@dataclass(frozen=True, eq=False)
+class RowSolution(Solution):
+    """A :class:`~deqlab.solvers.Solution` (``z`` = ``x``) with the next solve's warm start.
 
-
-@dataclass(frozen=True)
-class CachedSolve:
-    """Result of ``x_{k+1} = h(M x_k)``: the solution and the warm start for the next solve.
-
-    ``x`` = h(product) is the solution; ``x_in`` is the input of the last product and
-    ``product`` = M x_in. ``n_steps`` counts evaluations of h, ``n_products`` the m×m by
-    m×n products actually computed (the first one may have been supplied by the caller).
+    ``x_in`` is the input of the last product and ``product`` = apply(x_in); ``n_products``
+    counts m×m by m×n products (k of n rows: k/n); ``mask`` is the forward solve's
+    D = 1[product + B > 0] = 1[x > 0] (None for the adjoint).
     """
 
-    x: torch.Tensor
     x_in: torch.Tensor
     product: torch.Tensor
-    n_steps: int
     n_products: float
-    residual: float
-    residuals: tuple[float, ...]
-    converged: bool
+    tol: float
+    mask: torch.Tensor | None = None
 
     @property
-    def message(self) -> str:
-        """Human description of the outcome."""
-        if self.converged:
-            return f"converged in {self.n_steps} steps (residual {self.residual:.3g})"
-        if not math.isfinite(self.residual):
-            return f"residual became {self.residual} after {self.n_steps} steps"
-        return f"not converged after {self.n_steps} steps (residual {self.residual:.3g})"
-
-    def raise_if_failed(self, name: str):
-        """Return ``self``; raise :class:`SolveError` naming the solve if it failed."""
-        if not self.converged:
-            raise SolveError(f"{name} solve {self.message}")
-        return self
-
-    def transposed(self):
-        """The same result with every matrix transposed: rows ↔ the paper's layout."""
-        return replace(
-            self, **{f.name: getattr(self, f.name).T.contiguous() for f in fields(self)
-                     if isinstance(getattr(self, f.name), torch.Tensor)}
-        )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class ForwardSolve(CachedSolve):
-    """Forward solve of Eq. (2); ``mask`` is D = 1[W Z_in + B > 0] of the last step."""
-
-    mask: torch.Tensor
+    def x(self) -> torch.Tensor:
+        """The solution (rows (n, m), or (m, n) after :meth:`transposed`)."""
+        return self.z
 
     @property
     def Z(self) -> torch.Tensor:
-        """The equilibrium estimate, (m, n) (or (n, m) with ``rows=True``)."""
-        return self.x
+        """The forward solve's equilibrium estimate (same as ``x``)."""
+        return self.z
+
+    def raise_if_failed(self, name: str) -> RowSolution:
+        """Return ``self``; raise :class:`~deqlab.solvers.SolverError` naming the solve."""
+        if not self.converged:
+            raise SolverError(f"{name} solve (row-wise Picard)", self, tol=self.tol, stop="rel")
+        return self
+
+    def transposed(self) -> RowSolution:
+        """The same solution with every matrix transposed: rows ↔ the paper's layout."""
+        swap = {
+            f.name: getattr(self, f.name).T.contiguous()
+            for f in fields(self)
+            if isinstance(getattr(self, f.name), torch.Tensor)
+        }
+        return replace(self, **swap)
 
 
-@dataclass(frozen=True)
-class AdjointSolve(CachedSolve):
-    """Adjoint solve ``C = S + Wᵀ (D ⊙ C)``; ``x`` is C."""
+class ForwardRows:
+    """Eq. (2) in rows: apply(Z) = Z Wᵀ (rows of W Z), finish(P) = relu(P + B)."""
+
+    def __init__(self, W: torch.Tensor, B: torch.Tensor) -> None:
+        self.W, self.B = W, B
+
+    def apply(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        return torch.mm(x, self.W.T, out=out)
+
+    def finish(self, product: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        return torch.add(product, self.B, out=out).relu_()
+
+    def restrict(self, rows: torch.Tensor) -> ForwardRows:
+        """The map of the given rows only."""
+        return ForwardRows(self.W, self.B.index_select(0, rows))
 
 
-def _row_residuals(x: torch.Tensor, x_in: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
+class AdjointRows:
+    """Lemma 2 in rows: apply(C) = (D ⊙ C) W (rows of Wᵀ(D ⊙ C)), finish(Q) = Q + S."""
+
+    def __init__(self, W: torch.Tensor, D: torch.Tensor, S: torch.Tensor) -> None:
+        self.W, self.D, self.S = W, D, S  # D float 0/1 (multiplies faster than bool)
+        self._masked = torch.empty_like(D)
+
+    def apply(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        return torch.mm(torch.mul(x, self.D, out=self._masked), self.W, out=out)
+
+    def finish(self, product: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        return torch.add(product, self.S, out=out)
+
+    def restrict(self, rows: torch.Tensor) -> AdjointRows:
+        """The map of the given rows only (a source S of one row is shared)."""
+        S = self.S if self.S.shape[0] == 1 else self.S.index_select(0, rows)
+        return AdjointRows(self.W, self.D.index_select(0, rows), S)
+
+
+RowMap = ForwardRows | AdjointRows
+
+
+def row_residuals(x: torch.Tensor, x_in: torch.Tensor) -> torch.Tensor:
     """‖x_i − x_in,i‖ / ‖x_i‖ per row (0 where x_i = x_in,i, inf where only x_i is 0)."""
-    diff = torch.linalg.vector_norm(torch.sub(x, x_in, out=scratch), dim=1)  # (k,)
+    diff = torch.linalg.vector_norm(x - x_in, dim=1)
     same = diff == 0
     return diff.div_(torch.linalg.vector_norm(x, dim=1)).masked_fill_(same, 0.0)
 
 
-class _Block:
-    """Work buffers for k rows: two for x (input and result alternate), one for the
-    product, one scratch; reused across iterations, so that no iteration allocates."""
+class ActiveRows:
+    """The rows still iterated (``x_in``, its ``product``, ``x`` = finish(product)) and the
+    results of the rows that left.
 
-    def __init__(self, like: torch.Tensor, k: int) -> None:
-        self.x = [like.new_empty(k, like.shape[1]) for _ in range(2)]
-        self.product = like.new_empty(k, like.shape[1])
-        self.scratch = like.new_empty(k, like.shape[1])
+    While all rows are active the arrays are the full (n, m) ones; :meth:`retire` then moves
+    the active rows to a compact block, ``index`` saying where they belong, and writes the
+    rows leaving it back into ``full``. A row's result is its last iterate.
+    """
 
-    def views(self, k: int) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
-        """The buffers' first k rows (contiguous)."""
-        return [x[:k] for x in self.x], self.product[:k], self.scratch[:k]
+    def __init__(self, op: RowMap, x_in: torch.Tensor, product: torch.Tensor) -> None:
+        self.op, self.n = op, x_in.shape[0]
+        self.x_in, self.product = x_in, product  # the caller's until the first step
+        self.x = op.finish(product, out=torch.empty_like(x_in))
+        self.index: torch.Tensor | None = None  # None: the arrays are the full ones
+        self.full: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self.steps, self.n_products, self.settled = 1, 0.0, 0.0
+        self._owned = False  # may x_in and product be overwritten?
+
+    def step(self) -> None:
+        """x_in ← x, product ← apply(x_in), x ← finish(product): k/n of a product."""
+        out = self.x_in if self._owned else torch.empty_like(self.x)
+        product = self.product if self._owned else torch.empty_like(self.x)
+        self.x_in = self.x
+        self.product = self.op.apply(self.x_in, out=product)
+        self.x = self.op.finish(self.product, out=out)
+        self._owned = True
+        self.steps += 1
+        self.n_products += self.x.shape[0] / self.n
+
+    def retire(self, residuals: torch.Tensor, converged: torch.Tensor) -> None:
+        """Move the converged rows out once they are 1/COMPACT_SHARE of the active ones
+        (``settled`` keeps their largest residual). A step must follow."""
+        k, n_done = converged.numel(), int(converged.sum())
+        if n_done < max(1, k // COMPACT_SHARE):
+            return
+        self.settled = max(self.settled, float(residuals.masked_fill(~converged, 0.0).max()))
+        keep = (~converged).nonzero().squeeze(1)
+        if self.index is None:  # the full arrays become the results
+            self.full = (self.x, self.x_in, self.product)
+            if not self._owned:  # the caller's: copy before writing rows into them
+                self.full = (self.x, self.x_in.clone(), self.product.clone())
+            self.index = keep
+        else:
+            self._write_back(converged.nonzero().squeeze(1))
+            self.index = self.index.index_select(0, keep)
+        self.x = self.x.index_select(0, keep)
+        self.x_in, self.product = torch.empty_like(self.x), torch.empty_like(self.x)
+        self.op, self._owned = self.op.restrict(keep), True
+
+    def _write_back(self, rows: torch.Tensor | None = None) -> None:
+        """Copy the given block rows (all by default) into ``full``."""
+        assert self.full is not None and self.index is not None
+        index = self.index if rows is None else self.index.index_select(0, rows)
+        for whole, block in zip(self.full, (self.x, self.x_in, self.product), strict=True):
+            whole.index_copy_(0, index, block if rows is None else block.index_select(0, rows))
+
+    def results(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(x, x_in, product) of every row."""
+        if self.full is None:
+            return self.x, self.x_in, self.product
+        self._write_back()
+        return self.full
 
 
-def _iterate(
-    apply: Callable[..., torch.Tensor],
-    finish: Callable[..., torch.Tensor],
+def iterate_rows(
+    op: RowMap,
     x_in: torch.Tensor,
     product: torch.Tensor,
-    row_data: tuple[torch.Tensor, ...],
     *,
     tol: float,
     max_iter: int,
-    verified_start: bool,
+    verified_start: bool = True,
     unknown: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int, float, list[float], bool]:
-    """Picard on ``x ← finish(apply(x))`` from ``x_in`` with ``product = apply(x_in)``.
+) -> RowSolution:
+    """Picard ``x ← op.finish(op.apply(x))`` on rows (n, m) from ``x_in`` with
+    ``product = op.apply(x_in)``; the inputs are not modified.
 
-    Columns are independent problems: columns whose relative residual is <= ``tol`` drop
-    out, so a product costs (iterated columns)/n of a full one. The loop works on rows
-    (n, m), one row per column. It iterates the full arrays until 1/``COMPACT_SHARE`` of
-    the rows have converged, then a compact block of the active rows (gathered with their
-    ``row_data``, per-row tensors (n, ·) such as B or D), compacted again on the same rule
-    and writing converged rows back into the full arrays; a row is returned from the
-    iteration where it was last iterated (converged, possibly more than once).
-    ``apply(x, *rows_data, out=, scratch=)`` and ``finish(p, *rows_data, out=)`` receive
-    blocks (k, m) and write into ``out``. Inputs and results are rows (n, m); the inputs
-    are not modified. Without ``verified_start`` (``product`` only approximates
-    ``apply(x_in)``) no column may stop before one exact product; the rows ``unknown``
-    (indices, only then) have no product at all: their first iterate is x_in itself.
+    Without ``verified_start`` (``product`` only approximates apply(x_in)) no row may stop
+    before one exact product; the rows ``unknown`` (indices, only then) have no product at
+    all: their first iterate is x_in itself.
     """
     tol = check_positive("tol", tol)
     max_iter = check_int("max_iter", max_iter, min_value=1)
     if unknown is not None and verified_start:
         raise ValueError("`unknown` rows (no product given) need `verified_start=False`")
-    n = x_in.shape[0]
-    buffers = _Block(x_in, n)
-    xs, pk, scratch = buffers.views(n)
-    x = finish(product, *row_data, out=xs[0])  # (n, m)
+    rows = ActiveRows(op, x_in, product)
     if unknown is not None:
-        x.index_copy_(0, unknown, x_in.index_select(0, unknown))
-    current = 0  # xs[current] holds the latest x
-    res = _row_residuals(x, x_in, scratch)  # (k,): the rows being iterated
-    residuals = [float(res.max())]  # NaN if any row's is
-    settled = 0.0  # the largest residual of the rows no longer iterated (each <= tol)
-    n_products, step = 0.0, 1
-    rows: torch.Tensor | None = None  # None: every row is active, iterate the full arrays
-    xk, xk_in, data_k = x, x_in, row_data
+        rows.x.index_copy_(0, unknown, x_in.index_select(0, unknown))
+    trace: list[float] = []
     while True:
-        k = xk.shape[0]
-        finite = math.isfinite(residuals[-1])
-        if verified_start or step > 1:  # an unverified start is not a result
-            active = res > tol
-            keep = active.nonzero().squeeze(1)
-            n_active = keep.numel()
-        else:
-            n_active = k
-        if not finite or n_active == 0 or step == max_iter:
-            if rows is not None:  # write the rows still in the compact block back
-                x.index_copy_(0, rows, xk)
-                x_in.index_copy_(0, rows, xk_in)
-                product.index_copy_(0, rows, pk)
-            return x, x_in, product, step, n_products, residuals, finite and n_active == 0
-        if k - n_active >= max(1, k // COMPACT_SHARE):  # store converged rows, compact the rest
-            settled = max(settled, float(res.masked_fill(active, 0.0).max()))
-            if step == 1:  # the caller's arrays: copy before writing rows into them
-                x_in, product = x_in.clone(), product.clone()
-            compact = rows is not None
-            if compact:
-                done = (~active).nonzero().squeeze(1)
-                back = rows.index_select(0, done)
-                x.index_copy_(0, back, xk.index_select(0, done))
-                x_in.index_copy_(0, back, xk_in.index_select(0, done))
-                product.index_copy_(0, back, pk.index_select(0, done))
-                rows = rows.index_select(0, keep)
-            else:  # leave the full arrays to the results, iterate in a block of its own
-                rows, buffers = keep, _Block(x_in, n_active)
-            xs, pk, scratch = buffers.views(n_active)
-            if compact:  # xk is in xs[current] of this block: gather into the other one
-                current = 1 - current
-            xk = torch.index_select(xk, 0, keep, out=xs[current])
-            data_k = tuple(t.index_select(0, keep) if t.shape[0] > 1 else t for t in data_k)
-        step += 1
-        xk_in, current = xk, 1 - current
-        apply(xk_in, *data_k, out=pk, scratch=scratch)  # (k, m): k/n of a full product
-        xk = finish(pk, *data_k, out=xs[current])
-        res = _row_residuals(xk, xk_in, scratch)
-        n_products += xk.shape[0] / n
-        if rows is None:
-            x, x_in, product = xk, xk_in, pk
-        latest = float(res.max())
-        residuals.append(latest if math.isnan(latest) else max(settled, latest))
+        res = row_residuals(rows.x, rows.x_in)
+        latest = float(res.max())  # NaN if any row's is
+        trace.append(latest if math.isnan(latest) else max(rows.settled, latest))
+        converged = res <= tol
+        may_stop = verified_start or rows.steps > 1  # an unverified start is no result
+        done = may_stop and bool(converged.all())
+        if done or not math.isfinite(latest) or rows.steps == max_iter:
+            return _solution(rows, trace, done, tol)
+        if may_stop:
+            rows.retire(res, converged)
+        rows.step()
+
+
+def _solution(rows: ActiveRows, trace: list[float], done: bool, tol: float) -> RowSolution:
+    x, x_in, product = rows.results()
+    finite = math.isfinite(trace[-1])
+    status = Status.CONVERGED if done else Status.MAX_STEPS if finite else Status.DIVERGED
+    return RowSolution(x, status, rows.steps, trace, trace[-1], x_in, product, rows.n_products, tol)
 
 
 def solve_forward(
@@ -232,7 +241,7 @@ def solve_forward(
     max_iter: int = DEFAULT_MAX_ITER,
     verified_start: bool = True,
     rows: bool = False,
-) -> ForwardSolve:
+) -> RowSolution:
     """Solve Z = relu(W Z + B) (Eq. (2), B = U X) from ``Z_in`` with ``P = W @ Z_in``.
 
     Shapes: W (m, m); B, Z_in, P (m, n); with ``rows`` all of them and the result are
@@ -241,21 +250,10 @@ def solve_forward(
     """
     if not rows:
         B, Z_in, P = (t.T.contiguous() for t in (B, Z_in, P))
-    W_t = W.T
-
-    def apply(Z: torch.Tensor, B: torch.Tensor, *, out, scratch) -> torch.Tensor:
-        return torch.mm(Z, W_t, out=out)  # rows of W Z
-
-    def finish(P: torch.Tensor, B: torch.Tensor, *, out) -> torch.Tensor:
-        return torch.add(P, B, out=out).relu_()
-
-    x, x_in, P, steps, products, residuals, ok = _iterate(
-        apply, finish, Z_in, P, (B,), tol=tol, max_iter=max_iter, verified_start=verified_start
+    solve = iterate_rows(
+        ForwardRows(W, B), Z_in, P, tol=tol, max_iter=max_iter, verified_start=verified_start
     )
-    # x = relu(P + B), so its support is the mask of the last product, 1[P + B > 0]
-    solve = ForwardSolve(
-        x, x_in, P, steps, products, residuals[-1], tuple(residuals), ok, mask=x > 0
-    )
+    solve = replace(solve, mask=solve.x > 0)  # x = relu(P + B): the mask of the last product
     return solve if rows else solve.transposed()
 
 
@@ -271,69 +269,20 @@ def solve_adjoint(
     verified_start: bool = True,
     unknown: torch.Tensor | None = None,
     rows: bool = False,
-) -> AdjointSolve:
+) -> RowSolution:
     """Solve C = S + Wᵀ (D ⊙ C) from ``C_in`` with ``Q = W.T @ (mask * C_in)``.
 
     Shapes: W (m, m); mask D (m, n), bool or 0/1; source S (m, 1) or (m, n); C_in, Q
     (m, n); with ``rows`` all of them and the result are transposed (then
-    Q = (mask ⊙ C_in) W). With S = a (a column) the solution is C, c_i = (I − Wᵀ D_i)⁻¹ a,
-    and the adjoint of Lemma 2 is D⊙V = (D⊙C) diag(r); with S = a rᵀ the solution is V
-    itself (r = ŷ − y). ``verified_start`` as in :func:`solve_forward`; with it False,
-    ``unknown`` (indices) are the columns whose product Q is not given at all (they start
-    from C_in itself).
+    Q = (mask ⊙ C_in) W). With S = a the adjoint of Lemma 2 is D⊙V = (D⊙C) diag(r); with
+    S = a rᵀ the solution is V itself (r = ŷ − y). ``verified_start`` as in
+    :func:`solve_forward`; with it False, ``unknown`` (indices) are the columns whose
+    product Q is not given at all (they start from C_in itself).
     """
     if not rows:
         mask, source, C_in, Q = (t.T.contiguous() for t in (mask, source, C_in, Q))
-    D = mask.to(W.dtype)  # a float multiplier is faster than a bool one
-
-    def apply(C: torch.Tensor, D: torch.Tensor, S: torch.Tensor, *, out, scratch) -> torch.Tensor:
-        return torch.mm(torch.mul(C, D, out=scratch), W, out=out)  # rows of Wᵀ (D ⊙ C)
-
-    def finish(Q: torch.Tensor, D: torch.Tensor, S: torch.Tensor, *, out) -> torch.Tensor:
-        return torch.add(Q, S, out=out)
-
-    x, x_in, Q, steps, products, residuals, ok = _iterate(
-        apply, finish, C_in, Q, (D, source), tol=tol, max_iter=max_iter,
-        verified_start=verified_start, unknown=unknown,
-    )  # fmt: skip
-    solve = AdjointSolve(x, x_in, Q, steps, products, residuals[-1], tuple(residuals), ok)
+    op = AdjointRows(W, mask.to(W.dtype), source)
+    solve = iterate_rows(
+        op, C_in, Q, tol=tol, max_iter=max_iter, verified_start=verified_start, unknown=unknown
+    )
     return solve if rows else solve.transposed()
-
-
-def mask_flips(
-    old_mask: torch.Tensor, new_mask: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The entries (i, j) where two (n, m) bool masks differ, and +1 where switched on,
-    −1 where switched off."""
-    rows, units = torch.nonzero(old_mask != new_mask, as_tuple=True)
-    return rows, units, new_mask[rows, units].to(torch.int8) * 2 - 1
-
-
-def apply_flips(
-    W: torch.Tensor,
-    C: torch.Tensor,
-    flips: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-    Q: torch.Tensor,
-) -> torch.Tensor:
-    """Turn ``Q = (old_mask ⊙ C) W`` into ``(new_mask ⊙ C) W`` in place, in rows, from the
-    :func:`mask_flips` of the two masks: ``±C_ij W_j`` (row j of W) is added to row i of
-    Q for each flipped entry, O(k m) for k flips instead of O(m² n). Returns Q."""
-    rows, units, sign = flips
-    contributions = W.index_select(0, units) * (sign * C[rows, units])[:, None]  # (k, m)
-    return Q.index_add_(0, rows, contributions)
-
-
-def remask_product(
-    W: torch.Tensor,
-    C: torch.Tensor,
-    old_mask: torch.Tensor,
-    new_mask: torch.Tensor,
-    Q: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Turn ``Q = (old_mask ⊙ C) W`` into ``(new_mask ⊙ C) W`` (rows: Q = (Wᵀ(D⊙Cᵀ))ᵀ).
-
-    Shapes: C, masks, Q (n, m), masks bool; Q is updated in place. Returns the new Q and
-    the row of every flipped entry (see :func:`apply_flips`).
-    """
-    flips = mask_flips(old_mask, new_mask)
-    return apply_flips(W, C, flips, Q), flips[0]

@@ -139,7 +139,7 @@ def implicit_jacobian(
 
     The adjoint is solved for C, c_i = (I − WᵀD_i)⁻¹ a, by the structured solve of
     :mod:`deqlab.models.relu_deq_solve`; then g_i = D_i c_i. Raises
-    :class:`deqlab.models.relu_deq_solve.SolveError` if a solve does not converge within
+    :class:`deqlab.solvers.SolverError` if a solve does not converge within
     ``max_iter`` (e.g. ‖W‖₂ >= 1).
     """
     if not isinstance(model, ReLUDEQ):

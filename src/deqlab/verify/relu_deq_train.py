@@ -24,11 +24,11 @@ import torch
 
 from deqlab.experiments.ling2023.statements import pl_statements, theorem1_statements
 from deqlab.models.relu_deq import ReLUDEQ
-from deqlab.models.relu_deq_solve import SolveError
+from deqlab.solvers import SolverError
 from deqlab.statements import Statement, is_measured
 from deqlab.theory.ling2023 import PLMargins, Theorem1Margins, pl_margins, theorem1_margins
 from deqlab.theory.ntk import pl_gram
-from deqlab.train.gd import GDConfig, GDTrainer
+from deqlab.train.relu_deq import GDConfig, GDTrainer
 from deqlab.verify.eigen import least_eigenvalue_large
 from deqlab.verify.progress import Progress, silent
 from deqlab.verify.relu_deq import SOLVE_TOL, ReLUDEQInit
@@ -64,7 +64,7 @@ def train(init: ReLUDEQInit, *, steps: int, eta: float, progress: Progress = sil
     trainer = GDTrainer(model, X, y, config)
     every = max(1, steps // H_CHECKS)
     gram: dict[int, float] = {}
-    while trainer.status == "ok" and trainer.step_count <= steps:  # the last records θ(T)
+    while not trainer.stopped and trainer.step_count <= steps:  # the last records θ(T)
         tau = trainer.step_count
         progress("gradient descent", tau, steps)
         if tau % every == 0 or tau == steps:
@@ -75,7 +75,7 @@ def train(init: ReLUDEQInit, *, steps: int, eta: float, progress: Progress = sil
         margins = theorem1_margins(records, eta)
     except ValueError:  # step 0 has no loss or λ_0: nothing to compare with
         margins = None
-    return Training(eta, records, trainer.status, trainer.message, margins)
+    return Training(eta, records, trainer.stop_reason or "ok", trainer.message, margins)
 
 
 def h_lambda_min(model: ReLUDEQ, X: torch.Tensor) -> float:
@@ -83,7 +83,7 @@ def h_lambda_min(model: ReLUDEQ, X: torch.Tensor) -> float:
     a solve fails (‖W‖₂ ≥ 1)."""
     try:
         H = pl_gram(model, X, tol=SOLVE_TOL)
-    except SolveError:
+    except SolverError:
         return math.nan
     return least_eigenvalue_large(H).computed
 

@@ -27,7 +27,7 @@ trainer's ‖∇_θΦ(τ)‖ and λ_τ come from its own solves, so Eqs. (4)–(
 computations.
 
 Tasks: one per (data set, width). Metrics (``metrics.csv``): every record of
-:class:`deqlab.train.gd.GDTrainer` (step, loss, lambda_min, grad_norm, W_norm, W_norm_bound,
+:class:`deqlab.train.relu_deq.GDTrainer` (step, loss, lambda_min, grad_norm, W_norm, W_norm_bound,
 …), ``H_lambda_min`` = λ_min(H(τ)) (NaN where not formed), plus ``dataset``, ``n``, ``d``,
 ``m``, ``eta`` and, constant over a task, every field of
 :meth:`deqlab.theory.ling2023.Condition1.as_dict` prefixed ``cond1_`` (``cond1_holds``,
@@ -36,7 +36,7 @@ Tasks: one per (data set, width). Metrics (``metrics.csv``): every record of
 
 Fixed by construction, not by the config (as in the paper): Assumption 1 initialization
 (:meth:`deqlab.models.relu_deq.ReLUDEQ.init`), the quadratic loss Φ = ½‖ŷ − y‖² and
-full-batch GD (:class:`deqlab.train.gd.GDTrainer`).
+full-batch GD (:class:`deqlab.train.relu_deq.GDTrainer`).
 """
 
 from __future__ import annotations
@@ -57,11 +57,11 @@ from deqlab.experiments.deviations import paper as paper_value
 from deqlab.experiments.ling2023.fig1_report import by_dataset, dataset_statements
 from deqlab.experiments.registry import register
 from deqlab.models.relu_deq import ReLUDEQ
-from deqlab.models.relu_deq_solve import SolveError
+from deqlab.solvers import SolverError
 from deqlab.statements import Statement
 from deqlab.theory.ling2023 import Condition1, condition1, learning_rate
 from deqlab.theory.ntk import pl_gram
-from deqlab.train.gd import GDConfig, GDTrainer
+from deqlab.train.relu_deq import GDConfig, GDTrainer
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 ETA_RULES = ("curvature", "theorem1")
@@ -215,7 +215,7 @@ class Ling2023Fig1(Experiment):
             trainer.load_state_dict(resumed[0])
             gram = {int(r["step"]): float(r["H_lambda_min"]) for r in resumed[1]}
         every = pl_gram_every(config)
-        while trainer.step_count < config.steps and trainer.status == "ok":
+        while trainer.step_count < config.steps and not trainer.stopped:
             tau = trainer.step_count
             if tau == 0 or (every > 0 and tau % every == 0):
                 gram[tau] = _pl_lambda_min(model, data.X, config.tol)  # at θ_τ, before step τ
@@ -256,7 +256,7 @@ def _pl_lambda_min(model: ReLUDEQ, X: torch.Tensor, tol: float) -> float:
     """λ_min(H) of Eq. (4) at the model's θ; NaN where a solve fails (e.g. ‖W‖₂ >= 1)."""
     try:
         H = pl_gram(model, X, tol=tol)
-    except SolveError:
+    except SolverError:
         return math.nan
     return float(torch.linalg.eigvalsh(H)[0])
 
