@@ -91,6 +91,7 @@ def _file(tmp_path, name: str, x, y) -> str:
 X = np.random.default_rng(1).standard_normal((6, 3))
 Y = np.arange(6.0)
 X_NAN = np.where(np.arange(18).reshape(6, 3) == 7, np.nan, X)
+Y_INF = np.where(np.arange(6) == 4, -np.inf, Y)
 
 
 @pytest.mark.parametrize(
@@ -101,15 +102,25 @@ X_NAN = np.where(np.arange(18).reshape(6, 3) == 7, np.nan, X)
             lambda p: _file(p, "a.npz", X_NAN, Y),
             "X has 1 NaN/Inf entries (the first at index (2, 1))",
         ),
+        (lambda p: _file(p, "a.npz", X, Y_INF), "y has 1 NaN/Inf entries (the first at index (4))"),
         (lambda p: _file(p, "a.npz", np.zeros((0, 3)), np.zeros(0)), "the data are empty"),
         (lambda p: _file(p, "a.npz", X[:1], Y[:1]), "one sample (n = 1)"),
         (
             lambda p: _file(p, "a.pt", np.vstack([X, X[:1]]), np.append(Y, 1)),
             "inputs 0 and 6 are identical",
         ),
+        (
+            lambda p: _file(p, "a.npz", np.vstack([X, X[2:3]]), np.append(Y, 1)),
+            "so λ* = λ_0 = 0 and no width makes Condition 1 (Eqs. (7)–(9)) hold",
+        ),
         (lambda p: _file(p, "a.npz", X, Y[:4]), "the labels have the wrong length"),
         (lambda p: (p / "a.npz").write_bytes(b"junk") and str(p / "a.npz"), "cannot read"),
         (lambda p: str(p / "missing.csv"), "no such file"),
+        (
+            lambda p: (p / "a.csv").write_text("1,2,3\n4,5\n") and str(p / "a.csv"),
+            "line 2: 2 columns, the first line has 3",
+        ),
+        (lambda p: np.save(p / "a.npy", X[:, 0]) or str(p / "a.npy"), "must hold one (n, d + 1)"),
         (lambda p: (p / "a.json").write_text("{}") and str(p / "a.json"), "the extension"),
     ],
 )
@@ -135,6 +146,17 @@ def test_bad_input_is_one_error_line_and_exit_code_2(tmp_path, make, message):
         (("--dataset", "sphere", "--n", "5", "--sigma-w2", "2"), "`sigma_w2` must be in (0, 1)"),
         (("--dataset", "sphere", "--n", "5", "--width", "0"), "`width` must be >= 1"),
         (("--dataset", "sphere", "--n", "5", "--width", "many"), "Invalid value for '--width'"),
+        (("--dataset", "sphere", "--n", "5", "--loss", "hinge"), "`loss` must be one of"),
+        (("--dataset", "sphere", "--n", "5", "--loss", "logistic"), "applies to the DELM"),
+        (
+            ("--dataset", "sphere", "--n", "5", "--model", "delm", "--loss", "logistic"),
+            "needs labels y ∈ {0, 1} (or two classes); the labels take 5 distinct values",
+        ),
+        (("--dataset", "sphere", "--n", "5", "--model", "delm", "--tau", "-1"), "`tau` must be"),
+        (
+            ("--dataset", "sphere", "--n", "5", "--model", "delm", "--logistic-radius", "0"),
+            "radius",
+        ),
     ],
 )
 def test_usage_errors_are_one_line_with_exit_code_2(args, message):
@@ -149,3 +171,28 @@ def test_out_onto_a_file_is_refused(tmp_path):
     target.write_text("x")
     result = invoke("verify", "--dataset", "sphere", "--n", "4", "--out", target)
     assert result.exit_code == 2 and "is a file, not a directory" in result.stderr
+
+
+def test_a_missing_image_data_set_names_it_and_the_fetch_command(tmp_path):
+    result = invoke("verify", "--dataset", "cifar10", "--data-dir", tmp_path)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: data set 'cifar10'")
+    assert lines[0].endswith(f"fetch it with: deqlab data fetch cifar10 --dir {tmp_path}")
+    assert result.stdout == ""
+
+
+def test_delm_logistic_loss_reads_two_classes_and_checks_corollary2(tmp_path):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((20, 3))
+    y = np.where(x[:, 0] + 0.5 * rng.standard_normal(20) > 0, 1.0, -1.0)
+    np.savez(tmp_path / "d.npz", X=x, y=y)
+    doc = parsed(invoke("verify", "--input", tmp_path / "d.npz", "--model", "delm", "--loss",
+                        "logistic", "--tau", "0.1", "--json"))  # fmt: skip
+    k = doc["numbers"]
+    assert k["label_map"] == {"-1": 0, "1": 1} and k["corollary"] == "Corollary 2"
+    assert k["time_equation"] == "Eq. (11)" and k["radius"] == "inf"
+    assert k["kappa"] == pytest.approx(0.2 * np.linalg.svd(x)[1][-1] ** 2, rel=1e-10)
+    verdicts = {s["name"]: s["verdict"] for s in doc["statements"]}
+    assert verdicts["rank(Φ) = m"] == "HOLDS" and doc["settings"]["loss"] == "logistic"
+    assert verdicts["Theorem 1: λ_min(D_t) ≥ 1/(m(1+γ)²) at every step"] == "PASS"

@@ -127,3 +127,106 @@ def test_training_fails_on_a_violating_run(init, trained):
         r["lambda_T"] = init.lambda_bound / 10
     found = verdicts(dl.train_statements(init, dl.DELMTraining(trained.eta, rows)))
     assert all(found[n] is Verdict.FAIL for n in (*BOUNDS, LAMBDA))
+
+
+# ---- Corollary 2: the logistic loss ----------------------------------------------------
+
+TAU = 0.05
+LOGISTIC = "the loss is the logistic loss + τq² (τ ≥ 0, y ∈ {0, 1}) summed over the samples"
+RANK_M = "rank(Φ) = m"
+KAPPA = "κ > 0 (τ > 0 for Eq. (11), R < ∞ for Eq. (12))"
+RADIUS = "‖B_t‖₁ < (1 − γ)R for all t ∈ [0, T]"
+BOUNDS_2 = [b.replace("Corollary 1", "Corollary 2") for b in BOUNDS]
+
+
+def _binary(n=12, d=4, seed=3):
+    x, y, name = load_dataset("sphere", n=n, d=d, seed=seed)
+    return prepare(x, (y > 0).double(), name=name)
+
+
+@pytest.fixture(scope="module")
+def logistic():
+    return dl.initialize(_binary(), gamma=GAMMA, seed=0, loss=dl.Loss("logistic", TAU))
+
+
+def _newton_logistic(X, y, tau):
+    """argmin_w Σ_i softplus-form logistic loss + τ(wᵀx_i)² by Newton's method (float64)."""
+    w = np.zeros(X.shape[0])
+    for _ in range(50):
+        q = w @ X
+        p = 1 / (1 + np.exp(-q))
+        grad = X @ (p - y + 2 * tau * q)
+        hess = (X * (p * (1 - p) + 2 * tau)) @ X.T
+        w -= np.linalg.solve(hess, grad)
+    q = w @ X
+    return float((np.logaddexp(0, -q) * y + np.logaddexp(0, q) * (1 - y) + tau * q**2).sum())
+
+
+def test_corollary2_quantities_against_numpy(logistic):
+    X, y = logistic.inputs.X.numpy(), logistic.inputs.y.numpy()
+    sigma = np.linalg.svd(X)[1][-1]
+    assert logistic.kappa == pytest.approx(2 * TAU * sigma**2, rel=1e-10)  # ρ(∞) = 0
+    assert logistic.loss_star == pytest.approx(_newton_logistic(X, y, TAU), rel=1e-8)
+    A, B = logistic.model.A.detach().numpy(), logistic.model.B.detach().numpy()
+    S = np.exp(A) / np.exp(A).sum(axis=0)
+    q = (B @ np.linalg.solve(np.eye(4) - GAMMA * S, X))[0]
+    loss0 = (y * np.logaddexp(0, -q) + (1 - y) * np.logaddexp(0, q) + TAU * q**2).sum()
+    assert logistic.loss0 == pytest.approx(loss0, rel=1e-12)
+    dense = objective_sharpness(logistic.model.A.detach(), logistic.model.B.detach(),
+                                logistic.inputs.X, logistic.inputs.y[None], GAMMA,
+                                loss="logistic", tau=TAU)  # fmt: skip
+    assert logistic.sharpness == pytest.approx(dense, rel=1e-8)
+
+
+def test_corollary2_radius_and_eq11_time_in_closed_form():
+    inputs = _binary()
+    R = 0.7
+    init = dl.initialize(inputs, gamma=GAMMA, seed=0, loss=dl.Loss("logistic", 0.0, R))
+    X = inputs.X.numpy()
+    s = 1 / (1 + np.exp(-R * np.abs(X).sum(axis=0).max()))
+    rho = s * (1 - s)  # ρ(R) = min_i s(R‖x_i‖₁)(1 − s(R‖x_i‖₁)) for W (1, m)
+    assert init.kappa == pytest.approx(rho * np.linalg.svd(X)[1][-1] ** 2, rel=1e-10)
+    eps = 1e-3
+    gap = init.loss0 - init.loss_star
+    eq12 = 4 * (1 + GAMMA) ** 2 / (2 * rho * np.linalg.svd(X)[1][-1] ** 2) * math.log(gap / eps)
+    k = dl.numbers(init, None, eps)
+    assert k["time_to_epsilon"]["guaranteed"] == pytest.approx(eq12, rel=1e-10)
+    assert k["time_equation"] == "Eq. (12)" and k["rho_R"] == pytest.approx(rho, rel=1e-12)
+
+
+def test_binary_labels_maps_two_classes_and_refuses_more():
+    inputs = _binary()
+    assert dl.binary_labels(inputs) == (inputs, None)
+    signed, mapping = dl.binary_labels(replace(inputs, y=2 * inputs.y - 1))
+    assert torch.equal(signed.y, inputs.y) and mapping == {"-1": 0, "1": 1}
+    with pytest.raises(dl.InputError, match=r"labels y ∈ \{0, 1\} .* 3 distinct values"):
+        dl.binary_labels(replace(inputs, y=torch.arange(12.0) % 3))
+
+
+def test_corollary2_statements_hold_and_pass(logistic):
+    found = verdicts(dl.statements(logistic, logistic.eta_theorem))
+    assert all(found[n] is Verdict.HOLDS for n in (RANK_M, LOGISTIC, KAPPA, FLOW))
+    assert RADIUS not in found  # R = ∞: ‖B_t‖₁ < ∞ cannot fail
+    assert found[LAMBDA] is Verdict.PASS
+    run = dl.train(logistic, steps=5, eta=logistic.eta_theorem / 4)  # λ_max(∇²L) grows ×2
+    trained = verdicts(dl.train_statements(logistic, run))
+    assert trained[FLOW] is Verdict.HOLDS
+    assert all(trained[n] is Verdict.PASS for n in (*BOUNDS_2, LAMBDA))
+    assert run.rows[-1]["loss"] < logistic.loss0
+
+
+def test_corollary2_statements_unmet_and_failing(logistic):
+    wide = dl.initialize(_binary(n=6, d=8), gamma=GAMMA, seed=0, loss=dl.Loss("logistic", TAU))
+    found = verdicts(dl.statements(wide, None))
+    assert found[RANK_M] is Verdict.UNMET and found[LAMBDA] is Verdict.NOT_APPLICABLE
+    flat = dl.initialize(logistic.inputs, gamma=GAMMA, seed=0, loss=dl.Loss("logistic", 0.0))
+    assert verdicts(dl.statements(flat, None))[KAPPA] is Verdict.UNMET  # τ = 0, R = ∞
+    small = dl.initialize(logistic.inputs, gamma=GAMMA, seed=0,
+                          loss=dl.Loss("logistic", TAU, 1e-3))  # fmt: skip
+    assert verdicts(dl.statements(small, None))[RADIUS] is Verdict.UNMET
+    run = dl.train(logistic, steps=3, eta=logistic.eta_theorem / 4)
+    rows = [dict(r) for r in run.rows]
+    for r in rows[1:]:
+        r["loss"] = logistic.loss0 * 2  # the loss rises: above both bounds
+    found = verdicts(dl.train_statements(logistic, dl.DELMTraining(run.eta, rows)))
+    assert all(found[n] is Verdict.FAIL for n in BOUNDS_2)

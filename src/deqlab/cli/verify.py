@@ -1,9 +1,9 @@
 """``deqlab verify``: the three papers' hypotheses and predictions on the user's data.
 
 Every usage error — a bad option, unusable data (shape mismatch, NaN/Inf, empty, n = 1,
-duplicate inputs, labels of the wrong length, an unreadable file) — is one ``error:`` line
-on stderr and exit code 2; a registered image data set that is not on this machine exits
-1 with the command that fetches it. Progress goes to stderr, never into ``--json``.
+duplicate inputs, labels of the wrong length, an unreadable file, a registered image data
+set that is not on this machine: the line names the command that fetches it) — is one
+``error:`` line on stderr and exit code 2. Progress goes to stderr, never into ``--json``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from deqlab.cli.app import EXIT_FAILED, JSON_HELP, app, echo_json, fail
+from deqlab.cli.app import JSON_HELP, app, echo_json, fail
 from deqlab.data.registry import DATASETS
 
 MODEL_METAVAR = "relu-deq|mondeq|delm"
@@ -29,14 +29,16 @@ INPUT_HELP = (
         "Check the hypotheses and predictions of the three papers on your data and model: "
         "λ*, λ_0, Condition 1 with its margins and the width it needs, Eq. (10) and the rate "
         "(Ling et al. 2023; --model relu-deq), Conditions 1–2 and Theorem 3.3.5 (the thesis; "
-        "--model mondeq), λ_T and Corollary 1 (Kawaguchi 2021; --model delm). --train runs "
+        "--model mondeq), λ_T and Corollaries 1–2 (Kawaguchi 2021; --model delm, --loss). "
+        "--train runs "
         "GD with the theorem's step size and puts predicted beside measured."
     ),
     epilog=(
         "Examples:\n\n  deqlab verify --dataset sphere --n 40 --d 40 --width 400\n\n"
         "  deqlab verify --dataset sphere --n 40 --d 40 --width 400 --json\n\n"
         "  deqlab verify --input data.csv --normalize --train 200 --out report/\n\n"
-        "  deqlab verify --dataset digits --n 100 --classes 0,1 --model delm --train 50"
+        "  deqlab verify --dataset digits --n 100 --classes 0,1 --model delm --train 50\n\n"
+        "  deqlab verify --dataset digits --n 100 --model delm --loss logistic --tau 0.01"
     ),
 )
 def verify_command(
@@ -69,6 +71,20 @@ def verify_command(
     epsilon: float | None = typer.Option(
         None, "--epsilon", help="ε of the DELM's time to ε (default 10⁻³ of L₀ − L*)."
     ),
+    loss: str = typer.Option(
+        "square",
+        "--loss",
+        metavar="square|logistic",
+        help="The DELM's loss: square (Corollary 1) or logistic + τq² (Corollary 2; labels "
+        "0/1, or two classes read as 0 and 1).",
+    ),
+    tau: float = typer.Option(0.01, "--tau", help="τ ≥ 0 of the logistic loss's τq² term."),
+    logistic_radius: float = typer.Option(
+        float("inf"),
+        "--logistic-radius",
+        metavar="R",
+        help="R ∈ (0, inf] of Corollary 2 (‖B_t‖₁ < (1 − γ)R; default inf).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the network (and of a data set)."),
     train: int = typer.Option(0, "--train", metavar="STEPS", help="GD steps (0: none)."),
     eta: float | None = typer.Option(
@@ -98,15 +114,15 @@ def verify_command(
             result = verify(
                 X, y, model, width=width, sigma_w2=sigma_w2, gamma=gamma, seed=seed,
                 train=train, eta=eta, normalize=normalize, monotonicity=monotonicity,
-                radius=radius, epsilon=epsilon, name=name, progress=progress,
+                radius=radius, epsilon=epsilon, loss=loss, tau=tau,
+                logistic_radius=logistic_radius, name=name, progress=progress,
             )  # fmt: skip
         page = None if out is None else result.write_html(out)
     except DatasetNotFoundError as err:
         from deqlab.data.locate import fetch_command
 
         first = str(err).split(". Looked in:")[0]
-        raise fail(f"{first}; fetch it with: {fetch_command(dataset, data_dir)}",
-                   EXIT_FAILED) from None  # fmt: skip
+        raise fail(f"{first}; fetch it with: {fetch_command(dataset, data_dir)}") from None
     except (ValueError, TypeError, OSError) as err:
         raise fail(str(err)) from None
     if as_json:
@@ -239,14 +255,15 @@ def _mondeq_rows(k: dict) -> list[tuple[str, str]]:
 
 
 def _delm_rows(k: dict) -> list[tuple[str, str]]:
-    times = k["time_to_epsilon"]
+    times, corollary = k["time_to_epsilon"], k["corollary"]
     return [
         ("λ_T ≥ 1/(m(1+γ)²) (Eq. 33)", _g(k["lambda_T_lower_bound"])),
         ("λ_min(D_0)", _g(k["lambda_min_D0"])),
         ("σ_min(Φ)", _g(k["sigma_min_phi"])),
-        ("Corollary 1 rate 4σ_min²λ_T: guaranteed, at init",
+        (f"{corollary}: κ ({k['loss']} loss)", _g(k["kappa"])),
+        (f"{corollary} rate 2κλ_T: guaranteed, at init",
          f"{_g(k['rate_guaranteed'])}, {_g(k['rate_at_init'])}"),
-        (f"time to ε = {_g(k['epsilon'])} (Eq. 10): guaranteed, at init",
+        (f"time to ε = {_g(k['epsilon'])} ({k['time_equation']}): guaranteed, at init",
          f"{_g(times['guaranteed'])}, {_g(times['at_init'])}"),
     ]  # fmt: skip
 

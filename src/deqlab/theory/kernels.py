@@ -306,6 +306,18 @@ class LeastEigenvalue:
     singular: bool
     reason: str
 
+    @classmethod
+    def rounded(cls, computed: float, max_eigenvalue: float, tolerance: float) -> LeastEigenvalue:
+        """The computed λ_min, or 0.0 (singular, with the reason) when ``computed <= tolerance``."""
+        if computed > tolerance:
+            return cls(computed, computed, max_eigenvalue, tolerance, False, "")
+        reason = (
+            f"λ_min = {computed:.3g} lies within the round-off tolerance {tolerance:.1e} = "
+            "n·eps·‖K‖₂ of 0: K is singular to working precision (duplicate or parallel "
+            "inputs give this)"
+        )
+        return cls(0.0, computed, max_eigenvalue, tolerance, True, reason)
+
     @property
     def condition_number(self) -> float:
         """λ_max / λ_min (inf when singular to working precision)."""
@@ -339,10 +351,4 @@ def least_eigenvalue(K: torch.Tensor) -> LeastEigenvalue:
             f"`K` must be positive semi-definite; got least eigenvalue {lo:.3g} < -{tol:.1e} "
             "(the round-off tolerance n·eps·‖K‖₂)"
         )
-    if lo <= tol:
-        reason = (
-            f"λ_min = {lo:.3g} lies within the round-off tolerance {tol:.1e} = n·eps·‖K‖₂ of 0: "
-            "K is singular to working precision (duplicate or parallel inputs give this)"
-        )
-        return LeastEigenvalue(0.0, lo, hi, tol, True, reason)
-    return LeastEigenvalue(lo, lo, hi, tol, False, "")
+    return LeastEigenvalue.rounded(lo, hi, tol)

@@ -11,6 +11,7 @@ as JSON, and writes it as an HTML page with figures.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import deqlab
 from deqlab._checks import check_choice, check_int, check_positive, check_real
 from deqlab.statements import Counts, Statement
+from deqlab.theory.kawaguchi2021 import check_radius
 from deqlab.verify import delm, mondeq, relu_deq, relu_deq_train
 from deqlab.verify.inputs import Inputs, prepare
 from deqlab.verify.progress import Progress, silent
@@ -27,7 +29,7 @@ from deqlab.verify.progress import Progress, silent
 MODELS = {
     "relu-deq": "Ling et al. (2023): ReLU DEQ, Condition 1, Theorems 1–3",
     "mondeq": "Hieu (2022), Chapter 3: monotone DEQ, Conditions 1–2, Theorem 3.3.5",
-    "delm": "Kawaguchi (2021): deep equilibrium linear model, Theorem 1, Corollary 1",
+    "delm": "Kawaguchi (2021): deep equilibrium linear model, Theorem 1, Corollaries 1–2",
 }
 #: Width of the ReLU DEQ and of the monotone DEQ when none is given.
 DEFAULT_WIDTH = 1000
@@ -90,6 +92,9 @@ def verify(
     monotonicity: float = 0.2,
     radius: float = 1.0,
     epsilon: float | None = None,
+    loss: str = "square",
+    tau: float = 0.01,
+    logistic_radius: float = math.inf,
     name: str = "data",
     progress: Progress = silent,
 ) -> Verification:
@@ -105,6 +110,9 @@ def verify(
         normalize: scale every input to norm √d (Assumption 2) before anything else.
         monotonicity, radius: m and R of the monotone DEQ (Section 3.3).
         epsilon: the accuracy ε of the DELM's time to ε (default: 10⁻³ of L_0 − L*).
+        loss: the DELM's loss, ``"square"`` (Corollary 1) or ``"logistic"`` (Corollary 2,
+            labels in {0, 1} or two classes), with ``tau`` (τ ≥ 0 of its τq² term; ours: 0.01
+            by default, Figure 3's preset) and ``logistic_radius`` (R ∈ (0, ∞] of Corollary 2).
         name: what the data are called in the output.
 
     Raises :class:`~deqlab.verify.inputs.InputError` (a ValueError) for unusable data and
@@ -113,6 +121,7 @@ def verify(
     check_choice("model", model, MODELS)
     settings = _settings(model, width, sigma_w2, gamma, seed, train, eta, monotonicity,
                          radius, epsilon)  # fmt: skip
+    settings.update(_loss_settings(model, loss, tau, logistic_radius))
     inputs = prepare(X, y, name=name, normalize=normalize)
     if model == "delm" and width is not None and width != inputs.d:
         raise ValueError(f"`width` of the DELM is d = {inputs.d} (φ(x) = x); got {width}")
@@ -137,6 +146,15 @@ def _settings(model, width, sigma_w2, gamma, seed, train, eta, monotonicity, rad
         "radius": check_positive("radius", radius),
         "epsilon": None if epsilon is None else check_positive("epsilon", epsilon),
     }  # fmt: skip
+
+
+def _loss_settings(model: str, loss: str, tau: float, radius: float) -> dict[str, Any]:
+    """The DELM's loss, τ and R, checked (the other models fit the square loss)."""
+    check_choice("loss", loss, delm.LOSSES)
+    if model != "delm" and loss != "square":
+        raise ValueError(f"`loss` {loss!r} applies to the DELM (model='delm') only")
+    return {"loss": loss, "tau": check_real("tau", tau, low=0.0),
+            "logistic_radius": check_radius(radius)}  # fmt: skip
 
 
 def _unique(statements: list[Statement]) -> list[Statement]:
@@ -191,7 +209,11 @@ def _mondeq(inputs: Inputs, settings: dict, progress: Progress) -> Verification:
 
 
 def _delm(inputs: Inputs, settings: dict, progress: Progress) -> Verification:
-    init = delm.initialize(inputs, gamma=settings["gamma"], seed=settings["seed"],
+    loss = delm.Loss(settings["loss"], settings["tau"], settings["logistic_radius"])
+    label_map = None
+    if loss.name == "logistic":
+        inputs, label_map = delm.binary_labels(inputs)
+    init = delm.initialize(inputs, gamma=settings["gamma"], seed=settings["seed"], loss=loss,
                            progress=progress)  # fmt: skip
     steps, eta = settings["train"], settings["eta"]
     if steps and eta is None:
@@ -202,6 +224,6 @@ def _delm(inputs: Inputs, settings: dict, progress: Progress) -> Verification:
         run = delm.train(init, steps=steps, eta=eta, progress=progress)
         found += delm.train_statements(init, run)
         training = delm.train_numbers(init, run)
-    numbers = delm.numbers(init, eta, settings["epsilon"])
+    numbers = {**delm.numbers(init, eta, settings["epsilon"]), "label_map": label_map}
     return Verification("delm", inputs.summary(), settings, numbers, training, _unique(found),
                         init, run)  # fmt: skip

@@ -1,36 +1,46 @@
 """Kawaguchi (2021) on the user's data and a deep equilibrium linear model (DELM).
 
 The DELM of the paper's experiments: φ(x) = x, so its width is m = d; A, B drawn
-N(0, 1/m) (Appendix D.1) from ``seed``; scalar outputs (m_y = 1), the square loss
-L = Σ_i (q_i − y_i)² of Corollary 1. Measured at initialization:
+N(0, 1/m) (Appendix D.1) from ``seed``; scalar outputs (m_y = 1) and one of two losses:
+
+- ``"square"``: L = Σ_i (q_i − y_i)², Corollary 1 (rank(Φ) = min(n, m), κ = 2σ_min(Φ)²);
+- ``"logistic"``: ℓ(q, y) = −y log s(q) − (1 − y) log(1 − s(q)) + τq², y ∈ {0, 1},
+  Corollary 2 (rank(Φ) = m, ‖B_t‖₁ < (1 − γ)R, κ = (2τ + ρ(R))σ_min(Φ)², L* = L*_{0,R}).
+  Labels of two other values are read as 0 (the smaller) and 1 (ours: :func:`binary_labels`).
+
+Measured at initialization:
 
 - Theorem 1's guaranteed λ_T ≥ 1/(m(1 + γ)²) (Eq. 33) and the initialization-dependent
   λ_min(D_0) of Eq. (8) (:func:`lambda_min_dynamics`, the m_y = 1 case in O(m³));
-- σ_min(Φ), κ = 2σ_min(Φ)², L(A_0, B_0) and L* (Corollary 1);
-- Corollary 1's rate: L − L* falls at least like e^{−4σ_min(Φ)²λ_T T}, with λ_T at its
-  guaranteed bound and at λ_min(D_0) (what λ_T is if λ_min(D_t) never drops below its start);
-- the time to reach ε, T ≥ m(1+γ)²/(4σ_min(Φ)²) log((L_0 − L*)/ε) (Eqs. (9)–(10); ε =
-  :data:`EPSILON_FRACTION` of L_0 − L* unless given) and the GD steps it takes at η.
+- σ_min(Φ), the corollary's κ, L(A_0, B_0) and L*;
+- the rate: L − L* falls at least like e^{−2κλ_T T} (Eq. 7), with λ_T at its guaranteed
+  bound and at λ_min(D_0) (what λ_T is if λ_min(D_t) never drops below its start);
+- the time to reach ε, T ≥ m(1+γ)²/(2κ) log((L_0 − L*)/ε) (Eq. (9); with the corollaries'
+  κ: Eq. (10) for the square loss, Eq. (11) for the logistic loss with R = ∞ and Eq. (12)
+  with τ = 0, R < ∞; ε = :data:`EPSILON_FRACTION` of L_0 − L* unless given) and the GD steps
+  it takes at η.
 
 The hypotheses and theorems are those of the Figure 2–3 experiments
 (:mod:`deqlab.experiments.kawaguchi2021.corollaries`), fed one run's rows. With ``train``:
-GD (:class:`deqlab.train.delm_gd.DELMGradientDescent`) and Corollary 1 with both λ_T.
-The logistic loss of Corollary 2 (Eqs. (11)–(12)) is not checked: verify fits the labels
-with the square loss.
+GD (:class:`deqlab.train.delm_gd.DELMGradientDescent`) and the corollary with both λ_T.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from deqlab.experiments.kawaguchi2021.corollaries import (
     COROLLARY_1,
+    COROLLARY_2,
+    Corollary,
+    accuracy_equation,
     bound_checks,
     gamma_hypothesis,
     hypotheses,
+    kappa_hypothesis,
     lambda_bound_check,
 )
 from deqlab.models.delm import DELM, column_softmax
@@ -38,6 +48,9 @@ from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import (
     delm_objective,
     lambda_lower_bound,
+    logistic_loss,
+    logistic_loss_optimum,
+    logistic_rho,
     pl_ratio,
     rank_ratio,
     rank_tolerance,
@@ -46,13 +59,15 @@ from deqlab.theory.kawaguchi2021 import (
 )
 from deqlab.train.delm_gd import DELMGradientDescent
 from deqlab.verify.eigen import lanczos_largest
-from deqlab.verify.inputs import Inputs
+from deqlab.verify.inputs import InputError, Inputs
 from deqlab.verify.progress import Progress, silent
 
 #: ε = this fraction of L(A_0, B_0) − L* when no ε is given.
 EPSILON_FRACTION = 1e-3
 #: "The theorem's η": GD follows the flow (Eq. 6) when η·λ_max(∇²L) ≤ 1; half of that.
 ETA_FRACTION = 0.5
+#: The losses and the corollary that covers each.
+LOSSES = {"square": COROLLARY_1, "logistic": COROLLARY_2}
 
 
 def lambda_min_dynamics(A: torch.Tensor, B: torch.Tensor, gamma: float) -> float:
@@ -76,7 +91,8 @@ def lambda_min_dynamics(A: torch.Tensor, B: torch.Tensor, gamma: float) -> float
     return float(torch.linalg.eigvalsh(0.5 * (D + D.T))[0])
 
 
-def sharpness(model: DELM, Phi: torch.Tensor, Y: torch.Tensor) -> float:
+def sharpness(model: DELM, Phi: torch.Tensor, Y: torch.Tensor, loss: str = "square",
+              tau: float = 0.0) -> float:  # fmt: skip
     """λ_max(∇²L(A, B)) by Lanczos on Hessian-vector products (double backward).
 
     The same number as :func:`deqlab.theory.kawaguchi2021.objective_sharpness`, which
@@ -88,7 +104,7 @@ def sharpness(model: DELM, Phi: torch.Tensor, Y: torch.Tensor) -> float:
 
     def objective(t: torch.Tensor) -> torch.Tensor:
         a, b = t.split(sizes)
-        return delm_objective(a.view_as(A), b.view_as(B), Phi, Y, model.gamma)
+        return delm_objective(a.view_as(A), b.view_as(B), Phi, Y, model.gamma, loss=loss, tau=tau)
 
     def hvp(v):
         vec = torch.as_tensor(v, dtype=theta.dtype)
@@ -97,16 +113,46 @@ def sharpness(model: DELM, Phi: torch.Tensor, Y: torch.Tensor) -> float:
     return lanczos_largest(hvp, theta.numel())[0]
 
 
+@dataclass(frozen=True)
+class Loss:
+    """The loss of L₀ (Eq. 2): its name, τ and the radius R of Corollary 2 (∞: none)."""
+
+    name: str = "square"
+    tau: float = 0.0
+    radius: float = math.inf
+
+    @property
+    def corollary(self) -> Corollary:
+        return LOSSES[self.name]
+
+    def __call__(self, Q: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+        return square_loss(Q, Y) if self.name == "square" else logistic_loss(Q, Y, self.tau)
+
+    def optimum(self, Phi: torch.Tensor, Y: torch.Tensor) -> float:
+        """L* (square) or L*_{0,R} (logistic), the minimum of L₀ (over ‖W‖₁ ≤ R)."""
+        if self.name == "square":
+            return float(square_loss_optimum(Phi, Y)[1])
+        return float(logistic_loss_optimum(Phi, Y, tau=self.tau, radius=self.radius)[1])
+
+    def kappa(self, Phi: torch.Tensor, sigma_min: float) -> float:
+        """κ = 2σ_min(Φ)² (Corollary 1) or (2τ + ρ(R))σ_min(Φ)² (Corollary 2, Appendix A.4)."""
+        if self.name == "square":
+            return 2 * sigma_min**2
+        return (2 * self.tau + logistic_rho(Phi, self.radius)) * sigma_min**2
+
+
 @dataclass(frozen=True, eq=False)
 class DELMInit:
-    """The DELM at initialization and what Corollary 1 reads from it."""
+    """The DELM at initialization and what its corollary reads from it."""
 
     inputs: Inputs
     gamma: float
     seed: int
+    loss: Loss
     model: DELM
     lambda_D0: float
     sigma_min: float
+    kappa: float
     rank_ratio: float
     rank_tol: float
     loss0: float
@@ -119,10 +165,6 @@ class DELMInit:
         return self.model.m
 
     @property
-    def kappa(self) -> float:
-        return 2 * self.sigma_min**2
-
-    @property
     def lambda_bound(self) -> float:
         return lambda_lower_bound(self.m, self.gamma)
 
@@ -130,47 +172,69 @@ class DELMInit:
     def eta_theorem(self) -> float:
         return ETA_FRACTION / self.sharpness
 
+    @property
+    def b_norm1(self) -> float:
+        """‖B_0‖₁, the induced 1-norm (largest absolute column sum) of Corollary 2."""
+        return float(self.model.B.detach().abs().sum(dim=0).max())
+
     def row(self) -> dict[str, object]:
         """The step-0 row the corollaries' builders read."""
         return {"step": 0, "loss": self.loss0, "loss_star": self.loss_star,
                 "lambda_T": self.lambda_D0, "rank_ratio": self.rank_ratio,
-                "rank_tol": self.rank_tol, "pl_ratio": self.pl_ratio,
-                "sharpness_start": self.sharpness, "sharpness_end": self.sharpness}  # fmt: skip
+                "rank_tol": self.rank_tol, "pl_ratio": self.pl_ratio, "kappa": self.kappa,
+                "b_norm1": self.b_norm1, "sharpness_start": self.sharpness,
+                "sharpness_end": self.sharpness}  # fmt: skip
 
 
 def _targets(inputs: Inputs) -> torch.Tensor:
     return inputs.y[None, :]  # (1, n)
 
 
-def initialize(inputs: Inputs, *, gamma: float, seed: int, progress: Progress = silent):
-    """Draw the DELM and measure everything of the module docstring."""
+def binary_labels(inputs: Inputs) -> tuple[Inputs, dict[str, int] | None]:
+    """``inputs`` with labels in {0, 1} for the logistic loss, and the map used (None when
+    they already are). Two other values are read as 0 (the smaller) and 1 (ours: the image
+    sets of ``deqlab data`` carry ±1); more than two values raise :class:`InputError`."""
+    values = torch.unique(inputs.y)
+    if bool(((values == 0) | (values == 1)).all()):
+        return inputs, None
+    if values.numel() != 2:
+        raise InputError(
+            f"the logistic loss (Corollary 2) needs labels y ∈ {{0, 1}} (or two classes); the "
+            f"labels take {values.numel()} distinct values"
+        )
+    mapped = (inputs.y == values[1]).to(inputs.y.dtype)
+    return replace(inputs, y=mapped), {f"{float(values[0]):g}": 0, f"{float(values[1]):g}": 1}
+
+
+def initialize(inputs: Inputs, *, gamma: float, seed: int, loss: Loss = Loss(),
+               progress: Progress = silent) -> DELMInit:  # fmt: skip
+    """Draw the DELM and measure everything of the module docstring (labels in {0, 1} for
+    the logistic loss: see :func:`binary_labels`)."""
     progress("DELM at initialization", 0, 2)
     generator = torch.Generator().manual_seed(seed)
     model = DELM(inputs.d, 1, gamma=gamma, generator=generator, dtype=torch.float64)
     Phi, Y = inputs.X, _targets(inputs)
     A, B = model.A.detach(), model.B.detach()
-    rank = min(inputs.n, inputs.d)
-    singular_values = torch.linalg.svdvals(Phi)
+    rank = min(inputs.n, inputs.d) if loss.name == "square" else inputs.d
+    sigma = float(torch.linalg.svdvals(Phi)[min(inputs.n, inputs.d) - 1])
     with torch.no_grad():
-        loss0 = float(square_loss(model(inputs.X), Y))
-    loss_star = float(square_loss_optimum(Phi, Y)[1])
-    sigma = float(singular_values[rank - 1])
-    kappa = 2 * sigma**2
-    pl = pl_ratio(model.linear_weight().detach(), Phi, Y, kappa=kappa, loss_star=loss_star) \
-        if kappa > 0 else math.nan  # fmt: skip
+        loss0 = float(loss(model(inputs.X), Y))
+    loss_star, kappa = loss.optimum(Phi, Y), loss.kappa(Phi, sigma)
+    pl = pl_ratio(model.linear_weight().detach(), Phi, Y, kappa=kappa, loss_star=loss_star,
+                  loss=loss.name, tau=loss.tau) if kappa > 0 else math.nan  # fmt: skip
     progress("λ_max(∇²L) at initialization", 1, 2)
-    return DELMInit(inputs, gamma, seed, model, lambda_min_dynamics(A, B, gamma), sigma,
-                    rank_ratio(Phi, rank), rank_tolerance(Phi), loss0, loss_star, pl,
-                    sharpness(model, Phi, Y))  # fmt: skip
+    return DELMInit(inputs, gamma, seed, loss, model, lambda_min_dynamics(A, B, gamma), sigma,
+                    kappa, rank_ratio(Phi, rank), rank_tolerance(Phi), loss0, loss_star, pl,
+                    sharpness(model, Phi, Y, loss.name, loss.tau))  # fmt: skip
 
 
 def time_to_epsilon(init: DELMInit, lam: float, epsilon: float) -> float:
-    """T ≥ 1/(4σ_min(Φ)²λ) · log((L_0 − L*)/ε) (Eq. (10) with λ_T = λ); 0 if already
-    within ε, inf if σ_min(Φ) = 0."""
+    """T ≥ 1/(2κλ) · log((L_0 − L*)/ε) (Eq. (9) with λ_T = λ; Eqs. (10)–(12) with the
+    corollaries' κ at λ = 1/(m(1+γ)²)); 0 if already within ε, inf if κ = 0."""
     gap = init.loss0 - init.loss_star
     if gap <= epsilon:
         return 0.0
-    rate = 4 * init.sigma_min**2 * lam
+    rate = 2 * init.kappa * lam
     return math.inf if rate <= 0 else math.log(gap / epsilon) / rate
 
 
@@ -184,34 +248,48 @@ def numbers(init: DELMInit, eta: float | None, epsilon: float | None) -> dict[st
     times = {"guaranteed": time_to_epsilon(init, init.lambda_bound, eps),
              "at_init": time_to_epsilon(init, init.lambda_D0, eps)}  # fmt: skip
     step = eta or init.eta_theorem
+    loss = init.loss
     return {
-        "width": init.m, "gamma": init.gamma, "seed": init.seed,
+        "width": init.m, "gamma": init.gamma, "seed": init.seed, "loss": loss.name,
+        "corollary": loss.corollary.name, "tau": loss.tau, "radius": loss.radius,
+        "rho_R": None if loss.name == "square" else logistic_rho(init.inputs.X, loss.radius),
         "lambda_T_lower_bound": init.lambda_bound, "lambda_min_D0": init.lambda_D0,
         "lambda_min_D0_over_bound": init.lambda_D0 / init.lambda_bound,
         "sigma_min_phi": init.sigma_min, "rank_ratio": init.rank_ratio,
         "kappa": init.kappa, "loss0": init.loss0, "loss_star": init.loss_star,
         "pl_ratio": init.pl_ratio,
-        "rate_guaranteed": 4 * init.sigma_min**2 * init.lambda_bound,
-        "rate_at_init": 4 * init.sigma_min**2 * init.lambda_D0,
+        "rate_guaranteed": 2 * init.kappa * init.lambda_bound,
+        "rate_at_init": 2 * init.kappa * init.lambda_D0,
         "epsilon": eps, "time_to_epsilon": times,
+        "time_equation": accuracy_equation(loss.name, loss.tau, loss.radius),
         "steps_to_epsilon": {k: v / step for k, v in times.items()},
         "sharpness": init.sharpness, "eta_theorem": init.eta_theorem, "eta": eta,
     }  # fmt: skip
 
 
 def statements(init: DELMInit, eta: float | None) -> list[Statement]:
-    """rank(Φ), the PL inequality (and, with ``eta``, GD following the flow) as
-    hypotheses; Theorem 1's λ_min(D_0) ≥ 1/(m(1+γ)²) guarded by them."""
-    guards = guards_for(init, {"init": [init.row()]}, eta)
-    return [*guards, lambda_bound_check({"init": [init.row()]}, guards, m=init.m,
-                                        gamma=init.gamma)]  # fmt: skip
+    """The corollary's hypotheses (:func:`guards_for`; for the logistic loss also κ > 0,
+    which Eqs. (11)–(12)'s time to ε needs); Theorem 1's λ_min(D_0) ≥ 1/(m(1+γ)²) guarded
+    by them."""
+    runs = {"init": [init.row()]}
+    guards = guards_for(init, runs, eta)
+    loss = init.loss
+    positive = [] if loss.name == "square" else [
+        kappa_hypothesis(runs, tau=loss.tau, radius=loss.radius)]  # fmt: skip
+    return [*guards, *positive, lambda_bound_check(runs, guards, m=init.m, gamma=init.gamma)]
 
 
 def guards_for(init: DELMInit, runs, eta: float | None) -> list[Statement]:
-    """Corollary 1's hypotheses on ``runs``: rank(Φ), the PL inequality and, with an η, GD
-    following the flow. γ ∈ (0, 1) is not among them: verify refuses any other γ (the
-    DELM is not defined), so that statement could not fail here."""
-    found = hypotheses(COROLLARY_1, runs, lr=eta or init.eta_theorem, gamma=init.gamma)
+    """The corollary's hypotheses on ``runs``: rank(Φ), the PL inequality, for the logistic
+    loss with R < ∞ ‖B_t‖₁ < (1 − γ)R and, with an η, GD following the flow. Left out, as
+    they could not fail here: γ ∈ (0, 1) (verify refuses any other γ: the DELM is not
+    defined) and ‖B_t‖₁ < (1 − γ)·∞."""
+    loss = init.loss
+    corollary = loss.corollary
+    if loss.radius == math.inf:
+        corollary = replace(corollary, radius_hypothesis=False)
+    found = hypotheses(corollary, runs, lr=eta or init.eta_theorem, gamma=init.gamma,
+                       radius=loss.radius)  # fmt: skip
     kept = [s for s in found if s.name != gamma_hypothesis(init.gamma).name]
     return kept if eta is not None else kept[:-1]  # the flow hypothesis comes last
 
@@ -227,14 +305,18 @@ class DELMTraining:
 def train(init: DELMInit, *, steps: int, eta: float, progress: Progress = silent) -> DELMTraining:
     """GD with step ``eta`` for ``steps`` steps from a copy of the initial DELM."""
     model = DELM.from_matrices(init.model.A.detach(), init.model.B.detach(), gamma=init.gamma)
-    trainer = DELMGradientDescent(model, init.inputs.X, _targets(init.inputs), lr=eta)
+    loss = init.loss
+    trainer = DELMGradientDescent(model, init.inputs.X, _targets(init.inputs), lr=eta,
+                                  loss=loss.name, tau=loss.tau, radius=loss.radius)  # fmt: skip
     for step in range(steps):
         progress("gradient descent (DELM)", step, steps)
-        trainer.run(1)
+        trainer.step()
+        trainer.evaluate()  # the record of θ(step + 1)
     history = trainer.history_tensors()
     rows = [{k: v[i].item() for k, v in history.items()} for i in range(len(history["step"]))]
     start = init.row()
-    start["sharpness_end"] = sharpness(model, init.inputs.X, _targets(init.inputs))
+    start["sharpness_end"] = sharpness(model, init.inputs.X, _targets(init.inputs), loss.name,
+                                       loss.tau)  # fmt: skip
     for row in rows:
         row["loss_star"] = init.loss_star
     rows[0] = {**start, **rows[0]}
@@ -242,10 +324,10 @@ def train(init: DELMInit, *, steps: int, eta: float, progress: Progress = silent
 
 
 def train_statements(init: DELMInit, run: DELMTraining) -> list[Statement]:
-    """Corollary 1 with both λ_T and Theorem 1's λ bound over the run, guarded."""
+    """The corollary with both λ_T and Theorem 1's λ bound over the run, guarded."""
     runs = {"train": run.rows}
     guards = guards_for(init, runs, run.eta)
-    checks = bound_checks(COROLLARY_1, runs, guards, lr=run.eta)
+    checks = bound_checks(init.loss.corollary, runs, guards, lr=run.eta)
     return [*guards, *checks, lambda_bound_check(runs, guards, m=init.m, gamma=init.gamma)]
 
 

@@ -132,13 +132,7 @@ def least_eigenvalue_large(K: torch.Tensor) -> LeastEigenvalue:
         return LeastEigenvalue(0.0, math.nan, top, tol, True, reason)
     estimate = 1.0 / lanczos_largest(_inverse(L), n, rtol=COARSE_RTOL)[0]
     lo = _refine(K64, work, estimate)
-    if lo <= tol:
-        reason = (
-            f"λ_min = {lo:.3g} lies within the round-off tolerance {tol:.1e} = n·eps·‖K‖₂ of 0: "
-            "K is singular to working precision (duplicate or parallel inputs give this)"
-        )
-        return LeastEigenvalue(0.0, lo, top, tol, True, reason)
-    return LeastEigenvalue(lo, lo, top, tol, False, "")
+    return LeastEigenvalue.rounded(lo, top, tol)
 
 
 def _refine(K: torch.Tensor, work: torch.Tensor, estimate: float) -> float:

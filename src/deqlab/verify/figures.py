@@ -207,12 +207,13 @@ def _delm_bounds(v, directory: Path) -> Figure:
         ax.axhline(eps, color="0.5", ls=":", label=f"ε = {eps:.3g}")
         ax.set_ylim(bottom, gap0 * 3)
         ax.set(xlabel="flow time T (GD: step × η)", ylabel="L − L*",
-               title=f"Corollary 1\n{_setting(v)}")  # fmt: skip
+               title=f"{k['corollary']} ({k['loss']} loss)\n{_setting(v)}")  # fmt: skip
         _legend_below(ax, 2)
-        save_figure(fig, directory, "corollary1")
-    return "corollary1", (
-        "Corollary 1 of Kawaguchi (2021): the optimality gap L − L* is at most "
-        "(L₀ − L*)e^{−4σ_min(Φ)²λ_T T}, drawn with the guaranteed λ_T and with λ_min(D_0), "
-        "against the flow time (GD, when trained: step × η); the dotted line is ε, which the "
-        "guaranteed bound reaches at Eq. (10)'s time."
+        name = k["corollary"].lower().replace(" ", "")
+        save_figure(fig, directory, name)
+    return name, (
+        f"{k['corollary']} of Kawaguchi (2021), {k['loss']} loss: the optimality gap L − L* "
+        "is at most (L₀ − L*)e^{−2κλ_T T}, drawn with the guaranteed λ_T and with "
+        "λ_min(D_0), against the flow time (GD, when trained: step × η); the dotted line is "
+        f"ε, which the guaranteed bound reaches at {k['time_equation']}'s time."
     )
