@@ -230,3 +230,15 @@ def test_corollary2_statements_unmet_and_failing(logistic):
         r["loss"] = logistic.loss0 * 2  # the loss rises: above both bounds
     found = verdicts(dl.train_statements(logistic, dl.DELMTraining(run.eta, rows)))
     assert all(found[n] is Verdict.FAIL for n in BOUNDS_2)
+
+
+def test_training_hypotheses_hold_and_are_unmet(init, trained):
+    """The hypotheses train_statements rebuilds over the run: the flow (η·λ_max ≤ 1 at the
+    first and last parameters) and rank(Φ), each holding and unmet."""
+    found = verdicts(dl.train_statements(init, trained))
+    assert all(found[n] is Verdict.HOLDS for n in (RANK, PL, FLOW))
+    fast = dl.DELMTraining(4 / init.sharpness, trained.rows)  # η·λ_max(∇²L(θ_0)) = 4
+    assert verdicts(dl.train_statements(init, fast))[FLOW] is Verdict.UNMET
+    rows = [{**r, "rank_ratio": 0.0} for r in trained.rows]
+    found = verdicts(dl.train_statements(init, dl.DELMTraining(trained.eta, rows)))
+    assert found[RANK] is Verdict.UNMET and found[BOUNDS[0]] is Verdict.NOT_APPLICABLE

@@ -148,3 +148,16 @@ def test_training_below_n_samples_is_refused(inputs):
     narrow = md.initialize(inputs, width=3, monotonicity=0.2, radius=1.0, seed=0)
     with pytest.raises(ValueError, match=r"needs λ_0 = σ_min\(Z\(0\)\) > 0, i.e. width ≥ N = 6"):
         md.train(narrow, steps=2, eta=1e-4)
+
+
+CONDITION2 = CONDITIONS[2:]
+
+
+def test_training_hypotheses_hold_and_are_unmet(init, trained):
+    """The hypotheses train_statements rebuilds for the run (the ones the page shows):
+    Condition 2 and η ≤ η_max, each holding and unmet."""
+    found = verdicts(md.train_statements(_holding(init), trained))
+    assert all(found[n] is Verdict.HOLDS for n in (*CONDITION2, STEP))
+    too_large = md.MonDEQTraining(2 * init.eta_max, trained.records)
+    found = verdicts(md.train_statements(init, too_large))
+    assert all(found[n] is Verdict.UNMET for n in (*CONDITION2, STEP))
