@@ -20,6 +20,7 @@ from deqlab.experiments.kawaguchi2021 import (
     fig1_report,
     fig2,
     fig2_report,
+    fig3,
     thm2_report,
 )
 from deqlab.experiments.kawaguchi2021.appb import AppBConfig, Kawaguchi2021AppB
@@ -363,6 +364,41 @@ def test_fig3_without_regularization_or_radius_has_no_accuracy_time():
     assert found["κ > 0 (τ > 0 for Eq. (11), R < ∞ for Eq. (12))"].verdict is Verdict.UNMET
     (eq11,) = [s for name, s in found.items() if name.startswith("Eq. (11)")]
     assert eq11.verdict is NA
+
+
+def _eq12_run(*overrides):
+    experiment = Kawaguchi2021Fig3()
+    config = experiment.resolve("eq12", overrides=list(overrides))
+    (task,) = experiment.tasks(config)
+    rows = experiment.run_task(config, task, MemoryCheckpoints().context(10**6))
+    found = _by_name(experiment.statements(config, rows))
+    (eq12,) = [s for name, s in found.items() if name.startswith("Eq. (12)")]
+    return config, rows, found, eq12
+
+
+def test_eq12_is_measured_where_its_hypotheses_hold():
+    """τ = 0, R = 2.5: ‖B_t‖₁ stays below (1 − γ)R and the gap is ≤ ε from T_ε on, with
+    κ = ρ(R)σ_min(Φ)² and T_ε = m(1+γ)²/(2κ)·log(1/ε_rel) recomputed here: ρ(R) as the
+    smallest p(1 − p) over the corners of the box ‖W‖₁ = max_j |W_j| ≤ R (where |Wφ| peaks)."""
+    config, rows, found, eq12 = _eq12_run("epsilon=0.1", "steps=400")  # T_ε = 17, T = 20
+    assert found["‖B_t‖₁ < (1 − γ)R for all t ∈ [0, T]"].verdict is Verdict.HOLDS
+    assert eq12.verdict is PASS and eq12.kind is Kind.THEOREM and eq12.value <= 1.0
+    X = fig3.logistic_data(config, "cpu")[0].numpy()  # (d, n)
+    corners = np.array(np.meshgrid(*[[-1.0, 1.0]] * config.d)).reshape(config.d, -1).T
+    p = 1.0 / (1.0 + np.exp(-config.radius * corners @ X))
+    kappa = (p * (1 - p)).min() * np.linalg.svd(X, compute_uv=False).min() ** 2
+    assert rows[0]["kappa"] == pytest.approx(kappa, rel=1e-12)
+    t_eps = config.d * (1 + config.gamma) ** 2 / (2 * kappa) * math.log(1 / config.epsilon)
+    assert f"T_ε = {t_eps:.4g}" in eq12.measured and config.steps * config.lr > t_eps
+
+
+def test_eq12_is_not_applicable_when_the_run_leaves_the_radius():
+    """R = 1: ‖B_t‖₁ exceeds (1 − γ)R, and the loss falls below L*_{0,R} (the minimum over the
+    ball), which Eq. (12) cannot speak of: not applicable, naming the radius it needs."""
+    _, rows, found, eq12 = _eq12_run("radius=1.0", "steps=300")
+    assert found["‖B_t‖₁ < (1 − γ)R for all t ∈ [0, T]"].verdict is Verdict.UNMET
+    assert eq12.verdict is NA and "radius" in eq12.needs
+    assert rows[-1]["loss"] < rows[-1]["loss_star"]
 
 
 # --- Theorem 2 -----------------------------------------------------------------------------

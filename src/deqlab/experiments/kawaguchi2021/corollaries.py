@@ -73,7 +73,7 @@ COROLLARY_1 = Corollary(
     "min(n, m)", False,
 )  # fmt: skip
 COROLLARY_2 = Corollary(
-    "Corollary 2", "Corollary 2 with R = ∞ (Section 3.1.3, Appendix A.4)",
+    "Corollary 2", "Corollary 2 (Section 3.1.3, Appendix A.4)",
     "the logistic loss + τq² (τ ≥ 0, y ∈ {0, 1}) summed over the samples",
     "κ = (2τ + ρ(R))σ_min(Φ)²", "m", True,
 )  # fmt: skip
