@@ -1,5 +1,6 @@
 """Baselines of Kawaguchi (2021): linear model, ReLU MLPs, Zou et al.'s linear ResNet."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -116,3 +117,34 @@ def test_bad_input_gives_clear_errors():
         ReLUMLP(6, 1, depth=2, bias=1)
     with pytest.raises(ValueError, match=r"`X` must have shape \(3, 'any'\)"):
         LinearModel(torch.randn(2, 3))(torch.randn(4, 5))
+
+
+def _gd_relative_gap(io: str, X: torch.Tensor, Y: torch.Tensor, steps: int) -> tuple:
+    """(L − L*)/L* after ``steps`` of full-batch GD (η = 2e-3) on L = Σ‖f(x_i) − y_i‖², L* by
+    numpy least squares; det of the end-to-end matrix B(I + W_L)⋯(I + W_1)A at each step, and
+    det(W*) of the least-squares solution."""
+    W_star, *_ = np.linalg.lstsq(X.numpy().T, Y.numpy().T, rcond=None)
+    loss_star = float(((W_star.T @ X.numpy() - Y.numpy()) ** 2).sum())
+    model = LinearResNet(3, 3, depth=3, io=io)
+    params, dets = list(model.parameters()), []
+    for _ in range(steps):
+        loss = ((model(X) - Y) ** 2).sum()
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            dets.append(float(torch.linalg.det(model(torch.eye(3)))))
+            for p, g in zip(params, grads, strict=True):
+                p.sub_(2e-3 * g)
+    return (float(loss) - loss_star) / loss_star, dets, float(np.linalg.det(W_star))
+
+
+def test_zou_layers_fit_the_target_minus_identity_and_identity_layers_stall():
+    """Kawaguchi's data y = −x + 0.1ς in R³: from W_l = 0, the modified identity (BA = 0) reaches
+    the least-squares minimum; identity layers start at det = 1 and cannot reach det(W*) < 0
+    without the end-to-end matrix turning singular, so GD stalls (Bartlett et al. 2018)."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(3, 60, generator=g)
+    Y = -X + 0.1 * torch.randn(3, 60, generator=g)
+    gap, _, det_star = _gd_relative_gap("modified_identity", X, Y, 800)
+    assert abs(gap) < 1e-10 and det_star < 0
+    gap, dets, _ = _gd_relative_gap("identity", X, Y, 800)
+    assert gap > 1.0 and min(dets) > 0
