@@ -62,11 +62,37 @@ def test_usage_errors_are_one_line_on_stderr_and_exit_2(args, message):
     assert result.stderr.count("\n") == 1 and result.stdout == ""
 
 
-def test_a_missing_data_set_is_not_a_usage_error(tmp_path):
-    result = invoke("kernel", "--dataset", "mnist", "--n", 10, "--data-dir", tmp_path)
-    assert result.exit_code == 1 and result.stderr.count("\n") == 1
-    assert result.stderr.startswith("error: data set 'mnist' (train split) not found")
-    assert f"fetch it with: deqlab data fetch mnist --dir {tmp_path}" in result.stderr
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("kernel", "--dataset", "mnist", "--n", 10),
+        ("verify", "--dataset", "mnist", "--n", 10),
+        ("reproduce", "ling2023-fig1", "--preset", "paper"),  # sphere, mnist and cifar10
+    ],
+    ids=lambda c: c[0],
+)
+def test_a_missing_data_set_is_one_line_and_exit_2_in_every_command(command, tmp_path,
+                                                                    monkeypatch):  # fmt: skip
+    """A missing input, like a usage error: the line names the data set, where it looked
+    (where to put the files) and the fetch command; no run is started (the store's index
+    may be created)."""
+    data, out = tmp_path / "data", tmp_path / "results"
+    data.mkdir()
+    monkeypatch.setenv("DEQLAB_DATA", str(data))
+    result = invoke(*command, *(("--out", out) if command[0] == "reproduce" else ()))
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: data set 'mnist' (train split) not found: expected")
+    assert f"Looked in: {data / 'mnist'} {data}" in result.stderr
+    assert result.stderr.endswith("Fetch it with: deqlab data fetch mnist\n")
+    assert not (out / "ling2023-fig1").exists()
+
+
+def test_a_missing_data_set_under_data_dir_names_that_directory(tmp_path):
+    result = invoke("kernel", "--dataset", "cifar10", "--data-dir", tmp_path)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert f"Looked in: {tmp_path / 'cifar10'} {tmp_path} " in result.stderr
+    assert result.stderr.endswith(f"Fetch it with: deqlab data fetch cifar10 --dir {tmp_path}\n")
 
 
 def test_no_arguments_prints_the_help():

@@ -392,10 +392,11 @@ def test_kernel_outside_assumption_1_warns_in_one_line():
 
 def test_kernel_on_a_missing_data_set_says_how_to_fetch_it(tmp_path):
     result = invoke("kernel", "--dataset", "mnist", "--data-dir", tmp_path)
-    assert result.exit_code == 1  # the command is right; the data is not here
+    assert result.exit_code == 2  # a missing input, as in every command
     assert one_error(result) == (
         "error: data set 'mnist' (train split) not found: expected train-images-idx3-ubyte[.gz] "
-        f"and train-labels-idx1-ubyte[.gz]; fetch it with: deqlab data fetch mnist --dir {tmp_path}"
+        f"and train-labels-idx1-ubyte[.gz]. Looked in: {tmp_path / 'mnist'} {tmp_path} "
+        f"Fetch it with: deqlab data fetch mnist --dir {tmp_path}"
     )
 
 

@@ -4,6 +4,7 @@ every bad input as one ``error:`` line with exit code 2."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -178,7 +179,8 @@ def test_a_missing_image_data_set_names_it_and_the_fetch_command(tmp_path):
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: data set 'cifar10'")
-    assert lines[0].endswith(f"fetch it with: deqlab data fetch cifar10 --dir {tmp_path}")
+    assert f"Looked in: {tmp_path / 'cifar10'} {tmp_path} " in lines[0]
+    assert lines[0].endswith(f"Fetch it with: deqlab data fetch cifar10 --dir {tmp_path}")
     assert result.stdout == ""
 
 
@@ -196,3 +198,19 @@ def test_delm_logistic_loss_reads_two_classes_and_checks_corollary2(tmp_path):
     verdicts = {s["name"]: s["verdict"] for s in doc["statements"]}
     assert verdicts["rank(Φ) = m"] == "HOLDS" and doc["settings"]["loss"] == "logistic"
     assert verdicts["Theorem 1: λ_min(D_t) ≥ 1/(m(1+γ)²) at every step"] == "PASS"
+
+
+def test_the_readme_lists_every_option_of_verify():
+    """README's command table row of verify names every option ``verify --help`` has."""
+    from pathlib import Path
+
+    import typer.main
+
+    command = typer.main.get_command(app).commands["verify"]
+    options = {o for p in command.params for o in p.opts if o != "--help"}
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    (row,) = [line for line in readme.read_text().splitlines()
+              if line.startswith("| `deqlab verify")]  # fmt: skip
+    assert len(options) > 20 and "--logistic-radius" in options
+    named = set(re.findall(r"(?<![\w-])--[a-z0-9]+(?:-[a-z0-9]+)*(?![\w-])", row))
+    assert sorted(options - named) == []

@@ -3,9 +3,12 @@
 Conventions of every command:
 
 - a usage error (an unknown name, a wrongly typed or out-of-range value, a missing
-  argument, a file that cannot be read) is one line on stderr, ``error: …``, naming the
-  argument and what was expected, and exit code 2 (:data:`EXIT_USAGE`);
-- a command that ran but did not succeed (a failed run, a failed download) exits 1;
+  argument, a file that cannot be read) or a missing input (a data set that is not on this
+  machine: the line names it, where it was looked for and the ``deqlab data fetch`` command)
+  is one line on stderr, ``error: …``, naming the argument and what was expected, and exit
+  code 2 (:data:`EXIT_USAGE`);
+- a command that ran but did not succeed (a failed run, a failed download, a FAIL verdict
+  under ``--strict``) exits 1 (:data:`EXIT_FAILED`);
 - ``--json`` prints one JSON document on stdout and nothing else (progress and
   warnings go to stderr), so ``deqlab list --json | python -m json.tool`` works.
 """
@@ -28,7 +31,7 @@ try:  # typer >= 0.2x ships its own copy of click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _click_errors
 
-#: Exit code of a usage error (as click's own parse errors).
+#: Exit code of a usage error or a missing input (as click's own parse errors).
 EXIT_USAGE = 2
 #: Exit code of a command that ran but failed (a failed run, a failed download).
 EXIT_FAILED = 1

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from deqlab.cli.app import EXIT_FAILED, JSON_HELP, app, echo_json, fail, warn
+from deqlab.cli.app import JSON_HELP, app, echo_json, fail, warn
 from deqlab.data.registry import DATASETS
 
 #: Accuracy of K = K^(∞) (absolute, on the normalised entries): population_gram's tol.
@@ -186,7 +186,6 @@ def kernel(
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Print λ*, the condition number and the diagonal of K (Ling et al. 2023, Eq. (14))."""
-    from deqlab.data import DatasetNotFoundError
     from deqlab.theory.kernels import converged_depth, least_eigenvalue, population_gram
     from deqlab.theory.ntk import deq_ntk
 
@@ -220,14 +219,7 @@ def kernel(
                 M = population_gram(X, sigma_w2, layers)
                 what = "K = K^(∞) (Eq. 14)" if layers is None else f"K^({layers}) (Definition 1)"
             lam = least_eigenvalue(M)
-        except DatasetNotFoundError as err:  # the command is right; the data is not here
-            from deqlab.data.locate import fetch_command
-
-            first = str(err).split(". Looked in:")[0]
-            raise fail(
-                f"{first}; fetch it with: {fetch_command(dataset, data_dir)}", EXIT_FAILED
-            ) from None
-        except (ValueError, TypeError, OSError) as err:
+        except (ValueError, TypeError, OSError) as err:  # a missing data set is an OSError
             about_file = input_file is not None and str(err).startswith("`X`")
             raise fail(
                 f"`--input` {str(input_file)!r}: {err}" if about_file else str(err)

@@ -2,7 +2,8 @@
 
 Every usage error — a bad option, unusable data (shape mismatch, NaN/Inf, empty, n = 1,
 duplicate inputs, labels of the wrong length, an unreadable file, a registered image data
-set that is not on this machine: the line names the command that fetches it) — is one
+set that is not on this machine: the line names where it looked and the command that
+fetches it, as every command does) — is one
 ``error:`` line on stderr and exit code 2. Progress goes to stderr, never into ``--json``.
 """
 
@@ -96,7 +97,6 @@ def verify_command(
     ),
 ) -> None:
     """Check the papers' hypotheses and predictions on your data and model."""
-    from deqlab.data import DatasetNotFoundError
     from deqlab.verify import load_dataset, load_file, verify
 
     try:
@@ -118,12 +118,7 @@ def verify_command(
                 logistic_radius=logistic_radius, name=name, progress=progress,
             )  # fmt: skip
         page = None if out is None else result.write_html(out)
-    except DatasetNotFoundError as err:
-        from deqlab.data.locate import fetch_command
-
-        first = str(err).split(". Looked in:")[0]
-        raise fail(f"{first}; fetch it with: {fetch_command(dataset, data_dir)}") from None
-    except (ValueError, TypeError, OSError) as err:
+    except (ValueError, TypeError, OSError) as err:  # a missing data set is an OSError
         raise fail(str(err)) from None
     if as_json:
         echo_json({**result.as_dict(), "page": None if page is None else str(page)})
