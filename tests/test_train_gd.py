@@ -2,12 +2,15 @@
 reference step over 40 steps through mask flips), bit-exact resume, stop reasons, Theorem 1
 checks on a short run, configuration errors."""
 
+import ast
 import io
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
+import deqlab
 from deqlab.models import ReLUDEQ
 from deqlab.theory.ling2023 import lemma2_gradients, theorem1_margins
 from deqlab.train import GDConfig, GDTrainer
@@ -258,3 +261,21 @@ def test_bad_configuration_and_inputs():
         other.load_state_dict({"config": {}})
     with pytest.raises(ValueError, match="checkpoint from an older version cannot be resumed"):
         trainer.load_state_dict({k: v for k, v in state.items() if k != "format"})
+
+
+def test_no_function_of_the_fast_path_is_over_40_lines():
+    """Every function of the fast path (kernel, caches, trainer) can be checked by eye."""
+    src = Path(deqlab.__file__).parent
+    files = [
+        src / "models" / "relu_deq_solve.py",
+        *sorted((src / "train" / "relu_deq").glob("*.py")),
+    ]
+    lengths = {
+        f"{path.name}:{node.name}": node.end_lineno - node.lineno + 1
+        for path in files
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef)
+    }
+    assert len(lengths) > 50 and max(lengths.values()) <= 40, max(
+        lengths.items(), key=lambda kv: kv[1]
+    )
