@@ -165,8 +165,21 @@ class MDEQCell(nn.Module):
         ]
 
 
+def _stem(in_channels: int, channels: int, groups: int, downsample: int) -> nn.Sequential:
+    """3 × 3 conv–GN–ReLU layers, ``downsample`` of them of stride 2 (at least one layer)."""
+    layers: list[nn.Module] = []
+    for k in range(max(downsample, 1)):
+        c_in, stride = (in_channels if k == 0 else channels), (2 if downsample else 1)
+        layers += [nn.Conv2d(c_in, channels, 3, stride=stride, padding=1)]
+        layers += [nn.GroupNorm(groups, channels), nn.ReLU()]
+    return nn.Sequential(*layers)
+
+
 class MDEQ(nn.Module):
     """Classifier: stem → the multiscale equilibrium ``z* = f(z*, x)`` → head (docstring).
+
+    ``downsample``: stride-2 layers of the stem (Bai et al.'s ImageNet models use 2, their
+    CIFAR-10 models 0), so the finest scale has ``H / 2^downsample`` rows.
 
     ``solver`` defaults to :data:`DEFAULT_SOLVER`, ``backward`` to the exact implicit
     gradient; ``deq.last_forward`` holds the latest solve's `Solution`.
@@ -181,17 +194,16 @@ class MDEQ(nn.Module):
         expansion: int = 5,
         groups: int = 8,
         init_std: float | None = None,
+        downsample: int = 0,
         solver: Solver | None = None,
         backward: Backward | None = None,
     ) -> None:
         super().__init__()
+        downsample = check_int("downsample", downsample, min_value=0)
         cell = MDEQCell(channels, expansion=expansion, groups=groups, init_std=init_std)
         in_channels = check_int("in_channels", in_channels, min_value=1)
         num_classes = check_int("num_classes", num_classes, min_value=2)
-        c0 = cell.channels[0]
-        self.stem = nn.Sequential(
-            nn.Conv2d(in_channels, c0, 3, padding=1), nn.GroupNorm(groups, c0), nn.ReLU()
-        )
+        self.stem = _stem(in_channels, cell.channels[0], groups, downsample)
         self.deq = DEQ(cell, solver=DEFAULT_SOLVER if solver is None else solver, backward=backward)
         self.head_norms = nn.ModuleList(nn.GroupNorm(groups, c) for c in cell.channels)
         self.classifier = nn.Linear(sum(cell.channels), num_classes)

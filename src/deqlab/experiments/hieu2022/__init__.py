@@ -2,4 +2,5 @@
 
 import deqlab.experiments.hieu2022.dynamics
 import deqlab.experiments.hieu2022.landscape
+import deqlab.experiments.hieu2022.mdeq_landscape
 import deqlab.experiments.hieu2022.mondeq_gd  # noqa: F401

@@ -1,0 +1,137 @@
+"""Statements and figure of ``hieu2022-landscape-mdeq``, computed from its tidy rows.
+
+The thesis's observation on Figure 3.1 (Section 3.1; the same plot is Figure 4.5), quoted
+with its location, measured on the grid surface ``Φ(α, β)``:
+
+- "only one minima": the number of local minima of the grid (points no higher than any of
+  their 8 neighbours) is at most 1;
+- "this minima is flat": the small-loss set ``{Φ ≤ Φ(0, 0) + flat_delta}`` covers at least
+  ``flat_fraction`` of the grid (both numbers are ours: the thesis reads a plot).
+
+Both are NOT MEASURED without a surface or when the model is not trained
+(:func:`deqlab.experiments.hieu2022.statements.untrained`): the thesis plots the surface of
+a trained MDEQ. Ours: the equilibrium at θ* is solved to the solver's tolerance on the
+evaluation images (otherwise the surface is that of a truncated solver, not of the DEQ).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from deqlab.experiments.base import Row
+from deqlab.experiments.hieu2022.landscape_report import final_accuracy, level, surfaces
+from deqlab.experiments.hieu2022.mdeq_landscape import MDEQLandscapeConfig
+from deqlab.experiments.hieu2022.statements import thesis, untrained
+from deqlab.landscape import LossSurface
+from deqlab.statements import OURS, Kind, Statement, measure, not_measured
+
+_WORDS = (
+    "As in Fig 3.1 which is the visualization of loss landscape of MDEQ model, we observe "
+    "that the loss landscape has only one minima and this minima is flat."
+)
+ONE_MINIMUM = thesis("Section 3.1, Figure 3.1 (= Figure 4.5)", _WORDS)
+FLAT = thesis("Section 3.1, Figure 3.1 (= Figure 4.5)", _WORDS)
+MODEL = "mdeq"
+
+
+def local_minima(surface: LossSurface) -> torch.Tensor:
+    """Mask of the grid points no higher than any of their (up to 8) neighbours."""
+    padded = F.pad(surface.losses[None, None], (1, 1, 1, 1), value=float("inf"))[0, 0]
+    s = surface.losses.shape[0]
+    mask = torch.ones_like(surface.losses, dtype=torch.bool)
+    for di in (0, 1, 2):
+        for dj in (0, 1, 2):
+            if (di, dj) != (1, 1):
+                mask &= surface.losses <= padded[di : di + s, dj : dj + s]
+    return mask
+
+
+def flat_fraction(surface: LossSurface, delta: float) -> float:
+    """The fraction of grid points with ``Φ ≤ Φ(0, 0) + delta``."""
+    return float((surface.losses <= level(surface, delta)).double().mean())
+
+
+def _residual(rows: list[Row]) -> float | None:
+    found = [float(r["residual"]) for r in rows if r.get("residual") is not None]
+    return found[-1] if found else None
+
+
+def _solved(config: MDEQLandscapeConfig, rows: list[Row]) -> Statement:
+    name = "the equilibrium at θ* is solved on the evaluation images"
+    expected = f"relative residual ≤ tol = {config.tol:g} (max over batches)"
+    value = _residual(rows)
+    if value is None:
+        return not_measured(name, Kind.OURS, OURS, expected=expected, why="no residual row")
+    return measure(
+        name, Kind.OURS, OURS, value=value, relation="<=", threshold=config.tol,
+        measured=f"{value:.3g}", expected=expected,
+        detail=f"Anderson, at most {config.max_iter} iterations: above tol the surface is the "
+        "truncated solver's, not the equilibrium's",
+    )  # fmt: skip
+
+
+def mdeq_statements(config: MDEQLandscapeConfig, rows: list[Row]) -> list[Statement]:
+    """The observations of the module docstring, and ours on the solve."""
+    one = ("the loss landscape has only one minimum", ONE_MINIMUM,
+           "at most 1 local minimum on the grid")  # fmt: skip
+    flat = ("the minimum is flat", FLAT,
+            f"{{Φ ≤ Φ(θ*) + {config.flat_delta:g}}} covers ≥ {config.flat_fraction:g} of "
+            "the grid (ours)")  # fmt: skip
+    surface = surfaces(rows).get(MODEL)
+    why = "no surface rows" if surface is None else untrained({MODEL: final_accuracy(rows, MODEL)})
+    if why:
+        found = [
+            not_measured(n, Kind.OBSERVATION, s, expected=e, why=why) for n, s, e in (one, flat)
+        ]
+        return [*found, _solved(config, rows)]
+    minima = int(local_minima(surface).sum())
+    fraction = flat_fraction(surface, config.flat_delta)
+    grid = f"{config.grid}² grid over [−1, 1]², {config.n_eval} held-out {config.dataset} images"
+    return [
+        measure(one[0], Kind.OBSERVATION, one[1], value=minima, relation="<=", threshold=1,
+                measured=f"{minima} local minima", expected=one[2], detail=grid),
+        measure(flat[0], Kind.OBSERVATION, flat[1], value=fraction, relation=">=",
+                threshold=config.flat_fraction, measured=f"{fraction:.3g} of the grid",
+                expected=flat[2], detail=grid),
+        _solved(config, rows),
+    ]  # fmt: skip
+
+
+def plot_mdeq_landscape(
+    config: MDEQLandscapeConfig, rows: list[Row], directory: Path
+) -> list[Path]:
+    """Contours (thick: the small-loss level; ×: local minima) and the 3-D surface."""
+    import matplotlib.pyplot as plt
+
+    from deqlab.report import figure_style, save_figure
+
+    surface = surfaces(rows).get(MODEL)
+    if surface is None:
+        return []
+    a, b, z = surface.alphas.numpy(), surface.betas.numpy(), surface.losses.T.numpy()
+    with figure_style():
+        fig = plt.figure(figsize=(9.0, 4.2))
+        ax = fig.add_subplot(1, 2, 1)
+        ax.clabel(ax.contour(a, b, z, levels=15, linewidths=0.8), fontsize=6)
+        flat = level(surface, config.flat_delta)
+        if z.min() < flat < z.max():
+            ax.contour(a, b, z, levels=[flat], colors="k", linewidths=2.0)
+        i, j = torch.nonzero(local_minima(surface), as_tuple=True)
+        ax.plot(a[i.numpy()], b[j.numpy()], "x", color="tab:red", label="local minima")
+        ax.plot([0], [0], marker="*", color="k", linestyle="", label="θ*")
+        ax.set(xlabel=r"$\alpha$ (direction 1)", ylabel=r"$\beta$ (direction 2)")
+        ax.legend(fontsize=7)
+        ax3 = fig.add_subplot(1, 2, 2, projection="3d")
+        ax3.plot_surface(*np.meshgrid(a, b), z, cmap="viridis", linewidth=0)
+        ax3.set(xlabel=r"$\alpha$", ylabel=r"$\beta$", zlabel="loss")
+        fig.suptitle(
+            f"MDEQ, {config.dataset}: {config.n_train} training images, {config.epochs} "
+            f"epoch(s); loss on {config.n_eval} held-out images, {config.grid}×{config.grid} "
+            f"grid; thick: L(θ*) + {config.flat_delta:g}",
+            fontsize=9,
+        )
+        return save_figure(fig, directory, "mdeq-landscape")
