@@ -214,3 +214,17 @@ def test_the_readme_lists_every_option_of_verify():
     assert len(options) > 20 and "--logistic-radius" in options
     named = set(re.findall(r"(?<![\w-])--[a-z0-9]+(?:-[a-z0-9]+)*(?![\w-])", row))
     assert sorted(options - named) == []
+
+
+def test_delm_training_puts_the_time_to_epsilon_beside_the_run(tmp_path):
+    """ε above L₀ − L*: T_ε = 0 (Eq. (10)), ε holds from step 0, so the theorem is checked
+    at every step and passes; the JSON carries both times, the page marks them."""
+    doc = parsed(invoke("verify", "--dataset", "sphere", "--n", "6", "--d", "4", "--model",
+                        "delm", "--train", "2", "--epsilon", "1e9", "--out", tmp_path, "--json"))
+    t, k = doc["training"], doc["numbers"]
+    assert t["epsilon"] == 1e9 and t["time_to_epsilon"] == {"predicted": 0.0, "measured": 0.0}
+    assert k["time_to_epsilon"]["guaranteed"] == 0.0
+    (time,) = [s for s in doc["statements"] if s["name"].startswith("Eq. (10)")]
+    largest = max((r["loss"] - k["loss_star"]) / 1e9 for r in t["records"])
+    assert time["verdict"] == "PASS" and time["value"] == pytest.approx(largest, rel=1e-12)
+    assert (tmp_path / "figures" / "corollary1.png").is_file()

@@ -242,3 +242,66 @@ def test_training_hypotheses_hold_and_are_unmet(init, trained):
     rows = [{**r, "rank_ratio": 0.0} for r in trained.rows]
     found = verdicts(dl.train_statements(init, dl.DELMTraining(trained.eta, rows)))
     assert found[RANK] is Verdict.UNMET and found[BOUNDS[0]] is Verdict.NOT_APPLICABLE
+
+
+# ---- the time to ε against the run (Eqs. (9)–(12)) ---------------------------------------
+
+TIME = "Eq. (10): L(A_T, B_T) − L* ≤ ε for every T ≥ m(1+γ)²/(2κ)·log((L₀ − L*)/ε)"
+
+
+@pytest.fixture(scope="module")
+def long_run(init):
+    """Past T_ε at ε = (L₀ − L*)/2: T_ε/η ≈ 408 steps of the theorem's η on these data."""
+    return dl.train(init, steps=420, eta=init.eta_theorem)
+
+
+def _times(init, run, eps):
+    """By hand: Eq. (10)'s T_ε = m(1+γ)²/(2κ)·log(2) with κ = 2σ_min(Φ)², m = d = 4, and the
+    recorded (T = τη, (L_T − L*)/ε)."""
+    t_eps = 4 * (1 + GAMMA) ** 2 / (2 * 2 * init.sigma_min**2) * math.log(2)
+    return t_eps, [(r["step"] * run.eta, (r["loss"] - init.loss_star) / eps) for r in run.rows]
+
+
+def test_time_to_epsilon_passes_on_the_run(init, long_run):
+    eps = 0.5 * (init.loss0 - init.loss_star)
+    t_eps, ratios = _times(init, long_run, eps)
+    after = [ratio for t, ratio in ratios if t >= t_eps]
+    assert len(after) >= 5  # the run goes past T_ε
+    found = {s.name: s for s in dl.train_statements(init, long_run, eps)}[TIME]
+    assert found.verdict is Verdict.PASS and found.value == pytest.approx(max(after), rel=1e-12)
+    first = next(t for t, ratio in ratios if ratio <= 1)
+    assert f"measured time to ε {first:.4g}" in found.measured and f"{t_eps:.4g}" in found.measured
+    times = dl.train_numbers(init, long_run, eps)["time_to_epsilon"]
+    assert times["predicted"] == pytest.approx(t_eps, rel=1e-12)
+    assert times["measured"] == pytest.approx(first, rel=1e-12) and first < t_eps
+
+
+def test_time_to_epsilon_fails_where_the_loss_stays_above_epsilon(init, long_run):
+    eps = 0.5 * (init.loss0 - init.loss_star)
+    t_eps, _ = _times(init, long_run, eps)
+    rows = [dict(r) for r in long_run.rows]
+    for r in rows:
+        if r["step"] * long_run.eta >= t_eps:
+            r["loss"] = init.loss_star + 3 * eps  # above ε after T_ε: Eq. (10) violated
+    run = dl.DELMTraining(long_run.eta, rows)
+    found = {s.name: s for s in dl.train_statements(init, run, eps)}[TIME]
+    assert found.verdict is Verdict.FAIL and found.value == pytest.approx(3.0)
+
+
+def test_time_to_epsilon_not_measured_before_t_eps_and_not_applicable_unguarded(init, trained):
+    found = {s.name: s for s in dl.train_statements(init, trained)}[TIME]  # 5 steps, ε = 10⁻³
+    assert found.verdict is Verdict.NOT_MEASURED and "no run recorded a step at or after" in (
+        found.detail)  # fmt: skip
+    assert dl.train_numbers(init, trained)["time_to_epsilon"]["measured"] is None
+    rows = [{**r, "rank_ratio": 0.0} for r in trained.rows]
+    unguarded = dl.train_statements(init, dl.DELMTraining(trained.eta, rows))
+    assert {s.name: s.verdict for s in unguarded}[TIME] is Verdict.NOT_APPLICABLE
+
+
+def test_eq11_time_needs_a_positive_kappa(logistic):
+    flat = dl.initialize(logistic.inputs, gamma=GAMMA, seed=0, loss=dl.Loss("logistic", 0.0))
+    run = dl.train(flat, steps=3, eta=flat.eta_theorem / 4)
+    found = {s.name: s.verdict for s in dl.train_statements(flat, run)}
+    (eq11,) = [name for name in found if name.startswith("Eq. (11)")]
+    assert found[KAPPA] is Verdict.UNMET and found[eq11] is Verdict.NOT_APPLICABLE
+    assert dl.train_numbers(flat, run)["time_to_epsilon"]["predicted"] == math.inf

@@ -209,6 +209,11 @@ def _headline(result) -> list[tuple[str, str]]:
         if "rate_measured" in t:
             rows.append(("rate per step: predicted 1 − ηλ_0/2, measured (Φ(T)/Φ(0))^(1/T)",
                          f"{_g(t['rate_predicted'], 8)}, {_g(t['rate_measured'], 8)}"))  # fmt: skip
+        if "time_to_epsilon" in t:
+            times, reached = t["time_to_epsilon"], t["time_to_epsilon"]["measured"]
+            rows.append((f"time to ε = {_g(t['epsilon'])}: predicted T_ε, measured (first τη "
+                         "with L − L* ≤ ε)", f"{_g(times['predicted'])}, "
+                         f"{'not reached' if reached is None else _g(reached)}"))  # fmt: skip
     return rows
 
 

@@ -222,8 +222,8 @@ def _delm(inputs: Inputs, settings: dict, progress: Progress) -> Verification:
     training, run = None, None
     if steps:
         run = delm.train(init, steps=steps, eta=eta, progress=progress)
-        found += delm.train_statements(init, run)
-        training = delm.train_numbers(init, run)
+        found += delm.train_statements(init, run, settings["epsilon"])
+        training = delm.train_numbers(init, run, settings["epsilon"])
     numbers = {**delm.numbers(init, eta, settings["epsilon"]), "label_map": label_map}
     return Verification("delm", inputs.summary(), settings, numbers, training, _unique(found),
                         init, run)  # fmt: skip

@@ -22,7 +22,9 @@ Measured at initialization:
 
 The hypotheses and theorems are those of the Figure 2–3 experiments
 (:mod:`deqlab.experiments.kawaguchi2021.corollaries`), fed one run's rows. With ``train``:
-GD (:class:`deqlab.train.delm_gd.DELMGradientDescent`) and the corollary with both λ_T.
+GD (:class:`deqlab.train.delm_gd.DELMGradientDescent`), the corollary with both λ_T, and
+the time to ε against the run: T_ε predicted (worst-case λ_T) beside the first recorded
+T = τη with L − L* ≤ ε, the theorem decided on L_T − L* ≤ ε at every recorded T ≥ T_ε.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from deqlab.experiments.kawaguchi2021.corollaries import (
     COROLLARY_2,
     Corollary,
     accuracy_equation,
+    accuracy_time_check,
     bound_checks,
     gamma_hypothesis,
     hypotheses,
@@ -238,13 +241,22 @@ def time_to_epsilon(init: DELMInit, lam: float, epsilon: float) -> float:
     return math.inf if rate <= 0 else math.log(gap / epsilon) / rate
 
 
-def default_epsilon(init: DELMInit) -> float:
-    return EPSILON_FRACTION * max(init.loss0 - init.loss_star, 0.0)
+def epsilon_for(init: DELMInit, epsilon: float | None) -> float:
+    """The given ε, else :data:`EPSILON_FRACTION` of L₀ − L* (of 1 where L₀ − L* ≤ 0: then
+    there is no time to ε to predict or measure, and the statements say so)."""
+    if epsilon is not None:
+        return epsilon
+    return EPSILON_FRACTION * _gap_or_one(init)
+
+
+def _gap_or_one(init: DELMInit) -> float:
+    gap = init.loss0 - init.loss_star
+    return gap if gap > 0 else 1.0
 
 
 def numbers(init: DELMInit, eta: float | None, epsilon: float | None) -> dict[str, object]:
     """Every number of the module docstring under stable keys."""
-    eps = default_epsilon(init) if epsilon is None else epsilon
+    eps = epsilon_for(init, epsilon)
     times = {"guaranteed": time_to_epsilon(init, init.lambda_bound, eps),
              "at_init": time_to_epsilon(init, init.lambda_D0, eps)}  # fmt: skip
     step = eta or init.eta_theorem
@@ -273,10 +285,17 @@ def statements(init: DELMInit, eta: float | None) -> list[Statement]:
     by them."""
     runs = {"init": [init.row()]}
     guards = guards_for(init, runs, eta)
-    loss = init.loss
-    positive = [] if loss.name == "square" else [
-        kappa_hypothesis(runs, tau=loss.tau, radius=loss.radius)]  # fmt: skip
+    positive = _kappa_guard(init, runs)
     return [*guards, *positive, lambda_bound_check(runs, guards, m=init.m, gamma=init.gamma)]
+
+
+def _kappa_guard(init: DELMInit, runs) -> list[Statement]:
+    """κ > 0, which Eqs. (11)–(12) need (logistic loss; the square loss's κ = 2σ_min(Φ)² > 0
+    is rank(Φ) = min(n, m), already a guard)."""
+    loss = init.loss
+    if loss.name == "square":
+        return []
+    return [kappa_hypothesis(runs, tau=loss.tau, radius=loss.radius)]
 
 
 def guards_for(init: DELMInit, runs, eta: float | None) -> list[Statement]:
@@ -318,28 +337,48 @@ def train(init: DELMInit, *, steps: int, eta: float, progress: Progress = silent
     start["sharpness_end"] = sharpness(model, init.inputs.X, _targets(init.inputs), loss.name,
                                        loss.tau)  # fmt: skip
     for row in rows:
-        row["loss_star"] = init.loss_star
+        row["loss_star"], row["kappa"] = init.loss_star, init.kappa
     rows[0] = {**start, **rows[0]}
     return DELMTraining(eta, rows)
 
 
-def train_statements(init: DELMInit, run: DELMTraining) -> list[Statement]:
-    """The corollary with both λ_T and Theorem 1's λ bound over the run, guarded."""
+def train_statements(init: DELMInit, run: DELMTraining,
+                     epsilon: float | None = None) -> list[Statement]:  # fmt: skip
+    """The corollary with both λ_T, Theorem 1's λ bound and the time to ε (Eqs. (9)–(12),
+    :func:`accuracy_time_check`: L_T − L* ≤ ε at every recorded T = τη ≥ T_ε) over the
+    run, guarded (the time to ε also by κ > 0 for the logistic loss)."""
     runs = {"train": run.rows}
     guards = guards_for(init, runs, run.eta)
     checks = bound_checks(init.loss.corollary, runs, guards, lr=run.eta)
-    return [*guards, *checks, lambda_bound_check(runs, guards, m=init.m, gamma=init.gamma)]
+    loss, positive = init.loss, _kappa_guard(init, runs)
+    time_check = accuracy_time_check(
+        runs, [*guards, *positive], lr=run.eta, m=init.m, gamma=init.gamma,
+        equation=accuracy_equation(loss.name, loss.tau, loss.radius),
+        eps_rel=epsilon_for(init, epsilon) / _gap_or_one(init),
+    )  # fmt: skip
+    return [*guards, *positive, *checks,
+            lambda_bound_check(runs, guards, m=init.m, gamma=init.gamma), time_check]
 
 
-def train_numbers(init: DELMInit, run: DELMTraining) -> dict[str, object]:
-    """The final loss gap against both bounds, and the rows."""
-    last = run.rows[-1]
+def measured_time_to_epsilon(run: DELMTraining, epsilon: float) -> float | None:
+    """The first recorded T = τη with L(A_T, B_T) − L* ≤ ε; None if the run never gets there."""
+    return next((int(r["step"]) * run.eta for r in run.rows
+                 if r["loss"] - r["loss_star"] <= epsilon), None)  # fmt: skip
+
+
+def train_numbers(init: DELMInit, run: DELMTraining,
+                  epsilon: float | None = None) -> dict[str, object]:  # fmt: skip
+    """The final loss gap against both bounds, the time to ε predicted (Eqs. (9)–(12),
+    worst-case λ_T) and measured, and the rows."""
+    last, eps = run.rows[-1], epsilon_for(init, epsilon)
     keys = ("step", "time", "loss", "lambda_min", "lambda_T", "bound_independent",
             "bound_dependent")  # fmt: skip
     return {
         "steps": int(last["step"]), "eta": run.eta, "loss_final": last["loss"],
         "bound_independent_final": last["bound_independent"],
         "bound_dependent_final": last["bound_dependent"], "lambda_T": last["lambda_T"],
-        "sharpness_end": run.rows[0]["sharpness_end"],
+        "sharpness_end": run.rows[0]["sharpness_end"], "epsilon": eps,
+        "time_to_epsilon": {"predicted": time_to_epsilon(init, init.lambda_bound, eps),
+                            "measured": measured_time_to_epsilon(run, eps)},
         "records": [{k: r.get(k) for k in keys} for r in run.rows],
     }  # fmt: skip

@@ -8,7 +8,8 @@ off the reference lines (below the axes) and reads log axes as plain numbers.
   training, the loss against Theorem 1 (iii), λ_τ/λ_0, ‖W(τ)‖₂ and Eq. (5)'s ratio;
 - monotone DEQ: the margins of Conditions 1–2 at the fit widths with their power laws,
   and, with training, the loss against Eq. (3.20);
-- DELM: Corollary 1's bounds over time with both λ_T (and the trained loss).
+- DELM: the corollary's bounds over time with both λ_T (and, trained, the loss, T_ε and
+  the measured time to ε).
 """
 
 from __future__ import annotations
@@ -204,6 +205,7 @@ def _delm_bounds(v, directory: Path) -> Figure:
         if v.training is not None:
             ax.loglog(times, gaps, label="L(A_t, B_t) − L*, GD")
             bottom = min(bottom, min(gaps) / 10)
+            _mark_time_to_epsilon(ax, v.training)
         ax.axhline(eps, color="0.5", ls=":", label=f"ε = {eps:.3g}")
         ax.set_ylim(bottom, gap0 * 3)
         ax.set(xlabel="flow time T (GD: step × η)", ylabel="L − L*",
@@ -215,5 +217,17 @@ def _delm_bounds(v, directory: Path) -> Figure:
         f"{k['corollary']} of Kawaguchi (2021), {k['loss']} loss: the optimality gap L − L* "
         "is at most (L₀ − L*)e^{−2κλ_T T}, drawn with the guaranteed λ_T and with "
         "λ_min(D_0), against the flow time (GD, when trained: step × η); the dotted line is "
-        f"ε, which the guaranteed bound reaches at {k['time_equation']}'s time."
+        f"ε, which the guaranteed bound reaches at {k['time_equation']}'s time T_ε (when "
+        "trained: the vertical line, and the dot where GD first reached ε)."
     )
+
+
+def _mark_time_to_epsilon(ax, training: dict) -> None:
+    """T_ε (Eqs. (9)–(12)) as a vertical line; the first τη with L − L* ≤ ε as a dot."""
+    times, eps = training["time_to_epsilon"], training["epsilon"]
+    if math.isfinite(times["predicted"]) and times["predicted"] > 0:
+        ax.axvline(times["predicted"], color="0.3", ls="-.", lw=1,
+                   label=f"T_ε = {times['predicted']:.3g} (predicted)")  # fmt: skip
+    if times["measured"]:  # None: not reached; 0: already within ε (no log-axis point)
+        ax.plot([times["measured"]], [eps], "o", color="C3",
+                label=f"ε reached at T = {times['measured']:.3g}")  # fmt: skip
