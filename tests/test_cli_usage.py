@@ -4,6 +4,7 @@ values of its choice options and has an example; shell completion is on."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -86,6 +87,16 @@ def test_a_missing_data_set_is_one_line_and_exit_2_in_every_command(command, tmp
     assert f"Looked in: {data / 'mnist'} {data}" in result.stderr
     assert result.stderr.endswith("Fetch it with: deqlab data fetch mnist\n")
     assert not (out / "ling2023-fig1").exists()
+
+
+def test_data_list_reports_a_missing_data_set_and_exits_0(tmp_path):
+    """Listing is not reading: ``data list`` succeeds and gives each missing split the
+    command that fetches it (what the other commands' error line names)."""
+    result = invoke("data", "list", "--dir", tmp_path, "--json")
+    assert result.exit_code == 0 and result.stderr == ""
+    rows = {(e["name"], e["split"]): e for e in json.loads(result.stdout)}
+    assert rows["mnist", "train"]["status"] == "missing"
+    assert rows["mnist", "train"]["fetch"] == f"deqlab data fetch mnist --dir {tmp_path}"
 
 
 def test_a_missing_data_set_under_data_dir_names_that_directory(tmp_path):
