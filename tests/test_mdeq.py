@@ -187,3 +187,11 @@ def test_bad_input_one_clear_line():
     ) as err:
         model(torch.randn(2, 3, 6, 8))
     assert "\n" not in str(err.value)
+
+
+def test_stem_downsample_halves_the_finest_scale_per_stride_2_layer():
+    model = MDEQ(3, 4, channels=(4, 4), downsample=2, **TINY)
+    with torch.no_grad():
+        z = model.features(torch.randn(1, 3, 16, 16))
+    assert [tuple(t.shape) for t in z] == [(1, 4, 4, 4), (1, 4, 2, 2)]
+    assert [m.stride for m in model.stem if isinstance(m, torch.nn.Conv2d)] == [(2, 2), (2, 2)]

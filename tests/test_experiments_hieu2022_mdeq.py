@@ -1,0 +1,155 @@
+"""hieu2022-landscape-mdeq (thesis Figures 3.1 and 4.5): statements in both directions on
+made-up surfaces, the tiny preset end to end, the ImageNet reader, and the paper preset's
+refusal without ImageNet."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from deqlab.cli import app
+from deqlab.data.imagenet import imagenet_dir, read_imagenet
+from deqlab.data.locate import DatasetNotFoundError
+from deqlab.experiments.hieu2022.landscape_report import surfaces
+from deqlab.experiments.hieu2022.mdeq_landscape import (
+    Hieu2022LandscapeMDEQ,
+    MDEQLandscapeConfig,
+    cifar10_present,
+    load_images,
+)
+from deqlab.experiments.hieu2022.mdeq_landscape_report import local_minima, mdeq_statements
+from deqlab.runs.runner import DataError
+from deqlab.statements import Kind, Verdict
+
+PASS, FAIL, NM = Verdict.PASS, Verdict.FAIL, Verdict.NOT_MEASURED
+CONFIG = MDEQLandscapeConfig(dataset="digits", classes=10, grid=21, tol=1e-3)
+
+
+def rows_of(loss, *, acc=0.9, residual=1e-4, grid=21):
+    """Training, residual and surface rows of ``loss(α, β)`` on a grid over [−1, 1]²."""
+    rows = [{"model": "mdeq", "epoch": 1, "train_loss": 0.3, "train_acc": acc}]
+    rows.append({"model": "mdeq", "residual": residual})
+    axis = np.linspace(-1, 1, grid)
+    return rows + [{"model": "mdeq", "alpha": float(a), "beta": float(b), "loss": float(loss(a, b))}
+                   for a in axis for b in axis]  # fmt: skip
+
+
+def by_name(rows):
+    return {s.name: s for s in mdeq_statements(CONFIG, rows)}
+
+
+def bowl(a, b):
+    return 0.2 + 0.5 * (a**2 + b**2)  # one minimum; {Φ ≤ 0.7}: the unit disc
+
+
+def test_a_wide_bowl_has_one_flat_minimum_and_the_solve_passes():
+    found = by_name(rows_of(bowl))
+    one, flat = found["the loss landscape has only one minimum"], found["the minimum is flat"]
+    assert (one.verdict, one.value) == (PASS, 1)
+    # 21² points, each the centre of a 0.1² cell: the disc's π over the cells' 2.1²
+    assert flat.verdict is PASS and flat.value == pytest.approx(np.pi / 2.1**2, abs=0.01)
+    assert one.source.quote.startswith("As in Fig 3.1") and one.kind is Kind.OBSERVATION
+    solved = found["the equilibrium at θ* is solved on the evaluation images"]
+    assert solved.verdict is PASS and solved.kind is Kind.OURS
+
+
+def test_two_wells_a_sharp_minimum_and_an_unsolved_equilibrium_fail():
+    def wells(a, b):
+        return 0.2 + 4 * (a**2 - 0.25) ** 2 + 4 * b**2  # minima at α = ±0.5
+
+    assert by_name(rows_of(wells))["the loss landscape has only one minimum"].value == 2
+    assert by_name(rows_of(wells))["the loss landscape has only one minimum"].verdict is FAIL
+    sharp = by_name(rows_of(lambda a, b: 0.2 + 50 * (a**2 + b**2)))["the minimum is flat"]
+    assert sharp.verdict is FAIL and sharp.value < 0.25
+    unsolved = by_name(rows_of(bowl, residual=0.2))
+    assert unsolved["the equilibrium at θ* is solved on the evaluation images"].verdict is FAIL
+
+
+def test_untrained_or_missing_surface_is_not_measured():
+    for rows in (rows_of(bowl, acc=0.2), rows_of(bowl)[:2]):
+        found = by_name(rows)
+        for name in ("the loss landscape has only one minimum", "the minimum is flat"):
+            assert found[name].verdict is NM, found[name]
+    assert "not trained" in by_name(rows_of(bowl, acc=0.2))["the minimum is flat"].detail
+
+
+def test_local_minima_match_a_brute_force_count():
+    losses = torch.rand(9, 9, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    axis = np.linspace(-1, 1, 9)
+    rows = [{"model": "mdeq", "alpha": float(a), "beta": float(b), "loss": float(losses[i, j])}
+            for i, a in enumerate(axis) for j, b in enumerate(axis)]  # fmt: skip
+    mask = local_minima(surfaces(rows)["mdeq"])
+    for i in range(9):
+        for j in range(9):
+            near = [(p, q) for p in range(i - 1, i + 2) for q in range(j - 1, j + 2)]
+            neighbours = [
+                losses[p, q] for p, q in near if 0 <= p < 9 and 0 <= q < 9 and (p, q) != (i, j)
+            ]
+            assert bool(mask[i, j]) == all(losses[i, j] <= v for v in neighbours)
+
+
+def test_tiny_preset_runs_and_writes_its_report(tmp_path):
+    result = CliRunner().invoke(app, ["reproduce", "hieu2022-landscape-mdeq", "--preset", "tiny",
+                                      "--out", str(tmp_path), "--quiet"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run = next((tmp_path / "hieu2022-landscape-mdeq").iterdir())
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "finished" and (run / "report.html").stat().st_size > 0
+    assert "figures/mdeq-landscape.png" in [f["path"] for f in summary["figures"]]
+    names = {s["name"]: s["verdict"] for s in summary["statements"]}
+    assert names["the minimum is flat"] == "NOT MEASURED"  # tiny: one epoch, untrained
+
+
+def test_quick_preset_reads_cifar10_or_its_stand_in():
+    config = Hieu2022LandscapeMDEQ().resolve("quick")
+    assert config.dataset == ("cifar10" if cifar10_present() else "digits")
+    images, labels = load_images(config, "train", 30, seed=0)
+    assert images.shape == (30, 3, 32, 32) and torch.bincount(labels).tolist() == [3] * 10
+    assert torch.equal(images[:, 0], images[:, 2]) or config.dataset == "cifar10"
+
+
+def test_paper_preset_refuses_in_one_line_without_imagenet(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEQLAB_DATA", str(tmp_path / "data"))
+    result = CliRunner().invoke(app, ["reproduce", "hieu2022-landscape-mdeq", "--preset", "paper",
+                                      "--out", str(tmp_path / "runs")])  # fmt: skip
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: data set 'imagenet' not found")
+    assert result.stderr.count("\n") == 1 and "needs a GPU" in result.stderr
+    assert not (tmp_path / "runs" / "hieu2022-landscape-mdeq").exists()
+    with pytest.raises(DataError):
+        Hieu2022LandscapeMDEQ().tasks(Hieu2022LandscapeMDEQ().resolve("paper"))
+
+
+def fake_imagenet(root, classes=3, per_class=4):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for c in range(classes):
+            folder = root / "imagenet" / split / f"n{c:08d}"
+            folder.mkdir(parents=True)
+            for k in range(per_class):
+                pixels = np.full((40, 60, 3), 60 * c, dtype=np.uint8) + rng.integers(
+                    0, 5, (40, 60, 3), dtype=np.uint8
+                )
+                Image.fromarray(pixels).save(folder / f"img{k}.png")
+
+
+def test_imagenet_reader_crops_and_labels_an_image_folder(tmp_path, monkeypatch):
+    with pytest.raises(DatasetNotFoundError, match="data set 'imagenet' not found") as err:
+        imagenet_dir(tmp_path)
+    assert "\n" not in str(err.value)
+    fake_imagenet(tmp_path)
+    images, labels = read_imagenet("val", classes=2, n_per_class=3, size=16, data_dir=tmp_path)
+    assert images.shape == (6, 3, 16, 16) and labels.tolist() == [0, 0, 0, 1, 1, 1]
+    assert (
+        float(images[:3].max()) < 5 / 255 + 1e-6 and abs(float(images[3:].mean()) - 62 / 255) < 0.01
+    )
+    with pytest.raises(ValueError, match="`n_per_class` = 5 exceeds the 4 images"):
+        read_imagenet("train", classes=1, n_per_class=5, size=8, data_dir=tmp_path)
+    monkeypatch.setenv("DEQLAB_DATA", str(tmp_path))
+    assert [
+        t.key for t in Hieu2022LandscapeMDEQ().tasks(Hieu2022LandscapeMDEQ().resolve("paper"))
+    ] == ["mdeq"]
