@@ -51,6 +51,21 @@ def test_an_epoch_visits_every_sample_once_and_records_the_sample_mean_loss():
     assert sorted(torch.cat(seen).tolist()) == list(range(20)) and record["loss"] == 0.0
 
 
+def test_counts_returned_with_the_batch_loss_are_summed_over_the_epoch():
+    model, X, y = _problem()
+
+    def batch_loss(index):
+        residual = model(X[index])[:, 0] - y[index]
+        counts = {"samples": len(index), "positive": int((residual > 0).sum())}
+        return (residual**2).mean() * 0, counts  # no move: every batch sees θ(0)
+
+    optimizer = HeavyBall(model.parameters(), lr=0.1, momentum=0.0)
+    with torch.no_grad():
+        positive = int((model(X)[:, 0] - y > 0).sum())
+    record = MinibatchTrainer(model, batch_loss, optimizer, n=20, batch_size=6, seed=1).step()
+    assert record["samples"] == 20 and record["batches"] == 4 and record["positive"] == positive
+
+
 def test_resume_gives_the_numbers_of_an_uninterrupted_run():
     def fresh():
         model, X, y = _problem()

@@ -23,13 +23,15 @@ def run_resumable(
     ctx: TaskContext,
     *,
     before_step: Callable[[int], object] | None = None,
+    after_step: Callable[[Record], object] | None = None,
     rows: list[Row] | None = None,
 ) -> list[Record]:
     """Step ``trainer`` until ``step_count == steps`` or it stops; return its records.
 
-    ``before_step(k)`` runs before step ``k`` (a measurement at θ(k)); ``rows``, a list the
-    caller fills (e.g. from ``before_step``), is saved with every checkpoint and replaced by
-    the saved one on resuming.
+    ``before_step(k)`` runs before step ``k`` (a measurement at θ(k)); ``after_step(record)``
+    runs after each step, before its checkpoint (a measurement at θ(k+1)); ``rows``, a list
+    the caller fills from either, is saved with every checkpoint and replaced by the saved
+    one on resuming.
     """
     rows = [] if rows is None else rows
     resumed = ctx.resume()
@@ -39,7 +41,9 @@ def run_resumable(
     while trainer.step_count < steps and not trainer.stopped:
         if before_step is not None:
             before_step(trainer.step_count)
-        trainer.step()
+        record = trainer.step()
+        if after_step is not None:
+            after_step(record)
         if trainer.step_count % ctx.checkpoint_every == 0:
             ctx.checkpoint(trainer.state_dict(), list(rows))
         ctx.progress(trainer.step_count, steps)

@@ -92,19 +92,25 @@ class HeavyBall(torch.optim.Optimizer):
                 p.sub_(group["lr"] * state["velocity"])
 
 
+#: What ``batch_loss(index)`` returns: the batch's loss, or the loss and counts to sum.
+BatchResult = torch.Tensor | tuple[torch.Tensor, dict[str, float]]
+
+
 class MinibatchTrainer(Trainer):
     """One step is one epoch: the ``n`` samples in a seeded random order, cut into batches of
-    ``batch_size``; on each, ``optimizer`` steps on ``batch_loss(index)`` (then
-    ``schedule``, if any, steps).
+    ``batch_size``; on each, ``optimizer`` steps on the loss ``batch_loss(index)`` returns
+    (then ``schedule``, if any, steps).
 
-    Step ``k`` records ``{"step": k, "loss": Σ_b |b| L_b / n}`` (the epoch's sample-mean
-    batch loss). A non-finite loss is recorded, not a stop: the caller decides.
+    Step ``k`` records ``{"step": k, "loss": Σ_b |b| L_b / n, "batches": B}`` (the epoch's
+    sample-mean batch loss over its ``B`` batches) and, when ``batch_loss`` also returns a
+    dict of counts (correct predictions, solver steps), each count summed over the epoch.
+    A non-finite loss is recorded, not a stop: the caller decides.
     """
 
     def __init__(
         self,
         model: nn.Module,
-        batch_loss: Callable[[torch.Tensor], torch.Tensor],
+        batch_loss: Callable[[torch.Tensor], BatchResult],
         optimizer: torch.optim.Optimizer,
         *,
         n: int,
@@ -125,20 +131,28 @@ class MinibatchTrainer(Trainer):
         self.check_running()
         self.model.train()
         order = torch.randperm(self.n, generator=self.generator).to(self.device)
-        total = 0.0
+        total, sums = 0.0, {}  # Σ_b |b| L_b and the counts' sums
         for start in range(0, self.n, self.batch_size):
             index = order[start : start + self.batch_size]  # (b,)
-            loss = self.batch_loss(index)
+            loss, counts = self._batch(index)
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
             if self.schedule is not None:
                 self.schedule.step()
             total += float(loss.detach()) * len(index)
-        record: Record = {"step": self.step_count, "loss": total / self.n}
+            for key, value in counts.items():
+                sums[key] = sums.get(key, 0) + value
+        batches = math.ceil(self.n / self.batch_size)
+        record: Record = {"step": self.step_count, "loss": total / self.n, "batches": batches}
+        record.update(sums)
         self.records.append(record)
         self.step_count += 1
         return record
+
+    def _batch(self, index: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        result = self.batch_loss(index)
+        return result if isinstance(result, tuple) else (result, {})
 
     def state_dict(self) -> dict[str, Any]:
         """Model, optimizer, schedule, the sampler's generator and the protocol's state."""

@@ -1,9 +1,9 @@
 """Training loop shared by the thesis's Chapter 4 experiments (Sections 4.1.2 and 4.2.1).
 
 Adam with cosine annealing of the learning rate over all steps, mini-batches of a fixed
-size in a seeded random order, cross-entropy; one checkpoint per epoch (model, optimiser,
-schedule, sampler state and the rows so far), so an interrupted task resumes with the same
-numbers.
+size in a seeded random order, cross-entropy: a :class:`~deqlab.train.sgd.MinibatchTrainer`
+run by :func:`~deqlab.train.resumable.run_resumable`, so an interrupted task resumes with
+the same numbers.
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from deqlab.experiments.base import Row, TaskContext
+from deqlab.train.protocol import Record
+from deqlab.train.resumable import run_resumable
+from deqlab.train.sgd import MinibatchTrainer
 
 EpochHook = Callable[[int, nn.Module], list[Row]]
 
@@ -43,48 +46,31 @@ def train_classifier(
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     batches = math.ceil(len(labels) / batch_size)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs * batches)
-    generator = torch.Generator().manual_seed(seed)
-    hook = on_epoch or (lambda epoch, net: [])
-    resumed = ctx.resume()
-    if resumed is not None:
-        state, rows = resumed[0], list(resumed[1])
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        schedule.load_state_dict(state["schedule"])
-        generator.set_state(state["generator"])
-        epoch = state["epoch"]
-    else:
-        rows, epoch = hook(0, model), 0
     deq = getattr(model, "deq", None)
-    while epoch < epochs:
-        model.train()
-        order = torch.randperm(len(labels), generator=generator).to(labels.device)
-        loss_sum, correct, steps = 0.0, 0, 0
-        for start in range(0, len(labels), batch_size):
-            index = order[start : start + batch_size]
-            logits = model(images[index])
-            loss = F.cross_entropy(logits, labels[index])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            loss_sum += float(loss.detach()) * len(index)
-            correct += int((logits.argmax(1) == labels[index]).sum())
-            steps += deq.last_forward.n_steps if deq is not None else 0
-        epoch += 1
-        row: Row = {**base, "epoch": epoch, "train_loss": loss_sum / len(labels)}
-        row["train_acc"] = correct / len(labels)
+    hook = on_epoch or (lambda epoch, net: [])
+
+    def batch_loss(index: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        logits = model(images[index])
+        counts = {"correct": int((logits.argmax(1) == labels[index]).sum())}
         if deq is not None:
-            row["solver_steps"] = steps / batches
+            counts["solver_steps"] = deq.last_forward.n_steps
+        return F.cross_entropy(logits, labels[index]), counts
+
+    trainer = MinibatchTrainer(model, batch_loss, optimizer, n=len(labels),
+                               batch_size=batch_size, seed=seed, schedule=schedule)  # fmt: skip
+    rows: list[Row] = []
+
+    def before_step(epoch: int) -> None:
+        if epoch == 0:
+            rows.extend(hook(0, model))
+
+    def after_step(record: Record) -> None:
+        row: Row = {**base, "epoch": record["step"] + 1, "train_loss": record["loss"]}
+        row["train_acc"] = record["correct"] / len(labels)
+        if deq is not None:
+            row["solver_steps"] = record["solver_steps"] / record["batches"]
         rows.append(row)
-        rows += hook(epoch, model)
-        state = {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "schedule": schedule.state_dict(),
-            "generator": generator.get_state(),
-            "epoch": epoch,
-        }
-        ctx.checkpoint(state, rows)
-        ctx.progress(epoch, epochs)
+        rows.extend(hook(row["epoch"], model))
+
+    run_resumable(trainer, epochs, ctx, before_step=before_step, after_step=after_step, rows=rows)
     return rows

@@ -61,6 +61,7 @@ from deqlab.experiments.registry import register
 from deqlab.models.baselines import LinearModel, ReLUMLP
 from deqlab.models.delm import DELM, check_gamma
 from deqlab.statements import Statement
+from deqlab.train.sgd import HeavyBall, MinibatchTrainer
 
 #: Figure 1's data sets (Section 2.2, Appendix D.1).
 PAPER_DATASETS = ("cifar10", "cifar100", "kmnist")
@@ -217,16 +218,22 @@ def _mean_square(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor) -> to
 def train_sgd(
     config: Fig1Config, model: torch.nn.Module, data: dict[str, torch.Tensor], lr: float, seed: int
 ) -> list[tuple[int, float, float]]:
-    """SGD with heavy-ball momentum μ, as torch.optim.SGD: v ← μv + g, θ ← θ − lr·v (v₀ = g₀).
+    """SGD with heavy-ball momentum μ (:class:`~deqlab.train.sgd.HeavyBall`, torch.optim.SGD's
+    rule v ← μv + g, θ ← θ − lr·v, v₀ = g₀), one epoch per step of a MinibatchTrainer.
 
     Returns (epoch, train loss, test loss) every ``record_every`` epochs; stops early (the
     last record non-finite) when the loss becomes non-finite.
     """
-    params = list(model.parameters())
-    velocity: list[torch.Tensor | None] = [None] * len(params)
-    generator = torch.Generator().manual_seed(seed)
     X, y = data["X_train"], data["y_train"]
-    n = X.shape[1]
+    optimizer = HeavyBall(model.parameters(), lr=lr, momentum=config.momentum)
+    trainer = MinibatchTrainer(
+        model,
+        lambda batch: _mean_square(model, X[:, batch], y[:, batch]),  # batch: (b,)
+        optimizer,
+        n=X.shape[1],
+        batch_size=config.batch_size,
+        seed=seed,
+    )
     records = []
     for epoch in range(config.epochs + 1):
         if epoch % config.record_every == 0 or epoch == config.epochs:
@@ -236,17 +243,8 @@ def train_sgd(
             records.append((epoch, train, test))
             if not (math.isfinite(train) and math.isfinite(test)):
                 break
-        if epoch == config.epochs:
-            break
-        order = torch.randperm(n, generator=generator).to(X.device)
-        for start in range(0, n, config.batch_size):
-            batch = order[start : start + config.batch_size]  # (b,)
-            grads = torch.autograd.grad(_mean_square(model, X[:, batch], y[:, batch]), params)
-            with torch.no_grad():
-                for i, (p, g) in enumerate(zip(params, grads, strict=True)):
-                    v = velocity[i]
-                    velocity[i] = g if v is None else v.mul_(config.momentum).add_(g)
-                    p.sub_(lr * velocity[i])
+        if epoch < config.epochs:
+            trainer.step()
     return records
 
 
