@@ -386,3 +386,20 @@ def lemma_rows(
         lemma_3_3_4(X, Z=Z, W=W, U=U, m=m),
         lemma_3_3_4_output(X, Z=Z, W=W, U=U, u=u, m=m),
     ]
+
+
+def lemma_columns(
+    X: torch.Tensor,
+    *,
+    m: float,
+    current: Mapping[str, torch.Tensor],
+    initial: Mapping[str, torch.Tensor],
+    W: tuple[torch.Tensor, torch.Tensor],
+    Z: tuple[torch.Tensor, torch.Tensor],
+) -> dict[str, float]:
+    """:func:`lemma_rows` as tidy columns ``<key>_lhs`` / ``<key>_rhs`` (:data:`LEMMA_KEYS`)."""
+    rows = lemma_rows(X, m=m, current=current, initial=initial, W=W, Z=Z)
+    columns: dict[str, float] = {}
+    for key, row in zip(LEMMA_KEYS, rows, strict=True):
+        columns.update({f"{key}_lhs": row["lhs"], f"{key}_rhs": row["rhs"]})
+    return columns

@@ -40,7 +40,7 @@ from deqlab.experiments.registry import register
 from deqlab.models.mondeq import MonDEQ
 from deqlab.solvers.splitting import PeacemanRachford
 from deqlab.statements import Statement
-from deqlab.theory.mondeq import mondeq_constants, step_size_bound
+from deqlab.theory.mondeq import lemma_columns, mondeq_constants, step_size_bound
 from deqlab.train.mondeq_gd import MonDEQGD
 from deqlab.train.resumable import run_resumable
 
@@ -51,6 +51,19 @@ _INIT = (
     "not given: 'concrete discussion on the satisfiability of initial conditions on λ_0 "
     "… under different initialization schemes' is future work (Chapter 5)"
 )
+
+
+def check_sizes(config: object) -> None:
+    """``n_samples ≥ 2``, ``d ≥ 1`` and strictly increasing ``widths`` all ``≥ n_samples``."""
+    n = check_int("n_samples", config.n_samples, min_value=2)
+    check_int("d", config.d, min_value=1)
+    widths = list(config.widths)
+    if not widths or sorted(set(widths)) != widths:
+        raise ValueError(f"`widths` must be strictly increasing; got {widths}")
+    if widths[0] < n:
+        raise ValueError(
+            f"`widths` must all be >= n_samples = {n} (the thesis assumes n >= N); got {widths}"
+        )
 
 
 @dataclass(frozen=True)
@@ -71,19 +84,12 @@ class MonDEQGDConfig:
     sigma_u: float = 1.0
     tol: float = 1e-10  # relative residual of the forward and adjoint splitting solves
     loss_rtol: float = 1e-2  # claim: final loss <= loss_rtol · L(0)
+    lemma_every: int = 10  # Lemmas 3.3.2–3.3.4 measured every so many steps
     seed: int = 0
     data_seed: int = 0
 
     def __post_init__(self) -> None:
-        n = check_int("n_samples", self.n_samples, min_value=2)
-        check_int("d", self.d, min_value=1)
-        if not self.widths or sorted(set(self.widths)) != list(self.widths):
-            raise ValueError(f"`widths` must be strictly increasing; got {list(self.widths)}")
-        if self.widths[0] < n:
-            raise ValueError(
-                f"`widths` must all be >= n_samples = {n} (the thesis assumes n >= N); "
-                f"got {list(self.widths)}"
-            )
+        check_sizes(self)
         check_positive("m", self.m)
         check_int("steps", self.steps, min_value=1)
         check_choice("eta_rule", self.eta_rule, ETA_RULES)
@@ -92,6 +98,7 @@ class MonDEQGDConfig:
             check_positive(name, getattr(self, name))
         check_positive("tol", self.tol)
         check_positive("loss_rtol", self.loss_rtol)
+        check_int("lemma_every", self.lemma_every, min_value=1)
 
 
 def _model(config: MonDEQGDConfig, width: int, device: str) -> MonDEQ:
@@ -103,6 +110,17 @@ def _model(config: MonDEQGDConfig, width: int, device: str) -> MonDEQ:
         **scales,
     )  # fmt: skip
     return model.to(device)
+
+
+def _lemma_columns(trainer: MonDEQGD, W0: torch.Tensor, Z0: torch.Tensor) -> Row:
+    """Both sides of Lemmas 3.3.2–3.3.4 at θ(k) against θ(0) (one more forward solve)."""
+    with torch.no_grad():
+        Z = trainer.model.equilibrium(trainer.X, trainer.Z)
+        W = trainer.model.weight()
+    current = {k: p.detach() for k, p in trainer.params.items()}
+    return lemma_columns(
+        trainer.X, m=trainer.model.m, current=current, initial=trainer.initial, W=(W, W0), Z=(Z, Z0)
+    )
 
 
 def _learning_rate(config: MonDEQGDConfig, width: int, X: torch.Tensor, y: torch.Tensor) -> float:
@@ -134,6 +152,7 @@ PAPER_SETTING: dict[str, PaperValue] = {
     "sigma_u": not_given(_INIT),
     "tol": measurement(),
     "loss_rtol": measurement(),
+    "lemma_every": measurement(),
     "seed": measurement(),
     "data_seed": measurement(),
 }
@@ -181,6 +200,8 @@ class Hieu2022MonDEQGD(Experiment):
         "sigma_ok": "σ_min(Z(k)) ≥ λ_0/2 (Hypothesis 2 at step k)",
         "loss_ok": "loss <= loss_bound (Hypothesis 3 at step k)",
         "eq3_8_lhs": "left side of Eq. (3.8) at initialisation (likewise _rhs; eq3_9 … eq3_18)",
+        "lemma3_3_2_lhs": "left side of Lemma 3.3.2 at every lemma_every-th step (likewise _rhs; "
+        "lemma3_3_3, lemma3_3_4 against step 0, lemma3_3_4_output for Eq. C.6)",
     }
     default_checkpoint_every = 50
 
@@ -195,8 +216,16 @@ class Hieu2022MonDEQGD(Experiment):
         width = int(task.params["width"])
         eta = _learning_rate(config, width, X, y)
         trainer = MonDEQGD(_model(config, width, ctx.device), X, y, lr=eta, radius=config.radius)
-        run_resumable(trainer, config.steps, ctx)
+        start = (trainer.model.weight().detach(), trainer.Z.clone())  # W(0), Z(0)
+        lemmas: list[Row] = []
+
+        def measure_lemmas(k: int) -> None:
+            if k % config.lemma_every == 0:
+                lemmas.append({"step": k, **_lemma_columns(trainer, *start)})
+
+        run_resumable(trainer, config.steps, ctx, before_step=measure_lemmas, rows=lemmas)
         if not trainer.stopped:
+            measure_lemmas(config.steps)
             trainer.evaluate()  # the record of θ(steps)
         constant: Row = {
             "width": width,
@@ -206,12 +235,14 @@ class Hieu2022MonDEQGD(Experiment):
         }
         for key, row in zip(CONDITION_KEYS, trainer.conditions, strict=True):
             constant.update({f"{key}_lhs": row["lhs"], f"{key}_rhs": row["rhs"]})
-        return [{**constant, **record} for record in trainer.records]
+        at_step = {int(r["step"]): r for r in lemmas}
+        return [{**constant, **at_step.get(int(r["step"]), {}), **r} for r in trainer.records]
 
     def statements(self, config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
         from deqlab.experiments.hieu2022.mondeq_gd_report import mondeq_gd_statements
+        from deqlab.experiments.hieu2022.statements import lemma_statements
 
-        return mondeq_gd_statements(config, rows)
+        return mondeq_gd_statements(config, rows) + lemma_statements(rows, run="GD run")
 
     def plot(self, config: MonDEQGDConfig, rows: list[Row], directory: Path) -> list[Path]:
         from deqlab.experiments.hieu2022.mondeq_gd_report import plot_mondeq_gd

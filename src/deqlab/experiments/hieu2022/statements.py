@@ -20,15 +20,27 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from deqlab.experiments.base import linear_fit
-from deqlab.statements import Kind, Source, Statement, is_measured, measure, theorem
+from deqlab.statements import OURS, Kind, Source, Statement, is_measured, measure, theorem
 from deqlab.theory.mondeq import M_BOUND_3_18, Inequality, gd_rate
 
 #: Ours: a classifier of ten classes counts as trained at 5× chance training accuracy.
 TRAINED_ACCURACY = 0.5
+
+#: (name, location) of the proof steps :func:`ball_check` and :func:`sigma_check` check: by
+#: default those of Theorem 3.3.5 (GD); the gradient flow's are in Theorem 3.3.1's proof.
+PROPOSITION_5 = ("Proposition 5 (Hypothesis 1)", "Proposition 5 (Hypothesis 1), proof of "
+                 "Theorem 3.3.5")  # fmt: skip
+PROPOSITION_6 = ("Proposition 6 (Hypothesis 2)", "Proposition 6 (Hypothesis 2), proof of "
+                 "Theorem 3.3.5")  # fmt: skip
+FLOW_BALLS = ("Theorem 3.3.1's induction (1)", "Theorem 3.3.1, proof: induction (1), "
+              "Eqs. (3.11)–(3.13)")  # fmt: skip
+FLOW_SIGMA = ("Theorem 3.3.1's proof (Weyl)", "Theorem 3.3.1, proof: Weyl's inequality after "
+              "Eq. (3.14)")  # fmt: skip
 
 
 def thesis(location: str, quote: str = "") -> Source:
@@ -149,12 +161,17 @@ def rate_check(losses: Sequence[float], rate: float, *, width: int) -> Statement
 
 
 def ball_check(
-    distances: Mapping[str, Sequence[float]], radii: Mapping[str, float], *, width: int
+    distances: Mapping[str, Sequence[float]],
+    radii: Mapping[str, float],
+    *,
+    width: int,
+    where: tuple[str, str] = PROPOSITION_5,
 ) -> Statement:
     """Proposition 5 (Hypothesis 1 at every step): ``‖·(k) − ·(0)‖_F ≤ R_·`` for k ≥ 1.
 
     ``distances`` map A, B, U, u to ``‖·(k) − ·(0)‖_F`` for ``k = 0, …, K``; the value is
     the largest ``‖·(k) − ·(0)‖_F / R_·`` over the parameters and the steps ``k ≥ 1``.
+    ``where`` is the proof step's (name, location) (for the gradient flow: :data:`FLOW_BALLS`).
     """
     found = [
         (d / radii[name], name, k)
@@ -164,9 +181,9 @@ def ball_check(
     ]
     value, name, step = max(found) if found else (None, "·", 0)
     return measure(
-        f"Proposition 5 (Hypothesis 1): the parameters stay in their balls at n = {width}",
+        f"{where[0]}: the parameters stay in their balls at n = {width}",
         Kind.THEOREM,
-        thesis("Proposition 5 (Hypothesis 1), proof of Theorem 3.3.5"),
+        thesis(where[1]),
         value=value,
         relation="<=",
         threshold=1.0,
@@ -176,20 +193,23 @@ def ball_check(
     )
 
 
-def sigma_check(sigmas: Sequence[float], lambda0: float, *, width: int) -> Statement:
+def sigma_check(
+    sigmas: Sequence[float], lambda0: float, *, width: int, where: tuple[str, str] = PROPOSITION_6
+) -> Statement:
     """Proposition 6 (Hypothesis 2 at every step): ``σ_min(Z(k)) ≥ λ₀/2`` for k ≥ 1.
 
     ``sigmas`` are ``σ_min(Z(k))`` for ``k = 0, …, K``; the value is
-    ``min_{k≥1} σ_min(Z(k))/λ₀``.
+    ``min_{k≥1} σ_min(Z(k))/λ₀``. ``where`` is the proof step's (name, location) (for the
+    gradient flow: :data:`FLOW_SIGMA`).
     """
     if not lambda0 > 0:
         raise ValueError(f"`lambda0` must be > 0 (σ_min(Z(0)) with n ≥ N); got {lambda0}")
     found = [(s / lambda0, k) for k, s in enumerate(sigmas) if k >= 1 and is_measured(s)]
     value, step = min(found) if found else (None, 0)
     return measure(
-        f"Proposition 6 (Hypothesis 2): σ_min(Z(k)) ≥ λ₀/2 at n = {width}",
+        f"{where[0]}: σ_min(Z(k)) ≥ λ₀/2 at n = {width}",
         Kind.THEOREM,
-        thesis("Proposition 6 (Hypothesis 2), proof of Theorem 3.3.5"),
+        thesis(where[1]),
         value=value,
         relation=">=",
         threshold=0.5,
@@ -240,6 +260,208 @@ def theorem_3_3_5(
     return [*hypotheses, *(theorem(check, hypotheses) for check in checks)]
 
 
+#: What each lemma bounds, by the key of :data:`deqlab.theory.mondeq.LEMMA_KEYS`.
+LEMMAS: Mapping[str, tuple[str, str]] = {
+    "lemma3_3_2": ("Lemma 3.3.2", "max_j ‖(I − WᵀD_j)⁻¹u‖ ≤ ‖u‖/m (as printed, Lemma C.0.4)"),
+    "lemma3_3_3": ("Lemma 3.3.3", "‖Z*‖_F ≤ ‖X‖_F‖U‖₂/m"),
+    "lemma3_3_4": ("Lemma 3.3.4", "Eq. (3.15): ‖Z(k) − Z(0)‖_F ≤ ‖X‖_F(‖ΔU‖₂/m + ‖ΔW‖₂‖U(0)‖₂/m²)"),
+    "lemma3_3_4_output": (
+        "Lemma 3.3.4 (Eq. C.6)",
+        "‖ŷ(k) − ŷ(0)‖ ≤ ‖X‖_F(‖ΔU‖₂‖u(k)‖/m + ‖ΔW‖₂‖U(0)‖₂‖u(k)‖/m² + ‖U(0)‖₂‖Δu‖/m)",
+    ),
+}
+
+
+def lemma_check(
+    key: str, lhs: Sequence[float], rhs: Sequence[float], *, width: int, run: str
+) -> Statement:
+    """Lemma ``key`` (:data:`LEMMAS`) at every measured step of ``run``: ``max lhs/rhs ≤ 1``.
+
+    The lemmas hold for every monotone DEQ (no hypothesis), so the statement applies
+    everywhere. Pairs with ``rhs = 0`` (Lemma 3.3.4 at ``k = 0``: both sides 0) are skipped.
+    """
+    label, bound = LEMMAS[key]
+    found = [(a / b, k) for k, (a, b) in enumerate(zip(lhs, rhs, strict=True))
+             if is_measured(a) and is_measured(b) and b > 0]  # fmt: skip
+    value, at = max(found) if found else (None, 0)
+    return measure(
+        f"{label} along the {run} at n = {width}",
+        Kind.THEOREM,
+        thesis(label, bound),
+        value=value,
+        relation="<=",
+        threshold=1.0,
+        measured=f"max lhs/rhs = {_num(value)} over {len(found)} measured steps (the "
+        f"{_ordinal(at)}) at n = {width}",
+        expected="lhs/rhs ≤ 1 at every measured step",
+    )
+
+
+def lemma_statements(rows: Sequence[Mapping[str, object]], *, run: str) -> list[Statement]:
+    """:func:`lemma_check` of each lemma at each width, from rows with ``width`` and the
+    columns ``<key>_lhs`` / ``<key>_rhs`` (rows without them are not measured steps)."""
+    widths = sorted({int(r["width"]) for r in rows})
+    out = []
+    for width, key in itertools.product(widths, LEMMAS):
+        have = [r for r in rows if int(r["width"]) == width and f"{key}_lhs" in r]
+        lhs = [float(r[f"{key}_lhs"]) for r in have]
+        out.append(lemma_check(key, lhs, [float(r[f"{key}_rhs"]) for r in have], width=width,
+                               run=run))  # fmt: skip
+    return out
+
+
+def proposition_4_check(
+    extrapolated: Sequence[float], raw: Sequence[float], halved: Sequence[float],
+    flips: Sequence[int], *, rtol: float, width: int, steps: Sequence[float] = (),
+) -> Statement:  # fmt: skip
+    """Proposition 4, Eq. (3.7), at the probes of a small-step run where ŷ is smooth.
+
+    Each list holds one entry per probe: ``‖D − (−K r)‖/‖K r‖`` for ``D`` the measured
+    change of ŷ per unit time — ``extrapolated`` ``2D_{h/2} − D_h``, ``raw`` ``D_h``,
+    ``halved`` ``D_{h/2}`` — and ``flips``, the ReLU derivatives that change within the
+    step. Eq. (3.7) is a derivative: probes whose step crosses a kink (``flips > 0``) are
+    left out and counted; ``steps`` (``s/h`` per probe) says how many probes had to take a
+    step below the run's to cross none. The value is the largest extrapolated error
+    (``O(h²)`` when Eq. 3.7 holds); ``rtol`` is ours. The measured text gives the raw
+    error and its observed median order ``log₂(raw/halved)`` (1: a first-order error).
+    """
+    smooth = [(e, a, b) for e, a, b, f in zip(extrapolated, raw, halved, flips, strict=True)
+              if f == 0 and is_measured(e) and is_measured(a) and is_measured(b)]  # fmt: skip
+    value = max((e for e, _, _ in smooth), default=None)
+    orders = [math.log2(a / b) for _, a, b in smooth if a > 0 and b > 0]
+    shown = (f"; raw error at step h up to {_num(max(a for _, a, _ in smooth))}, median "
+             f"observed order {_num(statistics.median(orders), 2)}") if orders else ""  # fmt: skip
+    kinks = len(flips) - len(smooth)
+    return measure(
+        f"Proposition 4: dŷ/dt = −K(t)(ŷ − y) along the run at n = {width}",
+        Kind.THEOREM,
+        thesis("Proposition 4, Eq. (3.7)", "dŷ/dt = −K(t)(ŷ − y)"),
+        value=value,
+        relation="<=",
+        threshold=rtol,
+        measured=f"max ‖2D_(h/2) − D_h + K r‖/‖K r‖ = {_num(value)} over {len(smooth)} "
+        f"probes{shown} at n = {width}",
+        expected=f"≤ {rtol:g} (ours) once the O(h) Euler error is removed (Richardson)",
+        detail=f"{kinks} of {len(flips)} probes left out: their step crosses a ReLU kink; "
+        f"{sum(1 for x in steps if x < 1)} probes at a step below the run's h (down to "
+        f"{min(steps, default=1):.3g}·h) to cross none; "
+        "K = Σ_p J_p J_pᵀ from the closed-form implicit Jacobians; D_s = "
+        "(ŷ(θ − s∇L) − ŷ(θ))/s, D_h the run's own step",
+    )
+
+
+def kernel_floor_check(
+    lambda_mins: Sequence[float], sigmas: Sequence[float], *, width: int
+) -> Statement:
+    """Eq. (3.14): ``λ_min(K(t)) ≥ σ_min(Z(t))²`` at every probe; the value is the smallest
+    ``λ_min(K)/σ_min(Z)²``."""
+    found = [a / b**2 for a, b in zip(lambda_mins, sigmas, strict=True)
+             if is_measured(a) and is_measured(b) and b > 0]  # fmt: skip
+    value = min(found, default=None)
+    return measure(
+        f"Eq. (3.14): λ_min(K(t)) ≥ σ_min(Z(t))² along the run at n = {width}",
+        Kind.THEOREM,
+        thesis("Theorem 3.3.1, proof, Eq. (3.14)", "λ_min(K(t)) ≥ λ_min(Z(t)ᵀZ(t))"),
+        value=value,
+        relation=">=",
+        threshold=1.0,
+        measured=f"min λ_min(K)/σ_min(Z)² = {_num(value, 6)} over {len(found)} probes "
+        f"at n = {width}",
+        expected="≥ 1 at every probe",
+    )
+
+
+@dataclass(frozen=True)
+class FlowTrace:
+    """The flow at one width, integrated with steps ``h`` and ``h/2``, at the times ``t``
+    they share: the losses of both, Theorem 3.3.1's bound ``exp(−λ₀²t/2)L(0)``, and
+    ``λ₀``, the radii and (from the probes of the ``h/2`` run) ``σ_min(Z(t))`` and the
+    distances ``‖·(t) − ·(0)‖_F``, first entry at ``t = 0``."""
+
+    width: int
+    lambda0: float
+    radii: Mapping[str, float]
+    times: Sequence[float]
+    loss_h: Sequence[float]
+    loss_h2: Sequence[float]
+    bound: Sequence[float]
+    sigmas: Sequence[float]
+    distances: Mapping[str, Sequence[float]]
+
+
+def step_error_check(trace: FlowTrace, *, rtol: float) -> Statement:
+    """Ours: Euler's error stays below ``rtol`` at every shared time ``t``.
+
+    The error is ``|ln(L_h(t)/L_{h/2}(t))| / (1 + ln(L(0)/L_{h/2}(t)))`` (the ``h/2`` run's
+    error to first order): at first the relative error of the loss, once the loss has
+    decayed by many e-folds the relative error of their number — the exponent Theorem
+    3.3.1 bounds. (The relative error of the loss itself grows like ``h λ² t`` along any
+    exponential decay, however small ``h``.)
+    """
+    start = trace.loss_h2[0] if trace.loss_h2 else math.nan
+    errors = [abs(math.log(a / b)) / (1 + math.log(start / b))
+              for a, b in zip(trace.loss_h, trace.loss_h2, strict=True)
+              if is_measured(a) and is_measured(b) and a > 0 and 0 < b <= start]  # fmt: skip
+    value = max(errors, default=None)
+    return measure(
+        f"the flow's step-size error is below {rtol:g} at n = {trace.width}",
+        Kind.OURS,
+        OURS,
+        value=value,
+        relation="<=",
+        threshold=rtol,
+        measured=f"max_t |ln(L_h/L_(h/2))|/(1 + ln(L(0)/L_(h/2))) = {_num(value)} over "
+        f"{len(errors)} times at n = {trace.width}",
+        expected=f"≤ {rtol:g}: else halve h",
+    )
+
+
+def flow_rate_check(trace: FlowTrace) -> Statement:
+    """Theorem 3.3.1's conclusion at the shared times ``t > 0``, on the flow's loss bounded
+    from above by ``L_{h/2}(t) + |L_h(t) − L_{h/2}(t)|`` (the ``h/2`` run plus its
+    estimated error); the value is the largest ratio of that to the bound."""
+    found = [((b + abs(a - b)) / c, t) for t, a, b, c in
+             zip(trace.times, trace.loss_h, trace.loss_h2, trace.bound, strict=True)
+             if t > 0 and is_measured(a) and is_measured(b) and c > 0]  # fmt: skip
+    value, at = max(found) if found else (None, 0.0)
+    return measure(
+        f"Theorem 3.3.1: L(θ(t)) ≤ exp(−λ₀²t/2)·L(θ(0)) at n = {trace.width}",
+        Kind.THEOREM,
+        thesis("Theorem 3.3.1", "L(θ(t)) ≤ exp{−λ_0² t/2} L(θ(0))"),
+        value=value,
+        relation="<=",
+        threshold=1.0,
+        measured=f"max_t (L + step error)/bound = {_num(value)} (t = {at:.3g}) at "
+        f"n = {trace.width}",
+        expected="≤ 1 at every t > 0",
+        detail=f"λ₀² t/2 reaches {trace.lambda0**2 * max(trace.times, default=0) / 2:.3g} "
+        "at the end of the run",
+    )
+
+
+def theorem_3_3_1(
+    trace: FlowTrace,
+    conditions: Sequence[Inequality],
+    *,
+    fits: Mapping[str, WidthFit | None],
+    m: float,
+) -> list[Statement]:
+    """Condition 1 (``conditions``: Eqs. 3.8–3.9) as hypotheses, then Theorem 3.3.1 and the
+    two steps of its proof (the balls and ``σ_min(Z(t)) ≥ λ₀/2``) on ``trace``, each NOT
+    APPLICABLE unless Condition 1 holds. ``fits`` maps each equation to its WidthFit."""
+    width = trace.width
+    hypotheses = [
+        condition_hypothesis(c, width=width, condition="Condition 1", fit=fits[c["name"]], m=m)
+        for c in conditions
+    ]
+    checks = [
+        flow_rate_check(trace),
+        ball_check(trace.distances, trace.radii, width=width, where=FLOW_BALLS),
+        sigma_check(trace.sigmas, trace.lambda0, width=width, where=FLOW_SIGMA),
+    ]
+    return [*hypotheses, *(theorem(check, hypotheses) for check in checks)]
+
+
 def untrained(accuracies: Mapping[str, float | None]) -> str:
     """Why a statement about trained models is not measured: ``""`` when every model's
     final training accuracy reached :data:`TRAINED_ACCURACY`, else the ones that did not."""
@@ -268,6 +490,13 @@ def _power(log_n: float) -> str:
     if log_n < 700:
         return f"{math.exp(log_n):.3g}"
     return f"10^{log_n / math.log(10):.0f}"
+
+
+def _ordinal(k: int) -> str:
+    """``k`` as "1st", "2nd", "3rd", "4th", … (the k-th measured step, counted from 1)."""
+    k += 1
+    suffix = "th" if 10 <= k % 100 < 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
 
 
 def _list(widths: Sequence[int]) -> str:
