@@ -637,7 +637,7 @@ def test_monotone_trainer_says_when_a_step_made_a_parameter_non_finite():
 
 def _delm(name: str | None = None, lr: float = 0.1):
     from deqlab.models.delm import DELM
-    from deqlab.train.delm_gd import DELMGradientDescent
+    from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 
     model = DELM(4, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     if name is not None:
@@ -645,7 +645,7 @@ def _delm(name: str | None = None, lr: float = 0.1):
             getattr(model, name).view(-1)[0] = math.nan
     gen = torch.Generator().manual_seed(1)
     X, Y = torch.randn(4, 6, generator=gen), torch.randn(1, 6, generator=gen)
-    return lambda: DELMGradientDescent(model, X, Y, lr=lr)
+    return lambda: DELMGradientDescent(model, X, Y, DELMGDConfig(lr=lr))
 
 
 @pytest.mark.parametrize(("name", "count"), [("A", "1 of 16"), ("B", "1 of 4")])

@@ -8,7 +8,7 @@ import torch
 
 from deqlab.models.delm import DELM
 from deqlab.theory.kawaguchi2021 import corollary2_kappa, lambda_lower_bound, lambda_min_dynamics
-from deqlab.train.delm_gd import DELMGradientDescent
+from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 from deqlab.train.divergence import DivergenceError
 
 
@@ -23,7 +23,7 @@ def test_corollary1_bounds_hold_along_gd():
     generator = torch.Generator().manual_seed(0)
     X, Y = _zou_like(60, generator)
     model = DELM(4, 4, gamma=0.8, generator=generator)
-    trainer = DELMGradientDescent(model, X, Y, lr=2e-4, record_every=10)
+    trainer = DELMGradientDescent(model, X, Y, DELMGDConfig(lr=2e-4, record_every=10))
     trainer.run(600)
     trainer.evaluate()
     h = trainer.history_tensors()
@@ -43,10 +43,10 @@ def test_corollary2_bounds_hold_along_gd_and_resume():
     generator = torch.Generator().manual_seed(1)
     X = torch.randn(3, 50, generator=generator)
     y = (X[:1] + 0.5 * torch.randn(1, 50, generator=generator) > 0).double()
-    kwargs = {"lr": 5e-3, "loss": "logistic", "tau": 0.05, "record_every": 20}
+    gd = DELMGDConfig(lr=5e-3, loss="logistic", tau=0.05, record_every=20)
     model = DELM(3, 1, gamma=0.5, generator=generator)
     A0, B0 = model.A.detach().clone(), model.B.detach().clone()
-    trainer = DELMGradientDescent(model, X, y, **kwargs)
+    trainer = DELMGradientDescent(model, X, y, gd)
     trainer.run(400)
     h = trainer.history_tensors()
     assert trainer.kappa == pytest.approx(corollary2_kappa(X, tau=0.05))
@@ -54,9 +54,9 @@ def test_corollary2_bounds_hold_along_gd_and_resume():
     assert bool((h["bound_dependent"] < h["bound_independent"])[1:].all())
     assert bool((h["loss"] >= trainer.loss_star - 1e-9).all())
 
-    fresh = DELMGradientDescent(DELM.from_matrices(A0, B0, gamma=0.5), X, y, **kwargs)
+    fresh = DELMGradientDescent(DELM.from_matrices(A0, B0, gamma=0.5), X, y, gd)
     fresh.run(200)
-    resumed = DELMGradientDescent(DELM(3, 1, gamma=0.5), X, y, **kwargs)
+    resumed = DELMGradientDescent(DELM(3, 1, gamma=0.5), X, y, gd)
     resumed.load_state_dict(fresh.state_dict())
     resumed.run(200)
     assert resumed.records == trainer.records and resumed.step_count == 400
@@ -65,8 +65,8 @@ def test_corollary2_bounds_hold_along_gd_and_resume():
 def test_step_returns_the_record_of_its_step_even_when_not_kept():
     generator = torch.Generator().manual_seed(0)
     X, Y = _zou_like(20, generator)
-    trainer = DELMGradientDescent(DELM(4, 4, generator=generator), X, Y, lr=1e-3,
-                                  record_every=3)  # fmt: skip
+    gd = DELMGDConfig(lr=1e-3, record_every=3)
+    trainer = DELMGradientDescent(DELM(4, 4, generator=generator), X, Y, gd)
     records = trainer.run(4)
     assert [r["step"] for r in records] == [0, 1, 2, 3]
     assert [r["step"] for r in trainer.records] == [0, 3]
@@ -75,22 +75,40 @@ def test_step_returns_the_record_of_its_step_even_when_not_kept():
 
 
 def test_trainer_rejects_bad_input():
-    model = DELM(3, 2)
+    model, gd = DELM(3, 2), DELMGDConfig(lr=0.1)
     with pytest.raises(ValueError, match=r"`Y` must have shape \(2, 5\)"):
-        DELMGradientDescent(model, torch.randn(3, 5), torch.randn(2, 4), lr=0.1)
-    with pytest.raises(ValueError, match="`lr` must be in"):
-        DELMGradientDescent(model, torch.randn(3, 5), torch.randn(2, 5), lr=0.0)
-    with pytest.raises(ValueError, match="`loss` must be one of"):
-        DELMGradientDescent(model, torch.randn(3, 5), torch.randn(2, 5), lr=0.1, loss="hinge")
+        DELMGradientDescent(model, torch.randn(3, 5), torch.randn(2, 4), gd)
     with pytest.raises(TypeError, match="`model` must be a DELM"):
-        DELMGradientDescent(torch.nn.Linear(3, 2), torch.randn(3, 5), torch.randn(2, 5), lr=0.1)
+        DELMGradientDescent(torch.nn.Linear(3, 2), torch.randn(3, 5), torch.randn(2, 5), gd)
+    with pytest.raises(TypeError, match="`config` must be a DELMGDConfig; got dict"):
+        DELMGradientDescent(model, torch.randn(3, 5), torch.randn(2, 5), {"lr": 0.1})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("lr", 0.0, "`lr` must be in"),
+        ("loss", "hinge", "`loss` must be one of"),
+        ("tau", -1.0, "`tau` must be"),
+        ("radius", 0.0, "`radius` must be"),
+        ("record_every", 0, "`record_every` must be"),
+    ],
+)
+def test_config_names_the_bad_setting(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        DELMGDConfig(**{"lr": 0.1, field: value})
+
+
+def test_config_is_frozen():
+    with pytest.raises(AttributeError):
+        DELMGDConfig(lr=0.1).lr = 0.2  # type: ignore[misc]
 
 
 def _blowing_up(seed, lr):
     model = DELM(4, 1, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     gen = torch.Generator().manual_seed(1)
     X, Y = torch.randn(4, 6, generator=gen), torch.randn(1, 6, generator=gen)
-    return DELMGradientDescent(model, X, Y, lr=lr)
+    return DELMGradientDescent(model, X, Y, DELMGDConfig(lr=lr))
 
 
 def test_lambda_min_lost_to_rounding_stops_the_run_as_a_divergence():

@@ -25,6 +25,7 @@ the run stops there as a divergence, like a non-finite loss.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -59,46 +60,50 @@ HISTORY_KEYS = (
 )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class DELMGDConfig:
+    """Hyper-parameters of full-batch GD on a DELM.
+
+    ``lr``: step η > 0, the Euler time step of the gradient flow; ``loss``: ``"square"``
+    (Corollary 1) or ``"logistic"`` (Corollary 2); ``tau``: weight τ ≥ 0 of the logistic
+    loss's τ‖q‖² term; ``radius``: R ∈ (0, ∞] of Corollary 2 (ignored for the square loss);
+    ``record_every``: keep the record of every this many steps (λ_T still uses every step).
+    """
+
+    lr: float
+    loss: str = "square"
+    tau: float = 0.0
+    radius: float = math.inf
+    record_every: int = 1
+
+    def __post_init__(self) -> None:
+        check_positive("lr", self.lr)
+        check_choice("loss", self.loss, LOSSES)
+        check_real("tau", self.tau, low=0.0)
+        check_radius(self.radius)
+        check_int("record_every", self.record_every, min_value=1)
+
+
 class DELMGradientDescent(Trainer):
     """Full-batch GD on L(A, B) = Σ_i ℓ(B z*(x_i), y_i) (Eq. 5), recording Theorem 1's bounds.
 
-    Args:
-        model: the DELM to train (its parameters are updated in place).
-        X: inputs (m_x, n); Y: targets (m_y, n) (labels in {0, 1} and m_y = 1 for logistic).
-        lr: step η > 0, the Euler time step of the gradient flow.
-        loss: ``"square"`` (Corollary 1) or ``"logistic"`` (Corollary 2).
-        tau: weight τ ≥ 0 of the logistic loss's τ‖q‖² term.
-        radius: R ∈ (0, ∞] of Corollary 2 (ignored for the square loss).
-        record_every: keep the record of every this many steps in ``records`` (λ_T still
-            uses every step); :meth:`evaluate` records the current step whatever its index.
+    ``model`` is the DELM to train (its parameters are updated in place); ``X`` the inputs
+    (m_x, n); ``Y`` the targets (m_y, n) (labels in {0, 1} and m_y = 1 for logistic).
+    :meth:`evaluate` records the current step whatever ``config.record_every``.
 
     A step that diverges (a non-finite parameter, output or loss, or λ_min(D_k) ≤ 0) stops
     the run and raises :class:`~deqlab.train.divergence.DivergenceError` naming the step
     and the learning rate.
     """
 
-    def __init__(
-        self,
-        model: DELM,
-        X: torch.Tensor,
-        Y: torch.Tensor,
-        *,
-        lr: float,
-        loss: str = "square",
-        tau: float = 0.0,
-        radius: float = math.inf,
-        record_every: int = 1,
-    ) -> None:
+    def __init__(self, model: DELM, X: torch.Tensor, Y: torch.Tensor, config: DELMGDConfig):
         super().__init__()
         if not isinstance(model, DELM):
             raise TypeError(f"`model` must be a DELM; got {type(model).__name__}")
-        self.model = model
+        if not isinstance(config, DELMGDConfig):
+            raise TypeError(f"`config` must be a DELMGDConfig; got {type(config).__name__}")
+        self.model, self.config = model, config
         check_parameters(self._parameters(), "DELM")
-        self.lr = check_positive("lr", lr)
-        self.loss_name = check_choice("loss", loss, LOSSES)
-        self.tau = check_real("tau", tau, low=0.0)
-        self.radius = check_radius(radius)
-        self.record_every = check_int("record_every", record_every, min_value=1)
         self.X = check_tensor("X", X, ndim=2)
         self.Y = check_tensor("Y", Y, shape=(model.m_y, X.shape[1]))
         with torch.no_grad():
@@ -111,10 +116,11 @@ class DELMGradientDescent(Trainer):
 
     def _corollary(self, Phi: torch.Tensor) -> tuple[float, float]:
         """κ and L* of Corollary 1 (square loss) or Corollary 2 (logistic loss)."""
-        if self.loss_name == "square":
+        if self.config.loss == "square":
             return corollary1_kappa(Phi), float(square_loss_optimum(Phi, self.Y)[1])
-        optimum = logistic_loss_optimum(Phi, self.Y, tau=self.tau, radius=self.radius)
-        return corollary2_kappa(Phi, tau=self.tau, radius=self.radius), float(optimum[1])
+        tau, radius = self.config.tau, self.config.radius
+        optimum = logistic_loss_optimum(Phi, self.Y, tau=tau, radius=radius)
+        return corollary2_kappa(Phi, tau=tau, radius=radius), float(optimum[1])
 
     def objective(self) -> torch.Tensor:
         """L(A, B) at the current parameters (a differentiable 0-D tensor).
@@ -131,10 +137,10 @@ class DELMGradientDescent(Trainer):
             bad = int((~torch.isfinite(Q)).sum())
             what = f"{bad} of {Q.numel()} outputs of the DELM are NaN/Inf"
             raise self._diverged("output_not_finite", what)
-        if self.loss_name == "square":
+        if self.config.loss == "square":
             loss = square_loss(Q, self.Y)
         else:
-            loss = logistic_loss(Q, self.Y, self.tau)
+            loss = logistic_loss(Q, self.Y, self.config.tau)
         if not math.isfinite(float(loss.detach())):
             raise self._diverged("loss_not_finite", f"the loss L(A, B) is {float(loss.detach())}")
         self.last_finite = (self.step_count, float(loss.detach()))
@@ -147,7 +153,7 @@ class DELMGradientDescent(Trainer):
         """The error to raise; after a step, the run stops with ``reason`` first."""
         if self.step_count == 0:
             return ValueError(f"{what} before the first gradient step")
-        message = diverged(self.step_count, self.lr, what, self.last_finite)
+        message = diverged(self.step_count, self.config.lr, what, self.last_finite)
         self.stop(reason, message)
         return DivergenceError(message)
 
@@ -160,7 +166,7 @@ class DELMGradientDescent(Trainer):
         grads = torch.autograd.grad(loss, params)
         with torch.no_grad():
             for p, g in zip(params, grads, strict=True):
-                p.sub_(self.lr * g)
+                p.sub_(self.config.lr * g)
         self.step_count += 1
         return record
 
@@ -180,16 +186,16 @@ class DELMGradientDescent(Trainer):
             what = f"λ_min(D) = {lam:.6g}, which Eq. (33) bounds below by 1/(m(1+γ)²) > 0"
             raise self._diverged("lambda_min_not_positive", what)
         self.lambda_T = min(self.lambda_T, lam)
-        k, time = self.step_count, self.step_count * self.lr
+        k, time = self.step_count, self.step_count * self.config.lr
         b_norm1 = float(B.abs().sum(dim=0).max())
         record = {
             "step": k, "time": time, "loss": loss, "lambda_min": lam, "lambda_T": self.lambda_T,
             "bound_independent": self._bound(self.lambda_independent, time),
             "bound_dependent": self._bound(self.lambda_T, time), "b_norm1": b_norm1,
-            "radius_ok": b_norm1 < (1 - self.model.gamma) * self.radius,
+            "radius_ok": b_norm1 < (1 - self.model.gamma) * self.config.radius,
         }  # fmt: skip
         kept = self.records and self.records[-1]["step"] == k
-        if not kept and (force or k % self.record_every == 0):
+        if not kept and (force or k % self.config.record_every == 0):
             self.records.append(record)
         return record
 

@@ -60,7 +60,7 @@ from deqlab.theory.kawaguchi2021 import (
     square_loss,
     square_loss_optimum,
 )
-from deqlab.train.delm_gd import DELMGradientDescent
+from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 from deqlab.verify.eigen import lanczos_largest
 from deqlab.verify.inputs import InputError, Inputs
 from deqlab.verify.progress import Progress, silent
@@ -325,8 +325,8 @@ def train(init: DELMInit, *, steps: int, eta: float, progress: Progress = silent
     """GD with step ``eta`` for ``steps`` steps from a copy of the initial DELM."""
     model = DELM.from_matrices(init.model.A.detach(), init.model.B.detach(), gamma=init.gamma)
     loss = init.loss
-    trainer = DELMGradientDescent(model, init.inputs.X, _targets(init.inputs), lr=eta,
-                                  loss=loss.name, tau=loss.tau, radius=loss.radius)  # fmt: skip
+    gd = DELMGDConfig(lr=eta, loss=loss.name, tau=loss.tau, radius=loss.radius)
+    trainer = DELMGradientDescent(model, init.inputs.X, _targets(init.inputs), gd)
     for step in range(steps):
         progress("gradient descent (DELM)", step, steps)
         trainer.step()

@@ -40,7 +40,7 @@ from deqlab.theory.kawaguchi2021 import (
     perron_vector,
     trust_region_terms,
 )
-from deqlab.train.delm_gd import DELMGradientDescent
+from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 
 NO_EXPERIMENT = "Appendix B has no experiment"
 INITS = ("random", "a-zero")
@@ -163,7 +163,7 @@ class Kawaguchi2021AppB(Experiment):
         data = zou_synthetic(config.n, config.d, noise=config.noise, seed=config.seed)
         X, Y = data.X.to(ctx.device), data.y[:1].to(ctx.device)
         model = _model(config, str(task.params["init"]), X.dtype).to(ctx.device)
-        trainer = DELMGradientDescent(model, X, Y, lr=config.lr, record_every=10**12)
+        trainer = DELMGradientDescent(model, X, Y, DELMGDConfig(lr=config.lr, record_every=10**12))
         rows: list[Row] = []
         resumed = ctx.resume()
         if resumed is not None:

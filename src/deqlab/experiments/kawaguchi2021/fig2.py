@@ -43,7 +43,7 @@ from deqlab.models.baselines import RESNET_IO, LinearResNet
 from deqlab.models.delm import DELM, check_gamma
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import square_loss, square_loss_optimum
-from deqlab.train.delm_gd import DELMGradientDescent
+from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 from deqlab.train.resumable import run_resumable
 from deqlab.train.sgd import FullBatchGD
 from deqlab.verify.eigen import lanczos_largest
@@ -254,12 +254,12 @@ class Kawaguchi2021Fig2(Experiment):
             init="identity" if init == "identity" else "normal",
         ).to(ctx.device)  # fmt: skip
         if panel == "c":
-            trainer = DELMGradientDescent(model, X, Y, lr=config.lr, record_every=10**12)
+            gd = DELMGDConfig(lr=config.lr, record_every=10**12)
+            trainer = DELMGradientDescent(model, X, Y, gd)
             targets = log_spaced_steps(config.bound_steps, config.bound_records)
         else:
-            trainer = DELMGradientDescent(
-                model, X, Y, lr=config.lr, record_every=config.record_every
-            )
+            gd = DELMGDConfig(lr=config.lr, record_every=config.record_every)
+            trainer = DELMGradientDescent(model, X, Y, gd)
             chunk = max(ctx.checkpoint_every, 1)
             targets = [0, *range(chunk, config.steps, chunk), config.steps]
         return run_trajectory(trainer, targets, ctx, base)

@@ -38,7 +38,7 @@ from deqlab.experiments.registry import register
 from deqlab.models.delm import DELM, check_gamma
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import check_radius
-from deqlab.train.delm_gd import DELMGradientDescent
+from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 
 NOT_IN_PAPER = "Appendix D.2 does not give Figure 3's data or settings"
 
@@ -153,10 +153,9 @@ class Kawaguchi2021Fig3(Experiment):
         X, y = logistic_data(config, ctx.device)
         generator = torch.Generator().manual_seed(config.seed * 1000 + 1)
         model = DELM(config.d, 1, gamma=config.gamma, generator=generator, dtype=X.dtype)
-        trainer = DELMGradientDescent(
-            model.to(ctx.device), X, y, lr=config.lr, loss="logistic", tau=config.tau,
-            radius=config.radius, record_every=10**12,
-        )  # fmt: skip
+        gd = DELMGDConfig(lr=config.lr, loss="logistic", tau=config.tau, radius=config.radius,
+                          record_every=10**12)  # fmt: skip
+        trainer = DELMGradientDescent(model.to(ctx.device), X, y, gd)
         targets = log_spaced_steps(config.steps, config.records)
         return run_trajectory(trainer, targets, ctx, {"task": task.key})
 

@@ -44,7 +44,7 @@ from deqlab.theory.kawaguchi2021 import (
     solve_trust_region,
     trust_region_terms,
 )
-from deqlab.train.delm_gd import DELMGradientDescent
+from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 
 NO_EXPERIMENT = "the paper has no experiment for Theorem 2 (Section 3.2)"
 LOSSES = ("square", "logistic")
@@ -181,8 +181,8 @@ class Kawaguchi2021Thm2(Experiment):
         generator = torch.Generator().manual_seed(config.seed * 1000 + 1)
         model = DELM(config.d, 1, gamma=config.gamma, generator=generator, dtype=X.dtype)
         tau = config.tau if loss == "logistic" else 0.0
-        trainer = DELMGradientDescent(model.to(ctx.device), X, Y, lr=config.lr, loss=loss,
-                                      tau=tau, record_every=10**12)  # fmt: skip
+        gd = DELMGDConfig(lr=config.lr, loss=loss, tau=tau, record_every=10**12)
+        trainer = DELMGradientDescent(model.to(ctx.device), X, Y, gd)
         rows: list[Row] = []
         resumed = ctx.resume()
         if resumed is not None:

@@ -84,7 +84,7 @@ def _rank(trainer: DELMGradientDescent) -> dict[str, float]:
     """σ_r(Φ)/σ_1(Φ) for the corollary's rank r: min(n, m) (square loss) or m (logistic)."""
     Phi = _features(trainer)
     m, n = Phi.shape
-    rank = min(m, n) if trainer.loss_name == "square" else m
+    rank = min(m, n) if trainer.config.loss == "square" else m
     return {"rank_ratio": rank_ratio(Phi, rank), "rank_tol": rank_tolerance(Phi)}
 
 
@@ -96,11 +96,11 @@ def _pl_ratio(trainer: DELMGradientDescent) -> float:
         W = trainer.model.linear_weight()  # (m_y, m) = B U⁻¹
     return pl_ratio(
         W, _features(trainer), trainer.Y, kappa=trainer.kappa, loss_star=trainer.loss_star,
-        loss=trainer.loss_name, tau=trainer.tau,
+        loss=trainer.config.loss, tau=trainer.config.tau,
     )  # fmt: skip
 
 
 def _sharpness(trainer: DELMGradientDescent) -> float:
     model = trainer.model
     return objective_sharpness(model.A, model.B, _features(trainer), trainer.Y, model.gamma,
-                               loss=trainer.loss_name, tau=trainer.tau)  # fmt: skip
+                               loss=trainer.config.loss, tau=trainer.config.tau)  # fmt: skip
