@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from deqlab.models.mondeq import MonDEQ
-from deqlab.solvers import Anderson
+from deqlab.solvers import Anderson, SolverError
 from deqlab.solvers.splitting import PeacemanRachford
 from deqlab.theory.mondeq import sigma_min, step_size_bound
 from deqlab.train.mondeq_gd import MonDEQGD
@@ -102,3 +102,30 @@ def test_a_small_step_does_not_stop():
     trainer = MonDEQGD(model, X, y, lr=0.01)
     trainer.run(5)
     assert not trainer.stopped and trainer.stop_reason is None and trainer.step_count == 5
+
+
+def test_a_forward_solve_that_fails_stops_the_run_with_the_solvers_message():
+    model, X, y = setup()
+    trainer = MonDEQGD(model, X, y, lr=100.0)  # one step makes ‖I − W‖₂ ~ 2e5
+    records = trainer.run(5)
+    assert trainer.stop_reason == "forward_failed" and trainer.step_count == 1
+    assert [r["step"] for r in records] == [0, 1] and math.isnan(records[1]["loss"])
+    assert trainer.message.startswith("step 1 with learning rate lr = 100: PeacemanRachford")
+    assert "forward solve" in trainer.message
+    with pytest.raises(SolverError):  # the same solve, outside the trainer, at θ(1)
+        model.equilibrium(X, trainer.Z)
+
+
+def test_an_adjoint_solve_that_fails_stops_the_run_before_the_update():
+    model, X, y = setup()
+    trainer = MonDEQGD(model, X, y, lr=0.01)  # Z(0) solved with TIGHT
+    model.solver = PeacemanRachford(tol=1e-12, max_iter=20)  # the warm forward needs 1 step
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    records = trainer.run(5)
+    assert trainer.stop_reason == "adjoint_failed" and trainer.step_count == 0
+    assert "adjoint solve" in trainer.message and "after 20 steps" in trainer.message
+    assert len(records) == 1 and records[0]["loss"] == pytest.approx(trainer.constants.loss0)
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+    loss = 0.5 * ((model.equilibrium(X, trainer.Z).T @ model.u - y) ** 2).sum()
+    with pytest.raises(SolverError, match="adjoint solve"):  # the same solve, outside
+        torch.autograd.grad(loss, list(model.parameters()))

@@ -23,6 +23,7 @@ import torch
 
 from deqlab._checks import check_positive, check_tensor
 from deqlab.models.mondeq import MonDEQ
+from deqlab.solvers import SolverError
 from deqlab.theory.mondeq import (
     PARAMETERS,
     MonDEQConstants,
@@ -53,7 +54,10 @@ class MonDEQGD(Trainer):
     ``X`` is ``(d, N)`` (samples as columns), ``y`` is ``(N,)``; ``radius`` is the ``R`` of
     the balls of Section 3.3 (one for all four parameters). A non-finite loss, or a
     parameter that a step made non-finite, stops the run (``stop_reason``
-    ``"loss_not_finite"`` or ``"parameter_not_finite"``; the record's loss is NaN or ±Inf).
+    ``"loss_not_finite"`` or ``"parameter_not_finite"``; the record's loss is NaN or ±Inf);
+    so does a splitting solve that fails (``"forward_failed"``, the record's loss NaN, or
+    ``"adjoint_failed"``, no update), with the solver's message: after too large a step
+    the operator ``I − W`` is so ill-conditioned that the solver stalls first.
     """
 
     def __init__(
@@ -91,7 +95,11 @@ class MonDEQGD(Trainer):
         record, loss = self._measure()
         if self.stopped:
             return record
-        grads = torch.autograd.grad(loss, list(self.params.values()))
+        try:
+            grads = torch.autograd.grad(loss, list(self.params.values()))
+        except SolverError as error:
+            self._solver_failed("adjoint_failed", error)
+            return record
         record["adjoint_steps"] = self.model.last_backward.n_steps
         with torch.no_grad():
             for p, g in zip(self.params.values(), grads, strict=True):
@@ -112,7 +120,11 @@ class MonDEQGD(Trainer):
         if found is not None:  # only a GD step can do this: the constructor checked them
             self._diverged("parameter_not_finite", describe_parameter(found, "MonDEQ"))
             return record, None
-        Z = self.model.equilibrium(self.X, self.Z)  # (n, N), warm-started
+        try:
+            Z = self.model.equilibrium(self.X, self.Z)  # (n, N), warm-started
+        except SolverError as error:
+            self._solver_failed("forward_failed", error)
+            return record, None
         loss = 0.5 * torch.sum((Z.T @ self.model.u - self.y) ** 2)  # Eq. (3.4)
         record["loss"] = float(loss.detach())
         if not math.isfinite(record["loss"]):
@@ -143,6 +155,9 @@ class MonDEQGD(Trainer):
         finite = [r for r in self.records if math.isfinite(r["loss"])]
         last = (int(finite[-1]["step"]), float(finite[-1]["loss"])) if finite else None
         self.stop(reason, diverged(self.step_count, self.lr, what, last))
+
+    def _solver_failed(self, reason: str, error: SolverError) -> None:
+        self.stop(reason, f"step {self.step_count} with learning rate lr = {self.lr:g}: {error}")
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: parameters, warm start, records, step count."""
