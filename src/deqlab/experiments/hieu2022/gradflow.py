@@ -65,7 +65,7 @@ class GradFlowConfig:
     sigma_u: float = 1.0
     tol: float = 1e-11  # relative residual of the forward and adjoint splitting solves
     prop4_rtol: float = 1e-2  # ours: Eq. (3.7)'s residual once the O(h) error is removed
-    flow_rtol: float = 5e-2  # ours: largest |L_h − L_(h/2)|/L_(h/2) accepted
+    flow_rtol: float = 5e-2  # ours: largest Euler error accepted (step_error_check)
     seed: int = 0
     data_seed: int = 0
 
@@ -86,6 +86,7 @@ _FLOW = "Section 3.3.1 analyses the exact flow; Euler with steps h and h/2 stand
 PAPER_SETTING: dict[str, PaperValue] = {
     **{k: v for k, v in GD_SETTING.items() if k in {f.name for f in fields(GradFlowConfig)}},
     "widths": not_given("Theorem 3.3.1: 'the width of hidden layer is O(N)'"),
+    "m": not_given("Eq. (3.3): any m > 0; the right side of Eq. (3.9) grows like 1/m⁴"),
     "steps": not_given(_FLOW),
     "h_fraction": not_given(_FLOW),
     "probe_every": measurement(),
