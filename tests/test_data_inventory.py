@@ -7,7 +7,6 @@ import tarfile
 import numpy as np
 import pytest
 
-import deqlab.data.inventory as inventory
 from deqlab.data import (
     DATASETS,
     SOURCES,
@@ -122,14 +121,14 @@ def test_every_set_and_split_is_listed_with_its_fetch_command(tmp_path):
     }
 
 
-def test_published_files_are_present_from_their_size_alone(root, monkeypatch):
+def test_published_files_are_present_from_their_size_alone(root):
+    """Every file replaced by random bytes of its size, and those published: decoding one
+    (gzip stream, images) would find it corrupt, so "present" means it was not decoded."""
+    rng = np.random.default_rng(1)
+    for path in root.rglob("*"):
+        if path.is_file():
+            path.write_bytes(rng.bytes(path.stat().st_size))
     table = _published(root)
-
-    def never(*args, **kwargs):
-        raise AssertionError("a file of the published size was read")
-
-    monkeypatch.setattr(inventory, "load_images", never)
-    monkeypatch.setattr(inventory, "_gzip_problem", never)
     for checksums in (False, True):
         entries = catalog(root, checksums=checksums, sources=table)
         for entry in entries[1:]:

@@ -762,6 +762,8 @@ def test_a_pool_worker_writes_nothing_once_its_parent_is_gone(tmp_path, monkeypa
     recorded (its own died), the worker exits instead of writing."""
     from deqlab.runs import executors
 
+    # the owner die_with_parent records, made another process: the state a worker is in once
+    # its parent died, short of killing one (die_with_parent with that pid exits at once)
     monkeypatch.setattr(executors, "_owner_pid", os.getppid() + 1)
     assert not executors.owner_alive()
     code = (

@@ -820,6 +820,8 @@ def test_a_read_only_store_lists_and_shows(store):
 
 
 def _disk_full_on(monkeypatch, name: str) -> None:
+    """The disk fills up halfway through writing ``name``: a private patch of the one
+    writer, the honest way to crash mid-write (no public knob should make writes fail)."""
     real = deqlab._atomic._write
 
     def write(path, payload):

@@ -237,7 +237,7 @@ def test_orthogonal_inputs_have_the_closed_form_least_eigenvalue():
 def test_population_gram_is_psd_and_symmetric_across_blocks(monkeypatch):
     X = off_sphere(5, 40, seed=3)
     full = population_gram(X, 0.1)
-    monkeypatch.setattr("deqlab.theory.kernels._BLOCK_ENTRIES", 7 * 40)  # 7-row blocks
+    monkeypatch.setattr("deqlab.theory.kernels.BLOCK_ENTRIES", 7 * 40)  # 7-row blocks
     torch.testing.assert_close(population_gram(X, 0.1), full, atol=1e-14, rtol=0)
     assert torch.equal(full, full.T)
     assert least_eigenvalue(full).value > 0
@@ -249,7 +249,7 @@ def test_assemble_gram_blocks_tells_each_block_where_it_lies(monkeypatch):
     from deqlab.theory.kernels import assemble_gram_blocks
 
     X = off_sphere(4, 11, seed=5)
-    monkeypatch.setattr("deqlab.theory.kernels._BLOCK_ENTRIES", 3 * 11)
+    monkeypatch.setattr("deqlab.theory.kernels.BLOCK_ENTRIES", 3 * 11)
     seen = []
 
     def entries(cos, rows):

@@ -36,6 +36,7 @@ from deqlab.models.relu_deq import SIGMA_W2_LIMIT
 
 __all__ = [
     "AssumptionWarning",
+    "BLOCK_ENTRIES",
     "LeastEigenvalue",
     "arccos_q",
     "arccos_q_derivative",
@@ -45,7 +46,9 @@ __all__ = [
     "population_gram",
 ]
 
-_BLOCK_ENTRIES = 1 << 20  # entries per row block (8 MiB in float64)
+#: Entries per row block of :func:`assemble_gram_blocks` (8 MiB in float64): a memory knob
+#: (any value gives the same matrix, to rounding).
+BLOCK_ENTRIES = 1 << 20
 _NEWTON_MAX_STEPS = 60
 
 
@@ -276,7 +279,7 @@ def assemble_gram_blocks(
     unit = X / norms  # (d, n) unit columns
     scale = norms / math.sqrt(d)  # √ν_i
     out = torch.empty(n, n, dtype=torch.float64, device=X.device)
-    rows = max(1, _BLOCK_ENTRIES // n)
+    rows = max(1, BLOCK_ENTRIES // n)
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
         cos = (unit[:, r0:r1].T @ unit[:, r0:]).clamp_(-1.0, 1.0)  # (b, n - r0)
