@@ -6,7 +6,15 @@ import pytest
 import torch
 from torch import nn
 
-from deqlab.landscape import dataset_loss, filter_normalized_direction, loss_surface
+from deqlab.landscape import (
+    WarmStarts,
+    dataset_loss,
+    filter_normalized_direction,
+    loss_surface,
+    snake_order,
+)
+from deqlab.models.conv_deq import ConvDEQ
+from deqlab.solvers import Anderson
 
 
 def small_net():
@@ -102,6 +110,55 @@ def test_dataset_loss_weights_batches_by_size():
     mse = nn.functional.mse_loss
     loss_fn = dataset_loss(mse, iter([(x[:2], y[:2]), (x[2:], y[2:])]))
     assert loss_fn(net) == pytest.approx(float(mse(net(x), y).detach()))
+
+
+def test_snake_order_visits_every_point_once_through_neighbours():
+    order = snake_order(4)
+    assert sorted(order) == [(i, j) for i in range(4) for j in range(4)]
+    assert all(abs(a - c) + abs(b - d) == 1 for (a, b), (c, d) in zip(order, order[1:]))
+
+
+def _float64_deq(tol):
+    torch.manual_seed(0)
+    solver = Anderson(tol=tol, max_iter=600, throw=True)
+    net = ConvDEQ(1, 3, channels=4, inner_channels=4, groups=2, init_std=0.05, solver=solver)
+    return net.double()
+
+
+def test_warm_started_surface_equals_cold_solves_within_the_tolerance_in_fewer_steps():
+    """Each DEQ solve started from the neighbour's z* reaches the same loss as from z = 0."""
+    net = _float64_deq(tol=1e-10)
+    x = torch.rand(6, 1, 6, 6, dtype=torch.float64)
+    y = torch.arange(6) % 3
+    batches = [(x[:4], y[:4]), (x[4:], y[4:])]  # two DEQ calls per point, each warm-started
+    loss = dataset_loss(nn.functional.cross_entropy, batches)
+    kwargs = {"steps": 5, "span": 0.3, "generator": torch.Generator().manual_seed(2),
+              "progress": False}  # fmt: skip
+    cold = loss_surface(net, loss, warm_start=False, **kwargs)
+    warm = loss_surface(net, loss, directions=cold.directions, warm_start=True, **kwargs)
+    with torch.no_grad():  # the centre, θ*, by the solver called directly on all six images
+        injected = net.inject(x)
+        z_star = net.deq.solver(lambda z: net.cell(z, injected), torch.zeros_like(injected)).z
+        reference = float(nn.functional.cross_entropy(net.head(z_star), y))
+    assert float(cold.losses[2, 2]) == pytest.approx(reference, rel=1e-9)
+    assert torch.allclose(warm.losses, cold.losses, rtol=1e-9, atol=0)
+    assert int(warm.solver_steps.sum()) < int(cold.solver_steps.sum())
+    assert int(warm.solver_steps[0, 0]) == int(cold.solver_steps[0, 0])  # the first is cold
+
+
+def test_warm_starts_restore_the_deq_and_skip_other_shapes():
+    net = _float64_deq(tol=1e-10)
+    x = torch.rand(3, 1, 6, 6, dtype=torch.float64)
+    with torch.no_grad(), WarmStarts(net) as starts:
+        net(x)
+        cold = starts.steps
+        starts.next_point()
+        net(x)  # same input: starts at z*, one evaluation of f confirms it
+        assert starts.steps == 1 < cold
+        starts.next_point()
+        net(x[:2])  # other shapes: cold start
+        assert starts.steps > 1
+    assert "forward" not in vars(net.deq)
 
 
 def test_bad_input():

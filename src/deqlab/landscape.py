@@ -8,6 +8,12 @@ rescalings of ReLU networks (Dinh et al. 2017). Parameters of rank ≤ 1 — bia
 normalisation scales and shifts, vectors — get zero directions (Li et al.'s
 ``ignore="biasbn"``). Works for any ``nn.Module`` and any loss ``loss_fn(module) -> scalar``;
 :func:`dataset_loss` builds one that averages a criterion over data batches.
+
+The grid is walked in snake order (row 0 left to right, row 1 right to left, …), so each
+point is a neighbour of the previous one; every :class:`deqlab.DEQ` inside the module then
+starts its fixed-point solve from the equilibrium it reached on the same data at that
+neighbour (ours: ``z*(θ)`` is continuous in θ where the solve is stable, so the start is
+already close; the fixed point, hence the loss, is the same within the solver tolerance).
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ import torch
 from rich.progress import Progress
 from torch import nn
 
-from deqlab._checks import check_int, check_positive, check_real
+from deqlab._checks import check_bool, check_int, check_positive, check_real
+from deqlab.implicit import DEQ
 
 Directions = dict[str, torch.Tensor]
 LossFn = Callable[[nn.Module], torch.Tensor | float]
@@ -85,6 +92,9 @@ class LossSurface:
     betas: torch.Tensor
     losses: torch.Tensor
     directions: tuple[Directions, Directions]
+    #: ``solver_steps[i, j]``: evaluations of ``f`` by the forward solves of every DEQ in
+    #: the module at that point (zeros for a module without a DEQ).
+    solver_steps: torch.Tensor | None = None
 
     def flat_area(self, threshold: float) -> float:
         """Area of ``{(α, β): Φ(α, β) ≤ threshold}`` in direction units (cells × cell area).
@@ -98,27 +108,70 @@ class LossSurface:
         return float((self.losses <= threshold).sum()) * cell
 
 
-def loss_surface(
-    module: nn.Module,
-    loss_fn: LossFn,
-    *,
-    directions: tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]] | None = None,
-    steps: int = 51,
-    span: float = 1.0,
-    generator: torch.Generator | None = None,
-    progress: bool = True,
-) -> LossSurface:
-    """Evaluate ``L(θ* + α d₁ + β d₂)`` on a ``steps × steps`` grid over ``[−span, span]²``.
+def _shapes(state: object) -> tuple:
+    """The shapes of a tensor or of a tuple/list of tensors (a DEQ's input or state)."""
+    if isinstance(state, torch.Tensor):
+        return (tuple(state.shape),)
+    return tuple(tuple(t.shape) for t in state)
 
-    ``directions`` defaults to two independent :func:`filter_normalized_direction` draws.
-    The parameters are moved in place under ``torch.no_grad`` and restored exactly
-    afterwards (also when ``loss_fn`` raises). ``progress`` shows a rich progress bar.
+
+class WarmStarts:
+    """Warm-starts every :class:`deqlab.DEQ` inside a module from its previous equilibrium.
+
+    Inside ``with WarmStarts(module):`` the ``k``-th call of each DEQ since the last
+    :meth:`next_point` starts from the equilibrium of its ``k``-th call before it, when the
+    inputs have the same shapes (the same data batch); otherwise from its default ``z0``.
+    ``steps`` counts the forward solvers' evaluations of ``f`` since :meth:`next_point`.
+    ``enabled=False`` only counts (every solve from the default ``z0``).
     """
-    module = _check_module(module)
-    if not callable(loss_fn):
-        raise TypeError(f"`loss_fn` must be callable as loss_fn(module); got {loss_fn!r}")
-    steps = check_int("steps", steps, min_value=2)
-    span = check_positive("span", span)
+
+    def __init__(self, module: nn.Module, *, enabled: bool = True) -> None:
+        self.deqs = [m for m in _check_module(module).modules() if isinstance(m, DEQ)]
+        self.enabled = check_bool("enabled", enabled)
+        self.previous: dict[tuple[int, int], tuple[tuple, object]] = {}
+        self.calls = [0] * len(self.deqs)
+        self.steps = 0
+
+    def next_point(self) -> None:
+        """Start a new evaluation: call counters and ``steps`` back to zero."""
+        self.calls = [0] * len(self.deqs)
+        self.steps = 0
+
+    def _forward(self, index: int, deq: DEQ) -> Callable:
+        solve = type(deq).forward.__get__(deq)
+
+        def forward(x: object, z0: object = None) -> object:
+            key = (index, self.calls[index])
+            self.calls[index] += 1
+            shapes, start = self.previous.get(key, (None, None))
+            if z0 is None and self.enabled and shapes == _shapes(x):
+                z0 = start
+            z = solve(x, z0)
+            detached = z.detach() if isinstance(z, torch.Tensor) else type(z)(t.detach() for t in z)
+            self.previous[key] = (_shapes(x), detached)
+            self.steps += deq.last_forward.n_steps
+            return z
+
+        return forward
+
+    def __enter__(self) -> WarmStarts:
+        for index, deq in enumerate(self.deqs):
+            deq.forward = self._forward(index, deq)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for deq in self.deqs:
+            del deq.forward
+
+
+def snake_order(steps: int) -> list[tuple[int, int]]:
+    """Grid indices ``(i, j)`` row by row, odd rows reversed: consecutive points are adjacent."""
+    steps = check_int("steps", steps, min_value=1)
+    row = list(range(steps))
+    return [(i, j) for i in row for j in (row if i % 2 == 0 else row[::-1])]
+
+
+def _pair(module: nn.Module, directions, generator) -> tuple[Directions, Directions]:
     if directions is None:
         directions = (
             filter_normalized_direction(module, generator=generator),
@@ -127,25 +180,58 @@ def loss_surface(
     if not isinstance(directions, tuple | list) or len(directions) != 2:
         raise TypeError("`directions` must be a pair (d1, d2) of mappings name -> tensor")
     d1 = _check_directions(module, directions[0], "directions[0]")
-    d2 = _check_directions(module, directions[1], "directions[1]")
+    return d1, _check_directions(module, directions[1], "directions[1]")
+
+
+def loss_surface(
+    module: nn.Module,
+    loss_fn: LossFn,
+    *,
+    directions: tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]] | None = None,
+    steps: int = 51,
+    span: float = 1.0,
+    generator: torch.Generator | None = None,
+    warm_start: bool = True,
+    progress: bool = True,
+) -> LossSurface:
+    """Evaluate ``L(θ* + α d₁ + β d₂)`` on a ``steps × steps`` grid over ``[−span, span]²``.
+
+    ``directions`` defaults to two independent :func:`filter_normalized_direction` draws.
+    The grid is walked in :func:`snake_order`; with ``warm_start`` each DEQ solve starts
+    from the previous (adjacent) point's equilibrium (:class:`WarmStarts`), else from the
+    DEQ's default ``z0``. The parameters are moved in place under ``torch.no_grad`` and
+    restored exactly afterwards (also when ``loss_fn`` raises). ``progress``: a rich bar.
+    """
+    module = _check_module(module)
+    if not callable(loss_fn):
+        raise TypeError(f"`loss_fn` must be callable as loss_fn(module); got {loss_fn!r}")
+    steps = check_int("steps", steps, min_value=2)
+    span = check_positive("span", span)
+    d1, d2 = _pair(module, directions, generator)
     params = dict(module.named_parameters())
     center = {k: p.detach().clone() for k, p in params.items()}
     grid = torch.linspace(-span, span, steps, dtype=torch.float64)
     losses = torch.empty(steps, steps, dtype=torch.float64)
+    counts = torch.zeros(steps, steps, dtype=torch.int64)
     try:
-        with torch.no_grad(), Progress(transient=True, disable=not progress) as bar:
+        with (
+            torch.no_grad(),
+            WarmStarts(module, enabled=warm_start) as starts,
+            Progress(transient=True, disable=not progress) as bar,
+        ):
             task = bar.add_task("loss surface", total=steps * steps)
-            for i, a in enumerate(grid.tolist()):
-                for j, b in enumerate(grid.tolist()):
-                    for k, p in params.items():
-                        p.copy_(center[k] + a * d1[k] + b * d2[k])
-                    losses[i, j] = float(loss_fn(module))
-                    bar.advance(task)
+            for i, j in snake_order(steps):
+                for k, p in params.items():
+                    p.copy_(center[k] + float(grid[i]) * d1[k] + float(grid[j]) * d2[k])
+                starts.next_point()
+                losses[i, j] = float(loss_fn(module))
+                counts[i, j] = starts.steps
+                bar.advance(task)
     finally:
         with torch.no_grad():
             for k, p in params.items():
                 p.copy_(center[k])
-    return LossSurface(grid, grid.clone(), losses, (d1, d2))
+    return LossSurface(grid, grid.clone(), losses, (d1, d2), counts)
 
 
 def dataset_loss(
