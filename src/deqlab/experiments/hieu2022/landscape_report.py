@@ -8,9 +8,10 @@ the area of the small-loss neighbourhood ``{L ≤ L(θ*) + flat_delta}`` of the 
   superior of training DEQ models").
 
 Both are NOT MEASURED when a model's area is saturated (the whole grid, or only its
-centre: the grid or ``flat_delta`` cannot tell the models apart) or when the models are
+centre: the grid or ``flat_delta`` cannot tell the models apart), when the models are
 not trained (:func:`deqlab.experiments.hieu2022.statements.untrained`): the thesis plots
-surfaces around minimisers. Figure ``landscapes``: one contour plot per model.
+surfaces around minimisers, or when the DEQ's forward solves stop at ``max_iter`` on the
+grid (ours: the loss is then that of the ``max_iter``-th iterate, not of the equilibrium). Figure ``landscapes``: one contour plot per model.
 """
 
 from __future__ import annotations
@@ -75,6 +76,20 @@ def saturated(rows: list[Row], delta: float) -> str:
     return "; ".join(f"saturated at {f}" for f in found)
 
 
+def unconverged(rows: list[Row], max_iter: int) -> str:
+    """Why the DEQ's surface is not the equilibrium's: the share of grid points whose forward
+    solve used all ``max_iter`` evaluations of ``f`` (``""`` when none or not recorded)."""
+    steps = [int(r["solver_steps"]) for r in rows
+             if r["model"] == "deq" and r.get("alpha") is not None and r.get("solver_steps")]  # fmt: skip
+    capped = sum(s >= max_iter for s in steps)
+    if not capped:
+        return ""
+    return (
+        f"deq: the forward solve used all max_iter = {max_iter} evaluations at {capped} of "
+        f"{len(steps)} grid points (the surface of an unconverged iterate, not of z*)"
+    )
+
+
 def final_accuracy(rows: list[Row], model: str) -> float | None:
     """The training accuracy of ``model``'s last epoch (None without training rows)."""
     found = [r for r in rows if r["model"] == model and r.get("train_acc") is not None]
@@ -102,24 +117,31 @@ def landscape_statements(config: LandscapeConfig, rows: list[Row]) -> list[State
         untrained({m: final_accuracy(rows, m) for m in ("deq", *tied)}),
         saturated(rows, config.flat_delta),
     )
-    why = "; ".join(r for r in reasons if r)
-    if why:
-        return [
-            not_measured(name, Kind.OBSERVATION, source, expected=expected, why=why)
-            for name, source, expected in (grows, largest)
-        ]
+    deq_only = unconverged(rows, config.max_iter)  # the repeat-k comparison does not use it
+    whys = ("; ".join(r for r in reasons if r), "; ".join(r for r in (*reasons, deq_only) if r))
     area = f"area of {{L ≤ L(θ*) + {config.flat_delta:g}}} on the {config.grid}² grid"
-    values = (
-        min_step_gap([areas[m] for m in tied]),
-        areas["deq"] - max(areas[m] for m in tied),
-    )
-    return [
-        measure(
-            name, Kind.OBSERVATION, source, value=value, relation=">", threshold=0.0,
-            measured=shown, expected=expected, detail=area,
-        )
-        for (name, source, expected), value in zip((grows, largest), values, strict=True)
-    ]  # fmt: skip
+    statements = []
+    for (name, source, expected), why, value in zip(
+        (grows, largest), whys, (_growth, _deq_margin), strict=True
+    ):
+        if why:
+            statements.append(
+                not_measured(name, Kind.OBSERVATION, source, expected=expected, why=why)
+            )
+            continue
+        statements.append(measure(
+            name, Kind.OBSERVATION, source, value=value(areas, tied), relation=">",
+            threshold=0.0, measured=shown, expected=expected, detail=area,
+        ))  # fmt: skip
+    return statements
+
+
+def _growth(areas: dict[str, float], tied: list[str]) -> float:
+    return min_step_gap([areas[m] for m in tied])
+
+
+def _deq_margin(areas: dict[str, float], tied: list[str]) -> float:
+    return areas["deq"] - max(areas[m] for m in tied)
 
 
 def plot_landscapes(config: LandscapeConfig, rows: list[Row], directory: Path) -> list[Path]:
