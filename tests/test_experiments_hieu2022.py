@@ -339,6 +339,18 @@ def test_landscape_statements_not_measured_when_saturated_untrained_or_missing()
     assert {s.verdict for s in missing} == {NM} and "no surface for repeat1" in missing[0].detail
 
 
+def test_landscape_deq_statement_not_measured_when_its_solves_stop_at_max_iter():
+    config = _land_config()  # max_iter 10
+    good = _bowl("deq", 0.9) + _bowl("repeat1", 4.0) + _bowl("repeat2", 2.0)
+    steps = [dict(r, solver_steps=9 if r["model"] == "deq" else 0) for r in good]
+    assert [s.verdict for s in landscape_statements(config, steps)] == [PASS, PASS]
+    capped = [dict(r, solver_steps=10 if r.get("beta") == 1.0 else r["solver_steps"])
+              for r in steps]  # fmt: skip
+    grows, largest = landscape_statements(config, capped)
+    assert grows.verdict is PASS and largest.verdict is NM
+    assert "all max_iter = 10 evaluations at 5 of 25 grid points" in largest.detail
+
+
 # --- the experiments at their presets --------------------------------------------------------
 
 
