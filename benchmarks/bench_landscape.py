@@ -64,9 +64,14 @@ def main() -> None:
     model = trained_model(args, x, y)
     cold, cold_s = surface(model, x, y, args, warm=False)
     warm, warm_s = surface(model, x, y, args, warm=True)
-    steps = {"cold (z = 0)": int(cold.solver_steps.sum()), "warm (snake)": int(warm.solver_steps.sum())}
+    steps = {
+        "cold (z = 0)": int(cold.solver_steps.sum()),
+        "warm (snake)": int(warm.solver_steps.sum()),
+    }
     print(f"conv DEQ, {args.grid}×{args.grid} grid, {args.images} images, tol {args.tol:g}")
-    print(f"{'grid evaluation':<16}{'f evals':>10}{'per point':>11}{'time (s)':>10}{'speed-up':>10}")
+    print(
+        f"{'grid evaluation':<16}{'f evals':>10}{'per point':>11}{'time (s)':>10}{'speed-up':>10}"
+    )
     for (name, count), seconds in zip(steps.items(), (cold_s, warm_s), strict=True):
         print(f"{name:<16}{count:>10}{count / args.grid**2:>11.1f}{seconds:>10.2f}"
               f"{cold_s / seconds:>9.2f}x")  # fmt: skip

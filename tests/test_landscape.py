@@ -1,5 +1,6 @@
 """Filter-normalised loss surfaces (Li et al. 2018; thesis Section 4.2)."""
 
+import itertools
 import math
 
 import pytest
@@ -115,7 +116,7 @@ def test_dataset_loss_weights_batches_by_size():
 def test_snake_order_visits_every_point_once_through_neighbours():
     order = snake_order(4)
     assert sorted(order) == [(i, j) for i in range(4) for j in range(4)]
-    assert all(abs(a - c) + abs(b - d) == 1 for (a, b), (c, d) in zip(order, order[1:]))
+    assert all(abs(a - c) + abs(b - d) == 1 for (a, b), (c, d) in itertools.pairwise(order))
 
 
 def _float64_deq(tol):

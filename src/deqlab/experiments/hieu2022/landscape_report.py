@@ -8,10 +8,11 @@ the area of the small-loss neighbourhood ``{L ≤ L(θ*) + flat_delta}`` of the 
   superior of training DEQ models").
 
 Both are NOT MEASURED when a model's area is saturated (the whole grid, or only its
-centre: the grid or ``flat_delta`` cannot tell the models apart), when the models are
+centre: the grid or ``flat_delta`` cannot tell the models apart) or when the models are
 not trained (:func:`deqlab.experiments.hieu2022.statements.untrained`): the thesis plots
-surfaces around minimisers, or when the DEQ's forward solves stop at ``max_iter`` on the
-grid (ours: the loss is then that of the ``max_iter``-th iterate, not of the equilibrium). Figure ``landscapes``: one contour plot per model.
+surfaces around minimisers. The second is also NOT MEASURED when the DEQ's forward solves
+stop at ``max_iter`` on the grid (ours: the loss is then that of the ``max_iter``-th
+iterate, not of the equilibrium). Figure ``landscapes``: one contour plot per model.
 """
 
 from __future__ import annotations
@@ -79,8 +80,8 @@ def saturated(rows: list[Row], delta: float) -> str:
 def unconverged(rows: list[Row], max_iter: int) -> str:
     """Why the DEQ's surface is not the equilibrium's: the share of grid points whose forward
     solve used all ``max_iter`` evaluations of ``f`` (``""`` when none or not recorded)."""
-    steps = [int(r["solver_steps"]) for r in rows
-             if r["model"] == "deq" and r.get("alpha") is not None and r.get("solver_steps")]  # fmt: skip
+    surface = [r for r in rows if r["model"] == "deq" and r.get("alpha") is not None]
+    steps = [int(r["solver_steps"]) for r in surface if r.get("solver_steps") is not None]
     capped = sum(s >= max_iter for s in steps)
     if not capped:
         return ""
