@@ -62,6 +62,7 @@ from deqlab.statements import Statement
 from deqlab.theory.ling2023 import Condition1, condition1, learning_rate
 from deqlab.theory.ntk import pl_gram
 from deqlab.train.relu_deq import GDConfig, GDTrainer
+from deqlab.train.resumable import run_resumable
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 ETA_RULES = ("curvature", "theorem1")
@@ -209,21 +210,16 @@ class Ling2023Fig1(Experiment):
                 spectral_every=config.spectral_every,
             ),
         )
-        gram: dict[int, float] = {}  # step -> λ_min(H(τ)), kept in the checkpoints' rows
-        resumed = ctx.resume()
-        if resumed is not None:
-            trainer.load_state_dict(resumed[0])
-            gram = {int(r["step"]): float(r["H_lambda_min"]) for r in resumed[1]}
+        measured: list[Row] = []  # λ_min(H(τ)) at θ_τ, kept in the checkpoints' rows
         every = pl_gram_every(config)
-        while trainer.step_count < config.steps and not trainer.stopped:
-            tau = trainer.step_count
+
+        def before_step(tau: int) -> None:
             if tau == 0 or (every > 0 and tau % every == 0):
-                gram[tau] = _pl_lambda_min(model, data.X, config.tol)  # at θ_τ, before step τ
-            trainer.step()
-            if trainer.step_count % ctx.checkpoint_every == 0:
-                saved = [{"step": t, "H_lambda_min": v} for t, v in gram.items()]
-                ctx.checkpoint(trainer.state_dict(), saved)
-            ctx.progress(trainer.step_count, config.steps)
+                value = _pl_lambda_min(model, data.X, config.tol)
+                measured.append({"step": tau, "H_lambda_min": value})
+
+        run_resumable(trainer, config.steps, ctx, before_step=before_step, rows=measured)
+        gram = {int(r["step"]): float(r["H_lambda_min"]) for r in measured}
         initial = {f"cond1_{key}": value for key, value in cond.as_dict().items()}
         constant = {"dataset": name, "n": data.X.shape[1], "d": data.d, "m": m, "eta": eta,
                     **initial}  # fmt: skip
