@@ -139,6 +139,16 @@ def test_theorem_3_3_5_is_checked_only_inside_its_hypotheses():
     assert all("50× smaller than the run's" in s.needs and s.value is not None for s in checks)
 
 
+def test_a_step_beyond_4_over_lambda0_squared_leaves_theorem_3_3_5_not_applicable():
+    """η = 2 > 4/λ₀² = 1: the rate 1 − ηλ₀²/4 = −1 is no bound (it was a ValueError)."""
+    conditions = [_ineq(2.0, 1.0, f"Eq. (3.{k})") for k in (16, 17, 18)]
+    fits = dict.fromkeys(c["name"] for c in conditions)
+    found = _by_name(theorem_3_3_5(_trace(2.0, [1.0, 3.0, 9.0]), conditions, fits=fits, m=0.1))
+    rate = found["Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = 8"]
+    assert rate.verdict is NA and rate.value is None and "η > 4/λ₀²" in rate.detail
+    assert "200× smaller than the run's" in rate.needs
+
+
 def test_untrained_names_the_models_below_the_accuracy():
     assert untrained({"deq": 0.9, "repeat6": 0.5}) == ""
     why = untrained({"deq": 0.9, "repeat6": 0.3, "repeat11": None})

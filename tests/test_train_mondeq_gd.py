@@ -129,3 +129,19 @@ def test_an_adjoint_solve_that_fails_stops_the_run_before_the_update():
     loss = 0.5 * ((model.equilibrium(X, trainer.Z).T @ model.u - y) ** 2).sum()
     with pytest.raises(SolverError, match="adjoint solve"):  # the same solve, outside
         torch.autograd.grad(loss, list(model.parameters()))
+
+
+@pytest.mark.parametrize(("factor", "bounded"), [(1.0, True), (1.5, False)])
+def test_hypothesis_3_is_read_only_where_theorem_3_3_5_allows_the_step(factor, bounded):
+    """η ≤ 4/λ_0² (the first term of the step-size bound): Eq. (3.20) is recorded; beyond,
+    its rate is negative and the record has no bound (GD still steps)."""
+    model, X, y = setup()
+    with torch.no_grad():
+        lam = sigma_min(model.equilibrium(X))  # λ_0 from its definition
+    trainer = MonDEQGD(model, X, y, lr=factor * 4 / lam**2)
+    first = trainer.step()
+    assert trainer.step_count == 1 and first["sigma_ok"] and first["in_balls"]
+    if bounded:  # (1 − ηλ_0²/4)^0 L(0) at k = 0
+        assert first["loss_bound"] == pytest.approx(first["loss"]) and first["loss_ok"]
+    else:
+        assert first["loss_bound"] is None and first["loss_ok"] is None

@@ -224,16 +224,23 @@ def gradient_flow_bound(c: MonDEQConstants, t: torch.Tensor | float) -> torch.Te
     return torch.exp(-(c.lambda0**2) * t / 2) * c.loss0
 
 
+def rate_defined(lambda0: float, eta: float) -> bool:
+    """Whether ``η ≤ 4/λ_0²`` (to rounding: ``1 − ηλ_0²/4 ≥ −1e-12``), the first term of
+    Theorem 3.3.5's step-size bound; beyond it the rate of Eq. (3.20) would be negative."""
+    return 1 - eta * lambda0**2 / 4 >= -1e-12
+
+
 def gd_rate(lambda0: float, eta: float) -> float:
     """Theorem 3.3.5's per-step factor ``1 − ηλ_0²/4``: ``L(θ(k+1)) ≤ (1 − ηλ_0²/4) L(θ(k))``.
 
     ``η = 4/λ_0²`` (allowed by the bound) gives 0; a factor within ``1e-12`` of 0 from
-    rounding is 0, a clearly negative one (``η > 4/λ_0²``) raises ValueError.
+    rounding is 0, a clearly negative one (``η > 4/λ_0²``, :func:`rate_defined` False)
+    raises ValueError.
     """
     lambda0 = check_real("lambda0", lambda0, low=0.0)
     eta = check_positive("eta", eta)
     rate = 1 - eta * lambda0**2 / 4
-    if rate < -1e-12:
+    if not rate_defined(lambda0, eta):
         raise ValueError(
             f"`eta` = {eta:g} makes the rate 1 − ηλ_0²/4 = {rate:.3g} negative; Theorem 3.3.5 "
             f"needs eta <= 4/λ_0² = {4 / lambda0**2:.4g}"
@@ -264,7 +271,8 @@ def hypotheses(
 
     ``initial`` / ``current`` map A, B, U, u to their values at steps 0 and ``k``; ``Z`` is
     the equilibrium at step ``k`` and ``loss`` its ``L(θ(k))``. Rows: ``‖·(k) − ·(0)‖_F ≤ R_·``
-    (Hypothesis 1), ``σ_min(Z(k)) ≥ λ_0/2`` (Hypothesis 2), Eq. (3.20) (Hypothesis 3).
+    (Hypothesis 1), ``σ_min(Z(k)) ≥ λ_0/2`` (Hypothesis 2) and, where ``η ≤ 4/λ_0²``
+    (:func:`rate_defined`; the theorem assumes it), Eq. (3.20) (Hypothesis 3).
     """
     k = check_int("k", k, min_value=0)
     loss = check_real("loss", loss, low=0.0)
@@ -278,7 +286,8 @@ def hypotheses(
         for name in PARAMETERS
     ]
     rows.append(_row("Hypothesis 2", sigma_min(Z.detach()), ">=", c.lambda0 / 2))
-    rows.append(_row("Hypothesis 3 / Eq. (3.20)", loss, "<=", float(gd_bound(c, k, eta))))
+    if rate_defined(c.lambda0, eta):
+        rows.append(_row("Hypothesis 3 / Eq. (3.20)", loss, "<=", float(gd_bound(c, k, eta))))
     return rows
 
 

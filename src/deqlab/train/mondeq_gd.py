@@ -10,6 +10,10 @@ solve is warm-started from the previous equilibrium. Step ``k`` records one tidy
     adjoint_steps (splitting iterations of the step's solves; adjoint_steps is 0 for the
     record of :meth:`MonDEQGD.evaluate`, which takes no step).
 
+Any η > 0 trains; Theorem 3.3.5 assumes η ≤ 4/λ_0² (the first term of its bound), beyond
+which Eq. (3.20)'s rate 1 − ηλ_0²/4 is negative: there ``loss_bound`` and ``loss_ok`` are
+None, and the theorem's statements are NOT APPLICABLE by its step-size hypothesis.
+
 ``λ_0 = σ_min(Z(0))``, Conditions 1–2 and the step-size bound of Theorem 3.3.5 are
 evaluated once, at initialisation.
 """
@@ -142,13 +146,14 @@ class MonDEQGD(Trainer):
                           loss=loss, k=self.step_count, eta=self.lr)  # fmt: skip
         named = {row["name"]: row for row in rows}
         balls = {p: named[BALL.format(p)] for p in PARAMETERS}
+        bound = named.get(LOSS)  # absent where η > 4/λ_0²: Eq. (3.20) is not defined
         return {
-            "loss_bound": named[LOSS]["rhs"],
+            "loss_bound": None if bound is None else bound["rhs"],
             "sigma_min": named[SIGMA]["lhs"],
             **{f"dist_{p}": row["lhs"] for p, row in balls.items()},
             "in_balls": all(row["holds"] for row in balls.values()),
             "sigma_ok": named[SIGMA]["holds"],
-            "loss_ok": named[LOSS]["holds"],
+            "loss_ok": None if bound is None else bound["holds"],
         }
 
     def _diverged(self, reason: str, what: str) -> None:

@@ -25,8 +25,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from deqlab.experiments.base import linear_fit
-from deqlab.statements import OURS, Kind, Source, Statement, is_measured, measure, theorem
-from deqlab.theory.mondeq import M_BOUND_3_18, Inequality, gd_rate
+from deqlab.statements import (
+    OURS,
+    Kind,
+    Source,
+    Statement,
+    is_measured,
+    measure,
+    not_measured,
+    theorem,
+)
+from deqlab.theory.mondeq import M_BOUND_3_18, Inequality, gd_rate, rate_defined
 
 #: Ours: a classifier of ten classes counts as trained at 5× chance training accuracy.
 TRAINED_ACCURACY = 0.5
@@ -128,13 +137,21 @@ def step_size_hypothesis(eta: float, eta_max: float, *, width: int) -> Statement
     )
 
 
-def rate_check(losses: Sequence[float], rate: float, *, width: int) -> Statement:
+def rate_check(losses: Sequence[float], rate: float | None, *, width: int) -> Statement:
     """Theorem 3.3.5's conclusion ``L(k+1) ≤ (1 − ηλ₀²/4) L(k)`` at every step.
 
     ``losses`` are ``L(0), …, L(K)``; the value is ``max_k L(k+1)/L(k)`` over consecutive
     finite losses (``k + 1 ≥ 1``), against ``rate = 1 − ηλ₀²/4``. The detail says how far
-    the bound moves over the run: ``rate^K`` and the steps it needs to halve.
+    the bound moves over the run: ``rate^K`` and the steps it needs to halve. ``rate`` None
+    (``η > 4/λ₀²``: the factor is negative) is NOT MEASURED; the step-size hypothesis then
+    makes the theorem NOT APPLICABLE.
     """
+    name = f"Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = {width}"
+    source = thesis("Theorem 3.3.5", "L(k+1) ≤ L(θ_k)[1 − ηλ_0²/4]")
+    if rate is None:
+        why = "η > 4/λ₀² makes 1 − ηλ₀²/4 negative: no bound to compare with"
+        expected = "≤ 1 − ηλ₀²/4 at every step, a factor ≥ 0 (η ≤ 4/λ₀²)"
+        return not_measured(name, Kind.THEOREM, source, expected=expected, why=why)
     ratios = [
         (b / a, k + 1)
         for k, (a, b) in enumerate(itertools.pairwise(losses))
@@ -148,9 +165,9 @@ def rate_check(losses: Sequence[float], rate: float, *, width: int) -> Statement
     if not all(is_measured(x) for x in losses):
         detail += "; the loss is not finite at some step"
     return measure(
-        f"Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = {width}",
+        name,
         Kind.THEOREM,
-        thesis("Theorem 3.3.5", "L(k+1) ≤ L(θ_k)[1 − ηλ_0²/4]"),
+        source,
         value=value,
         relation="<=",
         threshold=rate,
@@ -253,11 +270,15 @@ def theorem_3_3_5(
     ]
     hypotheses.append(step_size_hypothesis(trace.eta, trace.eta_max, width=width))
     checks = [
-        rate_check(trace.losses, gd_rate(trace.lambda0, trace.eta), width=width),
+        rate_check(trace.losses, _rate(trace.lambda0, trace.eta), width=width),
         ball_check(trace.distances, trace.radii, width=width),
         sigma_check(trace.sigmas, trace.lambda0, width=width),
     ]
     return [*hypotheses, *(theorem(check, hypotheses) for check in checks)]
+
+
+def _rate(lambda0: float, eta: float) -> float | None:
+    return gd_rate(lambda0, eta) if rate_defined(lambda0, eta) else None
 
 
 #: What each lemma bounds, by the key of :data:`deqlab.theory.mondeq.LEMMA_KEYS`.
