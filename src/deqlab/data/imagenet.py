@@ -17,22 +17,16 @@ import numpy as np
 import torch
 
 from deqlab._checks import check_choice, check_int
-from deqlab.data.locate import DatasetNotFoundError, data_root
+from deqlab.data.registry import MANUAL_DATASETS, locate_manual
 
-SPLITS = ("train", "val")
+SPLITS = MANUAL_DATASETS["imagenet"].splits
 SUFFIXES = (".jpeg", ".jpg", ".png")
 
 
 def imagenet_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The ImageNet copy; a one-line :class:`DatasetNotFoundError` when it is absent."""
-    where = data_root(data_dir) / "imagenet"
-    if all((where / split).is_dir() for split in SPLITS):
-        return where
-    raise DatasetNotFoundError(
-        f"data set 'imagenet' not found: expected ILSVRC-2012 as {where}/train/<wnid>/*.JPEG "
-        f"and {where}/val/<wnid>/*.JPEG (deqlab cannot download it: get it from "
-        "image-net.org and set DEQLAB_DATA to the directory holding imagenet/)"
-    )
+    """The ImageNet copy (:data:`deqlab.data.registry.MANUAL_DATASETS`); a one-line
+    :class:`~deqlab.data.locate.DatasetNotFoundError` when it is absent."""
+    return locate_manual("imagenet", data_dir)
 
 
 def _load(path: Path, size: int) -> np.ndarray:

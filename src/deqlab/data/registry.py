@@ -22,7 +22,7 @@ from deqlab.data import cifar, semeion, svhn
 from deqlab.data.digits import PIXEL_MAX, digits_path, read_digits
 from deqlab.data.idx import read_idx
 from deqlab.data.labelled import DataInfo, LabelledData
-from deqlab.data.locate import not_found, search_dirs
+from deqlab.data.locate import DatasetNotFoundError, data_root, not_found, search_dirs
 from deqlab.data.preprocess import (
     LABEL_KINDS,
     check_classes,
@@ -60,6 +60,44 @@ _IDX_FILES = {
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
 
+
+
+@dataclass(frozen=True)
+class ManualDataset:
+    """A data set deqlab reads but cannot download (it needs registration): where to get it,
+    the layout expected under ``<data root>/<name>/``, and what runs on it need besides."""
+
+    name: str
+    splits: tuple[str, ...]
+    source: str
+    layout: str
+    needs: str
+
+
+#: Data sets read from a copy the user provides (``deqlab data fetch`` cannot get them).
+MANUAL_DATASETS: dict[str, ManualDataset] = {
+    "imagenet": ManualDataset(
+        "imagenet", ("train", "val"),
+        source="ILSVRC-2012 from https://image-net.org (registration required; "
+        "deqlab cannot download it)",
+        layout="train/<wnid>/*.JPEG and val/<wnid>/*.JPEG (the validation images sorted "
+        "into their class folders)",
+        needs="its runs train at 224 × 224 and need a GPU (--device cuda)",
+    ),
+}  # fmt: skip
+
+
+def locate_manual(name: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """``<data root>/<name>`` holding a folder per split; else a one-line
+    :class:`~deqlab.data.locate.DatasetNotFoundError` with the source, layout and needs."""
+    entry = MANUAL_DATASETS[check_choice("name", name, tuple(MANUAL_DATASETS))]
+    where = data_root(data_dir) / name
+    if all((where / split).is_dir() for split in entry.splits):
+        return where
+    raise DatasetNotFoundError(
+        f"data set {name!r} not found: expected {where}/ holding {entry.layout}; get "
+        f"{entry.source} and set DEQLAB_DATA to the directory holding {name}/; {entry.needs}"
+    )
 
 def n_classes(name: str) -> int:
     """Number of classes of image data set ``name`` (labels lie in 0..n_classes-1)."""

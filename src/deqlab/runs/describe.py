@@ -40,8 +40,11 @@ def dataset_status(
     if cache is not None and name in cache:
         return cache[name]
     from deqlab.data import DATASETS, check_split, dataset_splits
+    from deqlab.data.registry import MANUAL_DATASETS
 
-    if name not in DATASETS:
+    if name in MANUAL_DATASETS:
+        status = _manual_status(name, data_dir)
+    elif name not in DATASETS:
         status: dict[str, Any] = {
             "name": name, "present": False, "status": "unknown", "splits": {},
             "location": None, "fetch": None,
@@ -67,6 +70,24 @@ def dataset_status(
     if cache is not None:
         cache[name] = status
     return status
+
+
+def _manual_status(name: str, data_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
+    """:func:`dataset_status` of a data set deqlab cannot download (``fetch`` is None)."""
+    from deqlab.data import DatasetNotFoundError
+    from deqlab.data.registry import MANUAL_DATASETS, locate_manual
+
+    entry = MANUAL_DATASETS[name]
+    try:
+        location, present = str(locate_manual(name, data_dir)), True
+    except DatasetNotFoundError:
+        location, present = None, False
+    return {
+        "name": name, "present": present, "status": "present" if present else "missing",
+        "splits": {}, "location": location, "fetch": None,
+        "detail": f"not downloadable: get {entry.source}; expected {name}/ holding {entry.layout}; "
+        f"{entry.needs}",
+    }  # fmt: skip
 
 
 def preset_datasets(

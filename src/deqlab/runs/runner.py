@@ -195,16 +195,23 @@ def signals_interrupt() -> Iterator[None]:
 
 
 def check_datasets(experiment: Experiment, config: Any) -> None:
-    """Raise :class:`DataError` (the reader's whole message: where it looked, how to fetch)
+    """Raise :class:`DataError` (the reader's whole message: where it looked, how to fetch,
+    or for a data set deqlab cannot download where to get it and what its runs need)
     unless every split of every data set ``config`` reads is on this machine and sound."""
     names = [n for n in experiment.datasets(config) if n != "sphere"]
     if not names:
         return
     from deqlab.data import DATASETS, DatasetNotFoundError, check_split, dataset_splits, locate
+    from deqlab.data.registry import MANUAL_DATASETS, locate_manual
 
     for name in names:
+        if name in MANUAL_DATASETS:
+            try:
+                locate_manual(name)
+            except DatasetNotFoundError as err:
+                raise DataError(str(err)) from None
         if name not in DATASETS:
-            continue  # the config's own validation names unknown data sets
+            continue  # present, or the config's own validation names unknown data sets
         for split in dataset_splits(name):
             entry = check_split(name, split)
             if entry.status in ("present", "generated"):
