@@ -11,7 +11,7 @@ with ``--baseline-src DIR`` the trainer of another source tree loaded in this pr
 Rationale, method details and the history of the numbers: benchmarks/README.md.
 
 Usage: python benchmarks/bench_relu_deq.py [--steps 200] [--methods ours,plain]
-       [--baseline-src /tmp/old/src] [--problem N D M] [--threads 2]
+       [--baseline-src /tmp/old/src] [--problem N D M] [--threads 2] [--no-memory]
 """
 
 from __future__ import annotations
@@ -200,6 +200,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--baseline-src", metavar="DIR",
                         help="also time the GDTrainer of deqlab/ in DIR (A/B)")  # fmt: skip
     parser.add_argument("--memory-probe", nargs=2, metavar=("KIND", "ITERATIONS"))
+    parser.add_argument("--no-memory", action="store_true", help="skip the RSS table")
     args = parser.parse_args()
     args.methods = args.methods.split(",")
     if args.steps < 2 or min(args.problem) < 1 or not set(args.methods) <= set(METHODS):
@@ -293,7 +294,8 @@ def main() -> int:
     if tdeq_residuals:
         print(f"torchdeq: worst forward rel residual reached {max(tdeq_residuals):.2e}")
     report(runs, one_product, args.steps)
-    memory_table(args)
+    if not args.no_memory:
+        memory_table(args)
     return 0
 
 

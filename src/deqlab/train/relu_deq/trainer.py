@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from deqlab._checks import check_choice, check_int, check_positive
-from deqlab.models import relu_deq as relu_deq_model
+from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.models.relu_deq_solve import DEFAULT_MAX_ITER, RowSolution, solve_adjoint, solve_forward
 from deqlab.theory.ling2023 import Theorem1Margins, theorem1_margins
 from deqlab.theory.spectra import gram_lambda_min
@@ -124,9 +124,9 @@ class GDTrainer(Trainer):
     ``state_dict`` resumes a run with identical numbers (same device, dtype and threads).
     """
 
-    def __init__(self, model, X: torch.Tensor, y: torch.Tensor, config: GDConfig) -> None:
+    def __init__(self, model: ReLUDEQ, X: torch.Tensor, y: torch.Tensor, config: GDConfig) -> None:
         super().__init__()
-        if not isinstance(model, relu_deq_model.ReLUDEQ):
+        if not isinstance(model, ReLUDEQ):
             raise TypeError(f"`model` must be a ReLUDEQ; got {type(model).__name__}")
         if not isinstance(config, GDConfig):
             raise TypeError(f"`config` must be a GDConfig; got {type(config).__name__}")
@@ -145,7 +145,7 @@ class GDTrainer(Trainer):
         self.step_count, self.elapsed_s = 0, 0.0
 
     def _parameters(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return tuple(p.detach() for p in (self.model.W, self.model.U, self.model.a))  # type: ignore[return-value]
+        return self.model.W.detach(), self.model.U.detach(), self.model.a.detach()
 
     # ------------------------------------------------------------------ the step
     def step(self) -> Record:
