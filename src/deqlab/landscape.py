@@ -14,6 +14,8 @@ point is a neighbour of the previous one; every :class:`deqlab.DEQ` inside the m
 starts its fixed-point solve from the equilibrium it reached on the same data at that
 neighbour (ours: ``z*(θ)`` is continuous in θ where the solve is stable, so the start is
 already close; the fixed point, hence the loss, is the same within the solver tolerance).
+A solve that stops at its ``max_iter`` without converging returns an iterate that depends
+on its start, so its loss then depends on the walk: check ``LossSurface.solver_steps``.
 """
 
 from __future__ import annotations
