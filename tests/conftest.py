@@ -1,4 +1,4 @@
-"""Test defaults: float64 everywhere (docs/architecture.md), deterministic seeds, few threads."""
+"""Test defaults: float64 everywhere (docs/architecture.md) and deterministic seeds."""
 
 import pytest
 import torch
