@@ -20,7 +20,8 @@ from deqlab.experiments.hieu2022.mdeq_landscape import (
     load_images,
 )
 from deqlab.experiments.hieu2022.mdeq_landscape_report import local_minima, mdeq_statements
-from deqlab.runs.runner import DataError
+from deqlab.runs.describe import dataset_status
+from deqlab.runs.runner import DataError, check_datasets
 from deqlab.statements import Kind, Verdict
 
 PASS, FAIL, NM = Verdict.PASS, Verdict.FAIL, Verdict.NOT_MEASURED
@@ -28,9 +29,11 @@ CONFIG = MDEQLandscapeConfig(dataset="digits", classes=10, grid=21, tol=1e-3)
 
 
 def rows_of(loss, *, acc=0.9, residual=1e-4, grid=21):
-    """Training, residual and surface rows of ``loss(α, β)`` on a grid over [−1, 1]²."""
-    rows = [{"model": "mdeq", "epoch": 1, "train_loss": 0.3, "train_acc": acc}]
-    rows.append({"model": "mdeq", "residual": residual})
+    """Training, residual (0.3 at init, ``residual`` after the epoch) and surface rows of
+    ``loss(α, β)`` on a grid over [−1, 1]²."""
+    rows = [{"model": "mdeq", "epoch": 0, "residual": 0.3}]
+    rows.append({"model": "mdeq", "epoch": 1, "train_loss": 0.3, "train_acc": acc})
+    rows.append({"model": "mdeq", "epoch": 1, "residual": residual})
     axis = np.linspace(-1, 1, grid)
     return rows + [{"model": "mdeq", "alpha": float(a), "beta": float(b), "loss": float(loss(a, b))}
                    for a in axis for b in axis]  # fmt: skip
@@ -52,7 +55,8 @@ def test_a_wide_bowl_has_one_flat_minimum_and_the_solve_passes():
     assert flat.verdict is PASS and flat.value == pytest.approx(np.pi / 2.1**2, abs=0.01)
     assert one.source.quote.startswith("As in Fig 3.1") and one.kind is Kind.OBSERVATION
     solved = found["the equilibrium at θ* is solved on the evaluation images"]
-    assert solved.verdict is PASS and solved.kind is Kind.OURS
+    assert solved.verdict is PASS and solved.kind is Kind.OURS and solved.value == 1e-4
+    assert solved.measured == "0.0001 after epoch 1 (0.3 at init)"
 
 
 def test_two_wells_a_sharp_minimum_and_an_unsolved_equilibrium_fail():
@@ -65,14 +69,19 @@ def test_two_wells_a_sharp_minimum_and_an_unsolved_equilibrium_fail():
     assert sharp.verdict is FAIL and sharp.value < 0.25
     unsolved = by_name(rows_of(bowl, residual=0.2))
     assert unsolved["the equilibrium at θ* is solved on the evaluation images"].verdict is FAIL
+    just_above = by_name(rows_of(bowl, residual=1.01e-3))  # tol = 1e-3, not loosened
+    assert just_above["the equilibrium at θ* is solved on the evaluation images"].verdict is FAIL
 
 
 def test_untrained_or_missing_surface_is_not_measured():
-    for rows in (rows_of(bowl, acc=0.2), rows_of(bowl)[:2]):
+    for rows in (rows_of(bowl, acc=0.2), rows_of(bowl)[:3]):
         found = by_name(rows)
         for name in ("the loss landscape has only one minimum", "the minimum is flat"):
             assert found[name].verdict is NM, found[name]
     assert "not trained" in by_name(rows_of(bowl, acc=0.2))["the minimum is flat"].detail
+    no_residual = [r for r in rows_of(bowl) if "residual" not in r]
+    solved = by_name(no_residual)["the equilibrium at θ* is solved on the evaluation images"]
+    assert solved.verdict is NM
 
 
 def test_local_minima_match_a_brute_force_count():
@@ -116,10 +125,15 @@ def test_paper_preset_refuses_in_one_line_without_imagenet(tmp_path, monkeypatch
                                       "--out", str(tmp_path / "runs")])  # fmt: skip
     assert result.exit_code == 2
     assert result.stderr.startswith("error: data set 'imagenet' not found")
-    assert result.stderr.count("\n") == 1 and "needs a GPU" in result.stderr
+    assert result.stderr.count("\n") == 1 and "need a GPU (--device cuda)" in result.stderr
+    assert "image-net.org" in result.stderr and "val/<wnid>/*.JPEG" in result.stderr
     assert not (tmp_path / "runs" / "hieu2022-landscape-mdeq").exists()
-    with pytest.raises(DataError):
-        Hieu2022LandscapeMDEQ().tasks(Hieu2022LandscapeMDEQ().resolve("paper"))
+    experiment = Hieu2022LandscapeMDEQ()
+    with pytest.raises(DataError, match="data set 'imagenet' not found"):
+        check_datasets(experiment, experiment.resolve("paper"))  # the runner's generic check
+    shown = dataset_status("imagenet")
+    assert (shown["status"], shown["fetch"]) == ("missing", None)
+    assert "not downloadable" in shown["detail"]
 
 
 def fake_imagenet(root, classes=3, per_class=4):
@@ -150,6 +164,6 @@ def test_imagenet_reader_crops_and_labels_an_image_folder(tmp_path, monkeypatch)
     with pytest.raises(ValueError, match="`n_per_class` = 5 exceeds the 4 images"):
         read_imagenet("train", classes=1, n_per_class=5, size=8, data_dir=tmp_path)
     monkeypatch.setenv("DEQLAB_DATA", str(tmp_path))
-    assert [
-        t.key for t in Hieu2022LandscapeMDEQ().tasks(Hieu2022LandscapeMDEQ().resolve("paper"))
-    ] == ["mdeq"]
+    experiment = Hieu2022LandscapeMDEQ()
+    check_datasets(experiment, experiment.resolve("paper"))  # present: no DataError
+    assert dataset_status("imagenet")["status"] == "present"

@@ -9,6 +9,7 @@ of unrolled autograd through Picard needs it.
 
 import pytest
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 from deqlab.implicit import DEQ, Implicit, JacobianFree, Unrolled
@@ -60,8 +61,9 @@ def test_cell_matches_the_multiscale_equations_written_out():
     up, down = cell.fuse[0][1], cell.fuse[1][0]
     u1 = b1 + gn(F.conv2d(b2, up[0].weight), up[1]).repeat_interleave(2, 2).repeat_interleave(2, 3)
     u2 = b2 + gn(F.conv2d(b1, down[0].weight, stride=2, padding=1), down[1])
-    expected = [
-        gn(F.conv2d(F.relu(u), p[1].weight), p[2]) for u, p in zip((u1, u2), cell.post, strict=True)
+    expected = [  # post-fusion GroupNorm with half the groups (the authors' NUM_GROUPS // 2)
+        F.group_norm(F.conv2d(F.relu(u), p[1].weight), 1, p[2].weight, p[2].bias, p[2].eps)
+        for u, p in zip((u1, u2), cell.post, strict=True)
     ]
     for got, want in zip(cell(z, x), expected, strict=True):
         assert torch.allclose(got, want, atol=1e-12)
@@ -168,6 +170,7 @@ def test_every_solver_reaches_the_same_equilibrium(solver):
         (lambda: MDEQCell((4,), groups=2, expansion=0), "`expansion` must be >= 1"),
         (lambda: MDEQ(3, 1), "`num_classes` must be >= 2"),
         (lambda: MDEQCell((4, 4), groups=2, init_std=-1.0), "`init_std` must be in"),
+        (lambda: MDEQCell((4, 4), groups=2, weight_norm="yes"), "`weight_norm` must be a bool"),
     ],
 )
 def test_bad_construction_one_clear_line(build, message):
@@ -195,3 +198,50 @@ def test_stem_downsample_halves_the_finest_scale_per_stride_2_layer():
         z = model.features(torch.randn(1, 3, 16, 16))
     assert [tuple(t.shape) for t in z] == [(1, 4, 4, 4), (1, 4, 2, 2)]
     assert [m.stride for m in model.stem if isinstance(m, torch.nn.Conv2d)] == [(2, 2), (2, 2)]
+
+
+def test_weight_norm_parametrises_the_authors_convolutions_as_g_v_over_norm_v():
+    torch.manual_seed(4)
+    cell = MDEQCell((4, 8), **TINY).double()
+    conv = cell.blocks[0].conv1
+    g, v = conv.parametrizations.weight.original0, conv.parametrizations.weight.original1
+    norms = v.flatten(1).norm(dim=1).view(-1, 1, 1, 1)
+    assert torch.allclose(conv.weight, g * v / norms, atol=1e-15)
+    assert torch.allclose(g, norms)  # g starts at ‖v‖: the same function as the plain weights
+    names = {n for n, _ in cell.named_parameters() if "original" in n}
+    assert len(names) == 2 * (2 * 2 + 2)  # W₁, W₂ per block and V_i per post-fusion: (g, v)
+    assert not any("fuse" in n for n in names)  # fusion convolutions stay plain (authors)
+    with torch.no_grad():
+        g.mul_(3.0)  # rescaling g rescales W, whatever v is
+    assert torch.allclose(conv.weight, 3 * norms * v / norms, atol=1e-14)
+
+
+def test_fold_weight_norm_keeps_the_function_and_leaves_plain_weights():
+    torch.manual_seed(5)
+    cell = MDEQCell((4, 8), **TINY).double()
+    with torch.no_grad():
+        for p in cell.parameters():
+            p.add_(0.1 * torch.randn_like(p))  # away from g = ‖v‖
+    z = [torch.randn(2, 4, 8, 8, dtype=torch.float64), torch.randn(2, 8, 4, 4, dtype=torch.float64)]
+    x = torch.randn(2, 4, 8, 8, dtype=torch.float64)
+    before = cell(z, x)
+    cell.fold_weight_norm()
+    assert not any("original" in n for n, _ in cell.named_parameters())
+    for a, b in zip(before, cell(z, x), strict=True):
+        assert torch.allclose(a, b, atol=1e-12)
+    plain = MDEQCell((4, 8), **TINY, weight_norm=False)
+    assert {n for n, _ in plain.named_parameters()} == {n for n, _ in cell.named_parameters()}
+
+
+def test_the_authors_initialisation_draws_convolutions_from_n_0_0_01():
+    torch.manual_seed(6)
+    model = MDEQ(3, 10, channels=(16, 16), expansion=5, groups=4)
+    weights = [m.weight.detach().flatten() for m in model.modules() if isinstance(m, nn.Conv2d)]
+    drawn = torch.cat(weights)  # every convolution, stem and fusion included
+    # Monte Carlo: n ≈ 3·10⁴ draws, the sample std within 3 % of 0.01 (its s.e. is 0.4 %)
+    assert drawn.numel() > 20_000 and abs(float(drawn.std()) - 0.01) < 3e-4
+    assert abs(float(drawn.mean())) < 3e-4
+    default = MDEQ(3, 10, channels=(16, 16), expansion=5, groups=4, init_std=None)
+    conv2 = default.cell.blocks[0].conv2.weight.detach()
+    assert float(conv2.std()) > 0.02  # PyTorch's default (fan-in 720): ≈ 0.0215
+

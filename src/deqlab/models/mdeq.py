@@ -16,14 +16,28 @@ cell ``f`` updates them all; the model takes the equilibrium across scales
 - **multiscale fusion** ``F_ij`` from scale ``j`` to ``i``: the identity for ``i = j``;
   up-sampling for ``j > i`` (1 × 1 convolution, GN, nearest up-sampling by ``2^{j−i}``);
   down-sampling for ``j < i`` (``i − j`` stride-2 3 × 3 convolutions with GN, ReLU between);
-- **post-fusion** ``post_i(u) = GN(V_i * ReLU(u))`` with ``V_i`` a 1 × 1 convolution.
+- **post-fusion** ``post_i(u) = GN(V_i * ReLU(u))`` with ``V_i`` a 1 × 1 convolution (its
+  GroupNorm with half the groups, as the authors' ``NUM_GROUPS // 2``).
+
+As in the authors' code (``lib/models/mdeq_core.py``, ``lib/models/mdeq.py`` of
+github.com/locuslab/mdeq): every convolution starts from ``N(0, 0.01²)`` (``init_std``), and
+``W₁``, ``W₂``, ``V_i`` are weight-normalised, ``W = g · v / ‖v‖`` per output filter (Salimans
+& Kingma 2016; ``g`` starts at ``‖v‖``, so the function at initialisation is unchanged and
+only the training dynamics differ). The cell is not a contraction: GroupNorm makes each
+branch scale-invariant in its input, so the Jacobian ``J_f`` has spectral radius about 2 at a
+random initialisation whatever the weight scale; the authors stop Broyden after a fixed
+budget (``F_THRES`` 18–30 iterations) rather than at a tolerance.
 
 The equilibrium is solved by any solver of :mod:`deqlab.solvers` (Picard, Anderson, Broyden)
 through :class:`deqlab.DEQ` on the tuple state, with the exact implicit gradient of
 :mod:`deqlab.implicit` (``u = g + J_fᵀu`` on the packed state). The head is ours (the
 authors' bottleneck head is larger): GN → global average pool at every scale, concatenated,
-→ linear. GroupNorm everywhere (the authors' stem has BatchNorm): the model is the same
-function in training and evaluation, which a loss surface needs.
+→ BatchNorm → linear. The pooled GroupNorm features vary little between images (std ≈ 0.03
+at initialisation), so without the BatchNorm (the authors' head ends in one too) Adam at lr
+1e-3 barely moves the logits in a few hundred steps. That BatchNorm keeps no running
+statistics: it normalises with the statistics of the batch it is given, in training and
+evaluation alike (a loss surface over fixed batches is then a fixed function of θ).
+GroupNorm everywhere else (the authors' stem has BatchNorm).
 """
 
 from __future__ import annotations
@@ -33,14 +47,18 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.utils import parametrizations, parametrize
 
-from deqlab._checks import check_int, check_positive, check_tensor
+from deqlab._checks import check_bool, check_int, check_positive, check_tensor
 from deqlab.implicit import DEQ, Backward
 from deqlab.solvers import Anderson, Solver
 
-#: Forward solver default, as :data:`deqlab.models.conv_deq.DEFAULT_SOLVER` (Anderson,
-#: tol 1e-2, 50 iterations, not raising): the thesis's Section 4.1.2 setting.
-DEFAULT_SOLVER = Anderson(tol=1e-2, max_iter=50, throw=False)
+#: Forward solver default: Anderson per sample (GroupNorm acts on each image alone), tol 1e-2
+#: as :data:`deqlab.models.conv_deq.DEFAULT_SOLVER` (the thesis's Section 4.1.2), at most 30
+#: iterations (the authors' largest Broyden budget, ``F_THRES``), not raising.
+DEFAULT_SOLVER = Anderson(tol=1e-2, max_iter=30, throw=False, per_sample=True)
+#: The authors' initialisation: every convolution weight ``N(0, 0.01²)``.
+INIT_STD = 0.01
 
 State = list[torch.Tensor]
 
@@ -98,8 +116,8 @@ class MDEQCell(nn.Module):
     """``f(z, x)`` of the module docstring; ``z`` a list of ``S`` tensors, ``x`` the finest-
     scale injection ``(B, channels[0], H, W)`` with ``H, W`` divisible by ``2^{S−1}``.
 
-    ``init_std``: the standard deviation of every convolution weight of the cell (None keeps
-    PyTorch's default initialisation).
+    ``init_std``: the standard deviation of every convolution weight (default the authors'
+    0.01; None keeps PyTorch's default). ``weight_norm``: weight-normalise ``W₁, W₂, V_i``.
     """
 
     def __init__(
@@ -108,7 +126,8 @@ class MDEQCell(nn.Module):
         *,
         expansion: int = 5,
         groups: int = 8,
-        init_std: float | None = None,
+        init_std: float | None = INIT_STD,
+        weight_norm: bool = True,
     ) -> None:
         super().__init__()
         groups = check_int("groups", groups, min_value=1)
@@ -126,15 +145,27 @@ class MDEQCell(nn.Module):
             for i in range(n)
         )  # fmt: skip
         self.post = nn.ModuleList(
-            nn.Sequential(nn.ReLU(), nn.Conv2d(ch, ch, 1, bias=False), nn.GroupNorm(groups, ch))
+            nn.Sequential(
+                nn.ReLU(), nn.Conv2d(ch, ch, 1, bias=False), nn.GroupNorm(max(groups // 2, 1), ch)
+            )
             for ch in c
         )
-        if init_std is not None:
-            std = check_positive("init_std", init_std)
-            with torch.no_grad():
-                for module in self.modules():
-                    if isinstance(module, nn.Conv2d):
-                        module.weight.normal_(0.0, std)
+        initialise(self, init_std)
+        if check_bool("weight_norm", weight_norm):
+            for conv in self.normalised_convs():
+                parametrizations.weight_norm(conv, dim=0)
+
+    def normalised_convs(self) -> list[nn.Conv2d]:
+        """``W₁, W₂`` of every block and ``V_i`` of every post-fusion (the authors' set)."""
+        convs = [conv for block in self.blocks for conv in (block.conv1, block.conv2)]
+        return convs + [post[1] for post in self.post]
+
+    def fold_weight_norm(self) -> None:
+        """Replace each ``(g, v)`` by the weight ``W = g v / ‖v‖`` it gives (same function):
+        the parameters are then the convolution weights themselves, as in a plain network."""
+        for conv in self.normalised_convs():
+            if parametrize.is_parametrized(conv, "weight"):
+                parametrize.remove_parametrizations(conv, "weight", leave_parametrized=True)
 
     @property
     def scales(self) -> int:
@@ -165,6 +196,19 @@ class MDEQCell(nn.Module):
         ]
 
 
+def initialise(module: nn.Module, std: float | None) -> None:
+    """Every convolution of ``module``: weight (and bias) ``N(0, std²)``; None: unchanged."""
+    if std is None:
+        return
+    std = check_positive("init_std", std)
+    with torch.no_grad():
+        for conv in module.modules():
+            if isinstance(conv, nn.Conv2d):
+                conv.weight.normal_(0.0, std)
+                if conv.bias is not None:
+                    conv.bias.normal_(0.0, std)
+
+
 def _stem(in_channels: int, channels: int, groups: int, downsample: int) -> nn.Sequential:
     """3 × 3 conv–GN–ReLU layers, ``downsample`` of them of stride 2 (at least one layer)."""
     layers: list[nn.Module] = []
@@ -181,8 +225,10 @@ class MDEQ(nn.Module):
     ``downsample``: stride-2 layers of the stem (Bai et al.'s ImageNet models use 2, their
     CIFAR-10 models 0), so the finest scale has ``H / 2^downsample`` rows.
 
-    ``solver`` defaults to :data:`DEFAULT_SOLVER`, ``backward`` to the exact implicit
-    gradient; ``deq.last_forward`` holds the latest solve's `Solution`.
+    ``init_std`` and ``weight_norm`` as :class:`MDEQCell` (``init_std`` also sets the stem's
+    convolutions, as the authors' ``init_weights``). ``solver`` defaults to
+    :data:`DEFAULT_SOLVER`, ``backward`` to the exact implicit gradient; ``deq.last_forward``
+    holds the latest solve's `Solution`.
     """
 
     def __init__(
@@ -193,19 +239,24 @@ class MDEQ(nn.Module):
         channels: Sequence[int] = (24, 24),
         expansion: int = 5,
         groups: int = 8,
-        init_std: float | None = None,
+        init_std: float | None = INIT_STD,
+        weight_norm: bool = True,
         downsample: int = 0,
         solver: Solver | None = None,
         backward: Backward | None = None,
     ) -> None:
         super().__init__()
         downsample = check_int("downsample", downsample, min_value=0)
-        cell = MDEQCell(channels, expansion=expansion, groups=groups, init_std=init_std)
+        cell = MDEQCell(
+            channels, expansion=expansion, groups=groups, init_std=init_std, weight_norm=weight_norm
+        )
         in_channels = check_int("in_channels", in_channels, min_value=1)
         num_classes = check_int("num_classes", num_classes, min_value=2)
         self.stem = _stem(in_channels, cell.channels[0], groups, downsample)
+        initialise(self.stem, init_std)
         self.deq = DEQ(cell, solver=DEFAULT_SOLVER if solver is None else solver, backward=backward)
         self.head_norms = nn.ModuleList(nn.GroupNorm(groups, c) for c in cell.channels)
+        self.head_batchnorm = nn.BatchNorm1d(sum(cell.channels), track_running_stats=False)
         self.classifier = nn.Linear(sum(cell.channels), num_classes)
 
     @property
@@ -228,4 +279,4 @@ class MDEQ(nn.Module):
         """Class logits ``(B, num_classes)`` for images ``(B, in_channels, H, W)``."""
         z = self.features(images)
         pooled = [norm(zs).mean(dim=(2, 3)) for norm, zs in zip(self.head_norms, z, strict=True)]
-        return self.classifier(torch.cat(pooled, dim=1))
+        return self.classifier(self.head_batchnorm(torch.cat(pooled, dim=1)))

@@ -11,7 +11,9 @@ with its location, measured on the grid surface ``Φ(α, β)``:
 Both are NOT MEASURED without a surface or when the model is not trained
 (:func:`deqlab.experiments.hieu2022.statements.untrained`): the thesis plots the surface of
 a trained MDEQ. Ours: the equilibrium at θ* is solved to the solver's tolerance on the
-evaluation images (otherwise the surface is that of a truncated solver, not of the DEQ).
+evaluation images (otherwise the surface is that of a truncated solver, not of the DEQ);
+its measured value is the residual after the last epoch, shown beside the one at
+initialisation (the residual rows trace it over training, and the figure plots it).
 """
 
 from __future__ import annotations
@@ -55,22 +57,26 @@ def flat_fraction(surface: LossSurface, delta: float) -> float:
     return float((surface.losses <= level(surface, delta)).double().mean())
 
 
-def _residual(rows: list[Row]) -> float | None:
-    found = [float(r["residual"]) for r in rows if r.get("residual") is not None]
-    return found[-1] if found else None
+def residuals(rows: list[Row]) -> dict[int, float]:
+    """The relative residual on the evaluation images after each epoch (0: at init)."""
+    return {int(r["epoch"]): float(r["residual"]) for r in rows
+            if r.get("residual") is not None}  # fmt: skip
 
 
 def _solved(config: MDEQLandscapeConfig, rows: list[Row]) -> Statement:
     name = "the equilibrium at θ* is solved on the evaluation images"
-    expected = f"relative residual ≤ tol = {config.tol:g} (max over batches)"
-    value = _residual(rows)
-    if value is None:
+    expected = f"relative residual ≤ tol = {config.tol:g} (max over images)"
+    trace = residuals(rows)
+    if not trace:
         return not_measured(name, Kind.OURS, OURS, expected=expected, why="no residual row")
+    value = trace[max(trace)]
     return measure(
         name, Kind.OURS, OURS, value=value, relation="<=", threshold=config.tol,
-        measured=f"{value:.3g}", expected=expected,
-        detail=f"Anderson, at most {config.max_iter} iterations: above tol the surface is the "
-        "truncated solver's, not the equilibrium's",
+        measured=f"{value:.3g} after epoch {max(trace)} ({trace[min(trace)]:.3g} at init)",
+        expected=expected,
+        detail=f"{config.solver}, per image, at most {config.max_iter} iterations (Bai et al. "
+        "stop Broyden after F_THRES = 18–30 steps without a tolerance); above tol the surface "
+        "is the truncated solver's, not the equilibrium's",
     )  # fmt: skip
 
 
@@ -104,7 +110,8 @@ def mdeq_statements(config: MDEQLandscapeConfig, rows: list[Row]) -> list[Statem
 def plot_mdeq_landscape(
     config: MDEQLandscapeConfig, rows: list[Row], directory: Path
 ) -> list[Path]:
-    """Contours (thick: the small-loss level; ×: local minima) and the 3-D surface."""
+    """Contours (thick: the small-loss level; ×: local minima), the 3-D surface, and the
+    solver's residual over training against tol."""
     import matplotlib.pyplot as plt
 
     from deqlab.report import figure_style, save_figure
@@ -114,8 +121,8 @@ def plot_mdeq_landscape(
         return []
     a, b, z = surface.alphas.numpy(), surface.betas.numpy(), surface.losses.T.numpy()
     with figure_style():
-        fig = plt.figure(figsize=(9.0, 4.2))
-        ax = fig.add_subplot(1, 2, 1)
+        fig = plt.figure(figsize=(13.0, 4.2))
+        ax = fig.add_subplot(1, 3, 1)
         ax.clabel(ax.contour(a, b, z, levels=15, linewidths=0.8), fontsize=6)
         flat = level(surface, config.flat_delta)
         if z.min() < flat < z.max():
@@ -125,9 +132,10 @@ def plot_mdeq_landscape(
         ax.plot([0], [0], marker="*", color="k", linestyle="", label="θ*")
         ax.set(xlabel=r"$\alpha$ (direction 1)", ylabel=r"$\beta$ (direction 2)")
         ax.legend(fontsize=7)
-        ax3 = fig.add_subplot(1, 2, 2, projection="3d")
+        ax3 = fig.add_subplot(1, 3, 2, projection="3d")
         ax3.plot_surface(*np.meshgrid(a, b), z, cmap="viridis", linewidth=0)
         ax3.set(xlabel=r"$\alpha$", ylabel=r"$\beta$", zlabel="loss")
+        _residual_panel(fig.add_subplot(1, 3, 3), config, rows)
         fig.suptitle(
             f"MDEQ, {config.dataset}: {config.n_train} training images, {config.epochs} "
             f"epoch(s); loss on {config.n_eval} held-out images, {config.grid}×{config.grid} "
@@ -135,3 +143,13 @@ def plot_mdeq_landscape(
             fontsize=9,
         )
         return save_figure(fig, directory, "mdeq-landscape")
+
+
+def _residual_panel(ax, config: MDEQLandscapeConfig, rows: list[Row]) -> None:
+    """The relative residual on the evaluation images per epoch (0: init), tol dashed."""
+    trace = residuals(rows)
+    ax.semilogy(list(trace), list(trace.values()), "o-", label=f"{config.solver}, "
+                f"≤ {config.max_iter} iterations")  # fmt: skip
+    ax.axhline(config.tol, color="k", linestyle="--", linewidth=1, label=f"tol {config.tol:g}")
+    ax.set(xlabel="epoch", ylabel="‖f(z) − z‖ / ‖f(z)‖ (max over images)")
+    ax.legend(fontsize=7)
