@@ -17,8 +17,10 @@ substitution; digits has one split, so its evaluation images are drawn from the 
 images with another seed). ``tiny`` uses the stand-in.
 
 Rows: ``model`` ("mdeq"), then training rows (``epoch``, ``train_loss``, ``train_acc``,
-``solver_steps``), surface rows (``alpha``, ``beta``, ``loss``) and one row with the
-solver's relative residual at θ* on the evaluation images (``residual``).
+``solver_steps``), residual rows (``epoch``, ``residual``: the solver's largest relative
+residual on the evaluation images at initialisation, ``epoch`` 0, and after every epoch)
+and surface rows (``alpha``, ``beta``, ``loss``; over the convolution weights, the weight
+normalisation folded in).
 """
 
 from __future__ import annotations
@@ -194,7 +196,7 @@ class Hieu2022LandscapeMDEQ(Experiment):
     Config = MDEQLandscapeConfig
     presets: ClassVar = {
         "tiny": {"dataset": "digits", "classes": 10, "n_train": 40, "n_eval": 20,
-                 "image_size": 16, "channels": (4, 4), "expansion": 1, "groups": 2,
+                 "image_size": 8, "channels": (4, 4), "expansion": 1, "groups": 2,
                  "downsample": 0, "epochs": 1, "batch_size": 20, "max_iter": 8, "grid": 3},
         "quick": {"dataset": "cifar10", "classes": 10, "n_train": 1000, "n_eval": 200,
                   "image_size": 32, "channels": (8, 16), "expansion": 2, "groups": 4,
@@ -217,7 +219,8 @@ class Hieu2022LandscapeMDEQ(Experiment):
         "epoch": "training epoch (training rows)",
         "train_loss": "mean cross-entropy of the epoch (training rows)",
         "solver_steps": "mean forward solver steps per batch of the epoch (training rows)",
-        "residual": "the solver's relative residual at θ* on the held-out images",
+        "residual": "the solver's largest relative residual on the held-out images after the "
+        "epoch (epoch 0: at initialisation)",
     }
     default_checkpoint_every = 1
 
