@@ -14,8 +14,10 @@ from deqlab.landscape import (
     loss_surface,
     snake_order,
 )
-from deqlab.models.conv_deq import ConvDEQ
-from deqlab.solvers import Anderson
+from deqlab.landscape_batch import solve_points
+from deqlab.models import MDEQ
+from deqlab.models.conv_deq import ConvDEQ, WeightTiedConvNet
+from deqlab.solvers import Anderson, Broyden
 
 
 def small_net():
@@ -184,3 +186,67 @@ def test_bad_input():
         )
     with pytest.raises(ValueError, match="`batches` must hold at least one"):
         dataset_loss(nn.functional.mse_loss, [])
+
+
+def _two_batch_loss(n=6):
+    x = torch.rand(n, 1, 6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    y = torch.arange(n) % 3
+    return dataset_loss(nn.functional.cross_entropy, [(x[:4], y[:4]), (x[4:], y[4:])])
+
+
+def test_batched_surface_equals_point_by_point_solves_within_the_tolerance():
+    """Rows of 2, 2 and 1 points, one vmapped cell each; every solve stops on its own."""
+    net = _float64_deq(tol=1e-12)
+    loss = _two_batch_loss()
+    kwargs = {"steps": 5, "span": 0.1, "generator": torch.Generator().manual_seed(2),
+              "progress": False}  # fmt: skip
+    cold = loss_surface(net, loss, warm_start=False, **kwargs)
+    batched = loss_surface(net, loss, directions=cold.directions, batch=2, **kwargs)
+    assert torch.allclose(batched.losses, cold.losses, rtol=1e-9, atol=0)
+    assert torch.equal(batched.solver_steps[0], cold.solver_steps[0])  # row 0: cold, alike
+    assert int(batched.solver_steps[1:].sum()) < int(cold.solver_steps[1:].sum())  # warm
+
+
+def test_batched_surface_of_the_weight_tied_net_is_the_point_by_point_one():
+    torch.manual_seed(0)
+    net = WeightTiedConvNet(4, 1, 3, channels=4, inner_channels=4, groups=2).double()
+    loss = _two_batch_loss()
+    kwargs = {"steps": 4, "generator": torch.Generator().manual_seed(3), "progress": False}
+    pointwise = loss_surface(net, loss, **kwargs)
+    batched = loss_surface(net, loss, directions=pointwise.directions, batch=3, **kwargs)
+    assert torch.allclose(batched.losses, pointwise.losses, rtol=1e-12, atol=0)
+    assert int(batched.solver_steps.sum()) == 0
+
+
+@pytest.mark.parametrize("solver", [Anderson(tol=1e-11, per_sample=True), Broyden(tol=1e-11)])
+def test_solve_points_repeats_each_points_own_solve(solver):
+    """z_p = tanh(W_p z_p + b_p) for 3 points of 2 samples: each point's iterates, stopping
+    step and answer are those of `solver` run on that point alone."""
+    gen = torch.Generator().manual_seed(0)
+    W = 0.6 * torch.randn(3, 5, 5, dtype=torch.float64, generator=gen) / math.sqrt(5)
+    W[0] *= 0.1  # a fast point: stops first and is frozen while the others go on
+    b = torch.randn(3, 2, 5, dtype=torch.float64, generator=gen)
+    evaluated = torch.zeros(3, dtype=torch.int64)
+
+    def f(z, index):
+        evaluated[index] += 1
+        return torch.tanh(z @ W[index].transpose(1, 2) + b[index])
+
+    z, steps = solve_points(solver, f, torch.zeros(3, 2, 5, dtype=torch.float64))
+    assert torch.equal(steps, evaluated)
+    for p in range(3):
+        alone = solver(lambda zp, p=p: torch.tanh(zp @ W[p].T + b[p]), torch.zeros(2, 5).double())
+        assert int(steps[p]) == alone.n_steps
+        assert torch.allclose(z[p], alone.z, rtol=0, atol=1e-13)
+    assert len(set(steps.tolist())) > 1
+
+
+def test_batched_surface_bad_input():
+    net = small_net()
+    with pytest.raises(ValueError, match="`batch` must be >= 1"):
+        loss_surface(net, lambda m: 0.0, batch=0)
+    with pytest.raises(TypeError, match=r"`loss_fn` must come from dataset_loss"):
+        loss_surface(net, lambda m: 0.0, batch=2)
+    mdeq = MDEQ(1, 3, channels=(4, 4), groups=2)
+    with pytest.raises(ValueError, match="`batch` needs a module without a DEQ or a"):
+        loss_surface(mdeq, _two_batch_loss(), batch=2)

@@ -16,6 +16,10 @@ neighbour (ours: ``z*(θ)`` is continuous in θ where the solve is stable, so th
 already close; the fixed point, hence the loss, is the same within the solver tolerance).
 A solve that stops at its ``max_iter`` without converging returns an iterate that depends
 on its start, so its loss then depends on the walk: check ``LossSurface.solver_steps``.
+
+With ``batch=P`` the grid is walked row by row instead, ``P`` points of a row at a time
+(:mod:`deqlab.landscape_batch`: one vmapped evaluation of the cell for all of them), each
+DEQ solve warm-started from the equilibrium of the point above it in the previous row.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from torch import nn
 
 from deqlab._checks import check_bool, check_int, check_positive, check_real
 from deqlab.implicit import DEQ
+from deqlab.landscape_batch import batched_logits, check_batchable, stacked_parameters
 
 Directions = dict[str, torch.Tensor]
 LossFn = Callable[[nn.Module], torch.Tensor | float]
@@ -194,46 +199,115 @@ def loss_surface(
     span: float = 1.0,
     generator: torch.Generator | None = None,
     warm_start: bool = True,
+    batch: int | None = None,
     progress: bool = True,
 ) -> LossSurface:
     """Evaluate ``L(θ* + α d₁ + β d₂)`` on a ``steps × steps`` grid over ``[−span, span]²``.
 
     ``directions`` defaults to two independent :func:`filter_normalized_direction` draws.
-    The grid is walked in :func:`snake_order`; with ``warm_start`` each DEQ solve starts
-    from the previous (adjacent) point's equilibrium (:class:`WarmStarts`), else from the
-    DEQ's default ``z0``. The parameters are moved in place under ``torch.no_grad`` and
-    restored exactly afterwards (also when ``loss_fn`` raises). ``progress``: a rich bar.
+    ``batch=None``: point by point in :func:`snake_order`; with ``warm_start`` each DEQ
+    solve starts from the previous (adjacent) point's equilibrium (:class:`WarmStarts`),
+    else from the DEQ's default ``z0``; the parameters are moved in place under
+    ``torch.no_grad`` and restored exactly afterwards (also when ``loss_fn`` raises).
+    ``batch=P``: ``P`` points of a grid row at a time (:mod:`deqlab.landscape_batch`), the
+    parameters left untouched; needs ``loss_fn`` from :func:`dataset_loss` and a module
+    :func:`~deqlab.landscape_batch.check_batchable` accepts. ``progress``: a rich bar.
     """
     module = _check_module(module)
     if not callable(loss_fn):
         raise TypeError(f"`loss_fn` must be callable as loss_fn(module); got {loss_fn!r}")
     steps = check_int("steps", steps, min_value=2)
     span = check_positive("span", span)
-    d1, d2 = _pair(module, directions, generator)
-    params = dict(module.named_parameters())
-    center = {k: p.detach().clone() for k, p in params.items()}
+    if batch is not None:
+        _check_batch(module, loss_fn, batch)
+    pair = _pair(module, directions, generator)
     grid = torch.linspace(-span, span, steps, dtype=torch.float64)
-    losses = torch.empty(steps, steps, dtype=torch.float64)
-    counts = torch.zeros(steps, steps, dtype=torch.int64)
+    with torch.no_grad(), Progress(transient=True, disable=not progress) as bar:
+        task = bar.add_task("loss surface", total=steps * steps)
+        advance = lambda n: bar.advance(task, n)  # noqa: E731
+        if batch is None:
+            losses, counts = _pointwise_grid(module, loss_fn, grid, pair, warm_start, advance)
+        else:
+            losses, counts = _batched_grid(module, loss_fn, grid, pair, batch, advance)
+    return LossSurface(grid, grid.clone(), losses, pair, counts)
+
+
+def _check_batch(module: nn.Module, loss_fn: object, batch: object) -> None:
+    check_int("batch", batch, min_value=1)
+    if not isinstance(loss_fn, DatasetLoss):
+        raise TypeError(
+            f"`loss_fn` must come from dataset_loss(criterion, batches) when `batch` is given; "
+            f"got {type(loss_fn).__name__}"
+        )
+    check_batchable(module)
+
+
+def _pointwise_grid(module, loss_fn, grid, pair, warm_start, advance):
+    """Losses and solver evaluations ``(s, s)``, one point at a time in snake order."""
+    (d1, d2), params = pair, dict(module.named_parameters())
+    center = {k: p.detach().clone() for k, p in params.items()}
+    losses = torch.empty(len(grid), len(grid), dtype=torch.float64)
+    counts = torch.zeros(len(grid), len(grid), dtype=torch.int64)
     try:
-        with (
-            torch.no_grad(),
-            WarmStarts(module, enabled=warm_start) as starts,
-            Progress(transient=True, disable=not progress) as bar,
-        ):
-            task = bar.add_task("loss surface", total=steps * steps)
-            for i, j in snake_order(steps):
+        with WarmStarts(module, enabled=warm_start) as starts:
+            for i, j in snake_order(len(grid)):
                 for k, p in params.items():
                     p.copy_(center[k] + float(grid[i]) * d1[k] + float(grid[j]) * d2[k])
                 starts.next_point()
                 losses[i, j] = float(loss_fn(module))
                 counts[i, j] = starts.steps
-                bar.advance(task)
+                advance(1)
     finally:
+        for k, p in params.items():
+            p.copy_(center[k])
+    return losses, counts
+
+
+def _batched_grid(module, loss_fn, grid, pair, batch, advance):
+    """Losses and solver evaluations ``(s, s)``, ``batch`` points of a row at a time; each
+    DEQ solve starts from the equilibrium of the same column in the previous row."""
+    center = {k: p.detach() for k, p in module.named_parameters()}
+    losses = torch.empty(len(grid), len(grid), dtype=torch.float64)
+    counts = torch.zeros(len(grid), len(grid), dtype=torch.int64)
+    starts: dict[int, list] = {}  # first column of a chunk -> equilibria per data batch
+    for i in range(len(grid)):
+        for j in range(0, len(grid), batch):
+            cols = slice(j, j + batch)
+            params = stacked_parameters(center, *pair, float(grid[i]), grid[cols])
+            losses[i, cols], counts[i, cols], starts[j] = loss_fn.batched(
+                module, params, starts.get(j)
+            )
+            advance(len(grid[cols]))
+    return losses, counts
+
+
+class DatasetLoss:
+    """``loss(module)``: the mean of ``criterion(module(x), y)`` over all samples of ``data``
+    (batches weighted by their size); :meth:`batched` does the same at stacked parameters."""
+
+    def __init__(self, criterion: Callable, data: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        self.criterion, self.data = criterion, data
+        self.total = sum(len(x) for x, _ in data)
+
+    def __call__(self, module: nn.Module) -> float:
         with torch.no_grad():
-            for k, p in params.items():
-                p.copy_(center[k])
-    return LossSurface(grid, grid.clone(), losses, (d1, d2), counts)
+            return (
+                sum(float(self.criterion(module(x), y)) * len(x) for x, y in self.data) / self.total
+            )
+
+    def batched(self, module: nn.Module, params: dict, starts: list | None) -> tuple:
+        """Losses ``(P,)``, solver evaluations ``(P,)`` and the equilibria per data batch
+        at the stacked ``params`` ``(P, …)``; ``starts``: the DEQ's first iterates per batch."""
+        points = next(iter(params.values())).shape[0]
+        losses = torch.zeros(points, dtype=torch.float64)
+        counts = torch.zeros(points, dtype=torch.int64)
+        ends = []
+        for k, (x, y) in enumerate(self.data):
+            out, z, steps = batched_logits(module, params, x, None if starts is None else starts[k])
+            losses += torch.tensor([float(self.criterion(o, y)) for o in out]) * len(x)
+            counts += steps
+            ends.append(z)
+        return losses / self.total, counts, ends
 
 
 def dataset_loss(
@@ -250,10 +324,4 @@ def dataset_loss(
     data = list(batches)
     if not data:
         raise ValueError("`batches` must hold at least one (x, y) batch; got none")
-    total = sum(len(x) for x, _ in data)
-
-    def loss_fn(module: nn.Module) -> float:
-        with torch.no_grad():
-            return sum(float(criterion(module(x), y)) * len(x) for x, y in data) / total
-
-    return loss_fn
+    return DatasetLoss(criterion, data)
