@@ -1,27 +1,31 @@
-"""Loss surface of the conv DEQ: warm-started snake-order grid vs cold point-by-point solves.
+"""Loss surface of the conv DEQ: cold and warm-started point by point, and batched + warm.
 
 The same model, data, directions and grid, in the same process: ``loss_surface`` with
-``warm_start=True`` (each Anderson solve starts from the adjacent grid point's equilibrium)
-against ``warm_start=False`` (every solve from ``z = 0``, as before). Reports the wall time,
-the forward-solver evaluations of ``f`` over the grid, their ratios, and the largest
-difference of the two surfaces relative to the loss (bounded by the solver tolerance).
+``warm_start=False`` (every solve from ``z = 0``), ``warm_start=True`` (snake order, each
+Anderson solve from the adjacent point's equilibrium) and ``batch=--batch`` (that many
+points of a grid row per vmapped cell evaluation, each solve from the equilibrium of the
+point above). Reports the wall time, the forward-solver evaluations of ``f`` over the grid,
+the speed-ups over the cold grid, and the largest difference of each surface from the cold
+one relative to the loss (bounded by the solver tolerance where the equilibrium is unique).
 
 The model is :class:`deqlab.models.ConvDEQ` at the ``hieu2022-landscape`` quick sizes
 (channels 8, Anderson tol 1e-3, max_iter 30), trained for ``--train-steps`` Adam steps on
 random images so that its equilibria are not trivial.
 
-Run: ``python benchmarks/bench_landscape.py [--grid 11] [--images 100] [--device cuda]``.
+Run: ``python benchmarks/bench_landscape.py [--grid 11] [--images 100] [--batch 11]
+[--device cuda]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
 from torch.nn import functional as F
 
-from deqlab.landscape import loss_surface
+from deqlab.landscape import dataset_loss, loss_surface
 from deqlab.models.conv_deq import ConvDEQ
 from deqlab.solvers import Anderson
 
@@ -38,11 +42,11 @@ def trained_model(args: argparse.Namespace, x: torch.Tensor, y: torch.Tensor) ->
     return model.eval()
 
 
-def surface(model: ConvDEQ, x, y, args: argparse.Namespace, warm: bool):
+def surface(model: ConvDEQ, x, y, args: argparse.Namespace, **method):
     start = time.perf_counter()
     found = loss_surface(
-        model, lambda net: F.cross_entropy(net(x), y), steps=args.grid,
-        generator=torch.Generator().manual_seed(1), warm_start=warm, progress=False,
+        model, dataset_loss(F.cross_entropy, [(x, y)]), steps=args.grid,
+        generator=torch.Generator().manual_seed(1), progress=False, **method,
     )  # fmt: skip
     if x.device.type == "cuda":
         torch.cuda.synchronize()
@@ -53,6 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grid", type=int, default=11)
     parser.add_argument("--images", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=11)
     parser.add_argument("--train-steps", type=int, default=20)
     parser.add_argument("--tol", type=float, default=1e-3)
     parser.add_argument("--max-iter", type=int, default=30)
@@ -62,22 +67,22 @@ def main() -> None:
     x = torch.rand(args.images, 1, 28, 28, generator=gen).to(args.device)
     y = torch.randint(0, 10, (args.images,), generator=gen).to(args.device)
     model = trained_model(args, x, y)
-    cold, cold_s = surface(model, x, y, args, warm=False)
-    warm, warm_s = surface(model, x, y, args, warm=True)
-    steps = {
-        "cold (z = 0)": int(cold.solver_steps.sum()),
-        "warm (snake)": int(warm.solver_steps.sum()),
+    methods = {
+        "cold (z = 0)": {"warm_start": False},
+        "warm (snake)": {"warm_start": True},
+        f"batch {args.batch} + warm": {"batch": args.batch},
     }
-    print(f"conv DEQ, {args.grid}×{args.grid} grid, {args.images} images, tol {args.tol:g}")
-    print(
-        f"{'grid evaluation':<16}{'f evals':>10}{'per point':>11}{'time (s)':>10}{'speed-up':>10}"
-    )
-    for (name, count), seconds in zip(steps.items(), (cold_s, warm_s), strict=True):
-        print(f"{name:<16}{count:>10}{count / args.grid**2:>11.1f}{seconds:>10.2f}"
-              f"{cold_s / seconds:>9.2f}x")  # fmt: skip
-    saved = 1 - steps["warm (snake)"] / steps["cold (z = 0)"]
-    gap = float(((warm.losses - cold.losses).abs() / cold.losses.abs()).max())
-    print(f"solver evaluations saved: {saved:.0%}; max relative loss difference {gap:.1e}")
+    found = {name: surface(model, x, y, args, **kw) for name, kw in methods.items()}
+    (cold, cold_s), load = found["cold (z = 0)"], os.getloadavg()[0]
+    print(f"conv DEQ, {args.grid}×{args.grid} grid, {args.images} images, tol {args.tol:g}, "
+          f"load average {load:.1f}")  # fmt: skip
+    print(f"{'grid evaluation':<20}{'f evals':>9}{'per point':>11}{'time (s)':>10}"
+          f"{'speed-up':>10}{'max rel. diff':>15}")  # fmt: skip
+    for name, (s, seconds) in found.items():
+        count = int(s.solver_steps.sum())
+        gap = float(((s.losses - cold.losses).abs() / cold.losses.abs()).max())
+        print(f"{name:<20}{count:>9}{count / args.grid**2:>11.1f}{seconds:>10.2f}"
+              f"{cold_s / seconds:>9.2f}x{gap:>15.1e}")  # fmt: skip
 
 
 if __name__ == "__main__":

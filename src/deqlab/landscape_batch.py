@@ -36,7 +36,9 @@ def stacked_parameters(
     """``θ* + α d₁ + β_p d₂`` for every ``β_p`` of ``betas`` ``(P,)``: entries ``(P, …)``."""
     shape = (-1,) + (1,) * 8
     return {
-        k: center[k] + alpha * d1[k] + betas.reshape(shape[: center[k].ndim + 1]) * d2[k]
+        k: center[k]
+        + alpha * d1[k]
+        + betas.to(center[k]).reshape(shape[: center[k].ndim + 1]) * d2[k]
         for k in center
     }
 
