@@ -13,15 +13,7 @@ from deqlab.solvers import Picard, SolverError, Status
 from deqlab.theory.ling2023 import lemma2_gradients
 from deqlab.train.relu_deq.cost import ProductCount
 from deqlab.train.relu_deq.product_cache import ProductCache, mask_flips
-
-
-def _problem(m=12, d=5, n=6, seed=1):
-    model = ReLUDEQ.init(d, m, seed=seed)
-    gen = torch.Generator().manual_seed(seed + 100)
-    X = torch.randn(d, n, generator=gen, dtype=torch.float64)
-    X = X / X.norm(dim=0) * d**0.5  # Assumption 2 (i): ‖x_i‖ = √d
-    y = torch.randn(n, generator=gen, dtype=torch.float64)
-    return model, X, y
+from helpers import relu_problem
 
 
 def _rel(a, b):
@@ -63,7 +55,7 @@ def test_float32_and_device_are_honoured():
 
 
 def test_bad_inputs_are_rejected():
-    model, X, y = _problem()
+    model, X, y = relu_problem(data_seed=101)
     with pytest.raises(ValueError, match=r"`X` must have shape \(d, n\) with d == U.shape\[1\]"):
         model.equilibrium(X.T)
     with pytest.raises(ValueError, match=r"`y` must have shape \(n,\) with n == X.shape\[1\]"):
@@ -85,7 +77,7 @@ def test_bad_inputs_are_rejected():
 
 
 def test_equilibrium_solves_eq2_and_warm_start_costs_no_product():
-    model, X, _ = _problem()
+    model, X, _ = relu_problem(data_seed=101)
     sol = model.equilibrium(X, tol=1e-13)
     # Z0 = 0: the first product is free; converged columns drop out of later products
     assert sol.converged and sol.n_steps / 2 < sol.n_products < sol.n_steps - 1
@@ -96,7 +88,7 @@ def test_equilibrium_solves_eq2_and_warm_start_costs_no_product():
 
 
 def test_solver_failure_raises_with_message():
-    model, X, y = _problem()
+    model, X, y = relu_problem(data_seed=101)
     sol = model.equilibrium(X, tol=1e-14, max_iter=2)
     assert not sol.converged and sol.status is Status.MAX_STEPS and sol.n_steps == 2
     assert len(sol.residuals) == 2 and sol.residual == sol.residuals[-1] > 1e-14
@@ -119,7 +111,7 @@ def test_remask_product_equals_the_direct_product():
 
 
 def test_gradient_matches_generic_fixed_point_autograd():
-    model, X, y = _problem()
+    model, X, y = relu_problem(data_seed=101)
     ours = model.gradients(X, y, tol=1e-13)
     Z = fixed_point(
         lambda Z: model.layer(Z, X),
@@ -135,7 +127,7 @@ def test_gradient_matches_generic_fixed_point_autograd():
 
 
 def test_gradient_matches_lemma2_closed_form():
-    model, X, y = _problem()
+    model, X, y = relu_problem(data_seed=101)
     ours = model.gradients(X, y, tol=1e-13)
     for got, want in zip(
         (ours.W, ours.U, ours.a), lemma2_gradients(model, X, y, ours.forward.Z), strict=True
@@ -144,7 +136,7 @@ def test_gradient_matches_lemma2_closed_form():
 
 
 def test_gradient_matches_central_finite_differences():
-    model, X, y = _problem()
+    model, X, y = relu_problem(data_seed=101)
     ours = model.gradients(X, y, tol=1e-14)
     gen = torch.Generator().manual_seed(7)
     directions = [torch.randn(p.shape, generator=gen, dtype=p.dtype) for p in model.parameters()]
@@ -167,7 +159,7 @@ def test_gradient_matches_central_finite_differences():
 
 
 def test_forward_is_the_differentiable_prediction():
-    model, X, y = _problem()
+    model, X, y = relu_problem(data_seed=101)
     y_hat = model(X)
     assert y_hat.requires_grad and y_hat.shape == (X.shape[1],)
     torch.testing.assert_close(

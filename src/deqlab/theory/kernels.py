@@ -35,8 +35,8 @@ from deqlab._checks import check_int, check_real, check_tensor
 from deqlab.models.relu_deq import SIGMA_W2_LIMIT
 
 __all__ = [
-    "AssumptionWarning",
     "BLOCK_ENTRIES",
+    "AssumptionWarning",
     "LeastEigenvalue",
     "arccos_q",
     "arccos_q_derivative",
