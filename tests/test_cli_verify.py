@@ -219,8 +219,26 @@ def test_the_readme_lists_every_option_of_verify():
 def test_delm_training_puts_the_time_to_epsilon_beside_the_run(tmp_path):
     """ε above L₀ − L*: T_ε = 0 (Eq. (10)), ε holds from step 0, so the theorem is checked
     at every step and passes; the JSON carries both times, the page marks them."""
-    doc = parsed(invoke("verify", "--dataset", "sphere", "--n", "6", "--d", "4", "--model",
-                        "delm", "--train", "2", "--epsilon", "1e9", "--out", tmp_path, "--json"))
+    doc = parsed(
+        invoke(
+            "verify",
+            "--dataset",
+            "sphere",
+            "--n",
+            "6",
+            "--d",
+            "4",
+            "--model",
+            "delm",
+            "--train",
+            "2",
+            "--epsilon",
+            "1e9",
+            "--out",
+            tmp_path,
+            "--json",
+        )
+    )
     t, k = doc["training"], doc["numbers"]
     assert t["epsilon"] == 1e9 and t["time_to_epsilon"] == {"predicted": 0.0, "measured": 0.0}
     assert k["time_to_epsilon"]["guaranteed"] == 0.0

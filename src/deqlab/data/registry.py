@@ -61,7 +61,6 @@ _IDX_FILES = {
 }
 
 
-
 @dataclass(frozen=True)
 class ManualDataset:
     """A data set deqlab reads but cannot download (it needs registration): where to get it,
@@ -98,6 +97,7 @@ def locate_manual(name: str, data_dir: str | os.PathLike[str] | None = None) -> 
         f"data set {name!r} not found: expected {where}/ holding {entry.layout}; get "
         f"{entry.source} and set DEQLAB_DATA to the directory holding {name}/; {entry.needs}"
     )
+
 
 def n_classes(name: str) -> int:
     """Number of classes of image data set ``name`` (labels lie in 0..n_classes-1)."""

@@ -356,8 +356,13 @@ def train_statements(init: DELMInit, run: DELMTraining,
         equation=accuracy_equation(loss.name, loss.tau, loss.radius),
         eps_rel=epsilon_for(init, epsilon) / _gap_or_one(init),
     )  # fmt: skip
-    return [*guards, *positive, *checks,
-            lambda_bound_check(runs, guards, m=init.m, gamma=init.gamma), time_check]
+    return [
+        *guards,
+        *positive,
+        *checks,
+        lambda_bound_check(runs, guards, m=init.m, gamma=init.gamma),
+        time_check,
+    ]
 
 
 def measured_time_to_epsilon(run: DELMTraining, epsilon: float) -> float | None:

@@ -342,8 +342,11 @@ def _accuracy_time(
     times = [(int(r["step"]) * lr, (float(r["loss"]) - loss_star) / eps) for r in rows]
     hit = next((t for t, ratio in times if ratio <= 1.0), None)
     ratios = [(ratio, t) for t, ratio in times if t >= t_eps]
-    hit_text = "not reached" if hit is None else f"{hit:.4g}" + (
-        f" = {hit / t_eps:.3g} × T_ε" if t_eps > 0 else "")  # T_ε = 0 when ε ≥ L₀ − L*
+    hit_text = (
+        "not reached"
+        if hit is None
+        else f"{hit:.4g}" + (f" = {hit / t_eps:.3g} × T_ε" if t_eps > 0 else "")
+    )  # T_ε = 0 when ε ≥ L₀ − L*
     say = f"{key}: T_ε = {t_eps:.4g}, measured time to ε {hit_text}, last T = {times[-1][0]:.4g}"
     if not ratios:
         return None, "", say, ""
