@@ -61,7 +61,7 @@ def flow_trace(config: GradFlowConfig, coarse: list[Row], fine: list[Row]) -> Fl
     """The two runs of one width at the times they share (every other step of ``fine``)."""
     fine_at = {int(r["step"]): r for r in fine}
     shared = [(r, fine_at[2 * int(r["step"])]) for r in coarse if 2 * int(r["step"]) in fine_at]
-    probes = [r for r in fine if "sigma_min" in r]
+    probes = [r for r in fine if r.get("sigma_min") is not None]
     first = coarse[0]
     return FlowTrace(
         width=int(first["width"]),
@@ -77,7 +77,7 @@ def flow_trace(config: GradFlowConfig, coarse: list[Row], fine: list[Row]) -> Fl
 
 
 def _probe_statements(config: GradFlowConfig, width: int, coarse: list[Row]) -> list[Statement]:
-    probes = [r for r in coarse if "prop4_err_h" in r]
+    probes = [r for r in coarse if r.get("prop4_err_h") is not None]
     column = {k: [float(r[k]) for r in probes] for k in
               ("prop4_err_extrap", "prop4_err_h", "prop4_err_h2", "kernel_lambda_min",
                "sigma_min")}  # fmt: skip
@@ -124,7 +124,7 @@ def plot_gradflow(config: GradFlowConfig, rows: list[Row], directory: Path) -> l
         fig, (ax_loss, ax_prop, ax_margin) = plt.subplots(1, 3, figsize=(13, 4.4))
         for (width, group), color in zip(groups.items(), colors, strict=True):
             _plot_losses(ax_loss, group, color, width)
-            coarse = [r for r in group.get(0, []) if "prop4_err_h" in r]
+            coarse = [r for r in group.get(0, []) if r.get("prop4_err_h") is not None]
             t = [float(r["t"]) for r in coarse]
             ax_prop.semilogy(t, [float(r["prop4_err_h"]) for r in coarse], color=color,
                              marker="o", label=f"n = {width}, step h")  # fmt: skip
@@ -172,7 +172,7 @@ def _plot_margins(ax, groups: dict[int, dict[int, list[Row]]]) -> None:
 def _worst_lemma_margin(group: dict[int, list[Row]], key: str) -> float:
     """``min rhs/lhs`` over the probes of both runs (≥ 1 when the lemma held throughout)."""
     ratios = [float(r[f"{key}_rhs"]) / float(r[f"{key}_lhs"]) for g in group.values() for r in g
-              if f"{key}_lhs" in r and float(r[f"{key}_lhs"]) > 0]  # fmt: skip
+              if r.get(f"{key}_lhs") is not None and float(r[f"{key}_lhs"]) > 0]  # fmt: skip
     return min(ratios, default=math.nan)
 
 

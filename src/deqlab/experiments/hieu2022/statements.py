@@ -320,11 +320,13 @@ def lemma_check(
 
 def lemma_statements(rows: Sequence[Mapping[str, object]], *, run: str) -> list[Statement]:
     """:func:`lemma_check` of each lemma at each width, from rows with ``width`` and the
-    columns ``<key>_lhs`` / ``<key>_rhs`` (rows without them are not measured steps)."""
+    columns ``<key>_lhs`` / ``<key>_rhs`` (rows without them, or with None there — a table
+    of rows holds every column — are not measured steps)."""
     widths = sorted({int(r["width"]) for r in rows})
     out = []
     for width, key in itertools.product(widths, LEMMAS):
-        have = [r for r in rows if int(r["width"]) == width and f"{key}_lhs" in r]
+        have = [r for r in rows
+                if int(r["width"]) == width and r.get(f"{key}_lhs") is not None]  # fmt: skip
         lhs = [float(r[f"{key}_lhs"]) for r in have]
         out.append(lemma_check(key, lhs, [float(r[f"{key}_rhs"]) for r in have], width=width,
                                run=run))  # fmt: skip
