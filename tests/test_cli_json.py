@@ -100,6 +100,8 @@ def test_list_json_names_presets_and_data_sets_per_preset():
                 assert isinstance(s["present"], bool)
                 if s["name"] in ("sphere", "digits"):
                     assert s["present"]  # generated / bundled: always here
+                elif not s["present"] and s["name"] == "imagenet":  # manual: no download
+                    assert s["fetch"] is None and "image-net.org" in s["detail"]
                 elif not s["present"]:
                     assert s["fetch"] == f"deqlab data fetch {s['name']}"
 
