@@ -244,4 +244,3 @@ def test_the_authors_initialisation_draws_convolutions_from_n_0_0_01():
     default = MDEQ(3, 10, channels=(16, 16), expansion=5, groups=4, init_std=None)
     conv2 = default.cell.blocks[0].conv2.weight.detach()
     assert float(conv2.std()) > 0.02  # PyTorch's default (fan-in 720): ≈ 0.0215
-
