@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from deqlab.cli import app
 from deqlab.data import catalog, get_dataset, write_idx
+from deqlab.data.registry import MANUAL_DATASETS
 from deqlab.experiments.registry import experiment_names
 from deqlab.theory import least_eigenvalue, population_gram
 from test_runs_store import LeastSquaresGD  # registers the test experiment
@@ -100,8 +101,8 @@ def test_list_json_names_presets_and_data_sets_per_preset():
                 assert isinstance(s["present"], bool)
                 if s["name"] in ("sphere", "digits"):
                     assert s["present"]  # generated / bundled: always here
-                elif not s["present"] and s["name"] == "imagenet":  # manual: no download
-                    assert s["fetch"] is None and "image-net.org" in s["detail"]
+                elif not s["present"] and s["name"] in MANUAL_DATASETS:  # no download
+                    assert s["fetch"] is None and MANUAL_DATASETS[s["name"]].source in s["detail"]
                 elif not s["present"]:
                     assert s["fetch"] == f"deqlab data fetch {s['name']}"
 
