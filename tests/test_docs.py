@@ -1,11 +1,15 @@
-"""The documentation runs: every ```python block of the README and docs/ executes as written.
+"""The documentation runs, and prints what it says it prints.
 
-Each block runs in a fresh interpreter (``python -c``) from a temporary directory, so a block
-that writes results leaves nothing behind and cannot lean on the test session's state.
+Every ```python block of the README and docs/ executes as written, each in a fresh
+interpreter (``python -c``) from a temporary directory, so a block that writes results
+leaves nothing behind and cannot lean on the test session's state. A one-line ``print(...)``
+with a trailing comment states its output: ``print(x)  # 0.18 True`` must print ``0.18``
+(to the digits shown) and ``True``; ``...`` in the comment stands for any text.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
@@ -16,6 +20,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+_ANNOTATED_PRINT = re.compile(r"^(?P<indent>\s*)(?P<call>print\(.*\))\s+#\s?(?P<expected>.+)$")
+_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_MARK = "\x1edoc-print"
 
 
 def _blocks() -> list[tuple[str, str]]:
@@ -27,13 +34,109 @@ def _blocks() -> list[tuple[str, str]]:
     return found
 
 
+def instrument(code: str) -> tuple[str, dict[int, str]]:
+    """Fence every annotated print with markers; return the code and {line: expected}."""
+    lines, expected = [], {}
+    for number, line in enumerate(code.splitlines(), start=1):
+        match = _ANNOTATED_PRINT.match(line)
+        if match is None:
+            lines.append(line)
+            continue
+        indent, call = match["indent"], match["call"]
+        expected[number] = match["expected"].strip()
+        lines += [
+            f"{indent}print({_MARK + ' ' + str(number)!r}, flush=True)",
+            f"{indent}{call}",
+            f"{indent}print({_MARK + ' end'!r}, flush=True)",
+        ]
+    return "\n".join(lines) + "\n", expected
+
+
+def printed_by(stdout: str) -> dict[int, list[str]]:
+    """{line: [what each execution of that annotated print wrote]} from fenced stdout."""
+    found: dict[int, list[str]] = {}
+    for piece in stdout.split(_MARK + " ")[1:]:
+        head, _, rest = piece.partition("\n")
+        if head != "end":
+            found.setdefault(int(head), []).append(rest.split(_MARK + " end")[0])
+    return found
+
+
+def _agrees(shown: str, printed: str) -> bool:
+    """``printed`` equals ``shown`` to the digits ``shown`` gives."""
+    if re.fullmatch(r"[-+]?\d+", shown):
+        return re.fullmatch(r"[-+]?\d+", printed) is not None and int(shown) == int(printed)
+    mantissa = shown.lower().split("e")[0]
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    exponent = int(shown.lower().split("e")[1]) if "e" in shown.lower() else 0
+    half_unit = 0.5 * 10.0 ** (exponent - decimals)
+    return math.isclose(float(shown), float(printed), rel_tol=1e-12, abs_tol=half_unit * 1.0001)
+
+
+def matches(expected: str, printed: str) -> bool:
+    """Whether ``printed`` is what the comment ``expected`` says (numbers to its digits)."""
+    parts = re.split(rf"({_NUMBER}|\.\.\.|…)", " ".join(expected.split()))
+    pattern, shown = "", []
+    for i, part in enumerate(parts):
+        if i % 2 == 0:
+            pattern += r"\s+".join(re.escape(word) for word in part.split(" "))
+        elif part in {"...", "…"}:
+            pattern += ".*?"
+        else:
+            pattern += f"({_NUMBER})"
+            shown.append(part)
+    found = re.fullmatch(pattern, " ".join(printed.split()), re.DOTALL)
+    return found is not None and all(map(_agrees, shown, found.groups()))
+
+
 @pytest.mark.parametrize(("where", "code"), _blocks(), ids=[w for w, _ in _blocks()])
-def test_documented_python_runs(where: str, code: str, tmp_path: Path) -> None:
+def test_documented_python_runs_and_prints_what_it_says(
+    where: str, code: str, tmp_path: Path
+) -> None:
+    program, expected = instrument(code)
     done = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+        [sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True,
         timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, f"{where} failed:\n{done.stderr[-3000:]}"
+    printed = printed_by(done.stdout)
+    for line, comment in expected.items():
+        runs = printed.get(line)
+        assert runs, f"{where}, line {line}: the print annotated '# {comment}' never ran"
+        for output in runs:
+            assert matches(comment, output), (
+                f"{where}, line {line} says it prints '{comment}' but printed '{output.strip()}'"
+            )
+
+
+@pytest.mark.parametrize(
+    ("expected", "printed", "agree"),
+    [
+        ("True None", "True None\n", True),
+        ("True None", "False W_norm_ge_1\n", False),
+        ("0.18 True", "0.1791 True", True),
+        ("0.18 True", "0.1749 True", False),
+        ("λ* = 0.1791, cond 84.91", "λ* = 0.17906, cond 84.9105", True),
+        ("1.2e-07", "1.23e-07", True),
+        ("1.2e-07", "1.26e-07", False),
+        ("3 of 3 reproduced; theorems: ...", "3 of 3 reproduced; theorems: 2 pass", True),
+        ("3 of 3 reproduced; theorems: ...", "2 of 3 reproduced; theorems: 2 pass", False),
+        ("3", "3.0", False),
+        ("19.84 → 2.976", "19.84 → 2.976", True),
+    ],
+)
+def test_a_comment_is_compared_with_what_is_printed(expected, printed, agree) -> None:
+    assert matches(expected, printed) is agree
+
+
+def test_the_fences_find_each_annotated_print() -> None:
+    program, expected = instrument("x = 2\nfor i in range(2):\n    print(i + x)  # 2\nprint('a')\n")
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    )
+    assert expected == {3: "2"}
+    assert [s.strip() for s in printed_by(done.stdout)[3]] == ["2", "3"]
+    assert not matches("2", printed_by(done.stdout)[3][1])
 
 
 def test_the_repository_stands_alone() -> None:
