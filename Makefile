@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo test bench lint format clean
+.PHONY: install demo test bench lint format readme clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ lint: install
 format: install
 	$(BIN)/ruff format src tests benchmarks
 	$(BIN)/ruff check --fix src tests benchmarks
+
+# the README's table of experiments, from the registry (tests/test_docs.py checks it)
+readme: install
+	$(BIN)/python -m deqlab.experiments.catalog README.md
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from deqlab.experiments.catalog import BEGIN, END, with_table
+from deqlab.experiments.registry import experiment_names
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
@@ -153,3 +156,19 @@ def test_the_repository_stands_alone() -> None:
         }:
             text = path.read_text(encoding="utf-8")
             assert not any(word in text for word in outside), path
+
+
+def test_the_readme_lists_every_registered_experiment_and_preset() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert with_table(readme) == readme, (
+        "README.md's experiment table is stale: run `make readme`"
+    )
+    for name in experiment_names():
+        assert f"| `{name}` |" in readme
+
+
+def test_a_stale_readme_table_is_caught() -> None:
+    stale = f"intro\n{BEGIN}\n| `old-experiment` | gone | `tiny` |\n{END}\nrest\n"
+    assert with_table(stale) != stale
+    with pytest.raises(ValueError, match="markers"):
+        with_table("no markers here")
