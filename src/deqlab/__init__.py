@@ -13,6 +13,7 @@ try:
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0.0.0+unknown"
 
+import deqlab.papers  # noqa: F401  (first: registers the Paper records statements cite)
 from deqlab.data import LabelledData, get_dataset, synthetic_sphere, zou_synthetic
 from deqlab.implicit import (
     DEQ,

@@ -1,0 +1,220 @@
+"""Where verdicts are decided: one number against a threshold, guarded by hypotheses,
+or an implication over steps; and the one rule that reduces many values to one.
+
+- :func:`worst`: the value a statement over many runs, widths or steps is decided on;
+- :func:`measure`: ``value relation threshold`` → PASS / FAIL (HOLDS / UNMET for a
+  hypothesis), NOT MEASURED without a finite value;
+- :func:`theorem`: NOT APPLICABLE where a hypothesis is unmet, with what would satisfy it;
+- :func:`implication`: "if P then Q" checked only on the steps where P held.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+
+from deqlab.statements.statement import (
+    OURS_KEY,
+    RELATIONS,
+    Kind,
+    Source,
+    Statement,
+    Verdict,
+    is_measured,
+)
+
+
+def worst(values: Iterable[object], relation: str, threshold: float | None = None) -> float | None:
+    """The one value a statement over many runs, widths or steps is decided on.
+
+    The worst value is the largest for ``<``/``<=`` and the smallest for ``>``/``>=``.
+    With a ``threshold``, a measured value that violates ``value relation threshold`` is
+    returned even when other values are missing (a measured failure is never hidden by a
+    missing run); otherwise ``None`` when any value is not measured (or there are none),
+    else the worst value.
+    """
+    _check_relation(relation)
+    values = list(values)
+    measured = [float(v) for v in values if is_measured(v)]  # type: ignore[arg-type]
+    pick = max if relation in ("<", "<=") else min
+    holds = RELATIONS[relation]
+    if threshold is not None and any(not holds(v, threshold) for v in measured):
+        return pick(measured)
+    if not measured or len(measured) < len(values):
+        return None
+    return pick(measured)
+
+
+def _check_relation(relation: str) -> None:
+    if relation not in RELATIONS:
+        raise ValueError(f"`relation` must be one of {', '.join(RELATIONS)}; got {relation!r}")
+
+
+def measure(
+    name: str,
+    kind: Kind,
+    source: Source,
+    *,
+    value: float | None,
+    relation: str,
+    threshold: float,
+    measured: str,
+    expected: str = "",
+    detail: str = "",
+    needs: str = "",
+) -> Statement:
+    """The statement ``value relation threshold``, decided on the measured ``value``.
+
+    A missing or non-finite ``value`` gives NOT MEASURED (never PASS). Hypotheses get
+    HOLDS / UNMET; ``needs`` (what would satisfy it) is kept only when it is unmet.
+    ``expected`` defaults to ``"relation threshold"``.
+    """
+    _check_relation(relation)
+    if not is_measured(value):
+        verdict = Verdict.NOT_MEASURED
+        value = None
+    else:
+        holds = RELATIONS[relation](float(value), threshold)  # type: ignore[arg-type]
+        if kind is Kind.HYPOTHESIS:
+            verdict = Verdict.HOLDS if holds else Verdict.UNMET
+        else:
+            verdict = Verdict.PASS if holds else Verdict.FAIL
+    keep_needs = kind is Kind.HYPOTHESIS and verdict is Verdict.UNMET
+    return Statement(
+        name,
+        kind,
+        source,
+        verdict,
+        measured,
+        expected or f"{relation} {threshold:g}",
+        value=None if value is None else float(value),
+        relation=relation,
+        threshold=threshold,
+        detail=detail,
+        needs=needs if keep_needs else "",
+    )
+
+
+def ours(
+    name: str,
+    *,
+    value: float | None,
+    relation: str,
+    threshold: float,
+    measured: str,
+    expected: str = "",
+    detail: str = "",
+) -> Statement:
+    """A statement the project adds (kind OURS, cited "ours"), decided by :func:`measure`."""
+    return measure(
+        name, Kind.OURS, Source(OURS_KEY), value=value, relation=relation, threshold=threshold,
+        measured=measured, expected=expected, detail=detail,
+    )  # fmt: skip
+
+
+def not_measured(name: str, kind: Kind, source: Source, *, expected: str, why: str) -> Statement:
+    """A statement for which the run has no data; ``why`` says what is missing."""
+    return Statement(name, kind, source, Verdict.NOT_MEASURED, "—", expected, detail=why)
+
+
+def theorem(check: Statement, hypotheses: Sequence[Statement]) -> Statement:
+    """A theorem ``check`` that applies only where every one of ``hypotheses`` holds.
+
+    Any UNMET hypothesis makes it NOT APPLICABLE (the measurement is kept; the detail names
+    each unmet hypothesis, reported with its margin in its own statement, and ``needs``
+    gathers what would satisfy them); a NOT MEASURED hypothesis leaves the theorem NOT
+    MEASURED unless it was already.
+    """
+    if check.kind is not Kind.THEOREM:
+        raise ValueError(f"`check` must be a theorem statement; got {check.kind.value}")
+    if any(h.kind is not Kind.HYPOTHESIS for h in hypotheses):
+        raise ValueError("`hypotheses` must all be hypothesis statements")
+    unmet = [h for h in hypotheses if h.verdict is Verdict.UNMET]
+    unknown = [h for h in hypotheses if h.verdict is Verdict.NOT_MEASURED]
+    if unmet:
+        why = "hypotheses unmet (margins in their own rows): " + "; ".join(h.name for h in unmet)
+        needs = "; ".join(h.needs for h in unmet if h.needs)
+        return _replace(check, Verdict.NOT_APPLICABLE, why, needs)
+    if unknown and check.verdict is not Verdict.NOT_MEASURED:
+        why = "; ".join(f"{h.name} not measured" for h in unknown)
+        return _replace(check, Verdict.NOT_MEASURED, why, "")
+    return check
+
+
+def implication(
+    name: str,
+    source: Source,
+    *,
+    premise: str,
+    holds: Sequence[bool | None],
+    values: Sequence[float | None],
+    steps: Sequence[int],
+    relation: str,
+    threshold: float,
+    measured: str,
+    expected: str = "",
+    detail: str = "",
+) -> Statement:
+    """The theorem "if ``premise`` holds at every step up to k, then ``values[k] relation
+    threshold``" (an induction step, e.g. the thesis' Propositions 5–6), over ``steps``.
+
+    ``holds[k]`` says whether the premise held at every step up to ``steps[k]`` (None: not
+    measured) and ``values[k]`` is the conclusion's value there (the caller aligns them,
+    e.g. the premise at k with the conclusion at k + 1). The statement is checked only on
+    the steps before the premise first fails, decided on their :func:`worst` value: from
+    that step on it is NOT APPLICABLE, said in the detail; where the premise fails at the
+    first step the whole statement is NOT APPLICABLE, where it is unmeasured there NOT
+    MEASURED.
+    """
+    if not len(holds) == len(values) == len(steps):
+        raise ValueError(
+            f"`holds`, `values` and `steps` must have one entry per step; got lengths "
+            f"{len(holds)}, {len(values)}, {len(steps)}"
+        )
+    checkable = next((k for k, h in enumerate(holds) if h is not True), len(holds))
+    check = measure(
+        name, Kind.THEOREM, source, value=worst(values[:checkable], relation, threshold),
+        relation=relation, threshold=threshold, measured=measured, expected=expected,
+        detail=detail,
+    )  # fmt: skip
+    if checkable == len(steps) and steps:
+        return _replace(check, check.verdict, f"{premise} held at every step", check.needs)
+    if checkable == len(steps):
+        return _replace(check, Verdict.NOT_MEASURED, "no step to check", "")
+    cut = f"step {steps[checkable]}"
+    if not checkable:
+        if holds[0] is None:
+            return _replace(check, Verdict.NOT_MEASURED, f"{premise} not measured at {cut}", "")
+        why = f"{premise} fails from the first step ({cut}): the premise never held"
+        return _replace(check, Verdict.NOT_APPLICABLE, why, f"{premise} at {cut}")
+    failed = "fails" if holds[checkable] is False else "is not measured"
+    why = (
+        f"checked at steps {steps[0]}–{steps[checkable - 1]}, where {premise} held; "
+        f"NOT APPLICABLE from {cut}, where {premise} {failed}"
+    )
+    return _replace(check, check.verdict, why, check.needs)
+
+
+def _replace(check: Statement, verdict: Verdict, why: str, needs: str) -> Statement:
+    detail = f"{why}. {check.detail}".strip() if check.detail else why
+    return Statement(
+        check.name, check.kind, check.source, verdict, check.measured, check.expected,
+        value=check.value, relation=check.relation, threshold=check.threshold,
+        detail=detail, needs=needs,
+    )  # fmt: skip
+
+
+def strictly_increasing(values: Iterable[float]) -> bool:
+    """True when each value is larger than the one before (ties and NaNs are not)."""
+    return all(a < b for a, b in itertools.pairwise(values))
+
+
+def min_step_gap(values: Sequence[float]) -> float | None:
+    """``min_i (v[i+1] − v[i])``: > 0 iff strictly increasing; ``None`` for < 2 values.
+
+    The number an "increases with …" statement is decided on, so a tie (gap 0) or a
+    reversal (gap < 0) fails it and a NaN leaves it unmeasured.
+    """
+    if len(values) < 2:
+        return None
+    return min(b - a for a, b in itertools.pairwise(values))
