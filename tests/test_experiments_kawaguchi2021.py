@@ -4,6 +4,7 @@ directions (a run or a trajectory where it holds, one where it must not, and no 
 (Plots and the run directory are exercised for every registered experiment by
 tests/test_cli_experiments.py.)"""
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -331,6 +332,73 @@ def test_fig2_tiny_statements():
     assert len(corollary) == 2 and all(s.verdict is NA for s in corollary)
     assert all(s.needs.startswith("η ≤ ") and s.value >= 1 for s in corollary)
     assert all(s.kind is not Kind.OURS for s in found.values())
+
+
+def test_fig2_sweep_tiny_adds_tasks_without_changing_the_figure_rows():
+    """tiny-sweep = tiny + the sweep: the figure's tasks and rows are tiny's; at η = 2.5e-3
+    every DELM reaches L* and so does the ResNet on both data sets (panel (a)'s contrast
+    fails); at η = 0.2 everything diverges (the DELMs' observations FAIL on it, the
+    ResNet's are NOT MEASURED)."""
+    experiment = Kawaguchi2021Fig2()
+    tiny, swept = experiment.resolve("tiny"), experiment.resolve("tiny-sweep")
+    assert dataclasses.replace(swept, sweep_lrs=(), sweep_gammas=()) == tiny
+    keys = [t.key for t in experiment.tasks(swept)]
+    assert keys[: len(experiment.tasks(tiny))] == [t.key for t in experiment.tasks(tiny)]
+    sweep = [t for t in experiment.tasks(swept) if t.key.startswith("sweep-")]
+    assert len(sweep) == 2 * (2 + 2 * 2)  # per η: 2 ResNets, 2 panels × 2 DELM inits
+    rows = [r for t in sweep
+            for r in experiment.run_task(swept, t, MemoryCheckpoints().context(100))]  # fmt: skip
+    assert all(r["sweep_lr"] in swept.sweep_lrs for r in rows)
+    found = _by_name(fig2_report.sweep_statements(swept, rows))
+    at = "at η = 0.0025, γ = 0.5 (sweep)"
+    assert found[f"Figure 2 (a)–(b) reproduces {at}"].verdict is FAIL
+    assert found[f"Figure 2 (a)–(b) reproduces {at}"].value == 3
+    reach = "DELMs reach the global minimum value on {} data from every initialization {}"
+    assert found[reach.format("Gaussian", at)].verdict is PASS
+    assert found[reach.format("uniform", at)].verdict is PASS
+    blown = found[reach.format("Gaussian", "at η = 0.2, γ = 0.5 (sweep)")]
+    assert blown.verdict is FAIL and blown.value == 2 and "diverged at step" in blown.measured
+    stays = "linear ResNet (identity init) stays above the global minimum value on Gaussian data"
+    assert found[f"{stays} at η = 0.0025 (sweep)"].verdict is FAIL
+    assert found[f"{stays} at η = 0.2 (sweep)"].verdict is NM
+    figure = experiment.statements(tiny, [])  # the sweep's rows do not enter the figure's
+    assert experiment.statements(swept, rows) == [*figure, *found.values()]
+
+
+def _sweep_rows(config, gaps, resnet_a=20.0, resnet_b=10.0, lr=1e-3, gamma=0.5):
+    """Final rows of one sweep point: DELM gaps per (panel, init) (None: diverged at step 7),
+    ResNet final losses on (a) and (b); L* = 10."""
+    prefix = fig2_report.sweep_key(lr, gamma)
+    rows = []
+    for (panel, init), gap in gaps.items():
+        loss, step = (math.inf, 7) if gap is None else (10.0 * (1 + gap), config.steps)
+        rows += [{"task": f"{prefix}-{panel}-delm-{init}", "panel": panel, "model": "DELM",
+                  "init": init, "step": step, "loss": loss, "loss_star": 10.0}]  # fmt: skip
+    for panel, loss in (("a", resnet_a), ("b", resnet_b)):
+        rows += _final_rows(config, f"{fig2_report.sweep_key(lr)}-{panel}-resnet",
+                            "LinearResNet", loss)  # fmt: skip
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("gaps", "verdicts"),
+    [
+        ({("a", "identity"): 0.0, ("b", "identity"): 0.0}, (PASS, PASS, PASS)),
+        ({("a", "identity"): 0.5, ("b", "identity"): 0.0}, (FAIL, PASS, FAIL)),
+        ({("a", "identity"): None, ("b", "identity"): 0.0}, (FAIL, PASS, FAIL)),
+        ({("b", "identity"): 0.0}, (NM, PASS, NM)),
+    ],
+)
+def test_fig2_sweep_statements_in_both_directions(gaps, verdicts):
+    """Per (η, γ): DELMs on (a), on (b), and all four observations; a diverged DELM fails."""
+    config = Fig2Config(n_random=0, steps=100, sweep_lrs=(1e-3,), sweep_gammas=(0.5,))
+    found = fig2_report.sweep_statements(config, _sweep_rows(config, gaps))
+    resnet_a, resnet_b, delm_a, delm_b, both = found
+    assert (resnet_a.verdict, resnet_b.verdict) == (PASS, PASS)
+    assert (delm_a.verdict, delm_b.verdict, both.verdict) == verdicts
+    assert both.kind is Kind.OURS and "η = 0.001, γ = 0.5" in both.name
+    stalled = fig2_report.sweep_statements(config, _sweep_rows(config, gaps, resnet_a=10.0))
+    assert stalled[0].verdict is FAIL and stalled[-1].verdict is FAIL
 
 
 # --- Figure 3 ------------------------------------------------------------------------------
@@ -685,6 +753,8 @@ def test_log_spaced_steps():
             r"'gaussian', 'identity'; got 'zou'",
         ),
         (Fig2Config, "resnet_width", 19, r"`resnet_width` must be 0 or >= d \+ k = 20"),
+        (Fig2Config, "sweep_lrs", (1e-4,), r"`sweep_lrs` and `sweep_gammas` must both be"),
+        (Fig2Config, "sweep_gammas", (0.5, 1.0), r"`sweep_gammas` must be in \(0, 1\); got 1"),
         (Fig3Config, "tau", -1.0, r"`tau` must be in \[0, inf\); got -1"),
         (Fig3Config, "records", 0, r"`records` must be >= 1; got 0"),
         (Thm2Config, "delta_fractions", (1.0,), r"`delta_fractions` must be in \(0, 1\)"),

@@ -18,12 +18,18 @@ the transformations: Zou et al.'s modified identity of width d + k (the default)
 Gaussian random transformations, or identity layers (Bartlett et al.'s residual network,
 the stand-in of earlier runs).  Kawaguchi does not say which of Zou et al.'s he used.
 Each ResNet run records η·λ_max(∇²L(W₀)) at its start: above 2, GD on the loss's
-quadratic model at W₀ is unstable, which tells a stall from an unstable step.  The
-statements are in :mod:`.fig2_report`.
+quadratic model at W₀ is unstable, which tells a stall from an unstable step.
+
+The sweep (ours; preset ``sweep``): Section 4 gives no step size, and the ResNet's stall
+depends on it.  ``sweep_lrs`` × ``sweep_gammas`` repeats panels (a)–(b) at each η (the
+ResNet, which has no γ) and each (η, γ) (the DELMs), ``steps`` steps each; a DELM that
+diverges records its step with a non-finite loss.  The statements are in
+:mod:`.fig2_report`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,13 +43,19 @@ from deqlab.data import zou_synthetic
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
 from deqlab.experiments.deviations import measurement, not_given, paper
 from deqlab.experiments.kawaguchi2021 import fig2_report
-from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps, run_trajectory
+from deqlab.experiments.kawaguchi2021.fig2_report import sweep_key
+from deqlab.experiments.kawaguchi2021.trajectory import (
+    log_spaced_steps,
+    run_trajectory,
+    train_delm_with_bounds,
+)
 from deqlab.experiments.registry import register
 from deqlab.models.baselines import RESNET_IO, LinearResNet
 from deqlab.models.delm import DELM, check_gamma
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import square_loss, square_loss_optimum
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
+from deqlab.train.divergence import DivergenceError
 from deqlab.train.resumable import run_resumable
 from deqlab.train.sgd import FullBatchGD
 from deqlab.verify.eigen import lanczos_largest
@@ -69,8 +81,20 @@ class Fig2Config:
     optimum_rtol: float = 1e-4
     epsilon: float = 1e-3
     seed: int = 0
+    sweep_lrs: tuple[float, ...] = ()
+    sweep_gammas: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
+        for lr in self.sweep_lrs:
+            check_positive("sweep_lrs", lr)
+        for gamma in self.sweep_gammas:
+            check_real("sweep_gammas", gamma, low=0.0, high=1.0, low_inclusive=False,
+                       high_inclusive=False)  # fmt: skip
+        if bool(self.sweep_lrs) != bool(self.sweep_gammas):
+            raise ValueError(
+                "`sweep_lrs` and `sweep_gammas` must both be empty or both non-empty; got "
+                f"{list(self.sweep_lrs)} and {list(self.sweep_gammas)}"
+            )
         for name in ("n", "d", "steps", "record_every", "resnet_depth", "bound_steps",
                      "bound_records"):  # fmt: skip
             check_int(name, getattr(self, name), min_value=1)
@@ -171,7 +195,13 @@ PAPER_SETTING = {
     "optimum_rtol": not_given("no tolerance for reaching the global minimum (ours)"),
     "epsilon": not_given("Eq. (10) holds for every ε > 0; ours: ε as a fraction of L₀ − L*"),
     "seed": not_given(),
+    "sweep_lrs": measurement(),
+    "sweep_gammas": measurement(),
 }
+
+#: The sweep of ``sweep`` (ours): η around the ResNet's window (≈ 9e-5 to 1.2e-4 on these
+#: data), at Appendix D.1's γ = 0.8 and at 0.5.
+SWEEP = {"sweep_lrs": (1e-5, 3e-5, 6e-5, 9e-5, 1.2e-4, 1.5e-4), "sweep_gammas": (0.5, 0.8)}
 
 
 @register
@@ -189,9 +219,18 @@ class Kawaguchi2021Fig2(Experiment):
         },
         "quick": {"bound_steps": 10_000, "bound_records": 60},
         "paper": {},
+        "sweep": {"bound_steps": 10_000, "bound_records": 60, **SWEEP},
+        "tiny-sweep": {
+            "n": 40, "d": 3, "gamma": 0.5, "lr": 2.5e-3, "steps": 150, "n_random": 1,
+            "resnet_depth": 3, "bound_steps": 60, "bound_records": 12, "optimum_rtol": 1e-3,
+            "sweep_lrs": (2.5e-3, 0.2), "sweep_gammas": (0.5,),
+        },
     }  # fmt: skip
     paper_setting: ClassVar = PAPER_SETTING
     figure_captions: ClassVar = {
+        "fig2_sweep": "Final relative gap (L − L*)/L* after the configured steps against the "
+        "step size η, for the linear ResNet and the worst DELM at each γ, on Gaussian (a) and "
+        "uniform (b) inputs; a diverged run is drawn at the top with a cross.",
         "fig2": "Training loss of DELMs (identity and three random initializations) and of "
         "Zou et al.'s linear ResNet on Gaussian (a) and uniform (b) inputs, and (c) a "
         "random-initialized DELM's trajectory on the Gaussian data under Corollary 1's "
@@ -218,6 +257,8 @@ class Kawaguchi2021Fig2(Experiment):
         "kappa": "Corollary 1's PL constant κ = 2σ_min(Φ)²",
         "step_sharpness": "η·λ_max(∇²L(W₀)) of the linear ResNet at its start (> 2: GD "
         "unstable there)",
+        "sweep_lr": "the sweep's step size η (sweep rows only)",
+        "sweep_gamma": "the sweep's γ (sweep rows of DELMs only)",
     }
     default_checkpoint_every = 500
 
@@ -233,12 +274,32 @@ class Kawaguchi2021Fig2(Experiment):
             for panel in ("a", "b")
         ]
         tasks.append(Task("c-delm-random1", {"panel": "c", "model": "DELM", "init": "random1"}))
+        return tasks + self._sweep_tasks(config, inits)
+
+    def _sweep_tasks(self, config: Fig2Config, inits: list[str]) -> list[Task]:
+        tasks = []
+        for lr in config.sweep_lrs:
+            tasks += [
+                Task(f"{sweep_key(lr)}-{panel}-resnet",
+                     {"panel": panel, "model": "LinearResNet", "init": "identity", "sweep_lr": lr})
+                for panel in ("a", "b")
+            ]  # fmt: skip
+            tasks += [
+                Task(f"{sweep_key(lr, gamma)}-{panel}-delm-{init}",
+                     {"panel": panel, "model": "DELM", "init": init, "sweep_lr": lr,
+                      "sweep_gamma": gamma})
+                for gamma in config.sweep_gammas
+                for panel in ("a", "b")
+                for init in inits
+            ]  # fmt: skip
         return tasks
 
     def run_task(self, config: Fig2Config, task: Task, ctx: TaskContext) -> list[Row]:
         panel, model_name, init = (str(task.params[k]) for k in ("panel", "model", "init"))
         X, Y = _data(config, panel, ctx.device)
         base: Row = {"task": task.key, "panel": panel, "model": model_name, "init": init}
+        if "sweep_lr" in task.params:
+            return _sweep_task(config, task, X, Y, ctx, base)
         if model_name == "LinearResNet":
             loss_star = _loss_star(X, Y)
             records, step_ratio = _train_resnet(config, X, Y, ctx)
@@ -247,12 +308,7 @@ class Kawaguchi2021Fig2(Experiment):
                  "step_sharpness": step_ratio}
                 for step, loss in records
             ]  # fmt: skip
-        trial = 0 if init == "identity" else int(init.removeprefix("random"))
-        generator = torch.Generator().manual_seed(config.seed * 1000 + trial)
-        model = DELM(
-            config.d, config.d, gamma=config.gamma, generator=generator, dtype=X.dtype,
-            init="identity" if init == "identity" else "normal",
-        ).to(ctx.device)  # fmt: skip
+        model = _delm(config, init, X)
         if panel == "c":
             gd = DELMGDConfig(lr=config.lr, record_every=10**12)
             trainer = DELMGradientDescent(model, X, Y, gd)
@@ -260,8 +316,7 @@ class Kawaguchi2021Fig2(Experiment):
         else:
             gd = DELMGDConfig(lr=config.lr, record_every=config.record_every)
             trainer = DELMGradientDescent(model, X, Y, gd)
-            chunk = max(ctx.checkpoint_every, 1)
-            targets = [0, *range(chunk, config.steps, chunk), config.steps]
+            targets = _chunks(config.steps, ctx)
         return run_trajectory(trainer, targets, ctx, base)
 
     def statements(self, config: Fig2Config, rows: list[Row]) -> list[Statement]:
@@ -273,3 +328,49 @@ class Kawaguchi2021Fig2(Experiment):
 
 def _loss_star(X: torch.Tensor, Y: torch.Tensor) -> float:
     return float(square_loss_optimum(X, Y)[1])
+
+
+def _delm(config: Fig2Config, init: str, X: torch.Tensor) -> DELM:
+    """The DELM of ``init``: identity (A = 0, B = U₀) or randomK (seeded by K)."""
+    trial = 0 if init == "identity" else int(init.removeprefix("random"))
+    generator = torch.Generator().manual_seed(config.seed * 1000 + trial)
+    return DELM(
+        config.d, config.d, gamma=config.gamma, generator=generator, dtype=X.dtype,
+        init="identity" if init == "identity" else "normal",
+    ).to(X.device)  # fmt: skip
+
+
+def _chunks(steps: int, ctx: TaskContext) -> list[int]:
+    """0, the checkpoint steps, and ``steps``: the recorded steps of a panel (a)–(b) run."""
+    chunk = max(ctx.checkpoint_every, 1)
+    return [0, *range(chunk, steps, chunk), steps]
+
+
+def _sweep_task(
+    config: Fig2Config, task: Task, X: torch.Tensor, Y: torch.Tensor, ctx: TaskContext, base: Row
+) -> list[Row]:
+    """One sweep point: the panel's ResNet at η, or a DELM at (η, γ) recorded at the chunk
+    steps; a DELM that diverges ends with a row of its step and a non-finite loss."""
+    lr = float(task.params["sweep_lr"])
+    base = {**base, "sweep_lr": lr}
+    if base["model"] == "LinearResNet":
+        loss_star = _loss_star(X, Y)
+        records, step_ratio = _train_resnet(dataclasses.replace(config, lr=lr), X, Y, ctx)
+        return [
+            {**base, "step": step, "loss": loss, "loss_star": loss_star,
+             "step_sharpness": step_ratio}
+            for step, loss in records
+        ]  # fmt: skip
+    gamma = float(task.params["sweep_gamma"])
+    model = _delm(dataclasses.replace(config, gamma=gamma), str(base["init"]), X)
+    trainer = DELMGradientDescent(model, X, Y, DELMGDConfig(lr=lr, record_every=10**12))
+    records = []
+    try:
+        train_delm_with_bounds(trainer, _chunks(config.steps, ctx), ctx)
+    except DivergenceError:
+        records = [{"step": trainer.step_count, "loss": math.inf}]
+    return [
+        {**base, "sweep_gamma": gamma, "step": r["step"], "loss": r["loss"],
+         "loss_star": trainer.loss_star}
+        for r in [*trainer.records, *records]
+    ]  # fmt: skip
