@@ -15,14 +15,19 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 import deqlab.papers  # noqa: F401  (first: registers the Paper records statements cite)
 from deqlab.data import LabelledData, get_dataset, synthetic_sphere, zou_synthetic
+from deqlab.fixed_point_diagnostics import FixedPointDiagnostics, fixed_point_diagnostics
+from deqlab.fixed_point_stats import BackwardRecord, ConvergenceWarning
 from deqlab.implicit import (
     DEQ,
     FixedPointStats,
     Implicit,
     JacobianFree,
+    Phantom,
+    Shine,
     Unrolled,
     fixed_point,
 )
+from deqlab.jacobian import jacobian_penalty
 from deqlab.landscape import filter_normalized_direction, loss_surface
 from deqlab.models.delm import DELM
 from deqlab.models.mondeq import MonDEQ
@@ -63,7 +68,10 @@ __all__ = [
     "DELM",
     "DEQ",
     "Anderson",
+    "BackwardRecord",
     "Broyden",
+    "ConvergenceWarning",
+    "FixedPointDiagnostics",
     "FixedPointStats",
     "ForwardBackward",
     "GDConfig",
@@ -73,9 +81,11 @@ __all__ = [
     "LabelledData",
     "MonDEQ",
     "PeacemanRachford",
+    "Phantom",
     "Picard",
     "ReLUDEQ",
     "Run",
+    "Shine",
     "Solution",
     "SolverError",
     "Status",
@@ -84,8 +94,10 @@ __all__ = [
     "deq_ntk",
     "filter_normalized_direction",
     "fixed_point",
+    "fixed_point_diagnostics",
     "get_dataset",
     "get_solver",
+    "jacobian_penalty",
     "least_eigenvalue",
     "loss_surface",
     "population_gram",
