@@ -11,18 +11,14 @@ one vector-Jacobian product per iteration. :func:`fixed_point` implements this w
 ``torch.autograd.Function``: the forward solve runs under ``torch.no_grad``; one tracked
 call ``f(z*)`` connects ``z*`` to every tensor ``f`` closes over (module parameters,
 inputs), and the Function's backward replaces ``g`` by ``u`` on that edge, so autograd
-delivers ``uᵀ ∂f/∂θ`` to all of them. How to differentiate is an object:
+delivers ``uᵀ ∂f/∂θ`` to all of them. How to differentiate is an object
+(:mod:`deqlab.backward`): ``Implicit`` (exact, the default), ``Phantom``, ``Shine``,
+``JacobianFree`` (approximate) and ``Unrolled`` (the oracle).
 
-* :class:`Implicit` (default) — the exact gradient above.
-* :class:`Unrolled` — backpropagation through the forward solver's iterations (memory
-  grows with the step count); the test oracle.
-* :class:`JacobianFree` — ``u ≈ g`` (Fung et al. 2022, "JFB"): APPROXIMATE, a descent
-  direction for contractive ``f`` but not the gradient.
-
-A state may be one tensor or a flat tuple/list of tensors (e.g. a hidden state and a
-cell state): :class:`_Packing` concatenates it into one tensor for the solver and splits
-the solution back. Splitting is a differentiable view, so the Function sees the packed
-problem and the implicit gradient stays exact.
+A solve that does not converge is handled by a policy (:mod:`deqlab.fixed_point_stats`):
+:func:`fixed_point` keeps each solver's ``throw`` by default, a :class:`DEQ` layer warns
+once and returns its best iterate (``on_failure="raise"`` for strict use). A state may be
+one tensor or a flat tuple/list of tensors (:mod:`deqlab.packing`).
 
 Only first-order gradients are supported (no ``create_graph`` through ``Implicit``).
 """
@@ -30,7 +26,6 @@ Only first-order gradients are supported (no ``create_graph`` through ``Implicit
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,75 +33,53 @@ from typing import Any
 import torch
 from torch import nn
 
-from deqlab._checks import check_bool, check_int, check_tensor
+from deqlab._checks import check_choice
+from deqlab.backward import (
+    Adjoint,
+    Backward,
+    Implicit,
+    JacobianFree,
+    Phantom,
+    Shine,
+    Unrolled,
+    adjoint,
+    check_backward,
+)
+from deqlab.fixed_point_diagnostics import FixedPointDiagnostics, fixed_point_diagnostics
+from deqlab.fixed_point_stats import (
+    ON_FAILURE,
+    BackwardRecord,
+    Failure,
+    FixedPointStats,
+    Hint,
+    handle_failure,
+)
+from deqlab.jacobian import jacobian_penalty
+from deqlab.packing import Packing
 from deqlab.solvers import Anderson, Solution, Solver, SolverError
+from deqlab.solvers.solution import resolve_tol
+
+__all__ = [
+    "DEQ",
+    "TRAINING_SOLVER",
+    "Backward",
+    "BackwardRecord",
+    "FixedPointStats",
+    "Implicit",
+    "JacobianFree",
+    "Phantom",
+    "Shine",
+    "Unrolled",
+    "fixed_point",
+]
 
 State = torch.Tensor | Sequence[torch.Tensor]
 Map = Callable[[torch.Tensor], torch.Tensor]
-Hint = str | Callable[[], str] | None
 
-
-@dataclass(frozen=True)
-class Implicit:
-    """Exact implicit gradient: solve the adjoint ``u = g + J_fᵀ u`` with VJPs.
-
-    Args:
-        solver: solver of the adjoint fixed point; None uses the forward solver.
-        warm_start: start from the previous adjoint stored in the ``stats`` object
-            passed to :func:`fixed_point` (when its shape matches), instead of zero.
-    """
-
-    solver: Solver | None = None
-    warm_start: bool = False
-
-    def __post_init__(self) -> None:
-        if self.solver is not None and not isinstance(self.solver, Solver):
-            raise TypeError(
-                f"`solver` must be a Solver (Picard, Anderson, Broyden) or None; "
-                f"got {type(self.solver).__name__}"
-            )
-        check_bool("warm_start", self.warm_start)
-
-
-@dataclass(frozen=True)
-class Unrolled:
-    """Backpropagate through the forward solver's iterations (autograd records each one).
-
-    Args:
-        steps: cap on the recorded iterations (replaces the solver's ``max_iter``);
-            None keeps the solver's own.
-    """
-
-    steps: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.steps is not None:
-            check_int("steps", self.steps, min_value=1)
-
-
-@dataclass(frozen=True)
-class JacobianFree:
-    """APPROXIMATE one-step gradient ``u ≈ g`` (Fung et al. 2022, Jacobian-free backprop).
-
-    Drops the ``(I - J_f)⁻¹`` factor; cheap, and a descent direction when ``f`` is
-    contractive, but not the true gradient (the theory in this package needs that).
-    """
-
-
-Backward = Implicit | Unrolled | JacobianFree
-
-
-@dataclass
-class FixedPointStats:
-    """Solver statistics of the last solves, filled in by :func:`fixed_point`.
-
-    ``forward``: the Solution of the last forward solve. ``backward``: the Solution of
-    the last adjoint solve (``Implicit`` only; its ``z`` is the adjoint ``u``, used by
-    ``Implicit(warm_start=True)``).
-    """
-
-    forward: Solution | None = None
-    backward: Solution | None = None
+#: The DEQ layer's default forward solver, sized for training (ours, after the field's
+#: practice: torchdeq stops at 1e-3 within 40 iterations): Anderson per sample, relative
+#: tolerance 1e-3, at most 40 evaluations. The adjoint (exact ``Implicit``) uses it too.
+TRAINING_SOLVER = Anderson(tol=1e-3, max_iter=40, per_sample=True)
 
 
 @dataclass(frozen=True)
@@ -118,16 +91,8 @@ class _Spec:
     backward: Backward
     stats: FixedPointStats
     hint: Hint
-
-
-def _solve(solver: Solver, f: Map, z0: torch.Tensor, hint: Hint, what: str) -> Solution:
-    """``solver(f, z0)``, adding the caller's hint and which solve failed to a SolverError."""
-    try:
-        return solver(f, z0)
-    except SolverError as err:
-        context = hint() if callable(hint) else hint
-        context = what if not context else f"{context}; {what}"
-        raise err.with_context(context) from None
+    on_failure: str | None
+    forward: Solution
 
 
 class _ImplicitGradient(torch.autograd.Function):
@@ -148,102 +113,31 @@ class _ImplicitGradient(torch.autograd.Function):
                 "fixed_point supports first-order gradients only with Implicit/JacobianFree "
                 "(create_graph=True was requested); use backward=Unrolled() for higher order"
             )
-        if isinstance(spec.backward, JacobianFree):
-            return grad, None, None
-        if not bool(torch.isfinite(grad).all()):
+        if not isinstance(spec.backward, JacobianFree) and not bool(torch.isfinite(grad).all()):
             raise ValueError("the gradient reaching the fixed point z* must be finite; got NaN/Inf")
         (z_star,) = ctx.saved_tensors
-        with torch.enable_grad():
-            z_leaf = z_star.detach().requires_grad_()
-            f_z = spec.f(z_leaf)
-
-        def adjoint_map(u: torch.Tensor) -> torch.Tensor:  # u ↦ g + J_fᵀ u
-            (vjp,) = torch.autograd.grad(f_z, z_leaf, u, retain_graph=True, allow_unused=True)
-            return grad if vjp is None else grad + vjp
-
-        previous = spec.stats.backward
-        warm = (
-            spec.backward.warm_start
-            and previous is not None
-            and previous.z.shape == grad.shape
-            and previous.z.dtype == grad.dtype
-            and previous.z.device == grad.device
+        vjp = _vjp_at(spec.f, z_star) if isinstance(spec.backward, Implicit | Phantom) else None
+        problem = Adjoint(
+            vjp, grad, spec.forward, spec.solver, spec.stats, spec.on_failure, spec.hint
         )
-        u0 = previous.z if warm else torch.zeros_like(grad)
-        solver = spec.backward.solver or spec.solver
         with torch.no_grad():
-            solution = _solve(solver, adjoint_map, u0, spec.hint, "adjoint solve u = g + J_fᵀu")
-        spec.stats.backward = solution
-        return solution.z, None, None
+            u, record = adjoint(spec.backward, problem)
+        spec.stats.record_gradient(record)
+        return u, None, None
 
 
-def _tensors(name: str, value: object) -> list[torch.Tensor]:
-    """The tensors of a tuple/list state; TypeError naming ``name`` for anything else."""
-    if isinstance(value, tuple | list) and all(isinstance(v, torch.Tensor) for v in value):
-        return list(value)
-    got = type(value).__name__
-    if isinstance(value, tuple | list):
-        got += " of " + ", ".join(type(v).__name__ for v in value)
-    raise TypeError(f"`{name}` must be a flat tuple/list of tensors; got {got}")
+def _vjp_at(f: Map, z_star: torch.Tensor) -> Map:
+    """``u ↦ J_f(z*)ᵀ u`` (one evaluation of ``f`` now, one VJP per call)."""
+    with torch.enable_grad():
+        z_leaf = z_star.detach().requires_grad_()
+        f_z = f(z_leaf)
 
+    def vjp(u: torch.Tensor) -> torch.Tensor:
+        with torch.enable_grad():
+            (out,) = torch.autograd.grad(f_z, z_leaf, u, retain_graph=True, allow_unused=True)
+        return torch.zeros_like(u) if out is None else out
 
-@dataclass(frozen=True)
-class _Packing:
-    """A tuple/list state ``(z_1, …, z_k)`` as one tensor for the solver, and back.
-
-    Packed shape ``(B, Σ_i N_i)`` when every ``z_i`` has the same dim 0 ``B`` (``N_i`` its
-    size per sample), so ``per_sample`` still sees the samples; else ``(Σ_i numel z_i,)``.
-    ``unpack(pack(z)) = z``; both are differentiable (concatenation, split views).
-    """
-
-    container: type  # tuple or list
-    shapes: tuple[torch.Size, ...]
-    batch: int | None
-
-    @classmethod
-    def of(cls, z0: Sequence[torch.Tensor], per_sample: bool) -> _Packing:
-        """The packing of ``z0``: non-empty, floating tensors of one dtype and device."""
-        parts = _tensors("z0", z0)
-        if not parts:
-            raise ValueError("`z0` must hold at least one tensor; got an empty tuple/list")
-        for i, part in enumerate(parts):
-            check_tensor(f"z0[{i}]", part, finite=False)
-            if (part.dtype, part.device) != (parts[0].dtype, parts[0].device):
-                raise TypeError(
-                    f"the tensors of `z0` must share one dtype and device; z0[0] is "
-                    f"{parts[0].dtype} on {parts[0].device}, z0[{i}] {part.dtype} on {part.device}"
-                )
-        leads = {part.shape[0] if part.ndim else None for part in parts}
-        batch = leads.pop() if len(leads) == 1 else None
-        shapes = tuple(part.shape for part in parts)
-        if per_sample and batch is None:
-            raise ValueError(
-                "per_sample=True needs every tensor of `z0` to have the same batch dim 0; "
-                f"got shapes {[tuple(s) for s in shapes]}"
-            )
-        return cls(tuple if isinstance(z0, tuple) else list, shapes, batch)
-
-    @property
-    def sizes(self) -> list[int]:
-        """Entries of each part per sample (``batch`` set) or in all (``batch`` None)."""
-        skip = 0 if self.batch is None else 1
-        return [math.prod(shape[skip:]) for shape in self.shapes]
-
-    def pack(self, state: object, name: str) -> torch.Tensor:
-        """``state``, parts shaped ``self.shapes``, concatenated into one tensor."""
-        parts = _tensors(name, state)
-        if [p.shape for p in parts] != list(self.shapes):
-            raise ValueError(
-                f"`{name}` must hold tensors shaped {[tuple(s) for s in self.shapes]} (like "
-                f"`z0`); got {[tuple(p.shape) for p in parts]}"
-            )
-        lead = () if self.batch is None else (self.batch,)
-        return torch.cat([p.reshape(*lead, n) for p, n in zip(parts, self.sizes, strict=True)], -1)
-
-    def unpack(self, z: torch.Tensor) -> Sequence[torch.Tensor]:
-        """The parts of a packed tensor, as views shaped ``self.shapes``."""
-        parts = torch.split(z, self.sizes, dim=-1)
-        return self.container(p.reshape(s) for p, s in zip(parts, self.shapes, strict=True))
+    return vjp
 
 
 def _resolve(solver: Solver | None, backward: Backward | None) -> tuple[Solver, Backward]:
@@ -252,11 +146,37 @@ def _resolve(solver: Solver | None, backward: Backward | None) -> tuple[Solver, 
     backward = Implicit() if backward is None else backward
     if not isinstance(solver, Solver):
         raise TypeError(f"`solver` must be a Solver (Picard, Anderson, Broyden); got {solver!r}")
-    if not isinstance(backward, Implicit | Unrolled | JacobianFree):
-        raise TypeError(
-            f"`backward` must be Implicit(), Unrolled() or JacobianFree(); got {backward!r}"
-        )
+    check_backward(backward, solver)
     return solver, backward
+
+
+def _packed(f: Callable[[Any], Any], z0: State, per_sample: bool) -> tuple[Map, torch.Tensor, Any]:
+    """``f`` and ``z0`` on one tensor, and the map back (identity for a tensor state)."""
+    if not isinstance(z0, tuple | list):
+        return f, z0, lambda z: z
+    packing = Packing.of(z0, per_sample)
+    return (
+        lambda z: packing.pack(f(packing.unpack(z)), "f(z)"),
+        packing.pack(z0, "z0"),
+        packing.unpack,
+    )
+
+
+def _solve(
+    solver: Solver, f: Map, z0: torch.Tensor, stats: FixedPointStats, hint: Hint, policy: str | None
+) -> Solution:
+    """The forward solve (never raising inside the solver), recorded; then the policy
+    (None: the solver's own ``throw``) on failure."""
+    quiet = dataclasses.replace(solver, throw=False) if solver.throw else solver
+    solution = quiet(f, z0)
+    stats.record_forward(solution)
+    if not solution.converged:
+        policy = policy or ("raise" if solver.throw else "record")
+        failure = Failure(
+            "forward", solver.name, solution, resolve_tol(solver.tol, z0.dtype), solver.stop
+        )
+        handle_failure(failure, policy, stats, hint)
+    return solution
 
 
 def fixed_point(
@@ -267,6 +187,7 @@ def fixed_point(
     backward: Backward | None = None,
     stats: FixedPointStats | None = None,
     hint: Hint = None,
+    on_failure: str | None = None,
 ) -> State:
     """The fixed point ``z* = f(z*)``, differentiable w.r.t. every tensor ``f`` closes over.
 
@@ -279,51 +200,64 @@ def fixed_point(
         solver: forward solver; default ``Anderson()``, whose ``tol`` follows the state's
             dtype (:func:`~deqlab.solvers.solution.default_tol`: float64 ``1e-8``, float32
             ``9.5e-7``); an explicit ``tol`` wins.
-        backward: ``Implicit()`` (default, exact), ``Unrolled(...)`` or ``JacobianFree()``.
-        stats: a :class:`FixedPointStats` to receive the forward / backward Solutions.
-        hint: extra context for a :class:`SolverError` (a string, or a zero-argument
-            callable evaluated only on failure), e.g. ``"‖W‖₂ = 1.3 >= 1"``.
+        backward: ``Implicit()`` (default, exact), ``Phantom(...)``, ``Shine()``,
+            ``JacobianFree()`` or ``Unrolled(...)`` (:mod:`deqlab.backward`).
+        stats: a :class:`FixedPointStats` to receive the Solutions, the gradient's record
+            and the running counts.
+        hint: extra context for a failure (a string, or a zero-argument callable evaluated
+            only on failure), e.g. ``"‖W‖₂ = 1.3 >= 1"``.
+        on_failure: ``"warn"``, ``"raise"`` or ``"record"`` for an unconverged forward or
+            adjoint solve (:mod:`deqlab.fixed_point_stats`); None (default): each solver's
+            ``throw`` decides (``"raise"`` if set, else ``"record"``).
 
     Returns:
         ``z*`` with ``z0``'s shape (the forward solver's best iterate); a tuple/list like
-        ``z0`` for a tuple/list state (then ``stats`` hold the packed tensor, see
-        :class:`_Packing`).
+        ``z0`` for a tuple/list state (then ``stats`` hold the packed tensor).
 
     Raises:
         TypeError / ValueError: bad arguments (see :meth:`Solver.__call__`); a tuple/list
             ``z0`` or ``f(z)`` that is not tensors of ``z0``'s shapes, dtype and device.
         SolverError: the forward (or, during ``.backward()``, the adjoint) solve failed
-            and the solver has ``throw=True``.
+            under the policy ``"raise"``.
     """
     solver, backward = _resolve(solver, backward)
-    if isinstance(z0, tuple | list):
-        packing = _Packing.of(z0, solver.per_sample)
-        z_star = fixed_point(
-            lambda z: packing.pack(f(packing.unpack(z)), "f(z)"),
-            packing.pack(z0, "z0"),
-            solver=solver,
-            backward=backward,
-            stats=stats,
-            hint=hint,
-        )
-        return packing.unpack(z_star)
+    if on_failure is not None:
+        check_choice("on_failure", on_failure, ON_FAILURE)
     stats = FixedPointStats() if stats is None else stats
     if not isinstance(stats, FixedPointStats):
         raise TypeError(f"`stats` must be a FixedPointStats; got {type(stats).__name__}")
+    f, z0, unpack = _packed(f, z0, solver.per_sample)
     if isinstance(backward, Unrolled):
         if backward.steps is not None:
             solver = dataclasses.replace(solver, max_iter=backward.steps)
-        stats.forward = _solve(solver, f, z0, hint, "forward solve (unrolled)")
-        return stats.forward.z
+        solution = _solve(solver, f, z0, stats, hint, on_failure)
+        _record_unrolled(solution, stats)
+        return unpack(solution.z)
     with torch.no_grad():
-        stats.forward = _solve(solver, f, z0.detach(), hint, "forward solve")
-    z_star = stats.forward.z
+        solution = _solve(solver, f, z0.detach(), stats, hint, on_failure)
+    z_star = solution.z
     if not torch.is_grad_enabled():
-        return z_star
+        return unpack(z_star)
     z_out = f(z_star)  # one tracked step: the edge to every tensor f closes over
     if not z_out.requires_grad:
-        return z_star
-    return _ImplicitGradient.apply(z_out, z_star, _Spec(f, solver, backward, stats, hint))
+        return unpack(z_star)
+    spec = _Spec(f, solver, backward, stats, hint, on_failure, solution)
+    return unpack(_ImplicitGradient.apply(z_out, z_star, spec))
+
+
+def _record_unrolled(solution: Solution, stats: FixedPointStats) -> None:
+    """At backward time, record that the gradient went through the solver's iterations."""
+    if not solution.z.requires_grad:
+        return
+    reason = "backpropagation through the solver's iterations (the implicit gradient in the limit)"
+    if not solution.converged:
+        reason += "; the forward solve did not converge"
+    record = BackwardRecord("unrolled", exact=False, reason=reason, vjps=solution.n_steps)
+
+    def hook(grad: torch.Tensor) -> None:
+        stats.record_gradient(record)
+
+    solution.z.register_hook(hook)
 
 
 _NOT_SHAPE_ERRORS = (torch.OutOfMemoryError, SolverError)  # never blamed on the zeros z0
@@ -366,7 +300,7 @@ def _zeros_z0_message(z0: torch.Tensor, rejection: str) -> str:
 
 
 class DEQ(nn.Module):
-    """Deep equilibrium layer ``z* = cell(z*, x)`` (Hieu 2022, §2.1).
+    """Deep equilibrium layer ``z* = cell(z*, x)`` (Hieu 2022, §2.1), training-grade.
 
     Args:
         cell: callable ``cell(z, x) -> z``; ``z`` a tensor or a flat tuple/list of tensors
@@ -374,15 +308,27 @@ class DEQ(nn.Module):
             plain callable (a lambda closing over modules) gets exact gradients too, since
             autograd reaches every tensor it uses, but its modules are not registered:
             ``deq.parameters()``, ``.to()`` and ``state_dict()`` do not see them.
-        solver, backward, hint: as in :func:`fixed_point`; the default ``Anderson()``
-            stops at the state dtype's tolerance (float32 ``9.5e-7``, float64 ``1e-8``).
+        solver: default :data:`TRAINING_SOLVER` (Anderson per sample, rel tol 1e-3, 40
+            evaluations; per sample assumes the cell treats each sample alone — no
+            BatchNorm inside — and falls back to one problem for a state without a common
+            batch dim 0).
+        backward: default ``Implicit(init="grad")``: the exact implicit gradient (to the
+            adjoint solver's tolerance), its solve started at ``g``.
+        hint: as in :func:`fixed_point`.
+        on_failure: what an unconverged forward or adjoint solve does: ``"warn"`` (default:
+            return the best iterate, count it in ``stats``, warn once per layer),
+            ``"raise"`` (strict: :class:`~deqlab.solvers.SolverError`) or ``"record"``.
 
     ``forward(x, z0=None)``: if ``z0`` is None the starting point is
     ``cell.initial_state(x)`` when the cell defines that method, else ``zeros_like(x)``
     (for cells whose state has the input's shape; a cell that rejects it raises a
-    ValueError naming ``z0``). The Solutions of the last solves are ``.last_forward`` and
-    ``.last_backward``; ``Implicit(warm_start=True)`` reuses the previous adjoint across
-    calls.
+    ValueError naming ``z0``).
+
+    After a forward: ``last_forward`` (Solution: status, residuals, per-sample
+    ``sample_residuals`` / ``sample_steps``), after a backward ``last_backward``
+    (:class:`BackwardRecord`: method, ``exact``, VJPs, adjoint Solution); ``stats`` holds
+    the running counts (``stats.unconverged_forward`` ...). Opt-in, on the last forward's
+    ``z*``: :meth:`jacobian_penalty` (a loss term) and :meth:`diagnostics`.
     """
 
     def __init__(
@@ -392,14 +338,21 @@ class DEQ(nn.Module):
         solver: Solver | None = None,
         backward: Backward | None = None,
         hint: Hint = None,
+        on_failure: str = "warn",
     ) -> None:
         super().__init__()
         if not callable(cell):
             raise TypeError(f"`cell` must be callable as cell(z, x); got {type(cell).__name__}")
         self.cell = cell
-        self.solver, self.backward = _resolve(solver, backward)
+        self._default_solver = solver is None
+        backward = Implicit(init="grad") if backward is None else backward
+        self.solver, self.backward = _resolve(
+            TRAINING_SOLVER if solver is None else solver, backward
+        )
         self.hint = hint
+        self.on_failure = check_choice("on_failure", on_failure, ON_FAILURE)
         self.stats = FixedPointStats()
+        self._last: tuple[Map, torch.Tensor, Solver] | None = None
 
     @property
     def _cell_init(self) -> Callable[[Any], State] | None:
@@ -425,13 +378,46 @@ class DEQ(nn.Module):
             z0 = self.initial_state(x)
             if self._cell_init is None:
                 f = _explaining_zeros_z0(f, z0)
-        return fixed_point(
-            f,
-            z0,
-            solver=self.solver,
+        solver = self.solver
+        if self._default_solver and not _has_batch(z0):
+            solver = dataclasses.replace(solver, per_sample=False)
+        f_packed, z0_packed, unpack = _packed(f, z0, solver.per_sample)
+        z = fixed_point(
+            f_packed,
+            z0_packed,
+            solver=solver,
             backward=self.backward,
             stats=self.stats,
             hint=self.hint,
+            on_failure=self.on_failure,
+        )
+        self._last = (f_packed, z.detach(), solver)
+        return unpack(z)
+
+    def _last_solve(self, what: str) -> tuple[Map, torch.Tensor, Solver]:
+        if self._last is None:
+            raise RuntimeError(f"DEQ.{what}() reads the last forward's z*: call deq(x) first")
+        return self._last
+
+    def jacobian_penalty(
+        self, k: int = 1, *, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """Hutchinson estimate of ``‖J_f(z*)‖_F² / dim`` at the last forward's ``z*``, with
+        ``k`` Gaussian probes; differentiable: add ``γ ·`` it to the loss (Bai, Koltun &
+        Kolter 2021). See :func:`deqlab.jacobian.jacobian_penalty`."""
+        f, z_star, _ = self._last_solve("jacobian_penalty")
+        return jacobian_penalty(f, z_star, k, generator=generator)
+
+    def diagnostics(
+        self, iters: int = 20, *, generator: torch.Generator | None = None
+    ) -> FixedPointDiagnostics:
+        """Spectral radius, ``‖J_f‖₂`` and ``σ_min(I − J_f)`` at the last forward's ``z*``
+        (per sample with a per-sample solver), with its per-sample steps and residuals.
+        See :func:`deqlab.fixed_point_diagnostics.fixed_point_diagnostics`."""
+        f, z_star, solver = self._last_solve("diagnostics")
+        rows = z_star.shape[0] if solver.per_sample else 1
+        return fixed_point_diagnostics(
+            f, z_star, rows, iters, self.last_forward, generator=generator
         )
 
     @property
@@ -439,5 +425,12 @@ class DEQ(nn.Module):
         return self.stats.forward
 
     @property
-    def last_backward(self) -> Solution | None:
-        return self.stats.backward
+    def last_backward(self) -> BackwardRecord | None:
+        return self.stats.gradient
+
+
+def _has_batch(z0: State) -> bool:
+    """``z0`` has a dim 0 shared by all its tensors (what a per-sample solve needs)."""
+    parts = list(z0) if isinstance(z0, tuple | list) else [z0]
+    leads = {p.shape[0] if isinstance(p, torch.Tensor) and p.ndim else None for p in parts}
+    return len(leads) == 1 and None not in leads

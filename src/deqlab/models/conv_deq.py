@@ -20,7 +20,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from deqlab._checks import check_int, check_positive, check_tensor
-from deqlab.implicit import DEQ, Backward
+from deqlab.implicit import DEQ, Backward, Implicit
 from deqlab.solvers import Anderson, Solver
 
 #: Forward solver of Section 4.1.2 (Anderson, tol 1e-2, 50 iterations); not raising on
@@ -136,7 +136,11 @@ class ConvDEQ(_ConvClassifier):
         cell = ConvDEQCell(channels, inner_channels, groups=groups, init_std=init_std)
         super().__init__(in_channels, num_classes, channels, groups)
         solver = DEFAULT_SOLVER if solver is None else solver
-        self.deq = DEQ(cell, solver=solver, backward=backward)
+        backward = Implicit() if backward is None else backward
+        # the experiments' strictness: a raising solver raises, DEFAULT_SOLVER (throw=False)
+        # returns its best iterate silently; the tables record the residual
+        on_failure = "raise" if solver.throw else "record"
+        self.deq = DEQ(cell, solver=solver, backward=backward, on_failure=on_failure)
 
     @property
     def cell(self) -> ConvDEQCell:

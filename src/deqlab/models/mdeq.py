@@ -50,7 +50,7 @@ from torch.nn import functional as F
 from torch.nn.utils import parametrizations, parametrize
 
 from deqlab._checks import check_bool, check_int, check_positive, check_tensor
-from deqlab.implicit import DEQ, Backward
+from deqlab.implicit import DEQ, Backward, Implicit
 from deqlab.solvers import Anderson, Solver
 
 #: Forward solver default: Anderson per sample (GroupNorm acts on each image alone), tol 1e-2
@@ -254,7 +254,12 @@ class MDEQ(nn.Module):
         num_classes = check_int("num_classes", num_classes, min_value=2)
         self.stem = _stem(in_channels, cell.channels[0], groups, downsample)
         initialise(self.stem, init_std)
-        self.deq = DEQ(cell, solver=DEFAULT_SOLVER if solver is None else solver, backward=backward)
+        solver = DEFAULT_SOLVER if solver is None else solver
+        backward = Implicit() if backward is None else backward
+        # the experiments' strictness: a raising solver raises, DEFAULT_SOLVER (throw=False)
+        # returns its best iterate silently; the tables record the residual
+        on_failure = "raise" if solver.throw else "record"
+        self.deq = DEQ(cell, solver=solver, backward=backward, on_failure=on_failure)
         self.head_norms = nn.ModuleList(nn.GroupNorm(groups, c) for c in cell.channels)
         self.head_batchnorm = nn.BatchNorm1d(sum(cell.channels), track_running_stats=False)
         self.classifier = nn.Linear(sum(cell.channels), num_classes)

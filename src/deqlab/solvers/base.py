@@ -62,6 +62,11 @@ class Solver(SolverOptions, ABC):
     def stepper(self) -> Stepper:
         """A fresh stepping rule for one solve (it may keep state between steps)."""
 
+    def finish(self, step: Stepper, solution: Solution) -> Solution:
+        """The solve's Solution, given the stepping rule's final state (a subclass may add
+        what the state learned, e.g. Broyden's inverse-Jacobian estimate)."""
+        return solution
+
     def __call__(self, f: Map, z0: torch.Tensor) -> Solution:
         """Solve ``z = f(z)`` from ``z0``; ``f`` maps tensors of ``z0``'s shape to that shape.
 
@@ -89,7 +94,7 @@ class Solver(SolverOptions, ABC):
         while not trace.done:
             z = step(z, trace.fz)
             trace.observe(z, f_flat(z))
-        solution = trace.solution(shape)
+        solution = self.finish(step, trace.solution(shape))
         if self.throw and not solution.converged:
             raise SolverError(self.name, solution, tol=tol, stop=self.stop)
         return solution
@@ -163,6 +168,7 @@ class IterationTrace:
         inf = torch.full((z0.shape[0],), math.inf, dtype=z0.dtype, device=z0.device)
         self.best_r = inf  # (B,) residual (rule `stop`) of best_z
         self.least_abs = inf  # (B,) least absolute residual seen
+        self.steps = torch.zeros(z0.shape[0], dtype=torch.long, device=z0.device)  # (B,)
         self.observe(z0, fz0)
 
     def observe(self, z: torch.Tensor, fz: torch.Tensor) -> None:
@@ -170,6 +176,7 @@ class IterationTrace:
         self.fz = fz
         r_abs = residual_norms(z.detach(), fz.detach(), "abs")  # (B,)
         r = r_abs if self.solver.stop == "abs" else relative_residual(r_abs, fz.detach())
+        self.steps += self.best_r > self.tol  # (B,) evaluations until the row met tol
         improved = r < self.best_r  # (B,); False where r is NaN
         self.best_r = torch.where(improved, r, self.best_r)
         self.least_abs = torch.fmin(self.least_abs, r_abs)
@@ -199,4 +206,6 @@ class IterationTrace:
             n_steps=len(self.residuals),
             residuals=self.residuals,
             residual=float(self.best_r.max()),
+            sample_residuals=self.best_r,
+            sample_steps=self.steps,
         )

@@ -16,13 +16,14 @@ skipped for that sample. The best iterate seen is returned.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 
 from deqlab._checks import check_int
 from deqlab.solvers.base import History, Solver
-from deqlab.solvers.solution import register
+from deqlab.solvers.solution import Solution, register
 
 
 def _apply(us: History, vs: History, x: torch.Tensor) -> torch.Tensor:
@@ -55,6 +56,40 @@ class Broyden(Solver):
     def stepper(self) -> BroydenState:
         """A fresh ``B = -I`` and no previous iterate, for one solve."""
         return BroydenState(self.memory)
+
+    def finish(self, step: BroydenState, solution: Solution) -> Solution:  # type: ignore[override]
+        """The Solution with the final estimate ``B ≈ (J_f − I)⁻¹`` (SHINE reuses it)."""
+        estimate = BroydenInverse.of(step, solution.z.shape, self.per_sample)
+        return dataclasses.replace(solution, inverse_jacobian=estimate)
+
+
+@dataclass(frozen=True)
+class BroydenInverse:
+    """A solve's final ``B = -I + Σ_i u_i v_iᵀ ≈ J_g⁻¹ = (J_f − I)⁻¹``, per row.
+
+    ``us``, ``vs``: the pairs ``(B, m, N)`` (detached; ``m = 0`` after a restart at the
+    last step); ``rows``: ``B`` of the solver's ``(B, N)`` layout. SHINE (Ramzi et al.
+    2022, Eq. 4) uses ``Bᵀ`` to approximate the adjoint ``u = (I − J_f)⁻ᵀ g ≈ −Bᵀ g``.
+    """
+
+    us: torch.Tensor | None
+    vs: torch.Tensor | None
+    rows: int
+
+    @classmethod
+    def of(cls, state: BroydenState, shape: torch.Size, per_sample: bool) -> BroydenInverse:
+        rows = shape[0] if per_sample else 1
+        if not len(state.us):
+            return cls(None, None, rows)
+        return cls(state.us.stacked().detach(), state.vs.stacked().detach(), rows)
+
+    def rmatvec(self, x: torch.Tensor) -> torch.Tensor:
+        """``Bᵀ x = -x + Σ_i v_i (u_iᵀ x)`` for ``x`` shaped like the solve's ``z``."""
+        flat = x.reshape(self.rows, -1)  # (B, N)
+        if self.us is None:
+            return -x
+        coeff = self.us @ flat[:, :, None]  # uᵢᵀx: (B, m, 1)
+        return (-flat + (coeff.transpose(1, 2) @ self.vs)[:, 0]).reshape(x.shape)
 
 
 class BroydenState:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import torch
@@ -33,6 +33,7 @@ from deqlab._checks import check_positive
 
 if TYPE_CHECKING:
     from deqlab.solvers.base import Solver
+    from deqlab.solvers.broyden import BroydenInverse
 
 STOP_RULES = ("abs", "rel")
 _REL_FLOOR = 1e-12  # added to ‖f(z)‖ in the relative residual
@@ -59,6 +60,12 @@ class Solution:
         residuals: residual after each evaluation, ``len(residuals) == n_steps``;
             ``residuals[0]`` is the residual at ``z0``.
         residual: residual at the returned ``z`` (max over samples when per-sample).
+        sample_residuals: ``(B,)`` residual of each row at the returned ``z``: one per
+            sample with ``per_sample=True``, else ``B = 1`` (the whole tensor).
+        sample_steps: ``(B,)`` evaluations of ``f`` each row needed to meet ``tol``
+            (``n_steps`` for a row that never met it).
+        inverse_jacobian: Broyden's final estimate ``B ≈ (J_f − I)⁻¹`` at ``z``
+            (:class:`~deqlab.solvers.broyden.BroydenInverse`); None for other solvers.
     """
 
     z: torch.Tensor
@@ -66,6 +73,10 @@ class Solution:
     n_steps: int
     residuals: list[float]
     residual: float
+    _: KW_ONLY  # optional fields, keyword-only (subclasses may add positional fields)
+    sample_residuals: torch.Tensor | None = None
+    sample_steps: torch.Tensor | None = None
+    inverse_jacobian: BroydenInverse | None = None
 
     @property
     def converged(self) -> bool:

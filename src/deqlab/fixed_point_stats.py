@@ -1,0 +1,186 @@
+"""What a fixed-point layer records about its solves, and what it does when one fails.
+
+A solve that does not meet its tolerance ends with a :class:`~deqlab.solvers.Status` other
+than ``CONVERGED``; the solver's best iterate (lowest residual per row) is still there.
+What to do then is a *policy* (``on_failure``):
+
+* ``"warn"`` — return the best iterate, count the failure, warn once per layer (the
+  :class:`deqlab.DEQ` default: a training loop is never killed, never silent);
+* ``"raise"`` — raise :class:`~deqlab.solvers.SolverError` (strict: experiments);
+* ``"record"`` — return the best iterate and count the failure, without a warning (for
+  callers that read ``status`` themselves, e.g. the papers' conv DEQ tables).
+
+A gradient is *exact* when it is the implicit gradient of ``ℓ(z*)`` up to the adjoint
+solve's tolerance: method :class:`~deqlab.backward.Implicit`, forward and adjoint solves
+converged. :class:`BackwardRecord` says which gradient was computed and whether it is.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from deqlab.solvers import Solution, SolverError, Status
+
+ON_FAILURE = ("warn", "raise", "record")
+Hint = str | Callable[[], str] | None
+
+
+class ConvergenceWarning(UserWarning):
+    """A DEQ layer's solve did not converge; the layer returned its best iterate."""
+
+
+@dataclass(frozen=True, eq=False)
+class BackwardRecord:
+    """How the last gradient through a fixed point was computed.
+
+    Attributes:
+        method: ``"implicit"``, ``"phantom"``, ``"jacobian_free"``, ``"shine"`` or
+            ``"unrolled"``.
+        exact: the implicit gradient up to the adjoint tolerance (see module docstring).
+        reason: why it is not exact (``""`` when exact).
+        vjps: vector-Jacobian products ``J_fᵀu`` the backward pass evaluated.
+        solution: the adjoint solve's Solution (``Implicit``), else None.
+    """
+
+    method: str
+    exact: bool
+    reason: str
+    vjps: int
+    solution: Solution | None = None
+
+    @property
+    def status(self) -> Status | None:
+        """The adjoint solve's status (None without one)."""
+        return None if self.solution is None else self.solution.status
+
+    @property
+    def converged(self) -> bool:
+        """The adjoint solve converged (True for methods without one)."""
+        return self.solution is None or self.solution.converged
+
+    @property
+    def n_steps(self) -> int:
+        """Evaluations of the adjoint map (the VJPs), as ``Solution.n_steps``."""
+        return self.vjps
+
+    @property
+    def residual(self) -> float | None:
+        return None if self.solution is None else self.solution.residual
+
+    def __repr__(self) -> str:
+        tail = "" if self.exact else f", not exact: {self.reason}"
+        solve = "" if self.solution is None else f", adjoint {self.solution!r}"
+        return f"BackwardRecord({self.method}, vjps={self.vjps}{solve}{tail})"
+
+
+@dataclass
+class FixedPointStats:
+    """Solver statistics of a layer's solves, filled in by :func:`deqlab.fixed_point`.
+
+    Last solves: ``forward`` (Solution of the last forward solve, with per-row
+    ``sample_residuals`` and ``sample_steps``); ``backward`` (Solution of the last adjoint
+    solve, ``Implicit`` only; its ``z`` is the adjoint ``u`` that
+    ``Implicit(warm_start=True)`` starts from); ``gradient`` (:class:`BackwardRecord` of
+    the last backward pass).
+
+    Running counts, for a training loop to read (``reset_counts()`` zeroes them):
+    ``forward_solves`` / ``unconverged_forward``, ``backward_passes`` /
+    ``unconverged_backward`` (adjoint solves that failed), ``inexact_gradients``
+    (backward passes whose gradient is not exact, approximate methods included), and
+    the work done: ``forward_evaluations`` (evaluations of ``f`` by the solver) and
+    ``backward_vjps``.
+    """
+
+    forward: Solution | None = None
+    backward: Solution | None = None
+    gradient: BackwardRecord | None = None
+    forward_solves: int = 0
+    unconverged_forward: int = 0
+    backward_passes: int = 0
+    unconverged_backward: int = 0
+    inexact_gradients: int = 0
+    forward_evaluations: int = 0
+    backward_vjps: int = 0
+    warned: set[str] = field(default_factory=set)
+
+    def reset_counts(self) -> None:
+        """Zero the running counts (the last Solutions and the warned-once flags stay)."""
+        for name in ("forward_solves", "backward_passes", "forward_evaluations"):
+            setattr(self, name, 0)
+        for name in ("unconverged_forward", "unconverged_backward", "inexact_gradients"):
+            setattr(self, name, 0)
+        self.backward_vjps = 0
+
+    def counts(self) -> dict[str, int]:
+        """The running counts as a dict (e.g. for a training log)."""
+        names = ("forward_solves", "unconverged_forward", "backward_passes")
+        names += ("unconverged_backward", "inexact_gradients", "forward_evaluations")
+        return {name: getattr(self, name) for name in (*names, "backward_vjps")}
+
+    def record_forward(self, solution: Solution) -> None:
+        self.forward = solution
+        self.forward_solves += 1
+        self.forward_evaluations += solution.n_steps
+        self.unconverged_forward += not solution.converged
+
+    def record_gradient(self, record: BackwardRecord) -> None:
+        self.gradient = record
+        self.backward_passes += 1
+        self.backward_vjps += record.vjps
+        self.unconverged_backward += not record.converged
+        self.inexact_gradients += not record.exact
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One unconverged solve: which (``"forward"``/``"adjoint"``), by whom, to what tol."""
+
+    which: str
+    solver: str
+    solution: Solution
+    tol: float
+    stop: str
+
+
+def handle_failure(failure: Failure, on_failure: str, stats: FixedPointStats, hint: Hint) -> None:
+    """Apply the policy to an unconverged solve: raise, warn once per ``stats``, or pass.
+
+    ``hint``: the caller's context (a string, or a zero-argument callable evaluated only
+    here), put in the error / warning.
+    """
+    hint = (hint() if callable(hint) else hint) or ""
+    if on_failure == "raise":
+        what = "forward solve" if failure.which == "forward" else "adjoint solve u = g + J_fᵀu"
+        context = f"{hint}; {what}" if hint else what
+        solution = failure.solution
+        raise SolverError(
+            failure.solver, solution, tol=failure.tol, stop=failure.stop, context=context
+        )
+    if on_failure == "warn" and failure.which not in stats.warned:
+        stats.warned.add(failure.which)
+        warnings.warn(_warning_text(failure, hint), ConvergenceWarning, stacklevel=4)
+
+
+def _warning_text(failure: Failure, hint: str) -> str:
+    solution = failure.solution
+    rows = solution.sample_residuals
+    share = ""
+    if rows is not None and rows.numel() > 1:
+        share = f" for {int((rows > failure.tol).sum())} of {rows.numel()} samples"
+    counter = "unconverged_forward" if failure.which == "forward" else "unconverged_backward"
+    effect = "the best iterate" if failure.which == "forward" else "the best adjoint"
+    gradient = "" if failure.which == "forward" else " (the gradient is marked not exact)"
+    advice = (
+        "try a larger max_iter, Anderson/Broyden, or Jacobian regularisation "
+        "(deq.jacobian_penalty()); on_failure='raise' makes it an error"
+    )
+    context = f" Context: {hint}." if hint else ""
+    return (
+        f"DEQ {failure.which} solve did not converge ({failure.solver} "
+        f"{solution.status.value} after {solution.n_steps} steps): {failure.stop} residual "
+        f"{solution.residual:.2e} > tol {failure.tol:.1e}{share}. Using {effect}"
+        f"{gradient}; counted in stats.{counter}; shown once per layer.{context} "
+        f"What to try: {advice}."
+    )
