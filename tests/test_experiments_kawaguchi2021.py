@@ -22,6 +22,7 @@ from deqlab.experiments.kawaguchi2021 import (
     fig2,
     fig2_report,
     fig3,
+    fig3_report,
     thm2_report,
 )
 from deqlab.experiments.kawaguchi2021.appb import AppBConfig, Kawaguchi2021AppB
@@ -108,6 +109,11 @@ def test_bound_check_fails_on_a_violating_trajectory():
     _, (dependent, independent) = _checks(_trajectory(0.15, 0.2))
     assert dependent.verdict is FAIL and dependent.value == pytest.approx(0.75)
     assert independent.verdict is PASS  # 0.15 > 0.2 / 2
+    _, (dependent, independent) = _checks(_trajectory(0.08, 0.2))  # 0.08 < 0.2 / 2
+    assert independent.verdict is FAIL and independent.value == pytest.approx(0.8)
+    assert "initialization-independent" in independent.name and dependent.verdict is FAIL
+    _, (_, independent) = _checks(_trajectory(0.08, 0.2), corollary=COROLLARY_2, radius=10.0)
+    assert independent.name.startswith("Corollary 2") and independent.verdict is FAIL
     one_step = _trajectory(0.3, 0.2)
     one_step[5]["loss"] = one_step[5]["bound_dependent"] + 1e-6  # above by more than rounding
     assert _checks(one_step)[1][0].verdict is FAIL
@@ -251,26 +257,27 @@ def _final_rows(config, task, model, loss, *, step=None):
 
 
 @pytest.mark.parametrize(
-    ("delm_loss", "resnet_a", "resnet_b", "verdicts"),
+    ("delm_a", "delm_b", "resnet_a", "resnet_b", "verdicts"),
     [
-        (10.0, 20.0, 10.0, (PASS, PASS, PASS, PASS)),
-        (11.0, 10.0, 20.0, (FAIL, FAIL, FAIL, FAIL)),
-        (math.nan, math.nan, math.nan, (NM, NM, NM, NM)),
+        (10.0, 10.0, 20.0, 10.0, (PASS, PASS, PASS, PASS)),
+        (11.0, 11.0, 10.0, 20.0, (FAIL, FAIL, FAIL, FAIL)),
+        (10.0, 11.0, 20.0, 10.0, (PASS, FAIL, PASS, PASS)),
+        (math.nan, math.nan, math.nan, math.nan, (NM, NM, NM, NM)),
     ],
 )
-def test_fig2_observations_in_both_directions(delm_loss, resnet_a, resnet_b, verdicts):
+def test_fig2_observations_in_both_directions(delm_a, delm_b, resnet_a, resnet_b, verdicts):
+    """DELMs on (a), on (b) (a final gap 0.1 > optimum_rtol fails it), ResNet on (a), (b)."""
     config = Fig2Config(n_random=0, steps=100)
     rows = [
-        *_final_rows(config, "a-delm-identity", "DELM", delm_loss),
-        *_final_rows(config, "b-delm-identity", "DELM", 10.0),
+        *_final_rows(config, "a-delm-identity", "DELM", delm_a),
+        *_final_rows(config, "b-delm-identity", "DELM", delm_b),
         *_final_rows(config, "a-resnet", "LinearResNet", resnet_a),
         *_final_rows(config, "b-resnet", "LinearResNet", resnet_b),
     ]
     found = fig2_report.statements(config, rows)
     observed = [s for s in found if s.kind is Kind.OBSERVATION][:4]
-    got = (observed[0].verdict, observed[2].verdict, observed[3].verdict)
-    assert got == (verdicts[0], verdicts[2], verdicts[3])
-    assert observed[1].verdict is PASS
+    assert tuple(s.verdict for s in observed) == verdicts
+    assert "uniform" in observed[1].name
     assert (
         "modified identity" in observed[2].detail and "η·λ_max(∇²L(W₀)) = —" in observed[2].detail
     )
@@ -420,6 +427,21 @@ def test_fig3_tiny_statements_and_bit_exact_resume():
         experiment.run_task(config, task, interrupted.context(100))
     interrupted.stop_after = None
     assert experiment.run_task(config, task, interrupted.context(100)) == rows
+
+
+@pytest.mark.parametrize(
+    ("loss", "step", "verdict"),
+    [(10.0, 200, PASS), (10.01, 200, FAIL), (10.0, 150, NM), (math.inf, 200, NM)],
+)
+def test_fig3_reaches_the_logistic_minimum_in_both_directions(loss, step, verdict):
+    """Ours: the final (L − L*)/L* ≤ optimum_rtol (1e-3 > 1e-4 fails); a run that did not
+    record the last step, or a non-finite loss, is not measured."""
+    experiment = Kawaguchi2021Fig3()
+    config = experiment.resolve("tiny", overrides=["optimum_rtol=1e-4"])
+    rows = [{"task": "t", "step": step, "loss": loss, "loss_star": 10.0}]
+    reaches = fig3_report.statements(config, rows)[-1]
+    assert reaches.name == "the DELM reaches the global minimum value of the logistic loss"
+    assert reaches.kind is Kind.OURS and reaches.verdict is verdict
 
 
 def test_fig3_without_regularization_or_radius_has_no_accuracy_time():
