@@ -125,18 +125,28 @@ def test_linear_fit_recovers_a_line_and_r2():
         linear_fit([1.0], [1.0])
 
 
-def test_an_experiment_must_declare_its_presets_and_paper_setting():
+def test_an_experiment_must_declare_its_presets_paper_setting_and_paper_record():
     from deqlab.experiments.base import Experiment
+    from deqlab.papers import LING
 
     methods = {
-        "tasks": lambda self, c: [], "run_task": lambda self, c, t, x: [],
-        "plot": lambda self, c, r, d: [], "statements": lambda self, c, r: [],
-    }  # fmt: skip
+        "tasks": lambda self, c: [],
+        "run_task": lambda self, c, t, x: [],
+        "plot": lambda self, c, r, d: [],
+        "statements": lambda self, c, r: [],
+        "name": "ling2023-x",
+        "paper": LING,
+    }
     presets = {"tiny": {}, "quick": {}, "paper": {}}
     with pytest.raises(TypeError, match=r"lacks the presets \['quick', 'paper'\]"):
         type("NoPresets", (Experiment,), {**methods, "presets": {"tiny": {}}})
     with pytest.raises(TypeError, match="NoSetting must declare its paper_setting"):
         type("NoSetting", (Experiment,), {**methods, "presets": presets})
-    declared = type("Declared", (Experiment,), {**methods, "presets": presets,
-                                                "paper_setting": {}})  # fmt: skip
-    assert declared.paper_setting == {}
+    declared = {**methods, "presets": presets, "paper_setting": {}}
+    with pytest.raises(TypeError, match=r"`paper` must be a Paper record of deqlab\.papers"):
+        type("NoPaper", (Experiment,), {**declared, "paper": None})
+    with pytest.raises(TypeError, match="`name` must start with its paper's key 'ling2023-'"):
+        type("Misnamed", (Experiment,), {**declared, "name": "hieu2022-x"})
+    cited = type("Declared", (Experiment,), {**declared, "where": "Figure 1"})
+    assert cited.paper_setting == {}
+    assert cited.citation == f"{LING.full} (Figure 1)"

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from deqlab.experiments.config import ConfigError, read_config_file, resolve_config
 from deqlab.experiments.deviations import Deviation, PaperValue, deviations
-from deqlab.statements import Statement
+from deqlab.statements import Paper, Statement
 
 REQUIRED_PRESETS = ("tiny", "quick", "paper")
 
@@ -79,7 +79,12 @@ class Experiment(ABC):
 
     name: ClassVar[str]
     title: ClassVar[str]
-    paper: ClassVar[str]
+    #: The paper reproduced (its record in :mod:`deqlab.papers`); ``name`` starts with its key.
+    paper: ClassVar[Paper]
+    #: Where in the paper (e.g. ``"Figure 1, Appendix D"``), cited after the paper.
+    where: ClassVar[str] = ""
+    #: ``"<full citation> (<where>)"``, set at class creation: what summaries and lists show.
+    citation: ClassVar[str]
     Config: ClassVar[type]
     presets: ClassVar[Mapping[str, Mapping[str, object]]]
     #: Column name -> meaning, for the tidy ``metrics.csv`` (shown by ``deqlab show``).
@@ -99,6 +104,7 @@ class Experiment(ABC):
             raise TypeError(f"experiment {cls.__name__} lacks the presets {missing}")
         if not isinstance(getattr(cls, "paper_setting", None), Mapping):
             raise TypeError(f"experiment {cls.__name__} must declare its paper_setting")
+        cls.citation = _citation(cls)
 
     def resolve(
         self,
@@ -161,3 +167,23 @@ def linear_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, fl
     ss_tot = math.fsum((b - my) ** 2 for b in y)
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
     return slope, intercept, r2
+
+
+def _citation(cls: type[Experiment]) -> str:
+    """The experiment's citation; refuses a paper that is not a :class:`Paper` record or a
+    name that does not start with the paper's key (a plain string is accepted while the
+    experiments are converted)."""
+    paper = getattr(cls, "paper", None)
+    if isinstance(paper, str):
+        return paper
+    if not isinstance(paper, Paper):
+        raise TypeError(
+            f"experiment {cls.__name__}: `paper` must be a Paper record of deqlab.papers; "
+            f"got {paper!r}"
+        )
+    if not cls.name.startswith(f"{paper.key}-"):
+        raise TypeError(
+            f"experiment {cls.__name__}: `name` must start with its paper's key "
+            f"{paper.key + '-'!r}; got {cls.name!r}"
+        )
+    return f"{paper.full} ({cls.where})" if cls.where else paper.full

@@ -1,25 +1,21 @@
 """The registry of experiments, by name.
 
-Built-in experiment modules are listed in ``BUILTIN_MODULES`` and imported on first lookup
-(so ``import deqlab`` stays light); each registers its class with :func:`register`.
+Each paper of :data:`deqlab.papers.REPRODUCED` has its experiments in the package
+``deqlab.experiments.<key>``, imported on first lookup (so ``import deqlab`` stays light);
+importing it registers each experiment class with :func:`register`. Adding a paper is its
+record in :mod:`deqlab.papers` (one line in ``REPRODUCED``) and its folder.
 """
 
 from __future__ import annotations
 
 import importlib
 
+from deqlab import papers
 from deqlab.experiments.base import Experiment
 from deqlab.experiments.config import ConfigError
 
-#: One package per paper; importing it registers its experiments (``register``).
-BUILTIN_MODULES: tuple[str, ...] = (
-    "deqlab.experiments.ling2023",
-    "deqlab.experiments.kawaguchi2021",
-    "deqlab.experiments.hieu2022",
-)
-
 _REGISTRY: dict[str, type[Experiment]] = {}
-_builtins_loaded = False
+_loaded: set[str] = set()
 
 
 def register(cls: type[Experiment]) -> type[Experiment]:
@@ -33,12 +29,20 @@ def register(cls: type[Experiment]) -> type[Experiment]:
     return cls
 
 
+def experiment_packages() -> tuple[str, ...]:
+    """The package of each reproduced paper: ``deqlab.experiments.<key>``."""
+    return tuple(f"{__package__}.{paper.key}" for paper in papers.REPRODUCED)
+
+
+#: The packages of the papers deqlab ships with (a paper added later is found as well).
+BUILTIN_MODULES: tuple[str, ...] = experiment_packages()
+
+
 def _load_builtins() -> None:
-    global _builtins_loaded
-    if not _builtins_loaded:
-        for module in BUILTIN_MODULES:
-            importlib.import_module(module)
-        _builtins_loaded = True
+    for package in experiment_packages():
+        if package not in _loaded:
+            importlib.import_module(package)
+            _loaded.add(package)
 
 
 def experiment_names() -> list[str]:
