@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from deqlab.cli import app
 from deqlab.experiments.registry import BUILTIN_MODULES, experiment_names
-from deqlab.runs.store import read_rows_csv
+from deqlab.runs.tables import read_rows_csv
 from test_runs_store import LeastSquaresGD  # registers the test experiment
 
 runner = CliRunner()

@@ -18,7 +18,7 @@ from deqlab.experiments.config import ConfigError
 from deqlab.experiments.ling2023.init import Ling2023Init
 from deqlab.experiments.ling2023.init_report import init_statements, plot_initialization
 from deqlab.models.relu_deq import ReLUDEQ
-from deqlab.runs.store import read_rows_csv
+from deqlab.runs.tables import read_rows_csv
 from deqlab.theory.init_theorems import lemma1_bound, measure_assumption2, measure_theorem3
 
 SIGMA_W2 = 0.08

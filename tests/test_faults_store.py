@@ -35,17 +35,9 @@ import deqlab._atomic
 from deqlab._atomic import write_text_atomic
 from deqlab.cli import app
 from deqlab.experiments.registry import register
-from deqlab.runs.store import (
-    OWNER_ENV,
-    OwnerGoneError,
-    RunDir,
-    RunStore,
-    SummaryError,
-    file_record,
-    host_name,
-    lock_holder,
-    process_start,
-)
+from deqlab.runs.lock import OWNER_ENV, OwnerGoneError, host_name, lock_holder, process_start
+from deqlab.runs.rundir import RunDir, SummaryError, file_record
+from deqlab.runs.store import RunStore
 from test_runs_store import LeastSquaresGD
 
 NAME = "test-lsq-faults"

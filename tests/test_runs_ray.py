@@ -29,7 +29,8 @@ from deqlab.runs.executors import (
     run_task,
 )
 from deqlab.runs.runner import reproduce
-from deqlab.runs.store import RunStore, read_rows_csv
+from deqlab.runs.store import RunStore
+from deqlab.runs.tables import read_rows_csv
 from test_runs_store import LeastSquaresGD
 
 ray = pytest.importorskip("ray")

@@ -23,8 +23,10 @@ from deqlab.experiments.config import ConfigError, config_hash
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.registry import register
 from deqlab.runs.executors import LocalExecutor, TaskSpec, execute_task
+from deqlab.runs.rundir import RunStoreError
 from deqlab.runs.runner import check_device, device_type, provenance_warning, reproduce
-from deqlab.runs.store import RunStore, RunStoreError, read_rows_csv, write_rows_csv
+from deqlab.runs.store import RunStore
+from deqlab.runs.tables import read_rows_csv, write_rows_csv
 from deqlab.statements import OURS, Kind, Statement, measure
 
 

@@ -134,8 +134,8 @@ def reproduce(
     from deqlab.experiments.config import ConfigError
     from deqlab.experiments.deviations import one_line
     from deqlab.runs.api import execute, prepare
+    from deqlab.runs.rundir import RunStoreError
     from deqlab.runs.runner import Terminated
-    from deqlab.runs.store import RunStoreError
 
     try:
         prepared = prepare(

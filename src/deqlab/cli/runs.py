@@ -30,7 +30,8 @@ REF_HELP = "Config hash of the run (or a unique prefix of it, or its directory).
 
 
 def _open_store(out: Path):
-    from deqlab.runs.store import RunStore, RunStoreError
+    from deqlab.runs.rundir import RunStoreError
+    from deqlab.runs.store import RunStore
 
     try:
         return RunStore.open_existing(out)
@@ -99,8 +100,8 @@ def runs_list(
 
 def run_document(store, row: dict[str, Any]) -> dict[str, Any]:
     """One run as JSON: index row, config, tasks, statements, deviations, verdict counts."""
+    from deqlab.runs.rundir import RunDir, SummaryError
     from deqlab.runs.runner import describe_provenance
-    from deqlab.runs.store import RunDir, SummaryError
     from deqlab.statements import Counts, Statement
 
     doc = _row_document(row)
@@ -140,8 +141,9 @@ def run_document(store, row: dict[str, Any]) -> dict[str, Any]:
 def _repair(out: Path, row: dict[str, Any], problem: str) -> bool:
     """Rebuild the unreadable summary of ``row``'s run when the store can be written; say
     what happened on stderr. Returns whether it was rebuilt."""
+    from deqlab.runs.rundir import RunStoreError
     from deqlab.runs.runner import rebuild_summary
-    from deqlab.runs.store import RunStore, RunStoreError
+    from deqlab.runs.store import RunStore
 
     if row["status"] == "running":
         warn(f"{problem} (the run is in progress)")

@@ -1,8 +1,10 @@
 """Run store (run directories + SQLite index, atomic writes, resume) and sweep executors."""
 
 from deqlab.runs.executors import LocalExecutor, RayExecutor, make_executor
+from deqlab.runs.rundir import RunDir, RunStoreError
 from deqlab.runs.runner import RunOutcome, reproduce
-from deqlab.runs.store import RunDir, RunStore, RunStoreError, read_rows_csv
+from deqlab.runs.store import RunStore
+from deqlab.runs.tables import read_rows_csv
 
 __all__ = [
     "LocalExecutor",

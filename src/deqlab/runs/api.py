@@ -31,7 +31,7 @@ from deqlab.experiments.deviations import Deviation
 from deqlab.runs.executors import Executor, make_executor
 from deqlab.runs.runner import RunOutcome, check_device
 from deqlab.runs.runner import reproduce as _run
-from deqlab.runs.store import read_rows_csv
+from deqlab.runs.tables import read_rows_csv
 from deqlab.statements import Counts, Statement
 
 Overrides = Mapping[str, object] | Sequence[str] | None

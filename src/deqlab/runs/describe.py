@@ -109,7 +109,8 @@ def preset_datasets(
 
 def finished_runs(out: str | os.PathLike[str] | None, experiment: str) -> list[dict[str, Any]]:
     """The finished runs of ``experiment`` in the run store ``out`` (none if it has no index)."""
-    from deqlab.runs.store import RunStore, RunStoreError
+    from deqlab.runs.rundir import RunStoreError
+    from deqlab.runs.store import RunStore
 
     if out is None:
         return []

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from deqlab.runs.store import RunStore, read_rows_csv
+from deqlab.runs.store import RunStore
+from deqlab.runs.tables import read_rows_csv
 from deqlab.statements import Counts, Statement
 
 #: Columns that can serve as the x axis of a curve, in order of preference.
@@ -71,7 +72,7 @@ def diff_runs(store: RunStore, ref_a: str, ref_b: str) -> dict[str, Any]:
     ``"a"``/``"b"`` for a key one config lacks), ``statements`` (``{"name", "kind",
     "citation", "verdict_a", "verdict_b", "measured_a", "measured_b", "value_a",
     "value_b", "changed"}``, ``None`` where a run lacks the statement), ``notes``.
-    Raises :class:`~deqlab.runs.store.RunStoreError` for an unknown or ambiguous ref.
+    Raises :class:`~deqlab.runs.rundir.RunStoreError` for an unknown or ambiguous ref.
     """
     row_a, row_b = store.find(ref_a), store.find(ref_b)
     (sum_a, note_a), (sum_b, note_b) = _summary(row_a), _summary(row_b)

@@ -39,7 +39,7 @@ import torch
 
 from deqlab._checks import check_choice, check_int
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
-from deqlab.runs.store import RunDir
+from deqlab.runs.rundir import RunDir
 
 ProgressFn = Callable[[str, int, int], None]
 ResultFn = Callable[["TaskResult"], None]

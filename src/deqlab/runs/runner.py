@@ -12,7 +12,7 @@ be read is set aside as ``*.corrupt`` and its task restarts from scratch.
 ``force=True`` discards the run's checkpoints and results and computes it again.
 
 One process at a time computes a run: it holds the run directory's lock
-(:class:`~deqlab.runs.store.RunLock`); a second ``reproduce`` of the same run waits for
+(:class:`~deqlab.runs.lock.RunLock`); a second ``reproduce`` of the same run waits for
 it, then reuses the finished run. SIGTERM (and SIGHUP) stop a run like Ctrl-C: it is
 recorded as ``interrupted`` (:class:`Terminated`). Data sets the tasks read are checked
 before anything is created (:func:`check_datasets`).
@@ -45,23 +45,14 @@ from deqlab.experiments.base import Experiment, Row
 from deqlab.experiments.config import ConfigError, config_hash, resolve_config
 from deqlab.experiments.deviations import Deviation
 from deqlab.runs.executors import Executor, LocalExecutor, TaskResult, TaskSpec
-from deqlab.runs.store import (
-    OWNER_ENV,
-    RunDir,
-    RunLock,
-    RunStore,
-    RunStoreError,
-    SummaryError,
-    now_iso,
-    read_rows_csv,
-    write_rows_csv,
-)
+from deqlab.runs.lock import OWNER_ENV, RunLock, now_iso
+from deqlab.runs.rundir import SUMMARY_FORMAT, RunDir, RunStoreError, SummaryError
+from deqlab.runs.store import RunStore
+from deqlab.runs.tables import read_rows_csv, write_rows_csv
 from deqlab.statements import Counts, Statement
 
 #: The device forms ``--device`` accepts (N: a CUDA device index).
 DEVICES = ("cpu", "cuda", "cuda:N")
-#: Version of summary.json's layout; a reused run of another format is re-derived.
-SUMMARY_FORMAT = 3
 
 
 @dataclass
@@ -247,7 +238,7 @@ def reproduce(
     device share one hash. ``force``: discard the run's checkpoints and results first.
     ``on_warning``: called with each warning as it arises (they are also returned in
     :attr:`RunOutcome.warnings`). Raises :class:`DataError` for a missing data set before
-    the run is created, :class:`~deqlab.runs.store.RunStoreError` for an unusable store,
+    the run is created, :class:`~deqlab.runs.rundir.RunStoreError` for an unusable store,
     :class:`Terminated` (a ``KeyboardInterrupt``) on SIGTERM.
     """
     device = check_device(device)
@@ -564,7 +555,7 @@ def rebuild_summary(store: RunStore, row: dict[str, Any]) -> str:
     them) or, when a task has none, from metrics.csv; statements, figures and the report
     are derived again, the task list is the index's. Returns the source used (``the
     checkpoints`` or ``metrics.csv``); a note in the summary says so. Raises
-    :class:`~deqlab.runs.store.RunStoreError` (one line) when it cannot: the run is being
+    :class:`~deqlab.runs.rundir.RunStoreError` (one line) when it cannot: the run is being
     computed, its experiment is not registered here, or neither source is complete.
     """
     from deqlab.experiments.registry import get_experiment
