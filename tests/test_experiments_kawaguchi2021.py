@@ -700,12 +700,31 @@ def test_figure_6_statements_in_both_directions(deep_final, diverge, verdict):
     assert not any("than Linear" in name for name in found)
     faster = found["sphere: the DNNs reduce the training loss faster than the DELM"]
     assert faster.verdict is PASS and faster.value == 2.0 and "Figure 6" in faster.source.location
-    stuck = found["sphere: DNNs with H ≥ 100 do not train (gradient explosion or vanishing)"]
+    stuck = found["sphere: DNNs with H ≥ 100 show gradient explosion or vanishing"]
     assert stuck.verdict is verdict and stuck.source.quote.startswith("We experienced")
     slow = [{**r, "train_loss": 8.0} if r["model"] != "DELM" and r["epoch"] == 10 else r
             for r in _deep_rows(config, 1.0)]  # fmt: skip
     assert fig1_report.statements(config, slow)[2].verdict is FAIL
     assert all(s.verdict is NM for s in fig1_report.statements(config, [])[:-1])
+
+
+def test_deep_dnns_need_explosion_or_vanishing_at_one_learning_rate_only():
+    """Appendix D.2 says the authors experienced explosion and vanishing at H = 100, 200, not
+    that these depths train at no lr: H = 100 training at one lr and stalling at the other
+    passes; training at both fails."""
+    config = Fig1Config(datasets=("sphere",), lrs=(0.001, 0.01), trials=1, depths=(10, 100),
+                        epochs=100, record_every=10, dnn_bias=False, figure=6)  # fmt: skip
+    name = "sphere: DNNs with H ≥ 100 show gradient explosion or vanishing"
+
+    def verdict(finals):
+        rows = [r for lr, final in zip(config.lrs, finals, strict=True)
+                for r in _deep_rows(dataclasses.replace(config, lrs=(lr,)), final)]  # fmt: skip
+        return _by_name(fig1_report.statements(config, rows))[name]
+
+    mixed = verdict((0.2, 1.0))
+    assert mixed.verdict is PASS and "1 vanish" in mixed.measured
+    both = verdict((0.2, 0.3))
+    assert both.verdict is FAIL and both.value == 1 and "(H = 100)" in both.measured
 
 
 def test_figure_8_reads_every_image_and_has_no_rank_statement(monkeypatch):
