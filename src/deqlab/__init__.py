@@ -14,6 +14,7 @@ except PackageNotFoundError:  # running from a source tree that was not installe
     __version__ = "0.0.0+unknown"
 
 import deqlab.papers  # noqa: F401  (first: registers the Paper records statements cite)
+from deqlab import diagnose  # the package, callable: diagnose(deq, X, y)
 from deqlab.data import LabelledData, get_dataset, synthetic_sphere, zou_synthetic
 from deqlab.fixed_point_diagnostics import FixedPointDiagnostics, fixed_point_diagnostics
 from deqlab.fixed_point_stats import BackwardRecord, ConvergenceWarning
@@ -92,6 +93,7 @@ __all__ = [
     "Unrolled",
     "__version__",
     "deq_ntk",
+    "diagnose",
     "filter_normalized_direction",
     "fixed_point",
     "fixed_point_diagnostics",

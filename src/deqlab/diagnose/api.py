@@ -1,0 +1,158 @@
+"""``deqlab.diagnose(deq, X, y)``: the convergence theory measured on any DEQ."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+from deqlab._checks import check_choice, check_int, check_positive, check_tensor
+from deqlab.diagnose.implicit_ntk import Trainable, implicit_ntk
+from deqlab.diagnose.pl import LOSSES, BatchRate, batch_rate, loss_geometry
+from deqlab.diagnose.result import Diagnosis, NTKSpectrum
+from deqlab.diagnose.wellposed import well_posedness
+from deqlab.implicit import DEQ, Implicit
+from deqlab.solvers import Solver
+
+
+def _check_deq(deq: object) -> DEQ:
+    if not isinstance(deq, DEQ):
+        raise TypeError(f"`deq` must be a deqlab.DEQ layer; got {type(deq).__name__}")
+    if not isinstance(deq.cell, nn.Module):
+        raise TypeError(
+            "`deq` must have an nn.Module cell (its parameters are differentiated by name); "
+            f"got a {type(deq.cell).__name__}"
+        )
+    return deq
+
+
+def _check_targets(y: object, n: int, loss: str) -> torch.Tensor:
+    y = check_tensor("y", y, floating=loss == "mse")
+    if y.ndim == 0 or y.shape[0] != n:
+        raise ValueError(
+            f"`y` must have shape (n, ...) with n == X.shape[0] == {n}; got {tuple(y.shape)}"
+        )
+    if loss == "cross_entropy" and (y.dtype.is_floating_point or y.ndim != 1):
+        raise ValueError(
+            f"`y` must hold class indices, an integer tensor of shape ({n},), for "
+            f"loss='cross_entropy'; got {y.dtype} {tuple(y.shape)}"
+        )
+    return y
+
+
+def _adjoint_solver(deq: DEQ, solver: Solver | None) -> Solver:
+    if solver is not None:
+        if not isinstance(solver, Solver):
+            raise TypeError(
+                f"`solver` must be a deqlab Solver or None; got {type(solver).__name__}"
+            )
+        return solver
+    backward = deq.backward
+    if isinstance(backward, Implicit) and backward.solver is not None:
+        return backward.solver
+    return deq.solver
+
+
+def _gd_step_loss(deq, head, x, z_star, gradient, lr, loss, y) -> float:
+    """The loss after one GD step ``θ − η ∇L`` on copies of the cell and head, the
+    equilibrium re-solved by the layer's forward solver from the old one."""
+    cell, head = copy.deepcopy(deq.cell), copy.deepcopy(head)
+    modules = {"cell": cell, "head": head}
+    with torch.no_grad():
+        for name, grad in gradient.items():
+            where, _, pname = name.partition(".")
+            param = modules[where].get_parameter(pname)
+            param.sub_(lr * grad.to(param))
+        z_new = deq.solver(lambda z: cell(z, x), z_star.clone()).z
+        out = z_new.flatten(1) if head is None else head(z_new).reshape(z_new.shape[0], -1)
+    return loss_geometry(loss, out, y).loss
+
+
+def diagnose(
+    deq: DEQ,
+    X: torch.Tensor,
+    y: torch.Tensor | None = None,
+    *,
+    head: nn.Module | None = None,
+    z0: torch.Tensor | None = None,
+    loss: str = "mse",
+    params: Iterable[str] | None = None,
+    lr: float | None = None,
+    solver: Solver | None = None,
+    power_tol: float = 1e-6,
+    power_iters: int = 200,
+    chunk: int | None = None,
+    seed: int = 0,
+) -> Diagnosis:
+    """Well-posedness, the NTK at z* and the GD rate of ``head(deq(X))`` on one batch.
+
+    Args:
+        deq: a :class:`deqlab.DEQ` whose cell is an ``nn.Module`` treating samples
+            independently (dim 0 of ``X`` and of the state is the batch; no BatchNorm).
+        X: the DEQ's input on the batch, ``(n, ...)`` (what ``deq(X)`` takes).
+        y: targets: ``(n, k)`` / ``(n,)`` values for ``"mse"``, class indices ``(n,)``
+            for ``"cross_entropy"``; None skips the loss part (``rate`` is None).
+        head: module mapping ``z*`` to the outputs ``(n, k)``; None: the flattened state.
+        z0: the forward solve's starting state, as in ``deq(X, z0)``; None: the layer's
+            default (``cell.initial_state(X)`` or zeros like ``X``).
+        loss: ``"mse"`` (``Σ_i ½‖ŷ_i − y_i‖²/n``) or ``"cross_entropy"`` (mean).
+        params: names of the trained parameters, ``"cell.<name>"`` / ``"head.<name>"``;
+            None: every parameter of cell and head that requires grad.
+        lr: step size η: the predicted GD factor, and one real GD step on copies
+            (the layer itself is not changed) for the measured one.
+        solver: solver of the adjoints (and of the re-solve after the GD step); None:
+            the backward's solver, else the forward's.
+        power_tol, power_iters: tolerance and cap of each power iteration.
+        chunk: rows per vmap chunk of the per-sample Jacobians (None: all at once).
+        seed: seed of the power iterations' start vectors.
+
+    Returns:
+        :class:`~deqlab.diagnose.result.Diagnosis`; ``print`` it for the reading.
+    """
+    deq = _check_deq(deq)
+    X = check_tensor("X", X)
+    if X.ndim == 0 or X.shape[0] == 0:
+        raise ValueError(f"`X` must have a non-empty batch dim 0; got shape {tuple(X.shape)}")
+    if head is not None and not isinstance(head, nn.Module):
+        raise TypeError(f"`head` must be an nn.Module or None; got {type(head).__name__}")
+    loss = check_choice("loss", loss, LOSSES)
+    y = None if y is None else _check_targets(y, X.shape[0], loss)
+    lr = None if lr is None else check_positive("lr", lr)
+    power_tol = check_positive("power_tol", power_tol)
+    power_iters = check_int("power_iters", power_iters, min_value=1)
+    trainable = Trainable.select(deq.cell, head, params)
+    adjoint_solver = _adjoint_solver(deq, solver)
+    probe = copy.deepcopy(deq)  # the user's layer keeps its statistics and warm starts
+    with torch.no_grad():
+        z_star = probe(X, z0)
+    if not isinstance(z_star, torch.Tensor):
+        raise TypeError("`deq` must have a tensor state for diagnose; got a tuple/list state")
+    steps = probe.last_forward.n_steps
+    wellposed = well_posedness(deq.cell, X, z_star, tol=power_tol, max_iter=power_iters, seed=seed)
+    with torch.no_grad():
+        outputs = z_star.flatten(1) if head is None else head(z_star).reshape(X.shape[0], -1)
+    w = None if y is None else loss_geometry(loss, outputs, y).w
+    ntk = implicit_ntk(
+        deq.cell, head, X, z_star, trainable, adjoint_solver, cotangent=w, chunk=chunk
+    )
+    rate = None
+    if y is not None:
+        rate = batch_rate(loss, ntk.matrix, ntk.outputs, y, lr)
+        if lr is not None:
+            after = _gd_step_loss(deq, head, X, z_star, ntk.gradient, lr, loss, y)
+            rate = _with_measured(rate, after)
+    adjoint_ok = None if ntk.adjoint is None else ntk.adjoint.converged
+    trained = tuple(f"cell.{k}" for k in trainable.cell) + tuple(
+        f"head.{k}" for k in trainable.head
+    )
+    return Diagnosis(
+        wellposed, NTKSpectrum.of(ntk.matrix, ntk.n_params), rate, steps, adjoint_ok, trained
+    )
+
+
+def _with_measured(rate: BatchRate, after: float) -> BatchRate:
+    """``rate`` with the measured factor ``L'/L`` of the GD step."""
+    return dataclasses.replace(rate, measured=after / rate.loss if rate.loss > 0 else float("nan"))
