@@ -1,7 +1,7 @@
 """The convergence theory of DEQs measured on any DEQ (issue 23, item 5).
 
 :func:`diagnose` reads a DEQ at its equilibrium on one batch: well-posedness per sample
-(:mod:`.wellposed`, with the power iterations of :mod:`.power`), the empirical NTK from
+(:mod:`.wellposed`, on the engine's :func:`deqlab.fixed_point_diagnostics`), the empirical NTK from
 exact implicit Jacobians (:mod:`.implicit_ntk`) and the PL ratio and GD rate it predicts
 (:mod:`.pl`). :class:`RateMonitor` follows a training run (:mod:`.monitor`).
 

@@ -66,7 +66,8 @@ def _gd_step_loss(deq, head, x, z_star, gradient, lr, loss, y) -> float:
             where, _, pname = name.partition(".")
             param = modules[where].get_parameter(pname)
             param.sub_(lr * grad.to(param))
-        z_new = deq.solver(lambda z: cell(z, x), z_star.clone()).z
+        forward = dataclasses.replace(deq.solver, throw=False)
+        z_new = forward(lambda z: cell(z, x), z_star.clone()).z
         out = z_new.flatten(1) if head is None else head(z_new).reshape(z_new.shape[0], -1)
     return loss_geometry(loss, out, y).loss
 
@@ -82,8 +83,7 @@ def diagnose(
     params: Iterable[str] | None = None,
     lr: float | None = None,
     solver: Solver | None = None,
-    power_tol: float = 1e-6,
-    power_iters: int = 200,
+    iters: int = 30,
     chunk: int | None = None,
     seed: int = 0,
 ) -> Diagnosis:
@@ -105,9 +105,11 @@ def diagnose(
             (the layer itself is not changed) for the measured one.
         solver: solver of the adjoints (and of the re-solve after the GD step); None:
             the backward's solver, else the forward's.
-        power_tol, power_iters: tolerance and cap of each power iteration.
+        iters: Lanczos / power iterations of the per-sample Jacobian estimates
+            (:func:`deqlab.fixed_point_diagnostics`; exact once ``iters`` reaches the
+            state's size per sample).
         chunk: rows per vmap chunk of the per-sample Jacobians (None: all at once).
-        seed: seed of the power iterations' start vectors.
+        seed: seed of the iterations' start vectors.
 
     Returns:
         :class:`~deqlab.diagnose.result.Diagnosis`; ``print`` it for the reading.
@@ -121,8 +123,7 @@ def diagnose(
     loss = check_choice("loss", loss, LOSSES)
     y = None if y is None else _check_targets(y, X.shape[0], loss)
     lr = None if lr is None else check_positive("lr", lr)
-    power_tol = check_positive("power_tol", power_tol)
-    power_iters = check_int("power_iters", power_iters, min_value=1)
+    iters = check_int("iters", iters, min_value=2)
     trainable = Trainable.select(deq.cell, head, params)
     adjoint_solver = _adjoint_solver(deq, solver)
     probe = copy.deepcopy(deq)  # the user's layer keeps its statistics and warm starts
@@ -131,7 +132,7 @@ def diagnose(
     if not isinstance(z_star, torch.Tensor):
         raise TypeError("`deq` must have a tensor state for diagnose; got a tuple/list state")
     steps = probe.last_forward.n_steps
-    wellposed = well_posedness(deq.cell, X, z_star, tol=power_tol, max_iter=power_iters, seed=seed)
+    wellposed = well_posedness(deq.cell, X, z_star, iters=iters, seed=seed)
     with torch.no_grad():
         outputs = z_star.flatten(1) if head is None else head(z_star).reshape(X.shape[0], -1)
     w = None if y is None else loss_geometry(loss, outputs, y).w

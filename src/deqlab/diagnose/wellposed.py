@@ -5,13 +5,15 @@ Hieu 2022, Eq. 2.3):
 
 * Does the forward solve converge? ``‖J_f(z*)‖₂ < 1`` makes ``f`` a local contraction in
   the 2-norm (Banach), so Picard iteration converges near ``z*`` at the rate ``‖J_f‖₂``;
-  the *contraction margin* is ``1 − ‖J_f‖₂`` (ours: a sufficient condition, not a
-  necessary one — Anderson and Broyden can converge beyond it).
+  the *contraction margin* is ``1 − max_i ‖J_f,i‖₂`` (ours: a sufficient condition;
+  ``ρ(J_f) < 1`` is the necessary one for Picard, and Anderson or Broyden can converge
+  beyond both).
 * Is the equilibrium, and hence the implicit gradient, well posed? ``dz*/dθ =
   (I − J_f)⁻¹ ∂f/∂θ`` exists when ``σ_min(I − J_f) > 0``; the adjoint solve's error is
-  amplified by ``cond(I − J_f) = σ_max/σ_min``.
+  amplified by up to ``cond(I − J_f) = σ_max/σ_min``.
 
-The per-sample singular values come from :mod:`deqlab.diagnose.power`.
+The per-sample estimates (JVP/VJP Lanczos and power iteration) are the engine's
+:func:`deqlab.fixed_point_diagnostics`, one copy for the layer and for this tool.
 """
 
 from __future__ import annotations
@@ -20,20 +22,25 @@ from dataclasses import dataclass
 
 import torch
 
-from deqlab.diagnose.power import CellJacobian, jacobian_spectra
+from deqlab.fixed_point_diagnostics import fixed_point_diagnostics
+
+
+def _floats(t: torch.Tensor) -> tuple[float, ...]:
+    return tuple(float(v) for v in t.detach().cpu().to(torch.float64))
 
 
 @dataclass(frozen=True)
 class WellPosedness:
-    """Per-sample tuples (length n): ``jacobian_norm`` ‖J_f‖₂, ``sigma_min`` / ``sigma_max``
-    of I − J_f, ``residual`` ‖f(z*) − z*‖/‖f(z*)‖; ``power_converged`` says whether every
-    power iteration met its tolerance."""
+    """Per-sample tuples (length n): ``jacobian_norm`` ‖J_f‖₂, ``spectral_radius`` ρ(J_f),
+    ``sigma_min`` / ``sigma_max`` of I − J_f, ``residual`` ‖f(z*) − z*‖/‖f(z*)‖.
+    ``sigma_max_is_bound``: σ_max is the bound ``1 + ‖J_f‖₂`` (not measured)."""
 
     jacobian_norm: tuple[float, ...]
+    spectral_radius: tuple[float, ...]
     sigma_min: tuple[float, ...]
     sigma_max: tuple[float, ...]
     residual: tuple[float, ...]
-    power_converged: bool
+    sigma_max_is_bound: bool
 
     @property
     def contraction_margin(self) -> float:
@@ -52,33 +59,33 @@ class WellPosedness:
         return {
             "contraction_margin": self.contraction_margin,
             "jacobian_norm": list(self.jacobian_norm),
+            "spectral_radius": list(self.spectral_radius),
             "sigma_min": list(self.sigma_min),
             "sigma_max": list(self.sigma_max),
+            "sigma_max_is_bound": self.sigma_max_is_bound,
             "condition": list(self.condition),
             "residual": list(self.residual),
-            "power_converged": self.power_converged,
         }
 
 
 def well_posedness(
-    cell, x: torch.Tensor, z_star: torch.Tensor, *, tol: float, max_iter: int, seed: int
+    cell, x: torch.Tensor, z_star: torch.Tensor, *, iters: int, seed: int
 ) -> WellPosedness:
     """Measure :class:`WellPosedness` of ``z* = cell(z*, x)`` at the given ``z_star``."""
-    spectra = jacobian_spectra(
-        CellJacobian(lambda z: cell(z, x), z_star), tol=tol, max_iter=max_iter, seed=seed
+    gen = torch.Generator(device=z_star.device).manual_seed(seed)
+    diag = fixed_point_diagnostics(
+        lambda z: cell(z, x), z_star, rows=z_star.shape[0], iters=iters, generator=gen
     )
+    sigma_max = getattr(diag, "sigma_max", None)
     with torch.no_grad():
         fz = cell(z_star, x).flatten(1)
     gap = torch.linalg.vector_norm(fz - z_star.flatten(1), dim=1)
     residual = gap / torch.linalg.vector_norm(fz, dim=1).clamp_min(1e-12)
-
-    def floats(t: torch.Tensor) -> tuple[float, ...]:
-        return tuple(float(v) for v in t.detach().cpu().to(torch.float64))
-
     return WellPosedness(
-        floats(spectra.jacobian_norm),
-        floats(spectra.sigma_min),
-        floats(spectra.sigma_max),
-        floats(residual),
-        spectra.converged,
+        _floats(diag.jacobian_norm),
+        _floats(diag.spectral_radius),
+        _floats(diag.sigma_min),
+        _floats(1.0 + diag.jacobian_norm if sigma_max is None else sigma_max),
+        _floats(residual),
+        sigma_max is None,
     )
