@@ -206,6 +206,9 @@ def test_accuracy_time_check_in_both_directions(rate, kappa, verdict, value):
     assert "T_ε = " in (found.measured if value else found.detail)
     if verdict is PASS:
         assert "measured time to ε 0.03 = 0.6 × T_ε" in found.measured
+        assert "slack: every run reached ε at least 1.67× earlier than T_ε" in found.detail
+    else:
+        assert "slack" not in found.detail
     nan_rows = _trajectory(rate, rate, kappa=kappa)
     nan_rows[3]["loss"] = math.nan
     assert _accuracy(nan_rows).verdict is NM
@@ -480,6 +483,7 @@ def test_eq12_is_measured_where_its_hypotheses_hold():
     assert rows[0]["kappa"] == pytest.approx(kappa, rel=1e-12)
     t_eps = config.d * (1 + config.gamma) ** 2 / (2 * kappa) * math.log(1 / config.epsilon)
     assert f"T_ε = {t_eps:.4g}" in eq12.measured and config.steps * config.lr > t_eps
+    assert "× earlier than T_ε" in eq12.detail and "the bound is loose" in eq12.detail
 
 
 def test_eq12_is_not_applicable_when_the_run_leaves_the_radius():
