@@ -10,12 +10,16 @@ ever silently dropped). The overrides may also be a mapping (the Python API's
 Supported field types: ``int``, ``float``, ``bool``, ``str``, ``tuple[T, ...]`` of those, and
 ``T | None`` (``none`` on the command line; omit the key in TOML).
 
-Besides each config's own ``__post_init__`` checks, every value is checked when the config
-is read (:func:`check_generic`), before any run is created: an ``int`` fits in a signed
-64-bit integer (torch's and numpy's C ``long``), a ``float`` is finite, and by name a
-tolerance (``tol``, ``*_tol``, ``*_rtol``, ``*_atol``) is positive, a period
-(``*_every``; 0 where an experiment allows it means "never") is not negative and a
-seed (``seed``, ``seeds``, ``*_seed``) is in ``[0, 2**63)``.
+What each field may hold beside its type is declared on the config class
+(:mod:`deqlab.experiments.constraints`) and checked when the config is built. Every value
+read is also checked for what its type alone requires (:func:`check_generic`), before any
+run is created: an ``int`` fits in a signed 64-bit integer (torch's and numpy's C
+``long``) and a ``float`` is finite. An error in a TOML file names the file as well as
+the key.
+
+A config class that declares no constraints yet gets the old rules by name: a tolerance
+(``tol``, ``*_tol``, ``*_rtol``, ``*_atol``) is positive, a period (``*_every``) is not
+negative and a seed (``seed``, ``seeds``, ``*_seed``) is not negative.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 import sys
 import types
 import typing
@@ -38,7 +43,21 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 
 class ConfigError(ValueError):
-    """A configuration value or key is invalid; the message is one line, fit for a CLI."""
+    """A configuration value or key is invalid; the message is one line, fit for a CLI.
+    ``key``: the field it is about, when there is one."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class ConfigFile(dict):
+    """The key/values of a TOML config file, with the ``path`` it was read from (so that
+    an error in one of its values names the file)."""
+
+    def __init__(self, path: Path, values: Mapping[str, object]) -> None:
+        super().__init__(values)
+        self.path = path
 
 
 #: The range of a signed 64-bit integer (a C ``long`` in torch and numpy).
@@ -49,11 +68,12 @@ def _base_name(key: str) -> str:
     return key.split("[", 1)[0]
 
 
-def check_generic(key: str, value: object) -> None:
-    """The checks every config value gets (module docstring); raises :class:`ConfigError`."""
+def check_generic(key: str, value: object, *, by_name: bool = False) -> None:
+    """The checks every config value gets (module docstring); raises :class:`ConfigError`.
+    ``by_name``: also the old rules by name, for a config that declares no constraints."""
     if isinstance(value, tuple):
         for i, item in enumerate(value):
-            check_generic(f"{key}[{i}]", item)
+            check_generic(f"{key}[{i}]", item, by_name=by_name)
         return
     name = _base_name(key)
     if isinstance(value, bool) or value is None:
@@ -64,7 +84,7 @@ def check_generic(key: str, value: object) -> None:
         )
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"`{key}` must be a finite number; got {value!r}")
-    if not isinstance(value, int | float):
+    if not by_name or not isinstance(value, int | float):
         return
     if (name == "tol" or name.endswith(("_tol", "_rtol", "_atol"))) and not value > 0:
         raise ConfigError(f"`{key}` must be > 0 (a tolerance); got {value!r}")
@@ -150,7 +170,7 @@ def parse_override(text: str) -> tuple[str, object]:
     return key, raw
 
 
-def read_config_file(path: Path | str) -> dict[str, object]:
+def read_config_file(path: Path | str) -> ConfigFile:
     """Read the key/values of a TOML config file (flat, or under a ``[config]`` table)."""
     path = Path(path)
     try:
@@ -160,8 +180,8 @@ def read_config_file(path: Path | str) -> dict[str, object]:
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"config file {str(path)!r} is not valid TOML: {err}") from None
     if isinstance(data.get("config"), dict):
-        return dict(data["config"])
-    return data
+        return ConfigFile(path, data["config"])
+    return ConfigFile(path, data)
 
 
 def resolve_config(
@@ -171,22 +191,42 @@ def resolve_config(
 ) -> Any:
     """Build ``config_cls`` from defaults, then each mapping in ``layers``, then ``overrides``.
 
-    Raises :class:`ConfigError` naming the offending key (and the valid keys if unknown).
+    Raises :class:`ConfigError` naming the offending key (and the valid keys if unknown),
+    and the file when the key's value came from a :class:`ConfigFile` layer.
     """
     types_by_name = field_types(config_cls)
+    by_name = getattr(config_cls, "constraints", None) is None
     values: dict[str, object] = {}
+    origin: dict[str, Mapping[str, object]] = {}
     parsed = [dict([parse_override(o)]) for o in overrides]
     for layer in (*layers, *parsed):
         for key, value in layer.items():
-            if key not in types_by_name:
-                valid = ", ".join(types_by_name)
-                raise ConfigError(f"unknown config key {key!r}; valid keys: {valid}")
-            values[key] = coerce_value(key, value, types_by_name[key])
-            check_generic(key, values[key])
+            try:
+                if key not in types_by_name:
+                    valid = ", ".join(types_by_name)
+                    raise ConfigError(f"unknown config key {key!r}; valid keys: {valid}", key=key)
+                values[key] = coerce_value(key, value, types_by_name[key])
+                check_generic(key, values[key], by_name=by_name)
+            except ConfigError as err:
+                raise _in_file(err, layer) from None
+            origin[key] = layer
     try:
         return config_cls(**values)
-    except (TypeError, ValueError) as err:  # the dataclass's own __post_init__ checks
-        raise ConfigError(str(err)) from None
+    except (TypeError, ValueError) as err:  # the declared constraints (or __post_init__)
+        key = getattr(err, "key", None) or _key_named(str(err))
+        raise _in_file(ConfigError(str(err), key=key), origin.get(key or "", {})) from None
+
+
+def _key_named(message: str) -> str | None:
+    """The field a constraint message is about: its first `name` in backticks."""
+    found = re.match(r"`([A-Za-z_]\w*)", message)
+    return found.group(1) if found else None
+
+
+def _in_file(err: ConfigError, layer: Mapping[str, object]) -> ConfigError:
+    if not isinstance(layer, ConfigFile):
+        return err
+    return ConfigError(f"config file {str(layer.path)!r}: {err}", key=err.key)
 
 
 def config_to_dict(config: Any) -> dict[str, object]:
