@@ -149,7 +149,7 @@ def test_a_worker_dies_with_its_parent(tmp_path, use_prctl):
     """prctl(PR_SET_PDEATHSIG) on Linux, and the watchdog thread alone (as on macOS)."""
     armed = tmp_path / "armed"
     child = (
-        "import os, sys, time; from deqlab.runs.executors import die_with_parent; "
+        "import os, sys, time; from deqlab.runs.executors.local import die_with_parent; "
         f"die_with_parent(int(sys.argv[1]), use_prctl={use_prctl}); "
         f"open({str(armed)!r}, 'w').close(); time.sleep(120)"
     )
@@ -171,7 +171,7 @@ def test_a_worker_dies_with_its_parent(tmp_path, use_prctl):
 
 
 def test_owner_alive_outside_a_pool_worker():
-    from deqlab.runs import executors
+    from deqlab.runs.executors import local as executors
 
     assert executors._owner_pid is None and executors.owner_alive()
 
@@ -760,14 +760,14 @@ def test_a_failing_task_fails_alone_in_process_and_in_a_pool(tmp_path, workers):
 def test_a_pool_worker_writes_nothing_once_its_parent_is_gone(tmp_path, monkeypatch):
     """``owner_alive`` is what a worker asks before each checkpoint: with another parent
     recorded (its own died), the worker exits instead of writing."""
-    from deqlab.runs import executors
+    from deqlab.runs.executors import local as executors
 
     # the owner die_with_parent records, made another process: the state a worker is in once
     # its parent died, short of killing one (die_with_parent with that pid exits at once)
     monkeypatch.setattr(executors, "_owner_pid", os.getppid() + 1)
     assert not executors.owner_alive()
     code = (
-        "import os, sys; from pathlib import Path; import deqlab.runs.executors as ex; "
+        "import os, sys; from pathlib import Path; import deqlab.runs.executors.local as ex; "
         "sys.path.insert(0, sys.argv[1]); from test_runs_store import LeastSquaresGD; "
         "ex._owner_pid = os.getppid() + 1; exp = LeastSquaresGD(); config = exp.resolve('tiny'); "
         "spec = ex.TaskSpec(LeastSquaresGD, config, exp.tasks(config)[0], sys.argv[2], 'cpu', 1); "
@@ -784,7 +784,7 @@ def test_a_pool_worker_writes_nothing_once_its_parent_is_gone(tmp_path, monkeypa
 def test_ray_payloads_travel_on_the_cpu_with_their_structure():
     from collections import namedtuple
 
-    from deqlab.runs.executors import to_cpu
+    from deqlab.runs.executors.ray import to_cpu
 
     Pair = namedtuple("Pair", "x y")
     w = torch.ones(3, requires_grad=True)

@@ -20,14 +20,8 @@ import pytest
 import torch
 
 from deqlab.experiments.registry import register
-from deqlab.runs.executors import (
-    RAY_RUN_PATH,
-    RayConnectionError,
-    RayExecutor,
-    TaskSpec,
-    ray_spec,
-    run_task,
-)
+from deqlab.runs.executors import TaskSpec, run_task
+from deqlab.runs.executors.ray import RAY_RUN_PATH, RayConnectionError, RayExecutor, ray_spec
 from deqlab.runs.runner import reproduce
 from deqlab.runs.store import RunStore
 from deqlab.runs.tables import read_rows_csv
@@ -190,7 +184,7 @@ def test_a_silent_address_fails_after_the_init_timeout(tmp_path):
         "server = socket.create_server(('127.0.0.1', 0))\n"
         "threading.Thread(target=lambda: [server.accept() for _ in range(50)], daemon=True)"
         ".start()\n"
-        "import deqlab.runs.executors as ex\n"
+        "import deqlab.runs.executors.ray as ex\n"
         "ex.RAY_INIT_TIMEOUT_S = 5\n"
         "address = f'127.0.0.1:{server.getsockname()[1]}'\n"
         "start = time.monotonic()\n"
