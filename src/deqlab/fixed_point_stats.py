@@ -173,7 +173,7 @@ def _warning_text(failure: Failure, hint: str) -> str:
     effect = "the best iterate" if failure.which == "forward" else "the best adjoint"
     gradient = "" if failure.which == "forward" else " (the gradient is marked not exact)"
     advice = (
-        "try a larger max_iter, Anderson/Broyden, or Jacobian regularisation "
+        "a larger max_iter, Anderson/Broyden, or Jacobian regularisation "
         "(deq.jacobian_penalty()); on_failure='raise' makes it an error"
     )
     context = f" Context: {hint}." if hint else ""

@@ -1,0 +1,181 @@
+"""A DEQ layer's unconverged solves: best iterate per sample, records, counts, one warning,
+a gradient marked not exact; strict mode raises; fixed_point keeps the solvers' throw."""
+
+import math
+import warnings
+
+import pytest
+import torch
+
+from deqlab import (
+    DEQ,
+    Anderson,
+    ConvergenceWarning,
+    FixedPointStats,
+    Implicit,
+    Picard,
+    SolverError,
+    fixed_point,
+)
+
+TOL, STEPS = 1e-3, 30
+#: per-sample gain of the linear cell: converges, expands (never converges), converges slowly
+SCALES = torch.tensor([0.5, 1.3, 0.9], dtype=torch.float64)
+
+
+def rotation(angle: float) -> torch.Tensor:
+    c, s = math.cos(angle), math.sin(angle)
+    return torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
+
+
+class ScaledRotation(torch.nn.Module):
+    """``f(z, x)_i = s_i R z_i + x_i + b`` per sample ``i`` (``b`` a parameter)."""
+
+    def __init__(self, scales: torch.Tensor = SCALES) -> None:
+        super().__init__()
+        self.scales = scales
+        self.b = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
+        self.R = rotation(1.0)
+
+    def forward(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.scales[:, None] * (z @ self.R.T) + x + self.b
+
+
+def picard_reference(cell, x):
+    """Plain Picard from 0 for STEPS evaluations: each sample's best iterate, its relative
+    residual and the evaluations it needed to meet TOL (STEPS if never)."""
+    z = torch.zeros_like(x)
+    best_z, best_r = z.clone(), torch.full((3,), math.inf, dtype=torch.float64)
+    steps = torch.full((3,), STEPS)
+    for k in range(STEPS):
+        fz = cell(z, x).detach()
+        r = (fz - z).norm(dim=1) / fz.norm(dim=1)
+        better = r < best_r
+        best_z[better], best_r[better] = z[better], r[better]
+        steps[(best_r <= TOL) & (steps == STEPS)] = k + 1
+        z = fz
+    return best_z, best_r, steps
+
+
+def failing_layer(**options):
+    solver = Picard(tol=TOL, max_iter=STEPS, per_sample=True)
+    return DEQ(ScaledRotation(), solver=solver, **options)
+
+
+def test_unconverged_forward_returns_each_samples_best_iterate_and_records_it():
+    deq = failing_layer()
+    x = torch.randn(3, 2, dtype=torch.float64)
+    with pytest.warns(ConvergenceWarning, match=r"forward solve did not converge.*2 of 3 samples"):
+        z = deq(x)
+    best_z, best_r, steps = picard_reference(deq.cell, x)
+    forward = deq.last_forward
+    assert not forward.converged and forward.n_steps == STEPS
+    torch.testing.assert_close(z.detach(), best_z, atol=0, rtol=0)
+    torch.testing.assert_close(forward.sample_residuals, best_r, atol=1e-15, rtol=1e-12)
+    assert forward.sample_steps.tolist() == steps.tolist()
+    assert steps[0] < STEPS and steps[1:].tolist() == [STEPS, STEPS]  # the case could fail
+    assert (deq.stats.forward_solves, deq.stats.unconverged_forward) == (1, 1)
+
+
+def test_warns_once_per_layer_and_keeps_counting():
+    deq, x = failing_layer(), torch.randn(3, 2, dtype=torch.float64)
+    with pytest.warns(ConvergenceWarning):
+        deq(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        deq(x)  # no second warning from this layer
+    assert deq.stats.unconverged_forward == 2
+    with pytest.warns(ConvergenceWarning):  # another layer warns on its own
+        failing_layer()(x)
+
+
+def test_gradient_from_an_unconverged_point_is_marked_not_exact():
+    deq, x = failing_layer(), torch.randn(3, 2, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        deq(x).sum().backward()
+    record = deq.last_backward
+    assert record.method == "implicit" and not record.exact
+    assert "forward solve did not converge" in record.reason
+    assert deq.stats.inexact_gradients == 1 and deq.stats.backward_passes == 1
+
+
+def test_converged_solves_give_an_exact_gradient():
+    cell = ScaledRotation(torch.tensor([0.5, 0.8, 0.9], dtype=torch.float64))  # contractive
+    deq = DEQ(cell, solver=Anderson(tol=1e-12, max_iter=100, per_sample=True))
+    deq(torch.randn(3, 2, dtype=torch.float64)).sum().backward()
+    assert deq.last_forward.converged and deq.last_backward.exact
+    assert deq.last_backward.reason == "" and deq.stats.inexact_gradients == 0
+
+
+def adjoint_failure(on_failure):
+    """Anderson solves the non-contractive map's fixed point; Picard cannot solve its
+    adjoint (the rotation by 2 rad of gain 1: |eigenvalues| = 1)."""
+    R = rotation(2.0)
+    b = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    stats = FixedPointStats()
+    z = fixed_point(
+        lambda z: R @ z + b,
+        torch.zeros(2, dtype=torch.float64),
+        solver=Anderson(tol=1e-12, stop="abs", max_iter=200),
+        backward=Implicit(solver=Picard(max_iter=40)),
+        stats=stats,
+        on_failure=on_failure,
+    )
+    return z, b, stats
+
+
+def test_unconverged_adjoint_returns_its_best_iterate_warned_once():
+    z, b, stats = adjoint_failure("warn")
+    with pytest.warns(ConvergenceWarning, match=r"adjoint solve did not converge"):
+        z.sum().backward()
+    adjoint = stats.backward
+    assert not adjoint.converged and adjoint.n_steps == 40
+    torch.testing.assert_close(b.grad, adjoint.z)  # ∂(1ᵀz)/∂b = u, the best adjoint iterate
+    assert adjoint.residual == min(adjoint.residuals)
+    assert not stats.gradient.exact and "adjoint solve did not converge" in stats.gradient.reason
+    assert stats.unconverged_backward == 1 and stats.unconverged_forward == 0
+
+
+def test_strict_mode_raises_in_the_forward_and_the_adjoint():
+    x = torch.randn(3, 2, dtype=torch.float64)
+    with pytest.raises(SolverError, match=r"Picard max_steps after 30 steps.*forward solve"):
+        failing_layer(on_failure="raise")(x)
+    z, _, _ = adjoint_failure("raise")
+    with pytest.raises(SolverError, match=r"Picard max_steps after 40 steps.*adjoint solve"):
+        z.sum().backward()
+
+
+def test_record_mode_counts_without_warning():
+    deq, x = failing_layer(on_failure="record"), torch.randn(3, 2, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        deq(x)
+    assert deq.stats.unconverged_forward == 1 and not deq.last_forward.converged
+
+
+def test_fixed_point_keeps_each_solvers_throw_by_default():
+    R = 1.3 * rotation(1.0)
+    with pytest.raises(SolverError):
+        fixed_point(lambda z: R @ z + 1.0, torch.zeros(2, dtype=torch.float64), solver=Picard())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        quiet = Picard(max_iter=20, throw=False)
+        fixed_point(lambda z: R @ z + 1.0, torch.zeros(2, dtype=torch.float64), solver=quiet)
+
+
+def test_counts_and_reset():
+    deq, x = failing_layer(on_failure="record"), torch.randn(3, 2, dtype=torch.float64)
+    deq(x).sum().backward()
+    counts = deq.stats.counts()
+    assert counts["forward_solves"] == 1 and counts["forward_evaluations"] == STEPS
+    assert counts["backward_passes"] == 1 and counts["backward_vjps"] == deq.last_backward.vjps
+    deq.stats.reset_counts()
+    assert set(deq.stats.counts().values()) == {0} and deq.last_forward is not None
+
+
+def test_bad_on_failure():
+    with pytest.raises(ValueError, match=r"`on_failure` must be one of 'warn', 'raise', 'record'"):
+        DEQ(ScaledRotation(), on_failure="ignore")
+    with pytest.raises(ValueError, match=r"`on_failure` must be one of"):
+        fixed_point(torch.tanh, torch.zeros(2), on_failure=True)
