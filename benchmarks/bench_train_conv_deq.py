@@ -1,0 +1,357 @@
+"""Training a conv DEQ on digits: deqlab against torchdeq 0.1.0, in one process (issue 23, item 7).
+
+Model: stem (3 × 3 conv 1 → C + GroupNorm), cell ``f(z, x) = GroupNorm(relu(conv₃ₓ₃(z) + x))``
+(input injection, C = 32 channels), head GroupNorm → linear; sklearn's 8 × 8 digits (1797
+images), minibatches of 64, Adam 1e-3, float32. Both libraries solve the same cell with the
+same initial weights; only the DEQ layer differs.
+
+Three measurements, the two libraries stepped in turn (round robin) so that load hits both:
+
+1. **defaults**: each library as a new user gets it (deqlab ``DEQ(cell)``; torchdeq
+   ``get_deq()``), trained until the training accuracy (all 1797 images, measured every
+   ``--eval-every`` steps outside the timed region) reaches ``--target``: steps and seconds.
+2. **matched**: Anderson (history 6, regularisation 1e-4), relative tolerance 1e-3, 30
+   iterations, per-sample stopping, exact implicit backward (adjoint by the same Anderson)
+   in both: ms per step (median).
+3. **peak memory** of a few steps of each setting alone: CUDA ``max_memory_allocated``, or on
+   the CPU the growth of the process's peak RSS (VmHWM, reset through /proc/self/clear_refs).
+
+Every step also counts its work: cell evaluations (rows evaluated / batch size, counted by a
+wrapper around the cell) and VJPs (calls of ``torch.autograd.grad``, which both libraries use
+for their backward solves), so a speed-up can be traced to fewer evaluations. Each gradient
+is labelled: deqlab from ``last_backward.exact``; torchdeq "approximate" for its default
+1-step gradient, "exact" for IFT when its adjoint met the tolerance.
+
+    python benchmarks/bench_train_conv_deq.py [--device cuda] [--threads 2] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+import deqlab
+from deqlab import DEQ, Anderson, Implicit
+
+MATCHED = {"history": 6, "tikhonov": 1e-4, "tol": 1e-3, "max_iter": 30}
+
+
+class Counter:
+    """Cell evaluations (in full batches) and VJPs of the step being measured."""
+
+    def __init__(self) -> None:
+        self.rows, self.vjps, self.batch = 0, 0, 1
+
+    def reset(self, batch: int) -> None:
+        self.rows, self.vjps, self.batch = 0, 0, batch
+
+    @property
+    def evaluations(self) -> float:
+        return self.rows / self.batch
+
+
+COUNT = Counter()
+_GRAD = torch.autograd.grad
+
+
+def _counted_grad(*args, **kwargs):
+    COUNT.vjps += 1
+    return _GRAD(*args, **kwargs)
+
+
+class Cell(nn.Module):
+    """``f(z, x) = GroupNorm(relu(conv(z) + x))``; counts the rows it evaluates."""
+
+    def __init__(self, channels: int, groups: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+        self.norm = nn.GroupNorm(groups, channels)
+
+    def forward(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        COUNT.rows += z.shape[0]
+        return self.norm(torch.relu(self.conv(z) + x))
+
+
+class Net(nn.Module):
+    """stem → DEQ layer (``solve(cell, x)``) → head."""
+
+    def __init__(self, channels: int, solve, seed: int) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        groups = 8 if channels % 8 == 0 else 1
+        self.stem = nn.Sequential(
+            nn.Conv2d(1, channels, 3, padding=1), nn.GroupNorm(groups, channels)
+        )
+        self.cell = Cell(channels, groups)
+        self.head = nn.Sequential(
+            nn.GroupNorm(groups, channels), nn.Flatten(), nn.Linear(channels * 64, 10)
+        )
+        self.solve = solve(self.cell)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = self.stem(images)
+        return self.head(self.solve(x))
+
+
+class DeqlabLayer(nn.Module):
+    def __init__(self, cell: Cell, matched: bool) -> None:
+        super().__init__()
+        if matched:
+            solver = Anderson(**MATCHED, stop="rel", per_sample=True)
+            self.deq = DEQ(cell, solver=solver, backward=Implicit(solver=solver))
+        else:
+            self.deq = DEQ(cell)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.deq(x)
+
+    def label(self) -> str:
+        record = self.deq.last_backward
+        return "exact" if getattr(record, "exact", False) else "approximate"
+
+
+class TorchdeqLayer(nn.Module):
+    def __init__(self, cell: Cell, matched: bool) -> None:
+        super().__init__()
+        from torchdeq import get_deq
+
+        self.cell, self.matched, self.info = cell, matched, None
+        if matched:
+            tol, cap = MATCHED["tol"], MATCHED["max_iter"]  # its Anderson: m = 6, lam = 1e-4
+            solver = dict(f_solver="anderson", f_max_iter=cap, f_tol=tol, f_stop_mode="rel",
+                          b_solver="anderson", b_max_iter=cap, b_tol=tol, b_stop_mode="rel",
+                          ift=True)  # fmt: skip
+            self.deq = get_deq(**solver)
+        else:
+            self.deq = get_deq()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z0 = torch.zeros_like(x)
+        z_out, _ = self.deq(lambda z: self.cell(z, x), z0, backward_writer=self._write)
+        return z_out[-1]
+
+    def _write(self, info: dict) -> None:
+        self.info = info
+
+    def label(self) -> str:
+        if not self.matched:
+            return "approximate"  # torchdeq's default: 1-step gradient (no adjoint solve)
+        met = self.info is not None and float(self.info["rel_lowest"].max()) <= MATCHED["tol"]
+        return "exact" if met else "approximate"
+
+
+LAYERS = {"deqlab": DeqlabLayer, "torchdeq": TorchdeqLayer}
+
+
+@dataclass
+class Run:
+    """One library in one setting: model, optimiser, and what its steps measured."""
+
+    name: str
+    model: Net
+    opt: torch.optim.Optimizer
+    seconds: list[float] = field(default_factory=list)
+    evaluations: list[float] = field(default_factory=list)
+    vjps: list[int] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    reached: int | None = None
+
+    def step(self, images: torch.Tensor, labels: torch.Tensor, sync) -> None:
+        COUNT.reset(images.shape[0])
+        torch.autograd.grad = _counted_grad
+        try:
+            sync()
+            start = time.perf_counter()
+            self.opt.zero_grad()
+            loss = nn.functional.cross_entropy(self.model(images), labels)
+            loss.backward()
+            self.opt.step()
+            sync()
+            self.seconds.append(time.perf_counter() - start)
+        finally:
+            torch.autograd.grad = _GRAD
+        self.evaluations.append(COUNT.evaluations)
+        self.vjps.append(COUNT.vjps)
+        self.labels.append(self.model.solve.label())
+
+
+def digits(device: torch.device, n: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    images = torch.tensor(data.images, dtype=torch.float32)[:n, None] / 16.0
+    return images.to(device), torch.tensor(data.target)[:n].to(device)
+
+
+@torch.no_grad()
+def accuracy(model: Net, images: torch.Tensor, labels: torch.Tensor) -> float:
+    model.eval()
+    correct = sum(int((model(images[i : i + 512]).argmax(1) == labels[i : i + 512]).sum())
+                  for i in range(0, images.shape[0], 512))  # fmt: skip
+    model.train()
+    return correct / images.shape[0]
+
+
+def make_runs(names, matched: bool, args, device) -> list[Run]:
+    runs = []
+    for name in names:
+        model = Net(args.channels, lambda cell, n=name: LAYERS[n](cell, matched), args.seed).to(
+            device
+        )
+        runs.append(Run(name, model, torch.optim.Adam(model.parameters(), lr=1e-3)))
+    return runs
+
+
+def batches(images, labels, size: int, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    while True:
+        order = torch.randperm(images.shape[0], generator=gen).to(images.device)
+        for i in range(0, images.shape[0] - size + 1, size):
+            yield images[order[i : i + size]], labels[order[i : i + size]]
+
+
+def time_to_target(runs: list[Run], data, args, sync) -> None:
+    """Round robin over the runs still below the target, one minibatch each per turn."""
+    stream = batches(*data, args.batch, args.seed)
+    for step in range(1, args.max_steps + 1):
+        images, labels = next(stream)
+        for run in runs:
+            if run.reached is None:
+                run.step(images, labels, sync)
+                if step % args.eval_every == 0 and accuracy(run.model, *data) >= args.target:
+                    run.reached = step
+        if all(run.reached is not None for run in runs):
+            return
+
+
+def per_step(runs: list[Run], data, args, sync) -> None:
+    stream = batches(*data, args.batch, args.seed)
+    for _ in range(args.matched_steps):
+        images, labels = next(stream)
+        for run in runs:
+            run.step(images, labels, sync)
+
+
+def peak_memory(name: str, matched: bool, data, args, device, sync) -> float:
+    """Peak memory growth (MiB) of a few steps of one library alone."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+    else:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")  # reset VmHWM to the current RSS
+        before = _status_kib("VmRSS") * 1024
+    (run,) = make_runs([name], matched, args, device)
+    stream = batches(*data, args.batch, args.seed)
+    for _ in range(3):
+        run.step(*next(stream), sync)
+    peak = (
+        torch.cuda.max_memory_allocated(device)
+        if device.type == "cuda"
+        else _status_kib("VmHWM") * 1024
+    )
+    return (peak - before) / 2**20
+
+
+def _status_kib(key: str) -> int:
+    with open("/proc/self/status") as status:
+        line = next(row for row in status if row.startswith(key + ":"))
+    return int(line.split()[1])
+
+
+def summary(run: Run, memory: float | None) -> dict:
+    steady = run.seconds[1:] or run.seconds
+    return {
+        "library": run.name,
+        "steps": len(run.seconds),
+        "reached_at_step": run.reached,
+        "seconds": sum(run.seconds),
+        "ms_per_step_median": 1e3 * statistics.median(steady),
+        "cell_evaluations_per_step": statistics.mean(run.evaluations),
+        "vjps_per_step": statistics.mean(run.vjps),
+        "gradient": {label: run.labels.count(label) for label in sorted(set(run.labels))},
+        "peak_memory_mib": memory,
+    }
+
+
+def print_table(title: str, rows: list[dict]) -> None:
+    print(f"\n{title}")
+    print(f"  {'library':<9} {'steps':>5} {'reached':>7} {'time s':>8} {'ms/step':>8} "
+          f"{'evals':>6} {'VJPs':>6} {'peak MiB':>8}  gradient")  # fmt: skip
+    for r in rows:
+        memory = "—" if r["peak_memory_mib"] is None else f"{r['peak_memory_mib']:.1f}"
+        print(f"  {r['library']:<9} {r['steps']:>5} {r['reached_at_step'] or '—':>7} "
+              f"{r['seconds']:>8.2f} {r['ms_per_step_median']:>8.1f} "
+              f"{r['cell_evaluations_per_step']:>6.1f} {r['vjps_per_step']:>6.1f} {memory:>8}  "
+              f"{r['gradient']}")  # fmt: skip
+    if len(rows) == 2:
+        a, b = rows
+        print(f"  torchdeq/deqlab: time {b['seconds'] / a['seconds']:.2f}, ms/step "
+              f"{b['ms_per_step_median'] / a['ms_per_step_median']:.2f}, evals "
+              f"{b['cell_evaluations_per_step'] / a['cell_evaluations_per_step']:.2f}")  # fmt: skip
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--channels", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--n-train", type=int, default=None, help="first N digits (all: 1797)")
+    parser.add_argument("--target", type=float, default=0.97)
+    parser.add_argument("--max-steps", type=int, default=300)
+    parser.add_argument("--eval-every", type=int, default=5)
+    parser.add_argument("--matched-steps", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--libraries", nargs="+", default=["deqlab", "torchdeq"], choices=list(LAYERS)
+    )
+    parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--json", default=None, help="also write the results here")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda but CUDA is not available", file=sys.stderr)
+        raise SystemExit(2)
+    torch.set_num_threads(args.threads)
+    # an unconverged solve is counted in the gradient labels; the warning would repeat it
+    warnings.simplefilter("ignore", deqlab.ConvergenceWarning)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    data = digits(device, args.n_train)
+    print(f"deqlab {deqlab.__version__}, torch {torch.__version__}, device {device}, "
+          f"threads {args.threads}, {data[0].shape[0]} digits, batch {args.batch}")  # fmt: skip
+    results = {}
+    for setting, matched in (("defaults", False), ("matched", True)):
+        runs = make_runs(args.libraries, matched, args, device)
+        (time_to_target if not matched else per_step)(runs, data, args, sync)
+        memory = {name: None for name in args.libraries}
+        if not args.no_memory:
+            memory = {
+                name: peak_memory(name, matched, data, args, device, sync)
+                for name in args.libraries
+            }
+        results[setting] = [summary(run, memory[run.name]) for run in runs]
+        print_table(setting, results[setting])
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(results, out, indent=2)
+    return results
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        main()
