@@ -9,6 +9,7 @@ import torch
 from deqlab.experiments.config import ConfigError
 from deqlab.experiments.hieu2022.dynamics import Hieu2022Dynamics, pca_2d
 from deqlab.experiments.hieu2022.dynamics_report import dynamics_statements
+from deqlab.experiments.hieu2022.gd_proof import GDTrace, implication, premise, theorem_3_3_5
 from deqlab.experiments.hieu2022.landscape import Hieu2022Landscape
 from deqlab.experiments.hieu2022.landscape_report import (
     flat_areas,
@@ -18,22 +19,21 @@ from deqlab.experiments.hieu2022.landscape_report import (
 from deqlab.experiments.hieu2022.mondeq_gd import CONDITION_KEYS, Hieu2022MonDEQGD
 from deqlab.experiments.hieu2022.mondeq_gd_report import mondeq_gd_statements
 from deqlab.experiments.hieu2022.statements import (
-    GDTrace,
     WidthFit,
     ball_check,
     condition_hypothesis,
     rate_check,
     sigma_check,
     step_size_hypothesis,
-    theorem_3_3_5,
     untrained,
 )
-from deqlab.statements import Kind, Verdict
+from deqlab.statements import Kind, Source, Verdict, measure
 from deqlab.theory.mondeq import Inequality
 from test_experiments_kawaguchi2021 import MemoryCheckpoints
 
 PASS, FAIL, NA, NM = Verdict.PASS, Verdict.FAIL, Verdict.NOT_APPLICABLE, Verdict.NOT_MEASURED
 HOLDS, UNMET = Verdict.HOLDS, Verdict.UNMET
+OURS_THEOREM = Source("hieu2022", "a made-up implication")
 
 
 def _ineq(lhs, rhs, name="Eq. (3.16)"):
@@ -57,6 +57,16 @@ def test_width_fit_extrapolates_a_power_law_to_the_width_where_the_margin_reache
     assert WidthFit.of([10, 40], [0.5, math.nan]) is None
 
 
+def test_width_fit_uses_only_widths_far_above_the_sample_count():
+    """At `quick` (N = 30), n = 30 is near-singular: the slope comes from n ≥ 4N only."""
+    ratios = [1e-9, 1e-5, 2e-5, 4.6e-5]  # a jump at n = N, then ∝ n^1.2
+    fit = WidthFit.of([30, 60, 120, 240], ratios, n_samples=30)
+    assert fit.widths == (120, 240) and fit.slope == pytest.approx(math.log2(2.3))
+    assert "(widths n ≥ 4N only)" in fit.needs()
+    assert WidthFit.of([30, 60, 120, 240], ratios).slope > 4  # every width: the jump dominates
+    assert WidthFit.of([30, 60, 120], ratios[:3], n_samples=30) is None  # one width ≥ 4N
+
+
 def test_condition_hypothesis_holds_or_says_what_width_would_satisfy_it():
     fit = WidthFit.of([10, 40], [0.01, 0.16])
     held = condition_hypothesis(_ineq(3.0, 2.0), width=40, condition="Condition 2", fit=fit, m=0.2)
@@ -67,11 +77,18 @@ def test_condition_hypothesis_holds_or_says_what_width_would_satisfy_it():
     assert unmet.needs.startswith("n ≥ 100, if lhs/rhs ∝ n^2.00")
     assert unmet.name == "Condition 2, Eq. (3.16) at n = 40"
     alone = condition_hypothesis(_ineq(1.0, 8.0), width=40, condition="Condition 1", fit=None, m=1)
-    assert "one width measured" in alone.needs
+    assert alone.needs == "a sweep over widths n ≥ 4N to extrapolate"
     big_m = condition_hypothesis(
         _ineq(1.0, 8.0, "Eq. (3.18)"), width=40, condition="Condition 2", fit=fit, m=0.3
     )
-    assert big_m.needs.startswith("m < 1/√20 ≈ 0.224 (Lemma 3.3.3")
+    assert big_m.needs.startswith("no width: m²N = 0.09 ≥ 1/20")
+    # m = 0.2 < 1/√20 but N = 30: m²N = 1.2, as at `quick` — no width either (was "n ≥ …")
+    many = condition_hypothesis(_ineq(1.0, 8.0, "Eq. (3.18)"), width=40, condition="Condition 2",
+                                fit=fit, m=0.2, n_samples=30)  # fmt: skip
+    assert many.needs.startswith("no width: m²N = 1.2 ≥ 1/20") and "n ≥" not in many.needs
+    few = condition_hypothesis(_ineq(1.0, 8.0, "Eq. (3.18)"), width=40, condition="Condition 2",
+                               fit=fit, m=0.1, n_samples=4)  # fmt: skip
+    assert few.needs.startswith("n ≥ 100, if lhs/rhs ∝ n^2.00")  # m²N = 0.04 < 1/20
     nothing = condition_hypothesis(_ineq(1.0, 0.0), width=4, condition="Condition 2", fit=None, m=1)
     assert nothing.verdict is NM
 
@@ -181,7 +198,7 @@ def test_mondeq_gd_statements_pass_inside_the_hypotheses_and_fail_on_a_violating
     config = _gd_config()
     good = _gd_rows(4, [1.0, 0.5, 0.3], lam0=1.0) + _gd_rows(8, [1.0, 0.4, 0.2])
     found = _by_name(mondeq_gd_statements(config, good))
-    assert len(found) == 2 * 7 + 6
+    assert len(found) == 2 * 10 + 6  # 4 hypotheses, 3 premises, 3 theorems per width; 6 ours
     for name, verdict in [
         ("Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = 4", PASS),
         ("Proposition 5 (Hypothesis 1): the parameters stay in their balls at n = 8", PASS),
@@ -209,16 +226,20 @@ def test_mondeq_gd_statements_pass_inside_the_hypotheses_and_fail_on_a_violating
 
 
 def test_mondeq_gd_statements_outside_the_hypotheses_are_not_applicable():
-    config = _gd_config(radius=0.05)
-    rows = _gd_rows(4, [1.0, 0.5, 0.3], eta=0.3, lhs=0.01) + _gd_rows(8, [1.0, 0.4, 0.2], eta=0.3)
+    config = _gd_config(radius=0.05, widths=[8, 16])
+    rows = _gd_rows(8, [1.0, 0.5, 0.3], eta=0.3, lhs=0.01) + _gd_rows(16, [1.0, 0.4, 0.2], eta=0.3)
     found = _by_name(mondeq_gd_statements(config, rows))
-    eq = found["Condition 2, Eq. (3.18) at n = 4"]
-    width = 4 * 25 ** (1 / math.log2(400))  # the line through (4, 0.04) and (8, 16) meets 1
+    eq = found["Condition 2, Eq. (3.16) at n = 8"]
+    width = 8 * 12.5 ** (1 / math.log2(400))  # the line through (8, 0.08) and (16, 32) meets 1
     assert eq.verdict is UNMET and eq.needs.startswith(f"n ≥ {width:.3g}, if lhs/rhs ∝ n^8.64")
-    theorem = found["Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = 8"]
+    assert found["Condition 2, Eq. (3.18) at n = 8"].needs.startswith("no width: m²N = 0.08")
+    theorem = found["Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = 16"]
     assert theorem.verdict is NA and "30× smaller" in theorem.needs
-    ball = found["Proposition 5 (Hypothesis 1): the parameters stay in their balls at n = 8"]
-    assert ball.verdict is NA and ball.value == pytest.approx(4.0)  # 0.2/0.05, kept
+    # Hypothesis 1 fails at step 1 (0.1 > R = 0.05): Proposition 5 is checked at step 1 only
+    ball = found["Proposition 5 (Hypothesis 1): the parameters stay in their balls at n = 16"]
+    assert ball.verdict is NA and ball.value == pytest.approx(2.0)  # 0.1/0.05, kept
+    rest = "Proposition 5 (Hypothesis 1): the parameters stay in their balls at n = 16, from step 2"
+    assert found[rest].verdict is NA and found[rest].value == pytest.approx(4.0)
 
 
 def test_mondeq_gd_statements_without_data_are_not_measured():
@@ -407,10 +428,62 @@ def test_mondeq_gd_theorem_preset_meets_the_hypotheses_and_the_theorem_fails():
     rows = experiment.run_task(config, task, MemoryCheckpoints().context(10))
     assert rows[0]["eta"] == pytest.approx(rows[0]["eta_max"], rel=1e-12)
     found = experiment.statements(config, rows)
-    assert {s.verdict for s in found if s.kind is Kind.HYPOTHESIS} == {HOLDS}
-    rate = _by_name(found)["Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = 200"]
+    outer = [s for s in found if s.name.startswith(("Condition 2", "η within"))]
+    assert len(outer) == 4 and {s.verdict for s in outer} == {HOLDS}
+    named = _by_name(found)
+    rate = named["Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = 200"]
     assert rate.verdict is FAIL and rate.value > 9  # the residual grows ≥ 3× (|1 − ηλ²| ≥ 3)
     assert rate.threshold == pytest.approx(0.0, abs=1e-12)  # η = 4/λ₀²: L(1) ≤ 0 promised
+    # Hypothesis 3 fails at step 1: Propositions 5–6 hold at step 1, NOT APPLICABLE from step 2
+    premise = named["Hypotheses 1 and 3 at every step k′ ≥ 1 at n = 200 (the premise of the "
+                    "induction's steps)"]  # fmt: skip
+    assert premise.verdict is UNMET and "first fails at step 1: Hypothesis 3" in premise.measured
+    for prop in ("Proposition 5 (Hypothesis 1): the parameters stay in their balls at n = 200",
+                 "Proposition 6 (Hypothesis 2): σ_min(Z(k)) ≥ λ₀/2 at n = 200"):  # fmt: skip
+        assert named[prop].verdict is PASS and "over steps 1–1" in named[prop].measured
+        assert named[f"{prop}, from step 2"].verdict is NA
+    # Lemma 3.3.8 at step 0 (its premise is empty): I₁ is thousands of times the printed bound
+    lemma = named["Lemma 3.3.8 at every GD step at n = 200"]
+    assert lemma.verdict is FAIL and lemma.value > 1e3 and "step 0" in lemma.measured
+    assert rows[0]["lemma3_3_8_lhs"] > 20 and rows[0]["lemma3_3_8_rhs"] < 0.01
+    assert named["Lemma 3.3.8 at every GD step at n = 200, from step 1"].verdict is NA
+
+
+def test_mondeq_gd_theorem_at_a_quarter_of_the_bound_holds_with_its_propositions():
+    """At ¼·η_max every hypothesis holds at all 30 steps: Propositions 5–6 are checked at every
+    step and pass, and so do Theorem 3.3.5 and Lemma 3.3.10 — Lemma 3.3.8 still fails."""
+    experiment = Hieu2022MonDEQGD()
+    config = experiment.resolve(
+        "theorem", overrides=["widths=[200]", "steps=30", "eta_fraction=0.25"]
+    )
+    (task,) = experiment.tasks(config)
+    rows = experiment.run_task(config, task, MemoryCheckpoints().context(100))
+    named = _by_name(experiment.statements(config, rows))
+    for name in ("Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = 200",
+                 "Proposition 5 (Hypothesis 1): the parameters stay in their balls at n = 200",
+                 "Proposition 6 (Hypothesis 2): σ_min(Z(k)) ≥ λ₀/2 at n = 200",
+                 "Lemma 3.3.10 at every GD step at n = 200"):  # fmt: skip
+        assert named[name].verdict is PASS, named[name]
+    assert (
+        "over steps 1–30"
+        in named[
+            "Proposition 5 (Hypothesis 1): the parameters stay in their balls at n = 200"
+        ].measured
+    )
+    assert not any(n.endswith(", from step 2") for n in named)
+    assert named["Lemma 3.3.8 at every GD step at n = 200"].verdict is FAIL
+
+
+def test_mondeq_gd_theorem_half_preset_fails_theorem_3_3_5_at_a_positive_rate():
+    """η = ½·η_max: the promised factor is 1 − ηλ₀²/4 = 0.5, the measured worst ≈ 5.8."""
+    experiment = Hieu2022MonDEQGD()
+    config = experiment.resolve("theorem-half", overrides=["widths=[200]", "steps=4"])
+    (task,) = experiment.tasks(config)
+    rows = experiment.run_task(config, task, MemoryCheckpoints().context(100))
+    rate = _by_name(experiment.statements(config, rows))[
+        "Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = 200"
+    ]
+    assert rate.threshold == pytest.approx(0.5) and rate.verdict is FAIL and rate.value > 5
 
 
 def test_mondeq_gd_config_rejects_bad_widths_and_eta_rules():
@@ -479,3 +552,71 @@ def test_landscape_tiny_rows_surfaces_and_statements():
 def test_thesis_configs_reject_non_positive_sizes(experiment, override, message):
     with pytest.raises(ConfigError, match=message):
         experiment().resolve("tiny", overrides=[override])
+
+
+# --- the induction of Theorem 3.3.5: premises and implications ---------------------------
+
+
+def _sided(losses, sides, *, radius=1.0, eta=1e-3):
+    """A trace with λ₀ = 2, η = 1e-3 (factor 0.999), the distances 0.1·k and ``sides``."""
+    return GDTrace(
+        width=8, eta=eta, eta_max=1e-2, lambda0=2.0, radii=dict.fromkeys("ABUu", radius),
+        losses=losses, sigmas=[2.0] * len(losses),
+        distances={p: [0.1 * k for k in range(len(losses))] for p in "ABUu"}, sides=sides,
+    )  # fmt: skip
+
+
+def test_premise_states_the_first_step_where_hypotheses_1_and_3_fail():
+    held = premise(_sided([1.0, 0.9, 0.8], {}), "13")
+    assert held.first is None and held.statement.verdict is HOLDS
+    grown = premise(_sided([1.0, 0.9, 1.5, 0.1], {}), "13")  # L(2) = 1.5 > 0.999² L(0)
+    assert grown.first == 2 and grown.statement.verdict is UNMET
+    assert grown.statement.value == pytest.approx(1.5 - 0.999**2)
+    assert "first fails at step 2: Hypothesis 3" in grown.statement.measured
+    outside = premise(_sided([1.0, 0.9, 0.8], {}, radius=0.15), "1")  # 0.2 > R at step 2
+    assert outside.first == 2 and outside.statement.value == pytest.approx(0.2 / 0.15 - 1)
+    lost = premise(_sided([1.0, math.nan, 0.8], {}), "13")
+    assert lost.first == 1 and lost.statement.verdict is NM
+
+
+def test_implication_passes_fails_and_is_not_applicable_after_its_premise_fails():
+    def check(values):
+        def build(ks, suffix):
+            found = [values[k] for k in ks]
+            return measure(f"Q{suffix}", Kind.THEOREM, OURS_THEOREM, value=max(found, default=None),
+                           relation="<=", threshold=1.0, measured="", expected="")  # fmt: skip
+
+        return build
+
+    holds = premise(_sided([1.0, 0.9, 0.8, 0.7], {}), "13")
+    (passed,) = implication(check([0.5, 0.6, 0.7]), 3, holds)
+    assert passed.verdict is PASS and passed.value == 0.7
+    (failed,) = implication(check([0.5, 2.0, 0.7]), 3, holds)
+    assert failed.verdict is FAIL
+    grows = premise(_sided([1.0, 2.0, 0.8, 0.7], {}), "13")  # fails at step 1
+    checked, rest = implication(check([0.5, 2.0, 3.0]), 3, grows)
+    assert checked.verdict is PASS and checked.value == 0.5  # step 0 → 1 only
+    assert rest.name == "Q, from step 1" and rest.verdict is NA and rest.value == 3.0
+    assert "Hypotheses 1 and 3 at every step" in rest.detail and "step 1" in rest.needs
+    outer = condition_hypothesis(_ineq(1.0, 8.0), width=8, condition="Condition 2", fit=None, m=0.1)
+    (inside,) = implication(check([0.5, 0.6, 0.7]), 3, holds, [outer])
+    assert inside.verdict is NA  # an unmet condition of the theorem
+
+
+def test_step_lemmas_compare_each_step_with_its_printed_bound():
+    nan = math.nan
+    sides = {
+        "lemma3_3_8": ([22.97, 5.0, 1.0, nan], [0.0062, 0.004, 0.003, nan]),
+        "lemma3_3_10": ([-3.0, -0.5, -2.0, nan], [-1.0, -1.0, -1.0, nan]),
+    }
+    named = _by_name(theorem_3_3_5(_sided([1.0, 2.0, 0.8, 0.7], sides), [], fits={}, m=0.1))
+    lemma = named["Lemma 3.3.8 at every GD step at n = 8"]
+    assert lemma.verdict is FAIL and lemma.value == pytest.approx(22.97 / 0.0062)
+    assert "lhs 22.97, bound 0.0062, step 0" in lemma.measured
+    assert named["Lemma 3.3.8 at every GD step at n = 8, from step 1"].verdict is NA
+    three = named["Lemma 3.3.10 at every GD step at n = 8"]  # I₃ = −3 ≤ −1: ratio 3 ≥ 1
+    assert three.verdict is PASS and three.value == pytest.approx(3.0)
+    assert named["Lemma 3.3.10 at every GD step at n = 8, from step 1"].value == pytest.approx(0.5)
+    (later,) = [s for s in theorem_3_3_5(_sided([1.0, 0.9, 0.8, 0.7], sides), [], fits={}, m=0.1)
+                if s.name == "Lemma 3.3.10 at every GD step at n = 8"]  # fmt: skip
+    assert later.verdict is FAIL and later.value == pytest.approx(0.5)  # step 1: −0.5 > −1

@@ -13,9 +13,11 @@ formulas are transcribed as printed, including (3.17), which has no ``m``.
 
 Facts worth knowing when reading the results:
 
-* Lemma 3.3.3 gives ``λ_0 ≤ ‖Z(0)‖_F ≤ ‖X‖_F‖U(0)‖₂/m`` while the right side of (3.18) is
-  at least ``20‖X‖_F² λ̄_U² > 20‖X‖_F²‖U(0)‖₂²``: condition (3.18) can only hold when
-  ``m < 1/√20 ≈ 0.224`` (:data:`M_BOUND_3_18`).
+* ``λ_0² ≤ ‖Z(0)‖_F²/N`` (the smallest of N squared singular values is at most their
+  mean) and Lemma 3.3.3 gives ``‖Z(0)‖_F ≤ ‖X‖_F‖U(0)‖₂/m``, while the right side of (3.18)
+  is at least ``20‖X‖_F² λ̄_U² > 20‖X‖_F²‖U(0)‖₂²``: condition (3.18) can only hold when
+  ``m²N < 1/20`` (:func:`eq_3_18_possible`; for N = 1, ``m < 1/√20 ≈ 0.224``,
+  :data:`M_BOUND_3_18`), at any width.
 * ``C_11`` of Lemma 3.3.8 (hence the second term of the step-size bound and (3.18)) drops
   the ``1/m`` factors of Lemmas 3.3.4 and 3.3.7. And ``η = 4/λ_0²``, allowed whenever it
   is the smallest term of the bound, makes the update of ``u`` alone map the residual
@@ -43,6 +45,11 @@ PARAMETERS = ("A", "B", "U", "u")
 M_BOUND_3_18 = 1 / math.sqrt(20)
 
 
+def eq_3_18_possible(m: float, n_samples: int) -> bool:
+    """Whether Eq. (3.18) can hold at all: ``m²N < 1/20`` (see the module docstring)."""
+    return m * m * check_int("n_samples", n_samples, min_value=1) < 1 / 20
+
+
 class Inequality(TypedDict):
     """``lhs relation rhs`` (relation ``">="`` or ``"<="``), both sides evaluated."""
 
@@ -57,7 +64,8 @@ class Inequality(TypedDict):
 Row = Inequality
 
 
-def _row(name: str, lhs: float, relation: str, rhs: float) -> Inequality:
+def inequality(name: str, lhs: float, relation: str, rhs: float) -> Inequality:
+    """``lhs relation rhs`` evaluated (``relation`` ``">="`` or ``"<="``)."""
     holds = lhs >= rhs if relation == ">=" else lhs <= rhs
     return Inequality(name=name, lhs=float(lhs), relation=relation, rhs=float(rhs), holds=holds)
 
@@ -170,8 +178,8 @@ def condition_1(c: MonDEQConstants) -> list[Inequality]:
         * (4 * (c.bar("U", "A") ** 2 + c.bars["U"] ** 2) / c.m**2 + 1)
     )
     return [
-        _row("Eq. (3.8)", c.lambda0**2, ">=", 4 * c.x_norm * root * _ball_terms(c)),
-        _row("Eq. (3.9)", c.lambda0**3, ">=", rhs_39),
+        inequality("Eq. (3.8)", c.lambda0**2, ">=", 4 * c.x_norm * root * _ball_terms(c)),
+        inequality("Eq. (3.9)", c.lambda0**3, ">=", rhs_39),
     ]
 
 
@@ -183,10 +191,15 @@ def condition_2(c: MonDEQConstants) -> list[Inequality]:
     )
     rhs_318 = 20 * c.x_norm**2 * _c11_sum(c)
     return [
-        _row("Eq. (3.16)", c.lambda0**2, ">=", 8 * c.x_norm * root * _ball_terms(c)),
-        _row("Eq. (3.17)", c.lambda0**3, ">=", rhs_317),
-        _row("Eq. (3.18)", c.lambda0**2, ">=", rhs_318),
+        inequality("Eq. (3.16)", c.lambda0**2, ">=", 8 * c.x_norm * root * _ball_terms(c)),
+        inequality("Eq. (3.17)", c.lambda0**3, ">=", rhs_317),
+        inequality("Eq. (3.18)", c.lambda0**2, ">=", rhs_318),
     ]
+
+
+def c11(c: MonDEQConstants) -> float:
+    """``C₁₁ = ‖X‖_F²(λ̄_u² + 4λ̄_{Uu}² + 4λ̄_{UuA}² + λ̄_U²)`` of Lemma 3.3.8."""
+    return c.x_norm**2 * _c11_sum(c)
 
 
 def _c11_sum(c: MonDEQConstants) -> float:
@@ -210,7 +223,7 @@ def step_size_bound(c: MonDEQConstants) -> float:
         return 0.0
     return min(
         4 / lam**2,
-        1 / (c.x_norm**2 * _c11_sum(c)),
+        1 / c11(c),
         0.5 / (c.x_norm * lam * c.bar("U", "u", "A")),
         1 / (6 * lam**2 * c.bar("u", "A") ** 2),
     )
@@ -277,7 +290,7 @@ def hypotheses(
     k = check_int("k", k, min_value=0)
     loss = check_real("loss", loss, low=0.0)
     rows = [
-        _row(
+        inequality(
             f"Hypothesis 1 ({name})",
             float(torch.linalg.vector_norm((current[name] - initial[name]).detach())),
             "<=",
@@ -285,16 +298,16 @@ def hypotheses(
         )
         for name in PARAMETERS
     ]
-    rows.append(_row("Hypothesis 2", sigma_min(Z.detach()), ">=", c.lambda0 / 2))
+    rows.append(inequality("Hypothesis 2", sigma_min(Z.detach()), ">=", c.lambda0 / 2))
     if rate_defined(c.lambda0, eta):
-        rows.append(_row("Hypothesis 3 / Eq. (3.20)", loss, "<=", float(gd_bound(c, k, eta))))
+        rows.append(inequality("Hypothesis 3 / Eq. (3.20)", loss, "<=", float(gd_bound(c, k, eta))))
     return rows
 
 
 def lemma_3_3_3(Z: torch.Tensor, X: torch.Tensor, U: torch.Tensor, m: float) -> Inequality:
     """Lemma 3.3.3: ``‖Z*‖_F ≤ ‖X‖_F ‖U‖₂ / m`` for the equilibrium ``Z*`` (n, N)."""
     m = check_positive("m", m)
-    return _row(
+    return inequality(
         "Lemma 3.3.3",
         float(torch.linalg.matrix_norm(Z.detach())),
         "<=",
@@ -318,7 +331,7 @@ def lemma_3_3_2(W: torch.Tensor, u: torch.Tensor, mask: torch.Tensor, m: float) 
     systems = eye - W.detach().T.unsqueeze(0) * mask.T.unsqueeze(1)  # (N, n, n): I − Wᵀ D_j
     v = torch.linalg.solve(systems, u.detach().expand(mask.shape[1], n))  # (N, n)
     lhs = float(torch.linalg.vector_norm(v, dim=1).max())
-    return _row("Lemma 3.3.2", lhs, "<=", float(torch.linalg.vector_norm(u)) / m)
+    return inequality("Lemma 3.3.2", lhs, "<=", float(torch.linalg.vector_norm(u)) / m)
 
 
 def lemma_3_3_4(
@@ -337,7 +350,9 @@ def lemma_3_3_4(
     dU = spectral_norm((U[0] - U[1]).detach())
     dW = spectral_norm((W[0] - W[1]).detach())
     rhs = float(torch.linalg.matrix_norm(X)) * (dU / m + dW * spectral_norm(U[1].detach()) / m**2)
-    return _row("Lemma 3.3.4", float(torch.linalg.matrix_norm((Z[0] - Z[1]).detach())), "<=", rhs)
+    return inequality(
+        "Lemma 3.3.4", float(torch.linalg.matrix_norm((Z[0] - Z[1]).detach())), "<=", rhs
+    )
 
 
 def lemma_3_3_4_output(
@@ -366,7 +381,7 @@ def lemma_3_3_4_output(
         + Us * float(torch.linalg.vector_norm(uk - us)) / m
     )
     lhs = float(torch.linalg.vector_norm(Zk.T @ uk - Zs.T @ us))
-    return _row("Lemma 3.3.4 (Eq. C.6)", lhs, "<=", rhs)
+    return inequality("Lemma 3.3.4 (Eq. C.6)", lhs, "<=", rhs)
 
 
 #: The keys :func:`lemma_rows` gives its rows, in order.

@@ -10,6 +10,12 @@ solve is warm-started from the previous equilibrium. Step ``k`` records one tidy
     adjoint_steps (splitting iterations of the step's solves; adjoint_steps is 0 for the
     record of :meth:`MonDEQGD.evaluate`, which takes no step).
 
+With ``step_lemmas`` (the default), the record of step ``k`` also holds both sides of the
+inequalities the proof of Theorem 3.3.5 states for the step ``k → k+1``
+(:mod:`deqlab.theory.mondeq_step`): ``lemma3_3_6_lhs``/``_rhs``, ``lemma3_3_7_<p>_lhs``/``_rhs``
+for p in U, u, A, B, W, and ``lemma3_3_8``–``lemma3_3_10`` (the terms I₁, I₂, I₃ of the
+change of the loss), the last three once θ(k+1)'s equilibrium is solved.
+
 Any η > 0 trains; Theorem 3.3.5 assumes η ≤ 4/λ_0² (the first term of its bound), beyond
 which Eq. (3.20)'s rate 1 − ηλ_0²/4 is negative: there ``loss_bound`` and ``loss_ok`` are
 None, and the theorem's statements are NOT APPLICABLE by its step-size hypothesis.
@@ -38,6 +44,16 @@ from deqlab.theory.mondeq import (
     mondeq_constants,
     step_size_bound,
 )
+from deqlab.theory.mondeq_step import (
+    STEP_KEYS,
+    lemma_3_3_6,
+    lemma_3_3_7,
+    lemma_3_3_8,
+    lemma_3_3_9,
+    lemma_3_3_10,
+    progress_terms,
+)
+from deqlab.theory.spectra import spectral_norm
 from deqlab.train.divergence import (
     check_parameters,
     describe_parameter,
@@ -65,7 +81,14 @@ class MonDEQGD(Trainer):
     """
 
     def __init__(
-        self, model: MonDEQ, X: torch.Tensor, y: torch.Tensor, *, lr: float, radius: float = 1.0
+        self,
+        model: MonDEQ,
+        X: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        lr: float,
+        radius: float = 1.0,
+        step_lemmas: bool = True,
     ) -> None:
         super().__init__()
         if not isinstance(model, MonDEQ):
@@ -75,10 +98,12 @@ class MonDEQGD(Trainer):
         self.X = check_tensor("X", X, shape=(model.in_features, None))
         self.y = check_tensor("y", y, shape=(X.shape[1],))
         self.lr = check_positive("lr", lr)
+        self.step_lemmas = bool(step_lemmas)
         self.params = dict(model.named_parameters())
         self.initial = {k: p.detach().clone() for k, p in self.params.items()}
         with torch.no_grad():
             self.Z = model.equilibrium(X)  # Z(0), (n, N); later the warm start
+            self.yhat: torch.Tensor | None = self.Z.T @ model.u  # ŷ of the last record, (N,)
         self.constants: MonDEQConstants = mondeq_constants(
             **self.initial, Z=self.Z, X=X, y=y, m=model.m, radius=radius
         )
@@ -106,10 +131,26 @@ class MonDEQGD(Trainer):
             return record
         record["adjoint_steps"] = self.model.last_backward.n_steps
         with torch.no_grad():
+            before = (self.params["A"].clone(), self.model.weight())  # A(k), W(k)
             for p, g in zip(self.params.values(), grads, strict=True):
                 p -= self.lr * g
+            if self.step_lemmas:
+                record.update(self._step_sides(record["loss"], grads, *before))
         self.step_count += 1
         return record
+
+    def _step_sides(
+        self, loss: float, grads: tuple[torch.Tensor, ...], A: torch.Tensor, W: torch.Tensor
+    ) -> Record:
+        """Lemmas 3.3.6–3.3.7 for the step just taken from θ(k) (``A`` = A(k), ``W`` = W(k))."""
+        delta = {k: -self.lr * g for k, g in zip(self.params, grads, strict=True)}
+        dW = self.model.weight() - W  # W(k+1) − W(k)
+        norms = {k: float(torch.linalg.vector_norm(d)) for k, d in delta.items()}
+        rows = [lemma_3_3_6(A, delta["A"], delta["B"], dW)]
+        rows += lemma_3_3_7(self.constants, eta=self.lr, loss=loss,
+                            steps={**norms, "W": spectral_norm(dW)})  # fmt: skip
+        keys = ["lemma3_3_6", *(f"lemma3_3_7_{p}" for p in STEP_KEYS)]
+        return _sides(keys, rows)
 
     def evaluate(self) -> Record:
         """Record θ(k) without a step: the last record of a run of ``k`` steps."""
@@ -129,7 +170,10 @@ class MonDEQGD(Trainer):
         except SolverError as error:
             self._solver_failed("forward_failed", error)
             return record, None
-        loss = 0.5 * torch.sum((Z.T @ self.model.u - self.y) ** 2)  # Eq. (3.4)
+        yhat = Z.T @ self.model.u  # ŷ(k), (N,)
+        loss = 0.5 * torch.sum((yhat - self.y) ** 2)  # Eq. (3.4)
+        if self.step_lemmas and self.step_count > 0 and self.yhat is not None:
+            self.records[-2].update(self._progress_sides(yhat.detach()))
         record["loss"] = float(loss.detach())
         if not math.isfinite(record["loss"]):
             self._diverged("loss_not_finite", f"the loss is {record['loss']}")
@@ -137,8 +181,22 @@ class MonDEQGD(Trainer):
         record.update(self._hypotheses(Z, record["loss"]))
         record["forward_steps"] = self.model.last_forward.n_steps
         record["adjoint_steps"] = 0
-        self.Z = Z.detach()
+        self.Z, self.yhat = Z.detach(), yhat.detach()
         return record, loss
+
+    def _progress_sides(self, yhat_next: torch.Tensor) -> Record:
+        """Lemmas 3.3.8–3.3.10 for the step from θ(k) (``self.Z``, ``self.yhat``, the last
+        record's loss) to θ(k+1) (``yhat_next``, the current u)."""
+        g = self.Z.T @ self.model.u.detach()  # Z(k)ᵀu(k+1)
+        loss = float(self.records[-2]["loss"])
+        c, eta = self.constants, self.lr
+        i1, i2, i3 = progress_terms(self.yhat, yhat_next, g, self.y)
+        rows = [
+            lemma_3_3_8(c, eta=eta, loss=loss, i1=i1),
+            lemma_3_3_9(c, eta=eta, loss=loss, i2=i2),
+            lemma_3_3_10(c, eta=eta, loss=loss, i3=i3),
+        ]
+        return _sides(["lemma3_3_8", "lemma3_3_9", "lemma3_3_10"], rows)
 
     def _hypotheses(self, Z: torch.Tensor, loss: float) -> Record:
         """Hypotheses 1–3 of the proof of Theorem 3.3.5 at step ``k``, read by name."""
@@ -170,6 +228,7 @@ class MonDEQGD(Trainer):
             **self.protocol_state(),
             "params": {k: p.detach().clone() for k, p in self.params.items()},
             "Z": self.Z.clone(),
+            "yhat": None if self.yhat is None else self.yhat.clone(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -178,4 +237,13 @@ class MonDEQGD(Trainer):
             for k, p in self.params.items():
                 p.copy_(state["params"][k])
         self.Z = state["Z"].clone()
+        self.yhat = state["yhat"].clone() if "yhat" in state else None  # older checkpoints
         self.load_protocol_state(state)
+
+
+def _sides(keys: list[str], rows: list[Row]) -> Record:
+    """``{key}_lhs`` / ``{key}_rhs`` of each row."""
+    out: Record = {}
+    for key, row in zip(keys, rows, strict=True):
+        out.update({f"{key}_lhs": row["lhs"], f"{key}_rhs": row["rhs"]})
+    return out

@@ -26,12 +26,11 @@ from dataclasses import dataclass
 
 import torch
 
+from deqlab.experiments.hieu2022.gd_proof import GDTrace, theorem_3_3_5
 from deqlab.experiments.hieu2022.statements import (
-    GDTrace,
     WidthFit,
     condition_hypothesis,
     step_size_hypothesis,
-    theorem_3_3_5,
     thesis,
 )
 from deqlab.models.mondeq import MonDEQ

@@ -94,7 +94,9 @@ def gradflow_statements(config: GradFlowConfig, rows: list[Row]) -> list[Stateme
     """The statements of the module docstring (a width needs both runs)."""
     found = {w: g for w, g in runs(rows).items() if set(g) == {0, 1}}
     fits = {
-        LABELS[k]: WidthFit.of(list(found), [margin(g[0][0], k) for g in found.values()])
+        LABELS[k]: WidthFit.of(
+            list(found), [margin(g[0][0], k) for g in found.values()], n_samples=config.n_samples
+        )
         for k in CONDITION_1_KEYS
     }
     out: list[Statement] = []

@@ -175,6 +175,9 @@ class Hieu2022MonDEQGD(Experiment):
         "theorem": {"n_samples": 2, "widths": (200, 400), "m": 0.05, "steps": 10,
                     "eta_rule": "theorem", "eta_fraction": 1.0, "radius": 0.1, "sigma_A": 1e-3,
                     "sigma_B": 1e-3, "sigma_U": 10.0, "sigma_u": 1e-3},
+        "theorem-half": {"n_samples": 2, "widths": (200, 400), "m": 0.05, "steps": 10,
+                         "eta_rule": "theorem", "eta_fraction": 0.5, "radius": 0.1,
+                         "sigma_A": 1e-3, "sigma_B": 1e-3, "sigma_U": 10.0, "sigma_u": 1e-3},
         "paper": {},
     }  # fmt: skip
     paper_setting: ClassVar = PAPER_SETTING

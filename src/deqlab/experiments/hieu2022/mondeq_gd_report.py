@@ -23,8 +23,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from deqlab.experiments.base import Row
+from deqlab.experiments.hieu2022.gd_proof import GDTrace, theorem_3_3_5, trace_from_records
 from deqlab.experiments.hieu2022.mondeq_gd import MonDEQGDConfig
-from deqlab.experiments.hieu2022.statements import GDTrace, WidthFit, theorem_3_3_5
+from deqlab.experiments.hieu2022.statements import WidthFit
 from deqlab.statements import OURS, Kind, Statement, measure, min_step_gap
 from deqlab.theory.mondeq import PARAMETERS, Inequality
 
@@ -61,29 +62,27 @@ def margin(row: Row, key: str) -> float:
 def trace(config: MonDEQGDConfig, run: list[Row]) -> GDTrace:
     """The GD run of one width, as the statement builders take it."""
     first = run[0]
-    return GDTrace(
-        width=int(first["width"]),
-        eta=float(first["eta"]),
-        eta_max=float(first["eta_max"]),
-        lambda0=float(first["lambda0"]),
+    return trace_from_records(
+        run, width=int(first["width"]), eta=float(first["eta"]),
+        eta_max=float(first["eta_max"]), lambda0=float(first["lambda0"]),
         radii=dict.fromkeys(PARAMETERS, config.radius),
-        losses=[_float(r.get("loss")) for r in run],
-        sigmas=[_float(r.get("sigma_min")) for r in run],
-        distances={p: [_float(r.get(f"dist_{p}")) for r in run] for p in PARAMETERS},
-    )
+    )  # fmt: skip
 
 
 def mondeq_gd_statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
     """The statements of the module docstring (widths without rows are not measured)."""
     runs = by_width(rows)
     fits = {
-        CONDITION_LABELS[k]: WidthFit.of(list(runs), [margin(r[0], k) for r in runs.values()])
+        CONDITION_LABELS[k]: WidthFit.of(
+            list(runs), [margin(r[0], k) for r in runs.values()], n_samples=config.n_samples
+        )
         for k in CONDITION_2
     }
     out: list[Statement] = []
     for run in runs.values():
         conditions = [inequality(run[0], k) for k in CONDITION_2]
-        out += theorem_3_3_5(trace(config, run), conditions, fits=fits, m=config.m)
+        out += theorem_3_3_5(trace(config, run), conditions, fits=fits, m=config.m,
+                             n_samples=config.n_samples)  # fmt: skip
     return out + _ours(config, runs)
 
 

@@ -35,7 +35,7 @@ from deqlab.statements import (
     not_measured,
     theorem,
 )
-from deqlab.theory.mondeq import M_BOUND_3_18, Inequality, gd_rate, rate_defined
+from deqlab.theory.mondeq import Inequality, eq_3_18_possible
 
 #: Ours: a classifier of ten classes counts as trained at 5× chance training accuracy.
 TRAINED_ACCURACY = 0.5
@@ -57,12 +57,18 @@ def thesis(location: str, quote: str = "") -> Source:
     return Source("hieu2022", location, quote)
 
 
+#: Ours: the width fits of :class:`WidthFit` use only widths ``n ≥ FIT_WIDTH_FACTOR · N``.
+FIT_WIDTH_FACTOR = 4
+
+
 @dataclass(frozen=True)
 class WidthFit:
     """``log(lhs/rhs) ≈ slope · log n + intercept``, least squares over ``widths``.
 
     The scaling assumption behind the width a condition needs: its margin ``lhs/rhs`` is a
-    power of the width, with the exponent measured on the run's widths.
+    power of the width, with the exponent measured on the run's widths ``n ≫ N`` (ours:
+    ``n ≥ 4N``). Near ``n = N``, ``σ_min(Z(0))`` (λ₀) is near zero and grows much faster
+    than any power law far from it, so those widths would dominate the slope.
     """
 
     widths: tuple[int, ...]
@@ -70,17 +76,23 @@ class WidthFit:
     intercept: float
 
     @classmethod
-    def of(cls, widths: Sequence[int], ratios: Sequence[float]) -> WidthFit | None:
-        """The fit, or None for fewer than two widths or a ratio that is not finite and > 0."""
-        if len(widths) < 2 or not all(is_measured(r) and r > 0 for r in ratios):
+    def of(
+        cls, widths: Sequence[int], ratios: Sequence[float], *, n_samples: int = 1
+    ) -> WidthFit | None:
+        """The fit over the widths ``≥ FIT_WIDTH_FACTOR · n_samples``, or None for fewer
+        than two such widths or a ratio there that is not finite and > 0."""
+        kept = [(n, r) for n, r in zip(widths, ratios, strict=True)
+                if n >= FIT_WIDTH_FACTOR * n_samples]  # fmt: skip
+        if len(kept) < 2 or not all(is_measured(r) and r > 0 for _, r in kept):
             return None
-        logs = [math.log(n) for n in widths]
-        slope, intercept, _ = linear_fit(logs, [math.log(r) for r in ratios])
-        return cls(tuple(widths), slope, intercept)
+        logs = [math.log(n) for n, _ in kept]
+        slope, intercept, _ = linear_fit(logs, [math.log(r) for _, r in kept])
+        return cls(tuple(n for n, _ in kept), slope, intercept)
 
     def needs(self) -> str:
         """The width at which the fitted ``lhs/rhs`` reaches 1, with the assumption."""
-        fitted = f"lhs/rhs ∝ n^{self.slope:.2f} as fitted over n = {_list(self.widths)}"
+        fitted = (f"lhs/rhs ∝ n^{self.slope:.2f} as fitted over n = {_list(self.widths)} "
+                  f"(widths n ≥ {FIT_WIDTH_FACTOR}N only)")  # fmt: skip
         if self.slope <= 0:
             return f"no width: {fitted}, which does not grow with n"
         log_n = -self.intercept / self.slope
@@ -94,20 +106,25 @@ def condition_hypothesis(
     condition: str,
     fit: WidthFit | None,
     m: float,
+    n_samples: int = 1,
 ) -> Statement:
     """One inequality of ``condition`` ("Condition 1" or "Condition 2") at ``width``.
 
     The value is ``lhs/rhs`` (≥ 1 when it holds). ``needs``: the width from ``fit`` (a
-    sweep over widths when there is none) and, for Eq. (3.18) with ``m ≥ 1/√20``, that no
-    width can satisfy it (Lemma 3.3.3).
+    sweep over widths ``n ≫ N`` when there is none) or, for Eq. (3.18) with
+    ``m²N ≥ 1/20`` (``n_samples`` is N), that no width can satisfy it.
     """
     if inequality["relation"] != ">=":
         raise ValueError(f"conditions are lower bounds on λ_0; got {inequality}")
     lhs, rhs = inequality["lhs"], inequality["rhs"]
     ratio = lhs / rhs if rhs > 0 else None
-    needs = [fit.needs() if fit else "a sweep over widths to extrapolate (one width measured)"]
-    if inequality["name"] == "Eq. (3.18)" and m >= M_BOUND_3_18:
-        needs.insert(0, f"m < 1/√20 ≈ {M_BOUND_3_18:.3f} (Lemma 3.3.3: no width otherwise)")
+    if inequality["name"] == "Eq. (3.18)" and not eq_3_18_possible(m, n_samples):
+        needs = (f"no width: m²N = {m * m * n_samples:.3g} ≥ 1/20, and λ₀² ≤ ‖Z(0)‖_F²/N ≤ "
+                 "‖X‖_F²‖U(0)‖₂²/(m²N) < rhs/(20m²N) (Lemma 3.3.3); needs m²N < 1/20")  # fmt: skip
+    elif fit:
+        needs = fit.needs()
+    else:
+        needs = f"a sweep over widths n ≥ {FIT_WIDTH_FACTOR}N to extrapolate"
     return measure(
         f"{condition}, {inequality['name']} at n = {width}",
         Kind.HYPOTHESIS,
@@ -115,9 +132,9 @@ def condition_hypothesis(
         value=ratio,
         relation=">=",
         threshold=1.0,
-        measured=f"lhs/rhs = {_num(ratio)} (lhs {lhs:.3g}, rhs {rhs:.3g}) at n = {width}",
+        measured=f"lhs/rhs = {num(ratio)} (lhs {lhs:.3g}, rhs {rhs:.3g}) at n = {width}",
         expected="lhs ≥ rhs, i.e. lhs/rhs ≥ 1",
-        needs="; ".join(needs),
+        needs=needs,
     )
 
 
@@ -171,7 +188,7 @@ def rate_check(losses: Sequence[float], rate: float | None, *, width: int) -> St
         value=value,
         relation="<=",
         threshold=rate,
-        measured=f"max_k L(k+1)/L(k) = {_num(value, 6)} (step {step}) at n = {width}",
+        measured=f"max_k L(k+1)/L(k) = {num(value, 6)} (step {step}) at n = {width}",
         expected=f"≤ 1 − ηλ₀²/4 = {rate:.6g} at every step",
         detail=detail,
     )
@@ -183,102 +200,66 @@ def ball_check(
     *,
     width: int,
     where: tuple[str, str] = PROPOSITION_5,
+    steps: Sequence[int] | None = None,
+    suffix: str = "",
 ) -> Statement:
     """Proposition 5 (Hypothesis 1 at every step): ``‖·(k) − ·(0)‖_F ≤ R_·`` for k ≥ 1.
 
     ``distances`` map A, B, U, u to ``‖·(k) − ·(0)‖_F`` for ``k = 0, …, K``; the value is
-    the largest ``‖·(k) − ·(0)‖_F / R_·`` over the parameters and the steps ``k ≥ 1``.
-    ``where`` is the proof step's (name, location) (for the gradient flow: :data:`FLOW_BALLS`).
+    the largest ``‖·(k) − ·(0)‖_F / R_·`` over the parameters and the ``steps`` (default:
+    every ``k ≥ 1``); ``suffix`` ends the name. ``where`` is the proof step's (name,
+    location) (for the gradient flow: :data:`FLOW_BALLS`).
     """
     found = [
         (d / radii[name], name, k)
         for name, series in distances.items()
         for k, d in enumerate(series)
-        if k >= 1 and is_measured(d)
+        if _taken(k, steps) and is_measured(d)
     ]
     value, name, step = max(found) if found else (None, "·", 0)
     return measure(
-        f"{where[0]}: the parameters stay in their balls at n = {width}",
+        f"{where[0]}: the parameters stay in their balls at n = {width}{suffix}",
         Kind.THEOREM,
         thesis(where[1]),
         value=value,
         relation="<=",
         threshold=1.0,
-        measured=f"max_k ‖{name}(k) − {name}(0)‖_F / R = {_num(value)} (step {step}) "
-        f"at n = {width}",
+        measured=f"max_k ‖{name}(k) − {name}(0)‖_F / R = {num(value)} (step {step}) "
+        f"{_over(steps)}at n = {width}",
         expected="≤ 1 for A, B, U, u at every step k ≥ 1",
     )
 
 
 def sigma_check(
-    sigmas: Sequence[float], lambda0: float, *, width: int, where: tuple[str, str] = PROPOSITION_6
+    sigmas: Sequence[float],
+    lambda0: float,
+    *,
+    width: int,
+    where: tuple[str, str] = PROPOSITION_6,
+    steps: Sequence[int] | None = None,
+    suffix: str = "",
 ) -> Statement:
     """Proposition 6 (Hypothesis 2 at every step): ``σ_min(Z(k)) ≥ λ₀/2`` for k ≥ 1.
 
-    ``sigmas`` are ``σ_min(Z(k))`` for ``k = 0, …, K``; the value is
-    ``min_{k≥1} σ_min(Z(k))/λ₀``. ``where`` is the proof step's (name, location) (for the
-    gradient flow: :data:`FLOW_SIGMA`).
+    ``sigmas`` are ``σ_min(Z(k))`` for ``k = 0, …, K``; the value is the smallest
+    ``σ_min(Z(k))/λ₀`` over the ``steps`` (default: every ``k ≥ 1``); ``suffix`` ends the
+    name. ``where`` is the proof step's (name, location) (for the gradient flow:
+    :data:`FLOW_SIGMA`).
     """
     if not lambda0 > 0:
         raise ValueError(f"`lambda0` must be > 0 (σ_min(Z(0)) with n ≥ N); got {lambda0}")
-    found = [(s / lambda0, k) for k, s in enumerate(sigmas) if k >= 1 and is_measured(s)]
+    found = [(s / lambda0, k) for k, s in enumerate(sigmas) if _taken(k, steps) and is_measured(s)]
     value, step = min(found) if found else (None, 0)
     return measure(
-        f"{where[0]}: σ_min(Z(k)) ≥ λ₀/2 at n = {width}",
+        f"{where[0]}: σ_min(Z(k)) ≥ λ₀/2 at n = {width}{suffix}",
         Kind.THEOREM,
         thesis(where[1]),
         value=value,
         relation=">=",
         threshold=0.5,
-        measured=f"min_k σ_min(Z(k))/λ₀ = {_num(value)} (step {step}) at n = {width}",
+        measured=f"min_k σ_min(Z(k))/λ₀ = {num(value)} (step {step}) {_over(steps)}at n = {width}",
         expected="≥ 1/2 at every step k ≥ 1",
     )
-
-
-@dataclass(frozen=True)
-class GDTrace:
-    """One GD run at one width: ``η``, Theorem 3.3.5's bound ``eta_max``, ``λ₀``, the radii
-    ``R_·`` and, for steps ``k = 0, …, K``, the losses, ``σ_min(Z(k))`` and the distances
-    ``‖·(k) − ·(0)‖_F`` of A, B, U, u."""
-
-    width: int
-    eta: float
-    eta_max: float
-    lambda0: float
-    radii: Mapping[str, float]
-    losses: Sequence[float]
-    sigmas: Sequence[float]
-    distances: Mapping[str, Sequence[float]]
-
-
-def theorem_3_3_5(
-    trace: GDTrace,
-    conditions: Sequence[Inequality],
-    *,
-    fits: Mapping[str, WidthFit | None],
-    m: float,
-) -> list[Statement]:
-    """Condition 2 (``conditions``: Eqs. 3.16–3.18) and the step size as hypotheses, then
-    Theorem 3.3.5 and Propositions 5–6 on ``trace``, each NOT APPLICABLE unless all hold.
-
-    ``fits`` maps each equation's name to its :class:`WidthFit` (or None).
-    """
-    width = trace.width
-    hypotheses = [
-        condition_hypothesis(c, width=width, condition="Condition 2", fit=fits[c["name"]], m=m)
-        for c in conditions
-    ]
-    hypotheses.append(step_size_hypothesis(trace.eta, trace.eta_max, width=width))
-    checks = [
-        rate_check(trace.losses, _rate(trace.lambda0, trace.eta), width=width),
-        ball_check(trace.distances, trace.radii, width=width),
-        sigma_check(trace.sigmas, trace.lambda0, width=width),
-    ]
-    return [*hypotheses, *(theorem(check, hypotheses) for check in checks)]
-
-
-def _rate(lambda0: float, eta: float) -> float | None:
-    return gd_rate(lambda0, eta) if rate_defined(lambda0, eta) else None
 
 
 #: What each lemma bounds, by the key of :data:`deqlab.theory.mondeq.LEMMA_KEYS`.
@@ -312,7 +293,7 @@ def lemma_check(
         value=value,
         relation="<=",
         threshold=1.0,
-        measured=f"max lhs/rhs = {_num(value)} over {len(found)} measured steps (the "
+        measured=f"max lhs/rhs = {num(value)} over {len(found)} measured steps (the "
         f"{_ordinal(at)}) at n = {width}",
         expected="lhs/rhs ≤ 1 at every measured step",
     )
@@ -352,8 +333,8 @@ def proposition_4_check(
               if f == 0 and is_measured(e) and is_measured(a) and is_measured(b)]  # fmt: skip
     value = max((e for e, _, _ in smooth), default=None)
     orders = [math.log2(a / b) for _, a, b in smooth if a > 0 and b > 0]
-    shown = (f"; raw error at step h up to {_num(max(a for _, a, _ in smooth))}, median "
-             f"observed order {_num(statistics.median(orders), 2)}") if orders else ""  # fmt: skip
+    shown = (f"; raw error at step h up to {num(max(a for _, a, _ in smooth))}, median "
+             f"observed order {num(statistics.median(orders), 2)}") if orders else ""  # fmt: skip
     kinks = len(flips) - len(smooth)
     return measure(
         f"Proposition 4: dŷ/dt = −K(t)(ŷ − y) along the run at n = {width}",
@@ -362,7 +343,7 @@ def proposition_4_check(
         value=value,
         relation="<=",
         threshold=rtol,
-        measured=f"max ‖2D_(h/2) − D_h + K r‖/‖K r‖ = {_num(value)} over {len(smooth)} "
+        measured=f"max ‖2D_(h/2) − D_h + K r‖/‖K r‖ = {num(value)} over {len(smooth)} "
         f"probes{shown} at n = {width}",
         expected=f"≤ {rtol:g} (ours) once the O(h) Euler error is removed (Richardson)",
         detail=f"{kinks} of {len(flips)} probes left out: their step crosses a ReLU kink; "
@@ -388,7 +369,7 @@ def kernel_floor_check(
         value=value,
         relation=">=",
         threshold=1.0,
-        measured=f"min λ_min(K)/σ_min(Z)² = {_num(value, 6)} over {len(found)} probes "
+        measured=f"min λ_min(K)/σ_min(Z)² = {num(value, 6)} over {len(found)} probes "
         f"at n = {width}",
         expected="≥ 1 at every probe",
     )
@@ -433,7 +414,7 @@ def step_error_check(trace: FlowTrace, *, rtol: float) -> Statement:
         value=value,
         relation="<=",
         threshold=rtol,
-        measured=f"max_t |ln(L_h/L_(h/2))|/(1 + ln(L(0)/L_(h/2))) = {_num(value)} over "
+        measured=f"max_t |ln(L_h/L_(h/2))|/(1 + ln(L(0)/L_(h/2))) = {num(value)} over "
         f"{len(errors)} times at n = {trace.width}",
         expected=f"≤ {rtol:g}: else halve h",
     )
@@ -454,8 +435,7 @@ def flow_rate_check(trace: FlowTrace) -> Statement:
         value=value,
         relation="<=",
         threshold=1.0,
-        measured=f"max_t (L + step error)/bound = {_num(value)} (t = {at:.3g}) at "
-        f"n = {trace.width}",
+        measured=f"max_t (L + step error)/bound = {num(value)} (t = {at:.3g}) at n = {trace.width}",
         expected="≤ 1 at every t > 0",
         detail=f"λ₀² t/2 reaches {trace.lambda0**2 * max(trace.times, default=0) / 2:.3g} "
         "at the end of the run",
@@ -491,7 +471,7 @@ def untrained(accuracies: Mapping[str, float | None]) -> str:
     short = {k: a for k, a in accuracies.items() if not is_measured(a) or a < TRAINED_ACCURACY}
     if not short:
         return ""
-    shown = ", ".join(f"{k}: {_num(a, 2)}" for k, a in short.items())
+    shown = ", ".join(f"{k}: {num(a, 2)}" for k, a in short.items())
     return (
         f"the models are not trained (final training accuracy {shown}; ours: trained means "
         f"≥ {TRAINED_ACCURACY:g}); the statement is about trained models: use more images "
@@ -499,8 +479,21 @@ def untrained(accuracies: Mapping[str, float | None]) -> str:
     )
 
 
-def _num(x: float | None, digits: int = 3) -> str:
+def num(x: float | None, digits: int = 3) -> str:
+    """``x`` with ``digits`` significant digits, ``—`` when not measured."""
     return "—" if x is None or not is_measured(x) else f"{x:.{digits}g}"
+
+
+def _taken(k: int, steps: Sequence[int] | None) -> bool:
+    """Whether step ``k`` is checked: one of ``steps``, or any ``k ≥ 1`` when None."""
+    return k >= 1 if steps is None else k in steps
+
+
+def _over(steps: Sequence[int] | None) -> str:
+    """ "over steps a–b (its premise held) " for a restricted check, else ""."""
+    if steps is None:
+        return ""
+    return f"over steps {steps[0]}–{steps[-1]} " if len(steps) else "over no step "
 
 
 def _times(ratio: float) -> str:
