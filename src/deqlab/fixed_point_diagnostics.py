@@ -27,6 +27,7 @@ from deqlab._checks import check_int, check_tensor
 from deqlab.solvers import Solution
 
 Map = Callable[[torch.Tensor], torch.Tensor]
+_BREAKDOWN = 1e3  # β_j below 1e3 eps × the operator's scale seen: the Krylov space closed
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,21 +155,31 @@ def _lanczos_extremes(
     op: Map, start: torch.Tensor, iters: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Smallest and largest Ritz values ``(R,)`` of the symmetric PSD ``op`` after
-    ``min(iters, n)`` Lanczos steps with full reorthogonalisation (per row)."""
+    ``min(iters, n)`` Lanczos steps with full reorthogonalisation (per row).
+
+    A row whose Krylov space closes early (``β_j ≈ 0``: the Ritz values are then exact)
+    stops growing: its later diagonal entries repeat ``α_0``, a Rayleigh quotient, which
+    lies between the extreme Ritz values and so leaves them unchanged.
+    """
     steps = min(iters, start.shape[1])
     q, _ = _unit(start)
     basis = [q]  # orthonormal q_1 … q_j, each (R, n)
     alphas, betas = [], []
+    active = torch.ones(start.shape[0], dtype=torch.bool, device=start.device)  # (R,)
+    scale = torch.zeros(start.shape[0], dtype=start.dtype, device=start.device)
     for j in range(steps):
         w = op(q)
-        alphas.append((w * q).sum(dim=1))  # (R,)
+        alpha = (w * q).sum(dim=1)  # (R,)
+        alphas.append(torch.where(active, alpha, alphas[0]) if alphas else alpha)
         for _ in range(2):  # w ⟂ q_1 … q_j (twice: Kahan's rule)
             Q = torch.stack(basis, dim=1)  # (R, j+1, n)
             w = w - ((Q @ w[:, :, None]).transpose(1, 2) @ Q)[:, 0]
         if j + 1 == steps:
             break
         q, beta = _unit(w)
-        betas.append(beta)
+        scale = torch.maximum(scale, alpha.abs() + beta)
+        active = active & (beta > _BREAKDOWN * torch.finfo(w.dtype).eps * scale)
+        betas.append(torch.where(active, beta, 0.0))
         basis.append(q)
     T = torch.diag_embed(torch.stack(alphas, dim=1))  # (R, s, s) tridiagonal
     if betas:
