@@ -14,8 +14,10 @@ from deqlab.data.imagenet import imagenet_dir, read_imagenet
 from deqlab.data.locate import DatasetNotFoundError
 from deqlab.experiments.hieu2022.landscape_report import surfaces
 from deqlab.experiments.hieu2022.mdeq_landscape import (
+    CappedSolves,
     Hieu2022LandscapeMDEQ,
     MDEQLandscapeConfig,
+    build_model,
     cifar10_present,
     load_images,
 )
@@ -82,6 +84,40 @@ def test_untrained_or_missing_surface_is_not_measured():
     no_residual = [r for r in rows_of(bowl) if "residual" not in r]
     solved = by_name(no_residual)["the equilibrium at θ* is solved on the evaluation images"]
     assert solved.verdict is NM
+
+
+def test_an_unsolved_equilibrium_or_capped_grid_solves_leave_the_observations_not_measured():
+    """Seed 1 of `quick` ends with residual 0.619: its surface is a truncated solver's."""
+    names = ("the loss landscape has only one minimum", "the minimum is flat")
+    unsolved = by_name(rows_of(bowl, residual=0.619))
+    for name in names:
+        assert unsolved[name].verdict is NM and "not solved" in unsolved[name].detail
+    capped = [{**r, "capped_points": 3} if "alpha" in r else r for r in rows_of(bowl)]
+    for name in names:
+        assert by_name(capped)[name].verdict is NM
+        assert (
+            "used all max_iter = 26 iterations at 3 of the 21² grid" in by_name(capped)[name].detail
+        )
+    clean = [{**r, "capped_points": 0} if "alpha" in r else r for r in rows_of(bowl)]
+    assert {by_name(clean)[n].verdict for n in names} == {PASS}
+
+
+def test_capped_solves_counts_the_grid_evaluations_whose_solve_hit_max_iter():
+    config = Hieu2022LandscapeMDEQ().resolve("tiny")
+    model = build_model(config, "cpu")
+    x = torch.randn(4, 3, config.image_size, config.image_size, dtype=torch.float32)
+
+    def loss(module):
+        return float(module(x).sum())
+
+    few = CappedSolves(model, loss, max_iter=1)  # every solve takes ≥ 1 iteration
+    few(model), few(model)
+    assert few.points == 2 and few.solves >= 2
+    few.hook.remove()
+    many = CappedSolves(model, loss, max_iter=10_000)
+    many(model)
+    assert many.points == 0 and many.solves == 0
+    many.hook.remove()
 
 
 def test_local_minima_match_a_brute_force_count():

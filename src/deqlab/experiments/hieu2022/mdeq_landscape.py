@@ -20,17 +20,20 @@ Rows: ``model`` ("mdeq"), then training rows (``epoch``, ``train_loss``, ``train
 ``solver_steps``), residual rows (``epoch``, ``residual``: the solver's largest relative
 residual on the evaluation images at initialisation, ``epoch`` 0, and after every epoch)
 and surface rows (``alpha``, ``beta``, ``loss``; over the convolution weights, the weight
-normalisation folded in).
+normalisation folded in; ``capped_points``, the same on every surface row: the number of
+grid evaluations at which a batch solve used all ``max_iter`` iterations).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 from deqlab._checks import check_choice, check_int, check_positive
@@ -179,6 +182,28 @@ def eval_residual(model: MDEQ, batches: list[tuple[torch.Tensor, torch.Tensor]])
     return residual
 
 
+class CappedSolves:
+    """Counts, per call of a loss function, the forward solves of ``model.deq`` that used all
+    ``max_iter`` iterations (a forward hook on the DEQ, so warm starts are kept).
+
+    ``points`` ends as the number of calls (grid evaluations) with at least one such solve.
+    """
+
+    def __init__(self, model: MDEQ, loss_fn: Callable[[nn.Module], float], max_iter: int):
+        self.loss_fn, self.max_iter = loss_fn, max_iter
+        self.solves = self.points = 0
+        self.hook = model.deq.register_forward_hook(self._count)
+
+    def _count(self, deq: nn.Module, inputs: object, output: object) -> None:
+        self.solves += deq.last_forward.n_steps >= self.max_iter
+
+    def __call__(self, module: nn.Module) -> float:
+        before = self.solves
+        value = self.loss_fn(module)
+        self.points += self.solves > before
+        return value
+
+
 def cifar10_present() -> bool:
     """Whether both CIFAR-10 splits are on this machine and readable."""
     from deqlab.data import check_split
@@ -221,6 +246,8 @@ class Hieu2022LandscapeMDEQ(Experiment):
         "solver_steps": "mean forward solver steps per batch of the epoch (training rows)",
         "residual": "the solver's largest relative residual on the held-out images after the "
         "epoch (epoch 0: at initialisation)",
+        "capped_points": "grid evaluations at which a batch solve used all max_iter iterations "
+        "(surface rows; the same on each)",
     }
     default_checkpoint_every = 1
 
@@ -252,16 +279,19 @@ class Hieu2022LandscapeMDEQ(Experiment):
             on_epoch=residual_row,
         )  # fmt: skip
         model.cell.fold_weight_norm()  # the surface is over the convolution weights
+        counted = CappedSolves(model, dataset_loss(F.cross_entropy, batches), config.max_iter)
         surface = loss_surface(
-            model, dataset_loss(F.cross_entropy, batches), steps=config.grid,
+            model, counted, steps=config.grid,
             generator=torch.Generator().manual_seed(config.seed + 2), progress=False,
         )  # fmt: skip
+        counted.hook.remove()
         grid = surface.alphas.tolist()
         return rows + [
-            {"model": task.key, "alpha": a, "beta": b, "loss": float(surface.losses[i, j])}
+            {"model": task.key, "alpha": a, "beta": b, "loss": float(surface.losses[i, j]),
+             "capped_points": counted.points}
             for i, a in enumerate(grid)
             for j, b in enumerate(grid)
-        ]
+        ]  # fmt: skip
 
     def statements(self, config: MDEQLandscapeConfig, rows: list[Row]) -> list[Statement]:
         from deqlab.experiments.hieu2022.mdeq_landscape_report import mdeq_statements

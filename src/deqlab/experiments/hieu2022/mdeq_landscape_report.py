@@ -8,12 +8,14 @@ with its location, measured on the grid surface ``Φ(α, β)``:
 - "this minima is flat": the small-loss set ``{Φ ≤ Φ(0, 0) + flat_delta}`` covers at least
   ``flat_fraction`` of the grid (both numbers are ours: the thesis reads a plot).
 
-Both are NOT MEASURED without a surface or when the model is not trained
-(:func:`deqlab.experiments.hieu2022.statements.untrained`): the thesis plots the surface of
-a trained MDEQ. Ours: the equilibrium at θ* is solved to the solver's tolerance on the
-evaluation images (otherwise the surface is that of a truncated solver, not of the DEQ);
-its measured value is the residual after the last epoch, shown beside the one at
-initialisation (the residual rows trace it over training, and the figure plots it).
+Both are NOT MEASURED without a surface, when the model is not trained
+(:func:`deqlab.experiments.hieu2022.statements.untrained`: the thesis plots the surface of
+a trained MDEQ), when the equilibrium at θ* is not solved to the solver's tolerance, or
+when a solve on the grid used all ``max_iter`` iterations (then the surface is that of a
+truncated solver, not of the DEQ; as for the conv-DEQ's landscape). Ours: the equilibrium
+at θ* is solved on the evaluation images; its measured value is the residual after the
+last epoch, shown beside the one at initialisation (the residual rows trace it over
+training, and the figure plots it).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from deqlab.experiments.hieu2022.landscape_report import final_accuracy, level, 
 from deqlab.experiments.hieu2022.mdeq_landscape import MDEQLandscapeConfig
 from deqlab.experiments.hieu2022.statements import thesis, untrained
 from deqlab.landscape import LossSurface
-from deqlab.statements import OURS, Kind, Statement, measure, not_measured
+from deqlab.statements import OURS, Kind, Statement, Verdict, measure, not_measured
 
 _WORDS = (
     "As in Fig 3.1 which is the visualization of loss landscape of MDEQ model, we observe "
@@ -88,12 +90,18 @@ def mdeq_statements(config: MDEQLandscapeConfig, rows: list[Row]) -> list[Statem
             f"{{Φ ≤ Φ(θ*) + {config.flat_delta:g}}} covers ≥ {config.flat_fraction:g} of "
             "the grid (ours)")  # fmt: skip
     surface = surfaces(rows).get(MODEL)
-    why = "no surface rows" if surface is None else untrained({MODEL: final_accuracy(rows, MODEL)})
+    solved = _solved(config, rows)
+    if surface is None:
+        why = "no surface rows"
+    else:
+        reasons = (untrained({MODEL: final_accuracy(rows, MODEL)}), _unsolved(solved, config),
+                   _capped(rows, config))  # fmt: skip
+        why = "; ".join(r for r in reasons if r)
     if why:
         found = [
             not_measured(n, Kind.OBSERVATION, s, expected=e, why=why) for n, s, e in (one, flat)
         ]
-        return [*found, _solved(config, rows)]
+        return [*found, solved]
     minima = int(local_minima(surface).sum())
     fraction = flat_fraction(surface, config.flat_delta)
     grid = f"{config.grid}² grid over [−1, 1]², {config.n_eval} held-out {config.dataset} images"
@@ -103,8 +111,27 @@ def mdeq_statements(config: MDEQLandscapeConfig, rows: list[Row]) -> list[Statem
         measure(flat[0], Kind.OBSERVATION, flat[1], value=fraction, relation=">=",
                 threshold=config.flat_fraction, measured=f"{fraction:.3g} of the grid",
                 expected=flat[2], detail=grid),
-        _solved(config, rows),
+        solved,
     ]  # fmt: skip
+
+
+def _unsolved(solved: Statement, config: MDEQLandscapeConfig) -> str:
+    """Why the surface is not the equilibrium's, from the statement on the solve at θ*."""
+    if solved.verdict is Verdict.PASS:
+        return ""
+    return (f"the equilibrium at θ* is not solved (relative residual {solved.measured}, above "
+            f"tol = {config.tol:g}): the surface would be the truncated solver's")  # fmt: skip
+
+
+def _capped(rows: list[Row], config: MDEQLandscapeConfig) -> str:
+    """Why the grid is not the equilibrium's: evaluations where a solve hit ``max_iter``."""
+    found = [int(r["capped_points"]) for r in rows if r.get("capped_points") is not None]
+    if not found or not max(found):
+        return ""
+    return (
+        f"a forward solve used all max_iter = {config.max_iter} iterations at {max(found)} of "
+        f"the {config.grid}² grid evaluations (the surface of an unconverged iterate)"
+    )
 
 
 def plot_mdeq_landscape(
