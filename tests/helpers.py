@@ -17,3 +17,13 @@ def relu_problem(m=12, d=5, n=6, *, seed=1, data_seed=None, dtype=torch.float64)
     X = X / X.norm(dim=0) * d**0.5
     y = torch.randn(n, generator=gen, dtype=torch.float64)
     return model, X.to(dtype), y.to(dtype)
+
+
+def row_path(order: int, steps: int, n=3, m=5, seed=0):
+    """Rows x(τ) = A + τ B (+ τ² C if ``order == 2``) for τ < ``steps``, and a fixed M (the
+    products x(τ) M a warm start extrapolates), in float64."""
+    gen = torch.Generator().manual_seed(seed)
+    shapes = ((n, m), (n, m), (n, m), (m, m))
+    A, B, C, M = (torch.randn(*shape, generator=gen, dtype=torch.float64) for shape in shapes)
+    xs = [A + t * B + (t * t * C if order == 2 else 0) for t in range(steps)]
+    return xs, M
