@@ -7,6 +7,7 @@ from deqlab.implicit import Implicit
 from deqlab.models.mondeq import MonDEQ, monotone_fixed_point
 from deqlab.solvers import Anderson
 from deqlab.solvers.splitting import ForwardBackward, PeacemanRachford
+from deqlab.train.mondeq_gd import MonDEQGD
 
 D, N, WIDTH, M = 4, 6, 10, 0.4
 TIGHT = {"tol": 1e-13, "max_iter": 5000}
@@ -116,3 +117,52 @@ def test_bad_input():
         model(torch.randn(D, N), torch.zeros(WIDTH, N + 1))
     with pytest.raises(TypeError, match="`solver` must be a splitting solver"):
         monotone_fixed_point(torch.eye(3), torch.ones(3, 1), m=1.0, solver=Anderson())
+
+
+def test_the_bias_is_a_constant_input_feature():
+    """``relu(Wz + Ux + b)`` is the unbiased model on ``[x; 1]`` with ``U' = [U, b]``: the
+    same equilibrium, and ``∂ℓ/∂b`` is the last column of ``∂ℓ/∂U'`` (closed form
+    ``Σ_j w_j`` of the adjoint columns)."""
+    X, y = torch.randn(D, N), torch.randn(N)
+    biased = make(PeacemanRachford(**TIGHT), bias=True)
+    assert torch.equal(biased.b, torch.zeros(WIDTH))  # b = 0 at initialisation
+    with torch.no_grad():
+        biased.b.copy_(torch.randn(WIDTH))
+    plain = MonDEQ(D + 1, WIDTH, m=M, solver=PeacemanRachford(**TIGHT))
+    with torch.no_grad():
+        for name in ("A", "B", "u"):
+            getattr(plain, name).copy_(getattr(biased, name))
+        plain.U.copy_(torch.cat([biased.U, biased.b[:, None]], dim=1))
+    ones = torch.cat([X, torch.ones(1, N)])
+    with torch.no_grad():
+        assert torch.allclose(biased.equilibrium(X), plain.equilibrium(ones), atol=1e-11)
+    for model, inputs in ((biased, X), (plain, ones)):
+        model.zero_grad()
+        (0.5 * ((model(inputs) - y) ** 2).sum()).backward()
+    assert torch.allclose(biased.b.grad, plain.U.grad[:, -1], atol=1e-10, rtol=0)
+    assert torch.allclose(biased.U.grad, plain.U.grad[:, :-1], atol=1e-10, rtol=0)
+
+
+def test_gradcheck_of_the_bias_through_the_splitting_adjoint():
+    X = torch.randn(D, 3)
+    model = make(PeacemanRachford(**TIGHT), bias=True)
+
+    def output(b):
+        with torch.no_grad():
+            W, C = model.weight(), model.U @ X
+        return monotone_fixed_point(W, C + b[:, None], m=M, solver=model.solver)
+
+    b = (0.3 * torch.randn(WIDTH)).requires_grad_()
+    assert torch.autograd.gradcheck(output, (b,), eps=1e-6, atol=1e-7)
+
+
+def test_no_bias_by_default_and_the_thesis_trainers_refuse_one():
+
+    model = make(PeacemanRachford(**TIGHT))
+    assert model.b is None and [n for n, _ in model.named_parameters()] == ["A", "B", "U", "u"]
+    biased = make(PeacemanRachford(**TIGHT), bias=True)
+    assert [n for n, _ in biased.named_parameters()] == ["A", "B", "U", "u", "b"]
+    with pytest.raises(ValueError, match=r"must have no bias for GD against Theorem 3\.3\.5"):
+        MonDEQGD(biased, torch.randn(D, N), torch.randn(N), lr=0.1)
+    with pytest.raises(TypeError, match="`bias` must be a bool"):
+        MonDEQ(D, WIDTH, bias=1)

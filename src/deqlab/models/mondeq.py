@@ -1,9 +1,12 @@
 """The monotone DEQ of the thesis (Hieu 2022, Definition 3.2.1; Winston & Kolter 2020).
 
-``Z* = relu(W Z* + U X)`` with ``W = (1 − m) I − AᵀA + B − Bᵀ`` (Eq. 3.3), so that
+``Z* = relu(W Z* + U X + b1ᵀ)`` with ``W = (1 − m) I − AᵀA + B − Bᵀ`` (Eq. 3.3), so that
 ``I − W ⪰ m I`` and the equilibrium exists and is unique for every parameter value; the output
 is ``ŷ = Z*ᵀ u`` (Section 3.2.2). Samples are columns, as in the thesis: ``X`` is ``(d, N)``,
-``Z*`` is ``(n, N)`` and ``ŷ`` is ``(N,)``.
+``Z*`` is ``(n, N)`` and ``ŷ`` is ``(N,)``. The bias ``b`` (n,) is Winston & Kolter's fully
+connected layer ``z = relu(Wz + Ux + b)``; the thesis has none (``bias=False``, the default:
+``b = 0`` and no parameter). With a bias, ``∂ℓ/∂b = Σ_j w_j`` for the adjoint columns ``w_j``
+(``C = UX + b1ᵀ`` enters as ``∂ℓ/∂C = w``).
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def monotone_fixed_point(
 
 
 class MonDEQ(nn.Module):
-    """Monotone DEQ ``f(θ, x) = uᵀ z*``, ``z* = relu(W z* + U x)``, θ = (A, B, U, u).
+    """Monotone DEQ ``f(θ, x) = uᵀ z*``, ``z* = relu(W z* + U x + b)``, θ = (A, B, U, u[, b]).
 
     Args:
         in_features: input dimension ``d``.
@@ -85,6 +88,8 @@ class MonDEQ(nn.Module):
         sigma_A, sigma_B, sigma_U, sigma_u: initial entries are ``N(0, σ²/fan_in)``:
             ``A, B ~ N(0, σ²/n)``, ``U ~ N(0, σ_U²/d)``, ``u ~ N(0, σ_u²/n)``.
         generator: optional ``torch.Generator`` for a reproducible initialisation.
+        bias: add the trainable bias ``b`` (initialised to 0; Winston & Kolter's layer).
+            Without it (the thesis' model) there is no ``b`` parameter.
 
     ``last_forward`` / ``last_backward`` give the `Solution` of the latest solves.
     """
@@ -104,6 +109,7 @@ class MonDEQ(nn.Module):
         generator: torch.Generator | None = None,
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
+        bias: bool = False,
     ) -> None:
         super().__init__()
         d = check_int("in_features", in_features, min_value=1)
@@ -133,7 +139,18 @@ class MonDEQ(nn.Module):
         self.B = normal((n, n), sigma_B, n, "sigma_B")
         self.U = normal((n, d), sigma_U, d, "sigma_U")
         self.u = normal((n,), sigma_u, n, "sigma_u")
+        if not isinstance(bias, bool):
+            raise TypeError(f"`bias` must be a bool; got {type(bias).__name__} {bias!r}")
+        self.b = nn.Parameter(torch.zeros(n, dtype=self.u.dtype, device=device)) if bias else None
         self._stats = FixedPointStats()
+
+    def check_unbiased(self, who: str) -> None:
+        """Raise ValueError when the model has a bias: the thesis' theory (``who``) has none."""
+        if self.b is not None:
+            raise ValueError(
+                f"`model` must have no bias for {who}: the thesis analyses z = relu(Wz + Ux) "
+                "(MonDEQ(..., bias=False)); got a model with a bias b"
+            )
 
     @property
     def in_features(self) -> int:
@@ -157,15 +174,20 @@ class MonDEQ(nn.Module):
             )
         return X
 
+    def injection(self, X: torch.Tensor) -> torch.Tensor:
+        """``C = U X`` (Eq. 3.2), plus ``b1ᵀ`` with a bias; (n, N)."""
+        C = self.U @ X
+        return C if self.b is None else C + self.b[:, None]
+
     def equilibrium(self, X: torch.Tensor, z0: torch.Tensor | None = None) -> torch.Tensor:
-        """The fixed point ``Z* = relu(W Z* + U X)`` (Eq. 3.2), shape ``(n, N)``.
+        """The fixed point ``Z* = relu(W Z* + U X + b1ᵀ)`` (Eq. 3.2), shape ``(n, N)``.
 
         ``z0`` (n, N) warm-starts the splitting (e.g. the previous equilibrium in GD).
         """
         X = self._check_input(X)
         if z0 is not None:
             check_tensor("z0", z0, shape=(self.width, X.shape[1]))
-        W, C = self.weight(), self.U @ X  # (n, n), (n, N)
+        W, C = self.weight(), self.injection(X)  # (n, n), (n, N)
         if isinstance(self.solver, Solver):
             z0 = torch.zeros_like(C) if z0 is None else z0
             return fixed_point(

@@ -48,6 +48,7 @@ class MonDEQFlow:
     def __init__(self, model: MonDEQ, X: torch.Tensor, y: torch.Tensor, *, h: float) -> None:
         if not isinstance(model, MonDEQ):
             raise TypeError(f"`model` must be a MonDEQ; got {type(model).__name__}")
+        model.check_unbiased("the gradient flow of Theorem 3.3.1")
         self.model = model
         self.X = check_tensor("X", X, shape=(model.in_features, None))
         self.y = check_tensor("y", y, shape=(X.shape[1],))

@@ -93,6 +93,7 @@ class MonDEQGD(Trainer):
         super().__init__()
         if not isinstance(model, MonDEQ):
             raise TypeError(f"`model` must be a MonDEQ; got {type(model).__name__}")
+        model.check_unbiased("GD against Theorem 3.3.5")
         self.model = model
         check_parameters(model.named_parameters(), "MonDEQ")
         self.X = check_tensor("X", X, shape=(model.in_features, None))
