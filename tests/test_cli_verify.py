@@ -35,7 +35,7 @@ def test_acceptance_json_holds_every_number_the_issue_names():
         assert isinstance(k[key], float), key
     for eq in ("eq7", "eq8", "eq9"):
         assert {"lhs", "rhs", "margin"} <= set(k["condition1"][eq])
-    assert set(k["required_width"]) == {"condition1", "eq7", "eq8", "eq9", "scaling"}
+    assert set(k["required_width"]) == {"condition1", "eq7", "eq8", "eq9", "scaling", "what"}
     assert k["theorem2_width"]["constant"] is None and k["theorem2_width"]["scale"] > 0
     assert doc["data"] == {**doc["data"], "n": 40, "d": 40, "normalized": False}
     kinds = {s["kind"] for s in doc["statements"]}
@@ -118,8 +118,8 @@ Y_INF = np.where(np.arange(6) == 4, -np.inf, Y)
         (lambda p: (p / "a.npz").write_bytes(b"junk") and str(p / "a.npz"), "cannot read"),
         (lambda p: str(p / "missing.csv"), "no such file"),
         (
-            lambda p: (p / "a.csv").write_text("1,2,3\n4,5\n") and str(p / "a.csv"),
-            "line 2: 2 columns, the first line has 3",
+            lambda p: (p / "a.csv").write_text("a,b,y\n1,2,3\n4,5\n") and str(p / "a.csv"),
+            "line 3: 2 columns, the first line has 3",
         ),
         (lambda p: np.save(p / "a.npy", X[:, 0]) or str(p / "a.npy"), "must hold one (n, d + 1)"),
         (lambda p: (p / "a.json").write_text("{}") and str(p / "a.json"), "the extension"),
@@ -146,7 +146,10 @@ def test_bad_input_is_one_error_line_and_exit_code_2(tmp_path, make, message):
         (("--dataset", "sphere", "--n", "5", "--model", "cnn"), "`model` must be one of"),
         (("--dataset", "sphere", "--n", "5", "--sigma-w2", "2"), "`sigma_w2` must be in (0, 1)"),
         (("--dataset", "sphere", "--n", "5", "--width", "0"), "`width` must be >= 1"),
-        (("--dataset", "sphere", "--n", "5", "--width", "many"), "Invalid value for '--width'"),
+        (
+            ("--dataset", "sphere", "--n", "5", "--width", "many"),
+            "--width must be an integer or integers separated by commas; got 'many'",
+        ),
         (("--dataset", "sphere", "--n", "5", "--loss", "hinge"), "`loss` must be one of"),
         (("--dataset", "sphere", "--n", "5", "--loss", "logistic"), "applies to the DELM"),
         (

@@ -103,8 +103,9 @@ def test_deqlab_verify_is_callable_as_the_package_and_the_function():
 
     X = np.random.default_rng(0).standard_normal((10, 5))
     y = np.random.default_rng(1).standard_normal(10)
-    by_package = deqlab.verify(X, y, model="relu-deq", width=32, normalize=True)
-    by_function = deqlab.verify.verify(X, y, model="relu-deq", width=32, normalize=True)
+    check = deqlab.verify.ReLUDEQCheck(width=32)
+    by_package = deqlab.verify(X, y, check, normalize=True)
+    by_function = deqlab.verify.verify(X, y, check, normalize=True)
     assert [s.as_dict() for s in by_package.statements] == [
         s.as_dict() for s in by_function.statements
     ]

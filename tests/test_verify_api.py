@@ -11,8 +11,16 @@ import pytest
 
 from deqlab.cli.app import _finite
 from deqlab.statements import Statement
-from deqlab.verify import InputError, Verification, load_dataset, verify
-from deqlab.verify.api import _unique
+from deqlab.verify import (
+    DELMCheck,
+    InputError,
+    MonDEQCheck,
+    ReLUDEQCheck,
+    Verification,
+    load_dataset,
+    verify,
+)
+from deqlab.verify.checks import _unique
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +32,7 @@ def sphere():
 @pytest.fixture(scope="module")
 def result(sphere):
     x, y, name = sphere
-    return verify(x, y, width=80, name=name)
+    return verify(x, y, ReLUDEQCheck(width=80), name=name)
 
 
 def test_verify_returns_statements_numbers_and_a_json_document(result):
@@ -42,7 +50,7 @@ def test_verify_returns_statements_numbers_and_a_json_document(result):
 
 def test_numpy_lists_and_torch_give_the_same_numbers(sphere, result):
     x, y, name = sphere
-    again = verify(x.numpy().tolist(), y.numpy(), width=80, name=name)
+    again = verify(x.numpy().tolist(), y.numpy(), ReLUDEQCheck(width=80), name=name)
     assert again.numbers["lambda_star"] == result.numbers["lambda_star"]
     assert again.numbers["lambda0"] == result.numbers["lambda0"]
 
@@ -50,20 +58,26 @@ def test_numpy_lists_and_torch_give_the_same_numbers(sphere, result):
 def test_progress_is_reported_in_stages(sphere):
     x, y, _ = sphere
     seen = []
-    verify(x, y, width=20, progress=lambda what, done, total: seen.append((what, done, total)))
+    verify(
+        x,
+        y,
+        ReLUDEQCheck(width=20),
+        progress=lambda what, done, total: seen.append((what, done, total)),
+    )
     assert seen[0][1] == 0 and all(done <= total for _, done, total in seen) and len(seen) >= 4
 
 
 def test_every_model_and_training(sphere):
     x, y, _ = sphere
-    relu = verify(x, y, width=40, train=3)
+    relu = verify(x, y, ReLUDEQCheck(width=40), train=3)
     assert relu.training["steps"] == 3 and relu.training["eta"] == pytest.approx(
         0.5 * relu.numbers["eq10_bound"]
     )
-    mon = verify(x, y, "mondeq", width=16, train=2)
+    mon = verify(x, y, MonDEQCheck(width=16), train=2)
     assert mon.training["eta"] == pytest.approx(mon.numbers["eta_max"])
     assert mon.numbers["fit_widths"] == [8, 16, 32]
     delm = verify(x, y, "delm", train=2, eta=1e-4)
+    assert delm.training["loss0"] > 0 and "steps_to_epsilon" in delm.training
     assert delm.settings["width"] == 6 and delm.training["eta"] == 1e-4
     names = [s.name for s in delm.statements]
     assert names.count("Theorem 1: λ_min(D_t) ≥ 1/(m(1+γ)²) at every step") == 1
@@ -73,26 +87,39 @@ def test_every_model_and_training(sphere):
 
 def test_normalize_makes_assumption2_hold(sphere):
     x, y, _ = sphere
-    scaled = verify(3 * x, y, width=20)
+    scaled = verify(3 * x, y, ReLUDEQCheck(width=20))
     norms = "Assumption 2 (i): ‖x_i‖ = √d"
     assert {s.name: s.verdict.value for s in scaled.statements}[norms] == "UNMET"
-    fixed = verify(3 * x, y, width=20, normalize=True)
+    fixed = verify(3 * x, y, ReLUDEQCheck(width=20), normalize=True)
     assert {s.name: s.verdict.value for s in fixed.statements}[norms] == "HOLDS"
     assert fixed.data["normalized"] is True
 
 
 @pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (lambda: verify([[1.0]], [1.0], "resnet"), ValueError, "`model` must be one of"),
+        (lambda: ReLUDEQCheck(width=0), ValueError, "`width` must be >= 1"),
+        (lambda: ReLUDEQCheck(width=2.5), TypeError, "`width` must be an int"),
+        (lambda: ReLUDEQCheck(width=10**12), ValueError, "`width` must be <= 100000 (W alone"),
+        (lambda: MonDEQCheck(width=10**12), ValueError, "`width` must be <= 100000"),
+        (lambda: ReLUDEQCheck(sigma_w2=1.0), ValueError, "`sigma_w2` must be in (0, 1)"),
+        (lambda: DELMCheck(gamma=1.0), ValueError, "`gamma` must be in (0, 1)"),
+        (lambda: DELMCheck(loss="hinge"), ValueError, "`loss` must be one of"),
+    ],
+)
+def test_bad_settings_name_themselves(make, error, message):
+    with pytest.raises(error) as err:
+        make()
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"model": "resnet"}, ValueError, "`model` must be one of"),
-        ({"width": 0}, ValueError, "`width` must be >= 1"),
-        ({"width": 2.5}, TypeError, "`width` must be an int"),
-        ({"sigma_w2": 1.0}, ValueError, "`sigma_w2` must be in (0, 1)"),
-        ({"gamma": 1.0}, ValueError, "`gamma` must be in (0, 1)"),
         ({"train": -1}, ValueError, "`train` must be >= 0"),
         ({"eta": 0.0}, ValueError, "`eta` must be in (0, inf)"),
-        ({"model": "delm", "width": 7}, ValueError, "`width` of the DELM is d = 6"),
-        ({"model": "mondeq", "width": 4, "train": 1}, ValueError, "width ≥ N = 8"),
+        ({"model": MonDEQCheck(width=4), "train": 1}, ValueError, "width ≥ N = 8"),
     ],
 )
 def test_bad_arguments_name_themselves(sphere, kwargs, error, message):
@@ -100,6 +127,48 @@ def test_bad_arguments_name_themselves(sphere, kwargs, error, message):
     with pytest.raises(error) as err:
         verify(x, y, **kwargs)
     assert message in str(err.value)
+
+
+def test_one_answer_per_theorem_and_theorem2_is_never_a_fail(result):
+    lines = [a.line() for a in result.answers]
+    assert [a.theorem.split(" (")[0] for a in result.answers] == [
+        "Theorem 3", "Theorem 2", "Theorem 1"]  # fmt: skip
+    assert result.answers[1].status == "cannot be decided" and "Ω(" in lines[1]
+    theorem2 = next(s for s in result.statements if s.name == "Theorem 2: λ_0 ≥ mλ*/2")
+    assert theorem2.verdict.value in ("PASS", "NOT APPLICABLE")
+    assert result.answers[2].status in ("applies at this width", "can apply at a larger width",
+                                        "applies at no width")  # fmt: skip
+
+
+def test_the_width_needed_is_one_number_and_the_statements_say_the_same(result):
+    width = result.numbers["required_width"]["condition1"]
+    assert result.answers[2].width == width or result.answers[2].status == "applies at this width"
+    needs = [s.needs for s in result.statements if s.name.startswith("Condition 1, Eq.")]
+    assert all("Condition 1 (one δ): m ≥" in n for n in needs if n)
+
+
+def test_stand_ins_from_the_curvature_and_the_pl_ratio(sphere):
+    x, y, _ = sphere
+    trained = verify(x, y, ReLUDEQCheck(width=40), train=3, eta=1e-3, target_loss=1e-6)
+    s, k = trained.stand_ins, trained.numbers
+    assert s.eta == pytest.approx(1 / k["curvature"]) and 0 < s.pl_ratio <= k["curvature"]
+    assert s.rate_predicted == pytest.approx(1 - s.pl_ratio / k["curvature"])
+    assert s.rate_measured == pytest.approx(trained.training["rate_measured"])
+    loss0 = k["loss0"]
+    assert s.steps_measured_rate == pytest.approx(
+        math.log(1e-6 / loss0) / math.log(s.rate_measured)
+    )
+    assert all(line.startswith("ours: ") for line in s.lines())
+
+
+def test_to_frame_and_the_jupyter_representations(result):
+    frame = result.to_frame()
+    assert list(frame["name"]) == [s.name for s in result.statements]
+    assert list(frame["verdict"]) == [s.verdict.value for s in result.statements]
+    png = result._repr_png_()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    html = result._repr_html_()
+    assert html.startswith("<!DOCTYPE html>") and "data:image/png;base64," in html
 
 
 def test_bad_data_is_an_input_error(sphere):
@@ -116,7 +185,7 @@ def test_unique_keeps_the_last_measurement_in_first_order(result):
 
 def test_write_html_embeds_the_figures(tmp_path, sphere):
     x, y, _ = sphere
-    page = verify(x, y, width=40, train=2).write_html(tmp_path / "page")
+    page = verify(x, y, ReLUDEQCheck(width=40), train=2).write_html(tmp_path / "page")
     html = page.read_text(encoding="utf-8")
     assert page.name == "index.html" and "data:image/png;base64," in html
     assert (tmp_path / "page" / "figures" / "condition1_width.png").is_file()

@@ -65,6 +65,23 @@ def test_parallel_inputs_become_duplicates_only_when_normalised():
         prepare(parallel, Y, normalize=True)
 
 
+def test_standardize_gives_each_feature_zero_mean_and_unit_variance():
+    inputs = prepare(X * [1.0, 10.0, 100.0] + 5.0, Y, standardize=True)
+    assert torch.allclose(inputs.X.mean(dim=1), torch.zeros(3, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(inputs.X.var(dim=1, correction=0), torch.ones(3, dtype=torch.float64))
+    assert inputs.standardized and not inputs.normalized
+    both = prepare(X, Y, standardize=True, normalize=True)  # standardised, then to the sphere
+    assert torch.allclose(both.X.norm(dim=0), torch.full((6,), math.sqrt(3), dtype=torch.float64))
+    with pytest.raises(InputError, match=r"^feature 1 is constant .*--standardize cannot scale it"):
+        prepare(np.column_stack([X[:, 0], np.ones(6), X[:, 1]]), Y, standardize=True)
+
+
+def test_the_summary_says_the_layout_read_and_where_the_labels_were():
+    summary = prepare(X, Y, labels="column 'target'").summary()
+    assert summary["layout"] == "X read as (n, d) = (6, 3): one sample per row"
+    assert summary["labels"] == "column 'target'" and summary["standardized"] is False
+
+
 def test_a_column_label_vector_is_accepted():
     assert prepare(X, Y[:, None]).y.shape == (6,)
 
@@ -73,7 +90,7 @@ def test_a_column_label_vector_is_accepted():
 
 
 def _check(got):
-    x, y = got
+    x, y, _ = got
     assert np.allclose(np.asarray(x, dtype=float), X) and np.allclose(np.asarray(y, dtype=float), Y)
 
 
@@ -92,15 +109,46 @@ def test_csv_with_and_without_header_and_a_chosen_label_column(tmp_path):
     table = np.column_stack([Y, X])
     plain = tmp_path / "plain.csv"
     np.savetxt(plain, np.column_stack([X, Y]), delimiter=",")
-    _check(load_file(plain))  # no header: the last column
     named = tmp_path / "named.csv"
-    np.savetxt(named, table, delimiter=",", header="y,a,b,c", comments="")
-    _check(load_file(named))  # the column named y
+    np.savetxt(named, np.column_stack([X, Y]), delimiter=",", header="a,b,c,Target", comments="")
+    _check(load_file(named))  # the column named target, any case
+    assert load_file(named).labels == "column 'Target'"
     other = tmp_path / "other.csv"
     np.savetxt(other, table, delimiter=",", header="score,a,b,c", comments="")
     _check(load_file(other, label_column="score"))
+    assert load_file(other, label_column="score").labels == "column 'score'"
     _check(load_file(plain, label_column="-1"))
     _check(load_file(plain, label_column="3"))
+    assert load_file(plain, label_column="3").labels == "column 3"
+
+
+def test_a_csv_without_a_label_column_is_refused_not_guessed(tmp_path):
+    wine = tmp_path / "wine.csv"
+    wine.write_text("alcohol,malic_acid,proline\n14.2,1.7,1065\n13.2,1.8,1050\n")
+    with pytest.raises(InputError) as err:
+        load_file(wine)
+    assert str(err.value) == (
+        f"{str(wine)!r} has no label column (named label, y, target; its columns: alcohol, "
+        "malic_acid, proline): name it with --label-column NAME|INDEX"
+    )
+    plain = tmp_path / "plain.csv"
+    plain.write_text("1,2,3\n4,5,6\n")
+    with pytest.raises(InputError, match="it has no header line\\): name it with --label-column"):
+        load_file(plain)
+
+
+def test_a_non_numeric_label_names_the_column_and_the_value(tmp_path):
+    path = tmp_path / "bc.csv"
+    path.write_text("radius,texture,diagnosis\n17.9,10.4,M\n20.5,17.8,B\n")
+    with pytest.raises(InputError) as err:
+        load_file(path, label_column="diagnosis")
+    assert str(err.value) == (
+        f"{str(path)!r}, line 2: the label column 'diagnosis' holds 'M', not a number; labels "
+        "must be numbers (encode the classes as 0, 1, …)"
+    )
+    path.write_text("radius,texture,y\n17.9,n/a,1\n")
+    with pytest.raises(InputError, match=r"line 2: column 'texture' holds 'n/a', not a number$"):
+        load_file(path)
 
 
 @pytest.mark.parametrize(
@@ -110,8 +158,8 @@ def test_csv_with_and_without_header_and_a_chosen_label_column(tmp_path):
         ("x.npz", b"not a zip file", "cannot read"),
         ("x.npy", b"\x93NUMPY garbage", "cannot read"),
         ("x.pt", b"garbage", "cannot read"),
-        ("x.csv", b"1,2,3\n4,5\n", "line 2: 2 columns, the first line has 3"),
-        ("x.csv", b"1,2\n3,oops\n", "line 2: a value is not a number"),
+        ("x.csv", b"a,b,y\n1,2,3\n4,5\n", "line 3: 2 columns, the first line has 3"),
+        ("x.csv", b"a,y\n1,2\n3,oops\n", "line 3: the label column 'y' holds 'oops'"),
         ("x.csv", b"1\n2\n", "needs at least two columns"),
         ("x.csv", b"", "is empty"),
     ],

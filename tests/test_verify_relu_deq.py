@@ -13,7 +13,17 @@ import torch
 
 from deqlab.statements import Verdict
 from deqlab.theory.kernels import LeastEigenvalue
-from deqlab.theory.ling2023 import Constants, condition1, required_width, theorem1_margins
+from deqlab.theory.ling2023 import (
+    Constants,
+    condition1,
+    condition1_margin,
+    condition1_width,
+    eq9_margin_bound,
+    required_width,
+    theorem1_margins,
+    width_margin,
+    width_where,
+)
 from deqlab.theory.spectra import gram_lambda_min
 from deqlab.verify import relu_deq as rd
 from deqlab.verify import relu_deq_train as rt
@@ -116,31 +126,33 @@ def test_condition1_width_against_a_brute_force_scan():
     k = Constants(lambda0=0.1, W_norm=0.3, U_norm=0.5, a_norm=0.01, X_fro=1.0,
                   residual_norm=0.02)  # fmt: skip
     m0 = 10
-    solved = rd.condition1_width(k, m0)
+    solved = condition1_width(k, m0)
     grid = (1 - k.W_norm) * np.linspace(1e-6, 1 - 1e-6, 20_000)
     first = next(m for m in range(1, 1000) if _margins_by_hand(k, m0, m, grid) >= 1)
     assert 100 < first < 1000 and abs(math.ceil(solved) - first) <= 1
     # one δ for all three asks for more than each equation alone
-    assert max(rd.equation_width(k, m0, e) for e in ("eq7", "eq8", "eq9")) < 0.5 * solved
-    assert (
-        rd.condition1_margin(k, m0, solved * 1.001)
-        >= 1
-        > rd.condition1_margin(k, m0, solved * 0.999)
-    )
+    assert max(required_width(k, m0, e) for e in ("eq7", "eq8", "eq9")) < 0.5 * solved
+    assert condition1_margin(k, m0, solved * 1.001) >= 1 > condition1_margin(k, m0, solved * 0.999)
+    # verify's widths start at the given width: the same number above it
+    assert rd.widths_needed(k, m0)["condition1"] == pytest.approx(solved, rel=1e-8)
 
 
-def test_equation_width_agrees_with_the_theory_helper():
+def test_eq9_never_holds_below_its_bound_and_the_bound_is_an_upper_bound():
     k = Constants(lambda0=1e-3, W_norm=0.5, U_norm=3.0, a_norm=1.0, X_fro=4.0, residual_norm=2.0)
-    for key in ("eq7", "eq8"):
-        assert rd.equation_width(k, 1.0, key) == pytest.approx(required_width(k, 1.0, key))
-    assert math.isinf(rd.equation_width(k, 1.0, "eq9"))  # its margin tends to a constant < 1
-    assert math.isinf(rd.condition1_width(k, 1.0))
+    widths = rd.widths_needed(k, 1)
+    assert math.isinf(widths["eq9"]) and math.isinf(widths["condition1"])
+    bound = eq9_margin_bound(k)
+    assert bound == pytest.approx(1e-3 / (4 * 9.0 * 1.0 * 16.0)) and bound < 1
+    for m in (1.0, 1e3, 1e9, 1e20):  # the margin (δ free) stays under the bound
+        assert width_margin(k, 1.0, m, "eq9") < bound
+    big = replace(k, lambda0=1e4)  # a bound above 1: Eq. (9) can hold
+    assert eq9_margin_bound(big) > 1 and math.isfinite(required_width(big, 1.0, "eq9"))
 
 
-def test_smallest_width_at_the_ends():
-    assert rd.smallest_width(lambda m: 2.0) == 1.0
-    assert math.isinf(rd.smallest_width(lambda m: 0.5))
-    assert rd.smallest_width(lambda m: m / 1e4) == pytest.approx(1e4, rel=1e-8)
+def test_width_where_at_the_ends():
+    assert width_where(lambda m: 2.0, 1.0) == 1.0
+    assert math.isinf(width_where(lambda m: 0.5, 1.0))
+    assert width_where(lambda m: m / 1e4, 1.0) == pytest.approx(1e4, rel=1e-8)
 
 
 def test_theorem2_scale_and_depth_in_closed_form():
@@ -158,7 +170,8 @@ def test_numbers_have_stable_keys(small):
                 "lambda0_theorem2", "eq10_bound", "rate_at_bound", "rate", "delta"):  # fmt: skip
         assert isinstance(k[key], float), key
     assert set(k["condition1"]) == {"eq7", "eq8", "eq9", "holds"}
-    assert set(k["required_width"]) == {"condition1", "eq7", "eq8", "eq9", "scaling"}
+    assert set(k["required_width"]) == {"condition1", "eq7", "eq8", "eq9", "scaling", "what"}
+    assert k["eq9_limit"]["limit"] <= k["eq9_limit"]["bound"]
     assert k["lambda0_theorem2"] == pytest.approx(300 * k["lambda_star"] / 2)
     assert k["rate"] == pytest.approx(1 - eta * k["lambda0"] / 2)
     assert eta == pytest.approx(0.5 * k["eq10_bound"])
@@ -178,6 +191,7 @@ WELL_POSED = "‖W(0)‖₂ < 1 (a δ of Section 3.1 exists)"
 THM3 = "Theorem 3 (ii): λ* > 0 (K strictly positive definite)"
 LEMMA1 = "Lemma 1: ‖W(0)‖₂ ≤ 2√2σ_w"
 WIDTH = "Theorem 2's width m = Ω(n²/λ*² log(n/(λ*t))): at least m ≥ n"
+SCALE = "Theorem 2's width m = Ω(n²/λ*² log(n/(λ*t))), its constant taken as 1"
 THM2 = "Theorem 2: λ_0 ≥ mλ*/2"
 EQS = [f"Condition 1, Eq. ({e}) at initialization" for e in (7, 8, 9)]
 LR = "learning rate below Eq. (10)"
@@ -189,8 +203,9 @@ def test_statements_that_hold_or_pass_on_a_good_setting(small):
     found = verdicts(rd.statements(good, rd.theorem_eta(good)))
     for name in (A1, WELL_POSED, WIDTH, *EQS, LR):
         assert found[name] is Verdict.HOLDS, name
-    for name in (THM3, LEMMA1, THM2, NTK):
+    for name in (THM3, LEMMA1, NTK):
         assert found[name] is Verdict.PASS, name
+    assert found[SCALE] is Verdict.UNMET and found[THM2] is Verdict.NOT_APPLICABLE
 
 
 def test_condition1_and_eq10_unmet_with_the_width_they_need(small):
@@ -220,16 +235,34 @@ def test_lemma1_fails_on_a_large_norm(small):
     assert verdicts(rd.statements(replace(small, W_norm=0.99), None))[LEMMA1] is Verdict.FAIL
 
 
-def test_theorem2_fails_below_its_prediction_and_is_not_applicable_below_n(small):
+def _wide_enough(init, ratio: float):
+    """``init`` with a λ* so large that m ≥ n²/λ*² log(n/(λ*t)), and λ_0 = ratio·mλ*/2."""
+    K = LeastEigenvalue(50.0, 50.0, 60.0, 1e-12, False, "")
+    wide = replace(init, K=K)
+    assert rd.theorem2_scale(init.inputs.n, 50.0) < init.width
+    constants = replace(init.cond.constants, lambda0=ratio * wide.predicted_lambda0)
+    return replace(wide, cond=rd.evaluate_condition1(constants))
+
+
+def test_theorem2_passes_at_its_width_and_is_never_a_fail(small):
+    found = verdicts(rd.statements(_wide_enough(small, 1.5), None))
+    assert found[SCALE] is Verdict.HOLDS and found[THM2] is Verdict.PASS
+    below = {s.name: s for s in rd.statements(_wide_enough(small, 0.1), None)}
+    assert below[THM2].verdict is Verdict.NOT_APPLICABLE  # the constant is not given
+    assert below[THM2].detail.startswith("the width hypothesis cannot be decided")
     low = replace(small.cond.constants, lambda0=0.1 * small.predicted_lambda0)
     found = verdicts(rd.statements(replace(small, cond=rd.evaluate_condition1(low)), None))
-    assert found[THM2] is Verdict.FAIL
+    assert found[SCALE] is Verdict.UNMET and found[THM2] is Verdict.NOT_APPLICABLE
+
+
+def test_theorem2_is_not_applicable_below_n(small):
     x, y, _ = load_dataset("sphere", n=6, d=5, seed=1)
     narrow = rd.initialize(prepare(x, y), width=4, sigma_w2=SIGMA_W2, seed=0)
     found = {s.name: s for s in rd.statements(narrow, None)}
     assert narrow.lambda0 == 0.0 and found[WIDTH].verdict is Verdict.UNMET
     assert found[THM2].verdict is Verdict.NOT_APPLICABLE and found[WIDTH].needs == "m ≥ 6"
     assert "λ_0 > 0, so m ≥ n = 6" in found[EQS[0]].needs  # solved under Theorem 2's scaling
+    assert "Condition 1 (one δ): m ≥" in found[EQS[0]].needs
 
 
 def test_ntk_statement_fails_below_lambda_star(small):

@@ -9,6 +9,7 @@ fetches it, as every command does) — is one
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +58,23 @@ def verify_command(
     ),
     data_dir: Path | None = typer.Option(None, "--data-dir", help="Data root for image sets."),
     normalize: bool = typer.Option(
-        False, "--normalize", help="Scale every input to norm √d (Assumption 2) first."
+        False,
+        "--normalize",
+        help="Scale every input (row) to norm √d: Assumption 2, what the theorems assume.",
+    ),
+    standardize: bool = typer.Option(
+        False,
+        "--standardize",
+        help="Scale each feature to zero mean and unit variance "
+        "first (ours: no theorem assumes it; with --normalize, standardised first).",
     ),
     model: str = typer.Option("relu-deq", "--model", metavar=MODEL_METAVAR, help="The model."),
-    width: int | None = typer.Option(
-        None, "--width", metavar="M", help="Hidden width (default 1000; the DELM's is d)."
+    width: str | None = typer.Option(
+        None,
+        "--width",
+        metavar="M[,M...]",
+        help="Hidden width (default 1000; the DELM's is "
+        "d); several, comma-separated, sweep the ReLU DEQ's width reusing K.",
     ),
     sigma_w2: float = typer.Option(0.08, "--sigma-w2", help="σ_w² of Assumption 1 (ReLU DEQ)."),
     gamma: float = typer.Option(0.8, "--gamma", help="γ of the DELM, in (0, 1)."),
@@ -91,6 +104,9 @@ def verify_command(
     eta: float | None = typer.Option(
         None, "--eta", help="GD step size (default: the theorem's; see the numbers)."
     ),
+    target_loss: float | None = typer.Option(
+        None, "--target-loss", help="The loss the stand-ins count steps to (default 10⁻³ Φ(0))."
+    ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
     out: Path | None = typer.Option(
         None, "--out", metavar="DIR", help="Write an HTML page with figures here."
@@ -98,34 +114,89 @@ def verify_command(
 ) -> None:
     """Check the papers' hypotheses and predictions on your data and model."""
     from deqlab.verify import load_dataset, load_file, verify
+    from deqlab.verify.checks import check_model
 
     try:
         if (dataset is None) == (input_file is None):
             raise ValueError("give exactly one of --dataset NAME or --input FILE")
         _check_exclusive(dataset, n=n, d=d, classes=classes, label_column=label_column)
+        widths = _widths(width)
+        settings = {"width": widths[0] if len(widths) == 1 else None, "sigma_w2": sigma_w2,
+                    "gamma": gamma, "monotonicity": monotonicity, "radius": radius,
+                    "epsilon": epsilon, "loss": loss, "tau": tau,
+                    "logistic_radius": logistic_radius}  # fmt: skip
+        check = check_model(model, settings)
+        _check_out(out)
         if dataset is not None:
             X, y, name = load_dataset(dataset, n=n, d=d, classes=_classes(classes), seed=seed,
                                       data_dir=data_dir)  # fmt: skip
+            labels = "the data set's labels"
         else:
-            (X, y), name = load_file(input_file, label_column=label_column), str(input_file)
-        if out is not None and out.exists() and not out.is_dir():
-            raise ValueError(f"--out {str(out)!r} is a file, not a directory")
+            X, y, labels = load_file(input_file, label_column=label_column)
+            name = str(input_file)
+        common = {"seed": seed, "train": train, "eta": eta, "normalize": normalize,
+                  "standardize": standardize, "name": name, "labels": labels}  # fmt: skip
+        if check.model == "delm" and widths[0] is not None and widths[0] != len(X[0]):
+            raise ValueError(f"`width` of the DELM is d = {len(X[0])} (φ(x) = x); got {widths[0]}")
+        if len(widths) > 1:
+            return _sweep(X, y, check, widths, common, as_json, out)
         with _progress_bar() as progress:
-            result = verify(
-                X, y, model, width=width, sigma_w2=sigma_w2, gamma=gamma, seed=seed,
-                train=train, eta=eta, normalize=normalize, monotonicity=monotonicity,
-                radius=radius, epsilon=epsilon, loss=loss, tau=tau,
-                logistic_radius=logistic_radius, name=name, progress=progress,
-            )  # fmt: skip
+            result = verify(X, y, check, target_loss=target_loss, progress=progress, **common)
         page = None if out is None else result.write_html(out)
     except (ValueError, TypeError, OSError) as err:  # a missing data set is an OSError
         raise fail(str(err)) from None
     if as_json:
         echo_json({**result.as_dict(), "page": None if page is None else str(page)})
         return
-    _print(result)
+    print_result(result)
     if page is not None:
         typer.echo(f"page: {page}")
+
+
+def _widths(text: str | None) -> list[int | None]:
+    """``--width 500`` or ``--width 200,400,800`` as ints (``[None]``: the default)."""
+    if text is None:
+        return [None]
+    try:
+        widths = [int(w) for w in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--width must be an integer or integers separated by commas; got "
+                         f"{text!r}") from None  # fmt: skip
+    if len(set(widths)) != len(widths):
+        raise ValueError(f"--width lists a width twice: {text!r}")
+    return widths
+
+
+def _check_out(out: Path | None) -> None:
+    """Refuse an --out that cannot be written before any computation."""
+    if out is None:
+        return
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a file, not a directory")
+    parent = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {str(out)!r} is not writable (no write permission on "
+                         f"{str(parent)!r})")  # fmt: skip
+
+
+def _sweep(X, y, check, widths, common: dict, as_json: bool, out: Path | None) -> None:
+    """``--width 200,400,800``: the ReLU DEQ at each width, K computed once; a table, and
+    with --out a figure of the margins and λ_0/(mλ*/2) against m."""
+    from deqlab.verify.sweep import sweep
+
+    if check.model != "relu-deq" or common["train"]:
+        raise ValueError("a width sweep (--width M,M,...) is for --model relu-deq without --train")
+    with _progress_bar() as progress:
+        found = sweep(X, y, check, widths, progress=progress,
+                      **{k: v for k, v in common.items() if k not in ("train", "eta")})  # fmt: skip
+    figure = None if out is None else found.draw(out)
+    if as_json:
+        echo_json({**found.as_dict(), "figure": None if figure is None else str(figure)})
+        return
+    for line in found.lines():
+        typer.echo(line)
+    if figure is not None:
+        typer.echo(f"figure: {figure}")
 
 
 def _check_exclusive(dataset: str | None, **given: Any) -> None:
@@ -170,25 +241,47 @@ class _progress_bar:
         self.bar.stop()
 
 
-def _print(result) -> None:
-    """The key numbers, the statements table and the verdict sentence."""
+def print_result(result) -> None:
+    """The data and layout read, the legend, one line per theorem, the stand-ins (ours),
+    the key numbers, the statements table and the verdict sentence."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from deqlab.cli.experiments import print_statements
+    from deqlab.verify.api import LEGENDS
 
     console = Console(width=160)
-    data = result.data
-    console.print(f"[bold]{escape(data['name'])}[/]: n = {data['n']}, d = {data['d']}"
-                  f"{' (normalised)' if data['normalized'] else ''} · model "
-                  f"{result.model} ({escape(result.as_dict()['paper'])})")  # fmt: skip
+    for line in header_lines(result):
+        typer.echo(line)
     table = Table("quantity", "value", title="Numbers (all of them: --json)")
     for label, value in _headline(result):
         table.add_row(escape(label), escape(value))
     console.print(table)
     print_statements([s.as_dict() for s in result.statements])
     typer.echo(f"verdicts: {result.counts.sentence()}")
+    typer.echo(LEGENDS[result.model])
+
+
+def header_lines(result) -> list[str]:
+    """What verify read and its one-line answers, as printed (docs/verify.md quotes them)."""
+    data = result.data
+    prep = [p for p, on in (("standardised", data["standardized"]),
+                            ("normalised", data["normalized"])) if on]  # fmt: skip
+    samples = "N" if result.model == "mondeq" else "n"
+    lines = [
+        f"{data['name']}: {samples} = {data['n']}, d = {data['d']}"
+        f"{' (' + ', then '.join(prep) + ')' if prep else ''} · model {result.model} "
+        f"({result.paper})",
+        f"{data['layout']}; labels: {data['labels']}",
+        "answers (one line per theorem):",
+        *(f"  {a.line()}" for a in result.answers),
+    ]
+    standins = result.stand_ins.lines()
+    if standins:
+        lines += ["stand-ins (ours, where the theorems cannot apply):",
+                  *(f"  {line}" for line in standins)]  # fmt: skip
+    return lines
 
 
 def _g(x: object, digits: int = 4) -> str:
@@ -214,6 +307,10 @@ def _headline(result) -> list[tuple[str, str]]:
             rows.append((f"time to ε = {_g(t['epsilon'])}: predicted T_ε, measured (first τη "
                          "with L − L* ≤ ε)", f"{_g(times['predicted'])}, "
                          f"{'not reached' if reached is None else _g(reached)}"))  # fmt: skip
+            steps, first = t["steps_to_epsilon"], t["steps_to_epsilon"]["measured"]
+            rows.append((f"steps to ε at η = {_g(t['eta'])}: predicted T_ε/η, measured",
+                         f"{_g(steps['predicted'])}, "
+                         f"{'not reached' if first is None else first}"))  # fmt: skip
     return rows
 
 
@@ -232,14 +329,21 @@ def _relu_rows(k: dict) -> list[tuple[str, str]]:
                  for e in ("eq7", "eq8", "eq9")]  # fmt: skip
         w = k["required_width"]
         rows += [
-            ("width for Condition 1 (λ_0 = mλ*/2)", _width(w["condition1"])),
-            ("… per equation: Eqs. (7), (8), (9)",
+            ("width needed: Condition 1 at one δ (Theorem 1), λ_0 = mλ*/2, ‖U(0)‖₂ ∝ √m",
+             _width(w["condition1"])),
+            ("… each equation alone, same scaling: Eqs. (7), (8), (9)",
              ", ".join(_width(w[e]) for e in ("eq7", "eq8", "eq9"))),
             ("Eq. (10): η <", _g(k["eq10_bound"])),
             ("rate 1 − ηλ_0/2 at η = Eq. (10) bound", _g(k["rate_at_bound"], 10)),
         ]  # fmt: skip
     scale = k["theorem2_width"]["scale"]
-    rows.append(("Theorem 2: n²/λ*² log(n/(λ*t)), t = 0.01 (× unknown constant)", _width(scale)))
+    rows.append(
+        (
+            "Theorem 2's width scale n²/λ*² log(n/(λ*t)), t = 0.01 (× a constant the paper "
+            "does not give; not a width needed)",
+            _width(scale),
+        )
+    )
     return rows
 
 

@@ -1,6 +1,7 @@
 """Ling et al. (2023): Condition 1 (Eqs. (7)–(9)), the learning-rate bound (Eq. (10)), the
-width Condition 1 needs, Lemma 2's closed-form gradient, the quantities of Theorem 1 along a
-GD run, and the PL inequalities of Section 2.3 (Eqs. (4)–(5)) along it.
+width Condition 1 needs, a bound on Eq. (9)'s margin at every width (ours), Lemma 2's
+closed-form gradient, the quantities of Theorem 1 along a GD run, and the PL inequalities
+of Section 2.3 (Eqs. (4)–(5)) along it.
 
 Notation (Section 3.1): for 0 < δ < 1 − ‖W(0)‖₂,
 ρ̄_w = ‖W(0)‖₂ + δ, ρ̄_u = ‖U(0)‖₂ + δ, ρ̄_a = ‖a(0)‖₂ + δ,
@@ -10,7 +11,7 @@ c_w = ρ̄_u ρ̄_a / (1 − ρ̄_w)², c_u = ρ̄_a / (1 − ρ̄_w), c_a = ρ�
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -256,6 +257,22 @@ def required_width(constants: Constants, m0: float, equation: str) -> float:
     return math.exp(hi)
 
 
+def eq9_margin_ceiling(constants: Constants, n: int) -> float:
+    """(1 − ‖W(0)‖₂)²/(4n‖a(0)‖₂²): a bound on Eq. (9)'s margin at every δ and width (ours).
+
+    λ_0 = λ_min(Z(0)ᵀZ(0)) ≤ ‖Z(0)‖_F²/n (the smallest of n eigenvalues is at most their
+    mean), and Z = relu(WZ + UX) with relu 1-Lipschitz and relu(0) = 0 gives ‖Z‖_F ≤
+    ‖W‖₂‖Z‖_F + ‖U‖₂‖X‖_F, so λ_0 ≤ ‖U‖₂²‖X‖_F²/(n(1 − ‖W‖₂)²).  The right side of Eq. (9)
+    is 4(c_w² + c_u²)‖X‖_F² ≥ 4c_w²‖X‖_F² ≥ 4‖U‖₂²‖a‖₂²‖X‖_F²/(1 − ‖W‖₂)⁴ (δ > 0 only
+    enlarges c_w).  Their ratio is the bound.  It holds for constants measured on a draw,
+    and Section 3.2's scaling (:meth:`Constants.at_width`: λ_0 ∝ m, ‖U(0)‖₂² ∝ m) keeps it
+    at every width: Eq. (9) needs ‖a(0)‖₂ < (1 − ‖W(0)‖₂)/(2√n) < 1/(2√n), which an
+    N(0, 1/m) draw of a (‖a(0)‖₂ ≈ 1) does not give for any n ≥ 1.
+    """
+    n = check_int("n", n, min_value=1)
+    return (1.0 - constants.W_norm) ** 2 / (4.0 * n * constants.a_norm**2)
+
+
 def learning_rate(cond: Condition1, fraction: float = 0.5) -> float:
     """η = ``fraction`` × the bound of Eq. (10) (0 < fraction < 1 keeps η strictly below)."""
     if not isinstance(cond, Condition1):
@@ -448,3 +465,49 @@ def _ratio(lhs: float, rhs: float) -> float:
     if rhs > 0:
         return lhs / rhs
     return math.inf if lhs >= rhs else lhs - rhs
+
+
+def condition1_margin(constants: Constants, m0: float, m: float) -> float:
+    """max over δ of the smallest margin lhs/rhs of Eqs. (7)–(9) at one δ, the constants
+    measured at width ``m0`` carried to width ``m`` (:meth:`Constants.at_width`); ≥ 1 iff
+    Condition 1 holds at m for some δ (log-spaced grid of (0, 1 − ‖W(0)‖₂))."""
+    k = constants.at_width(m0, m)
+    delta = (1.0 - k.W_norm) * np.logspace(-9.0, math.log10(1.0 - 1e-9), _WIDTH_GRID)
+    sides = condition1_sides(delta, k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.stack([sides[key][0] / sides[key][1] for key in EQUATIONS])
+    return float(np.max(np.min(np.nan_to_num(ratios, nan=0.0), axis=0)))
+
+
+def width_where(margin: Callable[[float], float], low: float) -> float:
+    """The smallest m ≥ ``low`` with ``margin(m) ≥ 1`` for a margin that grows with m, by
+    bisection on log m to 1e-9; ``inf`` when none up to :data:`MAX_WIDTH`."""
+    if margin(low) >= 1.0:
+        return low
+    if margin(MAX_WIDTH) < 1.0:
+        return math.inf
+    lo, hi = math.log(low), math.log(MAX_WIDTH)
+    while hi - lo > 1e-9:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if margin(math.exp(mid)) >= 1.0 else (mid, hi)
+    return math.exp(hi)
+
+
+def condition1_width(constants: Constants, m0: float, low: float = 1.0) -> float:
+    """The smallest width m ≥ ``low`` at which Condition 1 holds (all three at one δ), from
+    ``constants`` measured at ``m0``: each margin at fixed δ grows with m under
+    :meth:`Constants.at_width`, so bisection (:func:`width_where`) is exact."""
+    return width_where(lambda m: condition1_margin(constants, m0, m), low)
+
+
+def eq9_margin_bound(constants: Constants) -> float:
+    """λ_0/(4‖U(0)‖₂²‖a(0)‖₂²‖X‖_F²): Eq. (9)'s margin stays below it at every width and δ
+    under :meth:`Constants.at_width`.
+
+    c_w = ρ̄_uρ̄_a/(1 − ρ̄_w)² > ‖U‖₂‖a‖₂ (ρ̄ = norm + δ, 1 − ρ̄_w < 1), so
+    4(c_w² + c_u²)‖X‖_F² > 4‖U‖₂²‖a‖₂²‖X‖_F²; carried to width m both λ_0 and ‖U‖₂² gain
+    the factor m/m₀, which cancels. With λ_0 = m₀λ*/2 (Theorem 2) it is
+    m₀λ*/(8‖U(0)‖₂²‖a(0)‖₂²‖X‖_F²): below 1, no width satisfies Eq. (9).
+    """
+    k = constants
+    return float(k.lambda0 / (4.0 * k.U_norm**2 * k.a_norm**2 * k.X_fro**2))

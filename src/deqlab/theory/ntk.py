@@ -47,11 +47,12 @@ from dataclasses import dataclass
 
 import torch
 
-from deqlab._checks import check_choice, check_real
+from deqlab._checks import check_choice, check_real, check_tensor
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.models.relu_deq_solve import DEFAULT_MAX_ITER, solve_adjoint
 from deqlab.theory.kernels import (
     assemble_gram,
+    assemble_gram_blocks,
     check_inputs,
     check_sigma_w2,
     depth_scale,
@@ -72,10 +73,10 @@ PARAMETERIZATIONS = ("standard", "ntk")
 
 
 def _ntk_entries(
-    cos: torch.Tensor, sigma_w2: float, parameterization: str, tol: float
+    cos: torch.Tensor, sigma_w2: float, parameterization: str, k: torch.Tensor
 ) -> torch.Tensor:
-    """Normalised NTK entries from a block of input cosines (module docstring)."""
-    k = infinite_depth_entries(cos, sigma_w2, tol)  # (b, c) Eq. (14)
+    """Normalised NTK entries from a block of input cosines and the normalised fixed
+    point k of Eq. (14) on it (module docstring)."""
     u = cos.mul_(1.0 - sigma_w2).add_(k, alpha=sigma_w2).clamp_(-1.0, 1.0)  # (b, c)
     q_slope = q_and_slope(u, slope=True)[1]
     p = q_slope.div(q_slope.mul(-2.0 * sigma_w2).add_(2.0))  # P = Q'/(2(1 - σ² Q'))
@@ -90,6 +91,7 @@ def deq_ntk(
     *,
     parameterization: str = "standard",
     tol: float = 1e-14,
+    gram: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Infinite-width NTK of the ReLU DEQ with trainable W, U, a (module docstring).
 
@@ -99,6 +101,10 @@ def deq_ntk(
         parameterization: ``"standard"`` → lim Θ/m = K + P⊙K for the Assumption 1 network;
             ``"ntk"`` → K + 2 P⊙(σ_w² K + XᵀX/d), the kernel of the NTK parameterisation.
         tol: tolerance of the fixed point of Eq. (14) on the normalised entries.
+        gram: K of these X and σ_w² if already computed
+            (:func:`deqlab.theory.kernels.population_gram`): the fixed point of Eq. (14) is
+            then read off it, k_ij = (1 − σ_w²)K_ij/√(ν_iν_j), one pass of elementwise work
+            instead of a second solve (most of the cost of K), block by block.
 
     Returns:
         (n, n) float64 PSD tensor; the limit of :func:`empirical_ntk` as m → ∞.
@@ -107,11 +113,24 @@ def deq_ntk(
     sigma_w2 = check_sigma_w2(sigma_w2)
     parameterization = check_choice("parameterization", parameterization, PARAMETERIZATIONS)
     tol = check_real("tol", tol, low=0.0, low_inclusive=False)
-    return assemble_gram(
-        X,
-        lambda cos: _ntk_entries(cos, sigma_w2, parameterization, tol),
-        depth_scale(sigma_w2, None),
-    )
+    rho = depth_scale(sigma_w2, None)
+    if gram is None:
+
+        def solved(cos: torch.Tensor) -> torch.Tensor:
+            k = infinite_depth_entries(cos, sigma_w2, tol)  # (b, c) Eq. (14)
+            return _ntk_entries(cos, sigma_w2, parameterization, k)
+
+        return assemble_gram(X, solved, rho)
+    n = X.shape[1]
+    K = check_tensor("gram", gram, shape=(n, n)).to(torch.float64)
+    scale = X.to(torch.float64).norm(dim=0) / X.shape[0] ** 0.5  # √ν_i
+
+    def entries(cos: torch.Tensor, rows: slice) -> torch.Tensor:
+        k = K[rows, rows.start :] / (scale[rows, None] * scale[None, rows.start :] * rho)
+        k.diagonal().fill_(1.0)  # exactly, as Q'(u) has an infinite slope at u = 1
+        return _ntk_entries(cos, sigma_w2, parameterization, k.clamp_(0.0, 1.0))
+
+    return assemble_gram_blocks(X, entries, rho)
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,7 @@ class DELMInit:
     loss_star: float
     pl_ratio: float
     sharpness: float
+    label_map: dict[str, int] | None = None  # two labels read as 0 and 1 (binary_labels)
 
     @property
     def m(self) -> int:
@@ -365,10 +366,16 @@ def train_statements(init: DELMInit, run: DELMTraining,
     ]
 
 
+def _first_step(run: DELMTraining, epsilon: float) -> int | None:
+    """The first recorded step τ with L − L* ≤ ε; None if the run never gets there."""
+    return next((int(r["step"]) for r in run.rows if r["loss"] - r["loss_star"] <= epsilon),
+                None)  # fmt: skip
+
+
 def measured_time_to_epsilon(run: DELMTraining, epsilon: float) -> float | None:
     """The first recorded T = τη with L(A_T, B_T) − L* ≤ ε; None if the run never gets there."""
-    return next((int(r["step"]) * run.eta for r in run.rows
-                 if r["loss"] - r["loss_star"] <= epsilon), None)  # fmt: skip
+    step = _first_step(run, epsilon)
+    return None if step is None else step * run.eta
 
 
 def train_numbers(init: DELMInit, run: DELMTraining,
@@ -379,11 +386,14 @@ def train_numbers(init: DELMInit, run: DELMTraining,
     keys = ("step", "time", "loss", "lambda_min", "lambda_T", "bound_independent",
             "bound_dependent")  # fmt: skip
     return {
-        "steps": int(last["step"]), "eta": run.eta, "loss_final": last["loss"],
+        "steps": int(last["step"]), "eta": run.eta, "loss0": run.rows[0]["loss"],
+        "loss_final": last["loss"], "loss_star": init.loss_star,
         "bound_independent_final": last["bound_independent"],
         "bound_dependent_final": last["bound_dependent"], "lambda_T": last["lambda_T"],
         "sharpness_end": run.rows[0]["sharpness_end"], "epsilon": eps,
         "time_to_epsilon": {"predicted": time_to_epsilon(init, init.lambda_bound, eps),
                             "measured": measured_time_to_epsilon(run, eps)},
+        "steps_to_epsilon": {"predicted": time_to_epsilon(init, init.lambda_bound, eps) / run.eta,
+                             "measured": _first_step(run, eps)},
         "records": [{k: r.get(k) for k in keys} for r in run.rows],
     }  # fmt: skip

@@ -19,17 +19,19 @@ from pathlib import Path
 
 import numpy as np
 
-from deqlab.theory.ling2023 import EQUATIONS, width_margin
+from deqlab.theory.ling2023 import EQUATIONS, condition1_margin, width_margin
 
 Figure = tuple[str, str]  # (file stem, caption)
 
 
 def _setting(verification) -> str:
     data, s = verification.data, verification.settings
+    if verification.model == "mondeq":  # the thesis' symbols: N samples, n width, m monotonicity
+        return (f"{data['name']}, N = {data['n']}, d = {data['d']}, n = {s['width']}, "
+                f"m = {s['monotonicity']:g}, R = {s['radius']:g}, seed {s['seed']}")  # fmt: skip
     base = f"{data['name']}, n = {data['n']}, d = {data['d']}, m = {s['width']}"
-    extra = {"relu-deq": f"σ_w² = {s['sigma_w2']:g}",
-             "mondeq": f"monotonicity {s['monotonicity']:g}, R = {s['radius']:g}",
-             "delm": f"γ = {s['gamma']:g}"}[verification.model]  # fmt: skip
+    extra = f"σ_w² = {s['sigma_w2']:g}" if verification.model == "relu-deq" else \
+        f"γ = {s['gamma']:g}"  # fmt: skip
     return f"{base}, {extra}, seed {s['seed']}"
 
 
@@ -50,7 +52,7 @@ def _condition1_width(v, directory: Path) -> Figure | None:
     import matplotlib.pyplot as plt
 
     from deqlab.report.figures import add_reference_line, figure_style, save_figure
-    from deqlab.verify.relu_deq import SCALING, condition1_margin
+    from deqlab.verify.relu_deq import SCALING
 
     init = v.initial
     scaled = init.scaled_constants()

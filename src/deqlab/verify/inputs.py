@@ -7,16 +7,23 @@ The user's data come as X of shape (n, d), one sample per row, and labels y of l
 - ``.pt``: a dict ``{"X": ..., "y": ...}`` or a pair ``(X, y)`` (read with
   ``torch.load(weights_only=True)``: no code is run);
 - ``.npy``: one (n, d + 1) array whose last column holds the labels;
-- ``.csv``: one sample per line, comma-separated, an optional header line; the labels are
-  the column named ``label``, ``y`` or ``target``, else the last one (``label_column``
-  names or numbers another).
+- ``.csv``: one sample per line, comma-separated, a header line naming the columns; the
+  labels are the column named ``label``, ``y`` or ``target`` (any case), or the one
+  ``label_column`` names or numbers. A file with no such column is refused: a feature
+  column is never taken for the labels by guess.
+
+Every reader says where it found the labels (:class:`DataFile` ``labels``), and
+:class:`Inputs` the layout it read, which verify prints.
 
 Inside, X is turned into the papers' convention, (d, n) with samples as columns, float64.
 Problems that make every theorem vacuous are errors (:class:`InputError`): a shape
 mismatch, NaN/Inf, no data, n = 1, a zero input, duplicate inputs (λ* = 0, so no width
 makes Condition 1 hold), labels of the wrong length, an unreadable file. What merely
 departs from Assumption 2 (‖x_i‖ ≠ √d, parallel inputs) is measured and reported as a
-hypothesis; inputs are scaled to norm √d only when ``normalize`` is asked for.
+hypothesis; inputs are scaled to norm √d only when ``normalize`` is asked for (rows to the
+sphere: Assumption 2, what the theorems assume), and each feature to zero mean and unit
+variance only when ``standardize`` is (ours: a common preprocessing, assumed by no theorem;
+with both, standardisation comes first).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import pickle
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -46,12 +54,22 @@ class InputError(ValueError):
     """Data that verify cannot check; the message is one line saying what and where."""
 
 
+class DataFile(NamedTuple):
+    """What :func:`load_file` read: ``X`` (n, d), ``y`` (n,) and where the labels were."""
+
+    X: object
+    y: object
+    labels: str
+
+
 @dataclass(frozen=True, eq=False)
 class Inputs:
     """Validated data: ``X`` (d, n) float64 (samples are columns), ``y`` (n,) float64.
 
-    ``name`` says where they came from; ``normalized`` whether verify scaled the inputs to
-    norm √d; ``diagnostics`` the distance from Assumption 2 (after any normalisation).
+    ``name`` says where they came from and ``labels`` where the labels were; ``normalized``
+    whether verify scaled the inputs to norm √d, ``standardized`` whether it scaled each
+    feature to zero mean and unit variance; ``diagnostics`` the distance from Assumption 2
+    (after any preprocessing).
     """
 
     X: torch.Tensor
@@ -59,6 +77,8 @@ class Inputs:
     name: str
     normalized: bool
     diagnostics: InputDiagnostics
+    labels: str = "y"
+    standardized: bool = False
 
     @property
     def n(self) -> int:
@@ -68,6 +88,11 @@ class Inputs:
     def d(self) -> int:
         return self.X.shape[0]
 
+    @property
+    def layout(self) -> str:
+        """The layout read, as verify prints it."""
+        return f"X read as (n, d) = ({self.n}, {self.d}): one sample per row"
+
     def summary(self) -> dict[str, object]:
         """The stable JSON keys describing the data."""
         diag = self.diagnostics
@@ -75,7 +100,10 @@ class Inputs:
             "name": self.name,
             "n": self.n,
             "d": self.d,
+            "layout": self.layout,
+            "labels": self.labels,
             "normalized": self.normalized,
+            "standardized": self.standardized,
             "max_norm_error": diag.max_norm_error,
             "max_abs_cos": diag.max_abs_cos,
             "closest_pair": list(diag.closest_pair),
@@ -85,8 +113,17 @@ class Inputs:
         }
 
 
-def prepare(X: object, y: object, *, name: str = "data", normalize: bool = False) -> Inputs:
-    """Validate ``X`` (n, d) and ``y`` (n,) (array-likes) and return :class:`Inputs`.
+def prepare(
+    X: object,
+    y: object,
+    *,
+    name: str = "data",
+    normalize: bool = False,
+    standardize: bool = False,
+    labels: str = "y",
+) -> Inputs:
+    """Validate ``X`` (n, d) and ``y`` (n,) (array-likes) and return :class:`Inputs`
+    (``labels``: where the labels came from, for the output).
 
     Raises :class:`InputError` for every problem the module docstring lists.
     """
@@ -114,10 +151,32 @@ def prepare(X: object, y: object, *, name: str = "data", normalize: bool = False
             "takes ‖x_i‖ = √d; normalising cannot scale a zero input)"
         )
     columns = X.T.contiguous()  # (d, n)
+    if standardize:
+        columns = standardize_features(columns)
     if normalize:
         columns = normalize_columns(columns)
     _check_duplicates(columns)
-    return Inputs(columns, y, name, normalize, input_diagnostics(columns))
+    return Inputs(columns, y, name, normalize, input_diagnostics(columns), labels, standardize)
+
+
+def standardize_features(columns: torch.Tensor) -> torch.Tensor:
+    """Each feature (row of ``columns``, (d, n)) to zero mean and unit variance over the n
+    samples (population variance); a constant feature is refused, naming it."""
+    mean = columns.mean(dim=1, keepdim=True)
+    std = columns.std(dim=1, correction=0, keepdim=True)
+    constant = torch.nonzero(std.flatten() == 0).flatten()
+    if constant.numel():
+        raise InputError(
+            f"feature {int(constant[0])} is constant ({constant.numel()} constant feature(s)): "
+            "--standardize cannot scale it to unit variance; drop it"
+        )
+    centred = (columns - mean) / std
+    if bool((centred == 0).all(dim=0).any()):
+        raise InputError(
+            "an input is the mean of the data: standardised, it is all zeros (the kernels "
+            "need nonzero inputs); drop it or do not --standardize"
+        )
+    return centred
 
 
 def _as_float64(name: str, value: object) -> torch.Tensor:
@@ -153,8 +212,9 @@ def _check_duplicates(columns: torch.Tensor) -> None:
         )
 
 
-def load_file(path: str | os.PathLike[str], *, label_column: str | None = None) -> tuple:
-    """(X (n, d), y (n,)) as numpy arrays from one of :data:`FORMATS` (module docstring)."""
+def load_file(path: str | os.PathLike[str], *, label_column: str | None = None) -> DataFile:
+    """X (n, d), y (n,) and where the labels were, from one of :data:`FORMATS` (module
+    docstring)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
@@ -176,17 +236,17 @@ def load_file(path: str | os.PathLike[str], *, label_column: str | None = None) 
         raise InputError(f"cannot read {str(path)!r}: {message}") from None
 
 
-def _read_npy(path: Path, _: str | None) -> tuple:
+def _read_npy(path: Path, _: str | None) -> DataFile:
     array = np.load(path, allow_pickle=False)
     if array.ndim != 2 or array.shape[1] < 2:
         raise InputError(
             f"{str(path)!r} must hold one (n, d + 1) array, the labels in its last column; "
             f"got shape {array.shape}"
         )
-    return array[:, :-1], array[:, -1]
+    return DataFile(array[:, :-1], array[:, -1], f"the last column ({array.shape[1] - 1})")
 
 
-def _read_npz(path: Path, _: str | None) -> tuple:
+def _read_npz(path: Path, _: str | None) -> DataFile:
     with np.load(path, allow_pickle=False) as archive:
         missing = [k for k in ("X", "y") if k not in archive.files]
         if missing:
@@ -194,39 +254,53 @@ def _read_npz(path: Path, _: str | None) -> tuple:
                 f"{str(path)!r} must hold arrays named X and y; it has "
                 f"{', '.join(archive.files) or 'none'}"
             )
-        return archive["X"], archive["y"]
+        return DataFile(archive["X"], archive["y"], "the array y")
 
 
-def _read_pt(path: Path, _: str | None) -> tuple:
+def _read_pt(path: Path, _: str | None) -> DataFile:
     obj = torch.load(path, map_location="cpu", weights_only=True)
     if isinstance(obj, dict) and {"X", "y"} <= set(obj):
-        return obj["X"], obj["y"]
+        return DataFile(obj["X"], obj["y"], "the entry 'y'")
     if isinstance(obj, list | tuple) and len(obj) == 2:
-        return obj[0], obj[1]
+        return DataFile(obj[0], obj[1], "the second of the pair (X, y)")
     raise InputError(f"{str(path)!r} must hold a dict with keys X and y, or a pair (X, y)")
 
 
-def _read_csv(path: Path, label_column: str | None) -> tuple:
+def _read_csv(path: Path, label_column: str | None) -> DataFile:
     with open(path, newline="", encoding="utf-8") as handle:
         lines = [row for row in csv.reader(handle) if row and any(c.strip() for c in row)]
     if not lines:
         raise InputError(f"{str(path)!r} is empty")
+    width = len(lines[0])
     header = None if _numeric(lines[0]) else [c.strip() for c in lines[0]]
     body = lines[1:] if header else lines
-    label = _label_index(path, header, len(lines[0]), label_column)
-    rows = []
-    for number, row in enumerate(body, start=2 if header else 1):
-        if len(row) != len(lines[0]):
-            raise InputError(
-                f"{str(path)!r}, line {number}: {len(row)} columns, the first line has "
-                f"{len(lines[0])}"
-            )
+    label = _label_index(path, header, width, label_column)
+    names = header or [f"column {j}" for j in range(width)]
+    rows = [_csv_row(path, number, row, names, label)
+            for number, row in enumerate(body, start=2 if header else 1)]  # fmt: skip
+    table = np.asarray(rows, dtype=np.float64).reshape(len(rows), width)
+    where = f"column {names[label]!r}" if header else f"column {label}"
+    return DataFile(np.delete(table, label, axis=1), table[:, label], where)
+
+
+def _csv_row(path: Path, number: int, row: list[str], names: list[str], label: int) -> list:
+    """One line of numbers; a wrong length or a non-number names the line, column, value."""
+    if len(row) != len(names):
+        raise InputError(
+            f"{str(path)!r}, line {number}: {len(row)} columns, the first line has {len(names)}"
+        )
+    values = []
+    for j, cell in enumerate(row):
         try:
-            rows.append([float(c) for c in row])
+            values.append(float(cell))
         except ValueError:
-            raise InputError(f"{str(path)!r}, line {number}: a value is not a number") from None
-    table = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(lines[0]))
-    return np.delete(table, label, axis=1), table[:, label]
+            what = "the label column" if j == label else "column"
+            hint = "; labels must be numbers (encode the classes as 0, 1, …)" if j == label else ""
+            raise InputError(
+                f"{str(path)!r}, line {number}: {what} {names[j]!r} holds {cell.strip()!r}, "
+                f"not a number{hint}"
+            ) from None
+    return values
 
 
 def _numeric(row: list[str]) -> bool:
@@ -238,11 +312,20 @@ def _numeric(row: list[str]) -> bool:
 
 
 def _label_index(path: Path, header: list[str] | None, width: int, chosen: str | None) -> int:
+    """The label column: ``chosen`` (a name or a number), else the one named as in
+    :data:`LABEL_NAMES`; none is an error (never a guess)."""
     if width < 2:
         raise InputError(f"{str(path)!r} needs at least two columns (features and the label)")
     if chosen is None:
         names = [h.lower() for h in header or []]
-        return next((names.index(k) for k in LABEL_NAMES if k in names), width - 1)
+        found = next((names.index(k) for k in LABEL_NAMES if k in names), None)
+        if found is None:
+            columns = f"its columns: {', '.join(header)}" if header else "it has no header line"
+            raise InputError(
+                f"{str(path)!r} has no label column (named {', '.join(LABEL_NAMES)}; "
+                f"{columns}): name it with --label-column NAME|INDEX"
+            )
+        return found
     if header and chosen in header:
         return header.index(chosen)
     if chosen.lstrip("-").isdigit() and -width <= int(chosen) < width:

@@ -2,19 +2,24 @@
 
 - λ* = λ_min(K) (Eq. 14), cond(K), and the DEQ NTK's λ_min beside it (that of
   :func:`deqlab.theory.ntk.deq_ntk`, standard parameterization: lim Θ/m = K + P⊙K, read
-  off K by :func:`deqlab.verify.ntk.ntk_from_gram`);
+  off K with its ``gram`` option); K does not depend on the width (:func:`kernels`, reused
+  by a width sweep);
 - a network drawn from Assumption 1 (``seed``): λ_0 = λ_min(Z(0)ᵀZ(0)) with Theorem 2's
   mλ*/2 beside it (λ_0 = 0 exactly when m < n: Z(0)ᵀZ(0) has rank ≤ m);
 - Condition 1, Eqs. (7)–(9), each with its margin lhs/rhs, at the δ that maximizes the
   smallest margin (:func:`deqlab.theory.ling2023.best_delta`);
-- the smallest width at which Condition 1 would hold (:func:`condition1_width`), under
+- the smallest width at which Condition 1 would hold (:func:`widths_needed`), under
   :data:`SCALING`: λ_0 = mλ*/2 as Theorem 2 gives, ‖U(0)‖₂ ∝ √m, the other constants as
-  measured (Section 3.2);
+  measured (Section 3.2); where Eq. (9) never holds, its margin's limit and the bound
+  :func:`deqlab.theory.ling2023.eq9_margin_bound` it stays under;
 - Eq. (10)'s bound on η and the rate 1 − ηλ_0/2 it implies (Theorem 1 (iii));
 - Theorem 2's width n²λ*⁻² log(n/(λ*t)) without its constant: the proof (Section 4.4)
   makes explicit the accuracy λ*/2 that ‖G/m − K‖_F must reach (Weyl) and the per-layer
   factor 2√2σ_w, but its Ω and O hide the absolute constants of Bernstein's inequality and
-  of an ε-net argument (Theorems 4–5), which the paper does not give.
+  of an ε-net argument (Theorems 4–5), which the paper does not give: Theorem 2 is then
+  NOT APPLICABLE, never FAIL;
+- for the stand-ins (ours, :mod:`deqlab.verify.answers`): λ_max(H(0)) and the PL ratio
+  ‖∇Φ(0)‖²/(2Φ(0)) = rᵀH(0)r/rᵀr of Eq. (4)'s H (n ≤ :data:`STANDIN_LIMIT`).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from deqlab.experiments.ling2023.statements import (
     theorem3_ii,
 )
 from deqlab.models.relu_deq import ReLUDEQ
-from deqlab.statements import OURS, Kind, Statement, measure, not_measured, theorem
+from deqlab.statements import OURS, Kind, Statement, Verdict, measure, not_measured, theorem
 from deqlab.theory.init_theorems import lemma1_bound
 from deqlab.theory.kernels import LeastEigenvalue, population_gram
 from deqlab.theory.ling2023 import (
@@ -44,20 +49,25 @@ from deqlab.theory.ling2023 import (
     Condition1,
     Constants,
     best_delta,
-    condition1_sides,
+    condition1_width,
+    eq9_margin_bound,
     learning_rate,
+    required_width,
     width_margin,
 )
+from deqlab.theory.ntk import deq_ntk, pl_gram
 from deqlab.theory.spectra import spectral_norm, spectral_norm_lanczos
 from deqlab.verify.eigen import least_eigenvalue_large
 from deqlab.verify.inputs import Inputs, assumption2
-from deqlab.verify.ntk import ntk_from_gram
 from deqlab.verify.progress import Progress, silent
 
 #: The scaling under which the width Condition 1 needs is solved (Theorem 2, Section 3.2).
 SCALING = "λ_0 = mλ*/2 (Theorem 2), ‖U(0)‖₂ ∝ √m, ‖W(0)‖₂, ‖a(0)‖₂, ‖ŷ(0) − y‖₂ as measured"
-#: The scaling of the experiments' builder (the hypotheses' ``needs``): the measured λ_0 ∝ m.
-MEASURED_SCALING = "λ_0 ∝ m from the measured λ_0, ‖U(0)‖₂ ∝ √m, the rest as measured"
+#: What the one "width needed" number is (the statements' ``needs`` use the same scaling).
+WIDTH_NEEDED = (
+    "the smallest width ≥ the given one at which Condition 1 holds (Eqs. (7)–(9) at one δ; "
+    "each equation alone, δ free, beside it), under the scaling above"
+)
 #: Theorem 2 holds with probability ≥ 1 − t; the width scale is quoted at this t.
 THEOREM2_T = 0.01
 #: "The theorem's η" of Theorem 1: Eq. (10) is strict, so half of its bound.
@@ -68,7 +78,8 @@ LEMMA1_P = 1e-6
 SOLVE_TOL = 1e-10
 #: Above this width ‖W(0)‖₂ and ‖U(0)‖₂ come from Lanczos instead of an exact SVD.
 EXACT_NORM_LIMIT = 2000
-_DELTA_GRID = 4096
+#: Up to this n, H(0) of Eq. (4) is formed for the stand-ins (ours: its n×n blocks).
+STANDIN_LIMIT = 5000
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,6 +96,8 @@ class ReLUDEQInit:
     model: ReLUDEQ
     W_norm: float
     cond: Condition1 | None
+    curvature: float | None = None
+    pl_ratio0: float | None = None
 
     @property
     def lambda_star(self) -> float:
@@ -106,35 +119,66 @@ class ReLUDEQInit:
         return replace(self.cond.constants, lambda0=self.predicted_lambda0)
 
 
-def initialize(
-    inputs: Inputs, *, width: int, sigma_w2: float, seed: int, progress: Progress = silent
-) -> ReLUDEQInit:
-    """Measure everything of the module docstring for ``inputs`` and a width-``width`` DEQ."""
-    X, y = inputs.X, inputs.y
+@dataclass(frozen=True, eq=False)
+class Kernels:
+    """What does not depend on the width: λ* = λ_min(K) and λ_min of the DEQ NTK."""
+
+    K: LeastEigenvalue
+    ntk: LeastEigenvalue
+
+
+def kernels(inputs: Inputs, sigma_w2: float, progress: Progress = silent) -> Kernels:
+    """K (Eq. 14) and the DEQ NTK read off it (:func:`deqlab.theory.ntk.deq_ntk`), λ_min of each."""
     with warnings.catch_warnings():  # Assumption 1 is reported as a hypothesis statement
         warnings.simplefilter("ignore")
         progress("population Gram matrix K (Eq. 14) and the DEQ NTK", 0, 4)
-        gram = population_gram(X, sigma_w2)
-        kernel = ntk_from_gram(X, gram, sigma_w2)
+        gram = population_gram(inputs.X, sigma_w2)
+        kernel = deq_ntk(inputs.X, sigma_w2, gram=gram)
         progress("λ* = λ_min(K)", 1, 4)
         K = least_eigenvalue_large(gram)
         del gram
         progress("λ_min of the DEQ NTK", 2, 4)
         ntk = least_eigenvalue_large(kernel)
-        del kernel
+    return Kernels(K, ntk)
+
+
+def initialize(
+    inputs: Inputs,
+    *,
+    width: int,
+    sigma_w2: float,
+    seed: int,
+    progress: Progress = silent,
+    known: Kernels | None = None,
+) -> ReLUDEQInit:
+    """Measure everything of the module docstring for ``inputs`` and a width-``width`` DEQ
+    (``known``: the :func:`kernels` of these inputs, reused across widths)."""
+    X, y = inputs.X, inputs.y
+    known = known or kernels(inputs, sigma_w2, progress)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         model = ReLUDEQ.init(inputs.d, width, sigma_w2=sigma_w2, seed=seed)
     progress(f"equilibrium Z(0) at width {width}, λ_0, Condition 1", 3, 4)
     W_norm = _norm(model.W.detach())
-    cond = None
-    if W_norm < 1.0:
-        Z = model.equilibrium(X, tol=SOLVE_TOL).raise_if_failed("forward").Z  # (m, n)
-        lambda0 = _gram_lambda_min(Z)
-        residual = float((model.predict(Z) - y).detach().norm())
-        a_norm = float(model.a.detach().norm())
-        constants = Constants(lambda0, W_norm, _norm(model.U.detach()), a_norm,
-                              float(X.norm()), residual)  # fmt: skip
-        cond = evaluate_condition1(constants)
-    return ReLUDEQInit(inputs, width, sigma_w2, seed, K, ntk, model, W_norm, cond)
+    if not W_norm < 1.0:
+        return ReLUDEQInit(inputs, width, sigma_w2, seed, known.K, known.ntk, model, W_norm, None)
+    Z = model.equilibrium(X, tol=SOLVE_TOL).raise_if_failed("forward").Z  # (m, n)
+    residual = model.predict(Z).detach() - y  # (n,)
+    constants = Constants(_gram_lambda_min(Z), W_norm, _norm(model.U.detach()),
+                          float(model.a.detach().norm()), float(X.norm()),
+                          float(residual.norm()))  # fmt: skip
+    curvature, pl0 = _curvature(model, X, residual)
+    return ReLUDEQInit(inputs, width, sigma_w2, seed, known.K, known.ntk, model, W_norm,
+                       evaluate_condition1(constants), curvature, pl0)  # fmt: skip
+
+
+def _curvature(model: ReLUDEQ, X: torch.Tensor, r: torch.Tensor) -> tuple:
+    """(λ_max(H(0)), rᵀH(0)r/rᵀr = ‖∇Φ(0)‖²/(2Φ(0))) with H = H1 + H2 + H3 of Eq. (4),
+    r = ŷ(0) − y (Lemma 2: ‖∇Φ‖² = rᵀHr); (None, None) above :data:`STANDIN_LIMIT`."""
+    if X.shape[1] > STANDIN_LIMIT or not float(r @ r) > 0:
+        return None, None
+    H = pl_gram(model, X, tol=SOLVE_TOL)  # (n, n)
+    return least_eigenvalue_large(H).max_eigenvalue, float(r @ (H @ r) / (r @ r))
 
 
 def _norm(A: torch.Tensor) -> float:
@@ -161,42 +205,15 @@ def evaluate_condition1(constants: Constants) -> Condition1:
         return Condition1.evaluate((1.0 - constants.W_norm) / 2, zero)
 
 
-def condition1_margin(constants: Constants, m0: float, m: float) -> float:
-    """max over δ of the smallest margin lhs/rhs of Eqs. (7)–(9), the constants measured at
-    width ``m0`` carried to width ``m`` (:meth:`Constants.at_width`); ≥ 1 iff Condition 1
-    holds at m for some δ (log-spaced grid of (0, 1 − ‖W(0)‖₂))."""
-    k = constants.at_width(m0, m)
-    delta = (1.0 - k.W_norm) * np.logspace(-9.0, math.log10(1.0 - 1e-9), _DELTA_GRID)
-    sides = condition1_sides(delta, k)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.stack([sides[key][0] / sides[key][1] for key in EQUATIONS])
-    return float(np.max(np.min(np.nan_to_num(ratios, nan=0.0), axis=0)))
-
-
-def smallest_width(margin, *, low: float = 1.0) -> float:
-    """The smallest m ≥ ``low`` with ``margin(m) ≥ 1`` for a margin that increases with m,
-    by bisection on log m to 1e-9; ``inf`` when none up to :data:`MAX_WIDTH`."""
-    if margin(low) >= 1.0:
-        return low
-    if margin(MAX_WIDTH) < 1.0:
-        return math.inf
-    lo, hi = math.log(low), math.log(MAX_WIDTH)
-    while hi - lo > 1e-9:
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if margin(math.exp(mid)) >= 1.0 else (mid, hi)
-    return math.exp(hi)
-
-
-def condition1_width(constants: Constants, m0: float) -> float:
-    """The smallest width (≥ 1) at which Condition 1 holds (all three at one δ), from
-    ``constants`` measured at ``m0``: every margin at fixed δ grows with m under
-    :meth:`Constants.at_width` (λ_0 ∝ m against sides ∝ √m or m), so bisection is exact."""
-    return smallest_width(lambda m: condition1_margin(constants, m0, m))
-
-
-def equation_width(constants: Constants, m0: float, equation: str) -> float:
-    """As :func:`condition1_width` for one of Eqs. (7)–(9) alone, δ free."""
-    return smallest_width(lambda m: width_margin(constants, m0, m, equation))
+def widths_needed(constants: Constants, m: int) -> dict[str, float]:
+    """The smallest width ≥ m at which Condition 1 holds (one δ for Eqs. (7)–(9)) and at
+    which each of Eqs. (7)–(9) holds alone (δ free), from ``constants`` measured at m
+    (:func:`deqlab.theory.ling2023.condition1_width`, ``required_width``); none (inf)
+    when λ_0 = 0 there (λ* = 0: λ_0 = mλ*/2 = 0 at every width)."""
+    if not constants.lambda0 > 0:
+        return dict.fromkeys(("condition1", *EQUATIONS), math.inf)
+    return {"condition1": condition1_width(constants, m, low=m),
+            **{key: required_width(constants, m, key) for key in EQUATIONS}}  # fmt: skip
 
 
 def theorem2_scale(n: int, lambda_star: float, t: float = THEOREM2_T) -> float:
@@ -258,20 +275,15 @@ def _condition_numbers(init: ReLUDEQInit, cond: Condition1, eta: float | None) -
             **{key: {"lhs": q.lhs, "rhs": q.rhs, "margin": q.margin} for key, q in eqs.items()},
             "holds": cond.holds,
         },
-        "required_width": _widths(scaled, m, SCALING),
-        "required_width_measured": _widths(k, m, MEASURED_SCALING) if lam > 0 else None,
+        "required_width": {**widths_needed(scaled, m), "scaling": SCALING,
+                           "what": WIDTH_NEEDED},
+        "eq9_limit": {"limit": width_margin(scaled, m, MAX_WIDTH, "eq9"),
+                      "bound": eq9_margin_bound(scaled), "at_width": MAX_WIDTH},
         "eq10_bound": cond.lr_bound, "eta_theorem": theorem_eta(init), "eta": eta,
         "rate_at_bound": 1 - cond.lr_bound * lam / 2,
         "rate_at_eta_theorem": 1 - theorem_eta(init) * lam / 2, "rate": rate,
+        "curvature": init.curvature, "pl_ratio0": init.pl_ratio0,
     }  # fmt: skip
-
-
-def _widths(constants: Constants, m: int, scaling: str) -> dict[str, object]:
-    return {
-        "condition1": condition1_width(constants, m),
-        **{key: equation_width(constants, m, key) for key in EQUATIONS},
-        "scaling": scaling,
-    }
 
 
 def statements(init: ReLUDEQInit, eta: float | None) -> list[Statement]:
@@ -280,8 +292,8 @@ def statements(init: ReLUDEQInit, eta: float | None) -> list[Statement]:
     a1 = assumption1(init.sigma_w2)
     a2 = assumption2(init.inputs)
     out = [a1, *a2, theorem(_theorem3(init), [a1, *a2]), _lemma1(init), _well_posed(init)]
-    width = _width_hypothesis(init)
-    out += [width, theorem(_theorem2(init), [a1, *a2, width])]
+    widths = [_width_hypothesis(init), _scale_hypothesis(init)]
+    out += [*widths, _undecided(theorem(_theorem2(init), [a1, *a2, *widths]))]
     out += guards(init, eta)[1:]
     return [*out, _ntk(init)]
 
@@ -343,6 +355,29 @@ def _width_hypothesis(init: ReLUDEQInit) -> Statement:
     )  # fmt: skip
 
 
+def _scale_hypothesis(init: ReLUDEQInit) -> Statement:
+    m, scale = init.width, theorem2_scale(init.inputs.n, init.lambda_star)
+    return measure(
+        "Theorem 2's width m = Ω(n²/λ*² log(n/(λ*t))), its constant taken as 1",
+        Kind.HYPOTHESIS, source("Theorem 2"), value=m / scale, relation=">=", threshold=1.0,
+        measured=f"m / (n²/λ*² log(n/(λ*t))) = {m}/{_big(scale)} = {m / scale:.3g} "
+        f"(t = {THEOREM2_T:g})", expected="≥ 1 at the least: the paper's Ω hides a constant "
+        "it does not give (Bernstein's inequality, an ε-net)",
+        needs=f"m ≥ C·{_big(scale)} for the paper's unknown constant C",
+    )  # fmt: skip
+
+
+def _undecided(check: Statement) -> Statement:
+    """Theorem 2 at a width that meets its hypotheses with the constant taken as 1: a
+    FAIL there cannot be told from a too small constant (DESIGN: a width hypothesis with a
+    constant the paper does not give cannot make a theorem FAIL)."""
+    if check.verdict is not Verdict.FAIL:
+        return check
+    return replace(check, verdict=Verdict.NOT_APPLICABLE, needs="a width C·n²/λ*² log(n/(λ*t)) "
+                   "with the paper's constant C, which it does not give",
+                   detail="the width hypothesis cannot be decided: " + check.detail)  # fmt: skip
+
+
 def _theorem2(init: ReLUDEQInit) -> Statement:
     name, where = "Theorem 2: λ_0 ≥ mλ*/2", source("Theorem 2")
     expected = "≥ 1 (holds with probability ≥ 1 − t at the theorem's width)"
@@ -370,8 +405,8 @@ def _theorem2_detail(init: ReLUDEQInit) -> str:
 
 
 def condition_hypotheses(init: ReLUDEQInit) -> list[Statement]:
-    """Eqs. (7)–(9) (the experiments' builder); with λ_0 = 0 its width, carried from the
-    measured λ_0, would be none: ``needs`` is then solved under :data:`SCALING`."""
+    """Eqs. (7)–(9) (the experiments' builder), ``needs`` solved under :data:`SCALING`, the
+    scaling of the "width needed" number (:func:`widths_needed`), so both say the same."""
     expected = "lhs/rhs ≥ 1"
     if init.cond is None:
         return [not_measured(f"Condition 1, Eq. ({key[2:]}) at initialization", Kind.HYPOTHESIS,
@@ -380,16 +415,12 @@ def condition_hypotheses(init: ReLUDEQInit) -> list[Statement]:
                 for key in EQUATIONS]  # fmt: skip
     with np.errstate(divide="ignore"):  # λ_0 = 0: Eq. (10)'s 2/λ_0 is inf
         found = condition1_hypotheses("", [init.width], [init.cond])
-    if init.cond.lambda0 > 0:
-        return found
-    scaled = init.scaled_constants()
-    detail = (
-        f"δ = {init.cond.delta:.3g} (λ_0 = 0: every δ gives margin 0); the width "
-        f"needed is solved under {SCALING}, δ free"
-    )
+    needed = widths_needed(init.scaled_constants(), init.width)
+    detail = f"δ = {init.cond.delta:.3g}; the width needed is solved under {SCALING}, δ free"
+    floor = f"λ_0 > 0, so m ≥ n = {init.inputs.n}; " if init.cond.lambda0 <= 0 else ""
     return [
-        replace(s, detail=detail, needs=f"λ_0 > 0, so m ≥ n = {init.inputs.n}; Eq. "
-                f"({key[2:]}): m ≥ {_big(equation_width(scaled, init.width, key))}")
+        replace(s, detail=detail, needs=f"{floor}Eq. ({key[2:]}) alone: m ≥ {_big(needed[key])}"
+                f"; Condition 1 (one δ): m ≥ {_big(needed['condition1'])}")
         if s.needs else replace(s, detail=detail)
         for s, key in zip(found, EQUATIONS, strict=True)
     ]  # fmt: skip

@@ -1,0 +1,233 @@
+"""One frozen dataclass per model verify checks, holding only the model's own settings
+(the way solvers hold only their hyper-parameters), and the one flow they share.
+
+- :class:`ReLUDEQCheck` (``width``, ``sigma_w2``): Ling et al. (2023), Condition 1,
+  Theorems 1–3 (:mod:`deqlab.verify.relu_deq`);
+- :class:`MonDEQCheck` (``width``, ``monotonicity``, ``radius``): the thesis, Chapter 3
+  (:mod:`deqlab.verify.mondeq`);
+- :class:`DELMCheck` (``gamma``, ``loss``, ``tau``, ``logistic_radius``, ``epsilon``):
+  Kawaguchi (2021) (:mod:`deqlab.verify.delm`; its width is d, as φ(x) = x).
+
+:func:`run_check` is the flow: measure at initialization, pick the step size (given, else
+the theorem's), the statements, optionally train and the statements of the run, the
+numbers, and the one-line answers (:mod:`deqlab.verify.answers`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from deqlab._checks import check_choice, check_int, check_positive, check_real
+from deqlab.statements import Statement
+from deqlab.theory.kawaguchi2021 import check_radius
+from deqlab.verify import answers, delm, mondeq, relu_deq, relu_deq_train
+from deqlab.verify.inputs import InputError, Inputs
+from deqlab.verify.progress import Progress
+
+#: Width of the ReLU DEQ and of the monotone DEQ when none is given.
+DEFAULT_WIDTH = 1000
+#: The widest network verify draws: W alone is m² float64 numbers (8·10¹⁰ bytes at 10⁵).
+MAX_WIDTH = 100_000
+
+
+def check_width(width: object) -> int:
+    """``width`` as an int in [1, :data:`MAX_WIDTH`], naming the argument."""
+    width = check_int("width", width, min_value=1)
+    if width > MAX_WIDTH:
+        raise ValueError(
+            f"`width` must be <= {MAX_WIDTH} (W alone would take {8 * width**2:.2g} bytes, "
+            f"m² float64 numbers); got {width}"
+        )
+    return width
+
+
+def _open_unit(name: str, value: float) -> float:
+    return check_real(name, value, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
+
+
+@dataclass(frozen=True)
+class ReLUDEQCheck:
+    """Ling et al. (2023) on a ReLU DEQ of width ``width`` drawn with Assumption 1's σ_w²."""
+
+    width: int = DEFAULT_WIDTH
+    sigma_w2: float = 0.08
+    model: ClassVar[str] = "relu-deq"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "width", check_width(self.width))
+        object.__setattr__(self, "sigma_w2", _open_unit("sigma_w2", self.sigma_w2))
+
+    def initialize(self, inputs: Inputs, seed: int, progress: Progress):
+        return relu_deq.initialize(inputs, width=self.width, sigma_w2=self.sigma_w2, seed=seed,
+                                   progress=progress)  # fmt: skip
+
+    def default_eta(self, init) -> float:
+        eta = relu_deq.theorem_eta(init)
+        if eta is None:
+            raise ValueError("‖W(0)‖₂ ≥ 1: Eq. (10) gives no step size; give one with `eta`")
+        return eta
+
+    def statements(self, init, eta: float | None) -> list[Statement]:
+        return relu_deq.statements(init, eta)
+
+    def train(self, init, steps: int, eta: float, progress: Progress):
+        run = relu_deq_train.train(init, steps=steps, eta=eta, progress=progress)
+        found = relu_deq_train.statements(init, run, relu_deq.guards(init, eta))
+        return run, found, relu_deq_train.numbers(init, run)
+
+    def numbers(self, init, eta: float | None) -> dict[str, Any]:
+        return relu_deq.numbers(init, eta)
+
+    def answers(self, init, numbers: dict, training: dict | None) -> list[answers.Answer]:
+        return answers.relu_deq(init, numbers, training)
+
+
+@dataclass(frozen=True)
+class MonDEQCheck:
+    """The thesis (Chapter 3) on a monotone DEQ of width ``width`` (the thesis' n),
+    W = (1 − m)I − AᵀA + B − Bᵀ with m = ``monotonicity``, balls of radius ``radius``."""
+
+    width: int = DEFAULT_WIDTH
+    monotonicity: float = 0.2
+    radius: float = 1.0
+    model: ClassVar[str] = "mondeq"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "width", check_width(self.width))
+        object.__setattr__(self, "monotonicity", check_positive("monotonicity", self.monotonicity))
+        object.__setattr__(self, "radius", check_positive("radius", self.radius))
+
+    def initialize(self, inputs: Inputs, seed: int, progress: Progress):
+        return mondeq.initialize(inputs, width=self.width, monotonicity=self.monotonicity,
+                                 radius=self.radius, seed=seed, progress=progress)  # fmt: skip
+
+    def default_eta(self, init) -> float:
+        return init.eta_max
+
+    def statements(self, init, eta: float | None) -> list[Statement]:
+        return mondeq.statements(init, eta)
+
+    def train(self, init, steps: int, eta: float, progress: Progress):
+        run = mondeq.train(init, steps=steps, eta=eta, progress=progress)
+        return run, mondeq.train_statements(init, run), mondeq.train_numbers(init, run)
+
+    def numbers(self, init, eta: float | None) -> dict[str, Any]:
+        return mondeq.numbers(init, eta)
+
+    def answers(self, init, numbers: dict, training: dict | None) -> list[answers.Answer]:
+        return answers.mondeq(init, numbers, training)
+
+
+@dataclass(frozen=True)
+class DELMCheck:
+    """Kawaguchi (2021) on a DELM (width d) with γ = ``gamma`` and the ``loss`` of
+    Corollary 1 (``"square"``) or 2 (``"logistic"`` + τq², ``tau``, radius
+    ``logistic_radius``); ``epsilon``: the ε of the time to ε (default 10⁻³ of L₀ − L*)."""
+
+    gamma: float = 0.8
+    loss: str = "square"
+    tau: float = 0.01
+    logistic_radius: float = math.inf
+    epsilon: float | None = None
+    model: ClassVar[str] = "delm"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gamma", _open_unit("gamma", self.gamma))
+        check_choice("loss", self.loss, delm.LOSSES)
+        object.__setattr__(self, "tau", check_real("tau", self.tau, low=0.0))
+        object.__setattr__(self, "logistic_radius", check_radius(self.logistic_radius))
+        if self.epsilon is not None:
+            object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon))
+
+    def initialize(self, inputs: Inputs, seed: int, progress: Progress):
+        loss = delm.Loss(self.loss, self.tau, self.logistic_radius)
+        label_map = None
+        if loss.name == "logistic":
+            inputs, label_map = delm.binary_labels(inputs)
+        init = delm.initialize(inputs, gamma=self.gamma, seed=seed, loss=loss, progress=progress)
+        return replace(init, label_map=label_map)
+
+    def default_eta(self, init) -> float:
+        return init.eta_theorem
+
+    def statements(self, init, eta: float | None) -> list[Statement]:
+        return delm.statements(init, eta)
+
+    def train(self, init, steps: int, eta: float, progress: Progress):
+        run = delm.train(init, steps=steps, eta=eta, progress=progress)
+        found = delm.train_statements(init, run, self.epsilon)
+        return run, found, delm.train_numbers(init, run, self.epsilon)
+
+    def numbers(self, init, eta: float | None) -> dict[str, Any]:
+        return {**delm.numbers(init, eta, self.epsilon), "label_map": init.label_map}
+
+    def answers(self, init, numbers: dict, training: dict | None) -> list[answers.Answer]:
+        return answers.delm(init, numbers, training)
+
+
+Check = ReLUDEQCheck | MonDEQCheck | DELMCheck
+#: The checks by the name ``--model`` takes.
+CHECKS: dict[str, type] = {c.model: c for c in (ReLUDEQCheck, MonDEQCheck, DELMCheck)}
+
+
+def check_for(model: str | Check) -> Check:
+    """``model`` as a check: a check as given, a name of :data:`CHECKS` with its defaults."""
+    if isinstance(model, ReLUDEQCheck | MonDEQCheck | DELMCheck):
+        return model
+    return CHECKS[check_choice("model", model, CHECKS)]()
+
+
+def check_model(model: str, settings: dict[str, Any]) -> Check:
+    """The check ``model`` names, built from the command line's ``settings``: the fields
+    it has (None: its default); a DELM option given to another model is refused."""
+    cls = CHECKS[check_choice("model", model, CHECKS)]
+    check_choice("loss", settings.get("loss", "square"), delm.LOSSES)
+    if cls is not DELMCheck and settings.get("loss", "square") != "square":
+        raise ValueError(f"`loss` {settings['loss']!r} applies to the DELM (--model delm) only")
+    names = cls.__dataclass_fields__
+    return cls(**{k: v for k, v in settings.items() if k in names and v is not None})
+
+
+@dataclass(frozen=True, eq=False)
+class Outcome:
+    """What :func:`run_check` found (:class:`~deqlab.verify.api.Verification` is built
+    from it)."""
+
+    init: Any
+    eta: float | None
+    statements: list[Statement]
+    numbers: dict[str, Any]
+    training: dict[str, Any] | None
+    run: Any
+    answers: list[answers.Answer]
+
+
+def run_check(check: Check, inputs: Inputs, *, seed: int, train: int, eta: float | None,
+              progress: Progress) -> Outcome:  # fmt: skip
+    """The flow of the module docstring."""
+    if isinstance(check, DELMCheck) and inputs.d > MAX_WIDTH:
+        raise InputError(f"the DELM's width is d = {inputs.d}; at most {MAX_WIDTH} is drawn")
+    init = check.initialize(inputs, seed, progress)
+    if train and eta is None:
+        eta = check.default_eta(init)
+    found = check.statements(init, eta)
+    training, run = None, None
+    if train:
+        run, more, training = check.train(init, train, eta, progress)
+        found += more
+    numbers = check.numbers(init, eta)
+    said = check.answers(init, numbers, training)
+    return Outcome(init, eta, _unique(found), numbers, training, run, said)
+
+
+def _unique(statements: list[Statement]) -> list[Statement]:
+    """One statement per name, the last one measured (training supersedes initialization),
+    in the order names first appear."""
+    latest = {s.name: s for s in statements}
+    seen: list[str] = []
+    for s in statements:
+        if s.name not in seen:
+            seen.append(s.name)
+    return [latest[name] for name in seen]

@@ -1,0 +1,106 @@
+"""Fault catalogue of ``deqlab verify`` (issue 26): each bad input is one ``error:`` line on
+stderr with exit code 2, its message asserted; and the one-line answers, the label column
+and the layout read are printed."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from deqlab.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args: object):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def one_error(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and result.stdout == "", result.output
+    return lines[0]
+
+
+def _wine(tmp_path):
+    path = tmp_path / "wine.csv"
+    path.write_text("alcohol,malic_acid,proline\n14.2,1.7,1065\n13.2,1.8,1050\n12.1,2.1,990\n")
+    return path
+
+
+def test_a_csv_without_a_label_column_is_refused(tmp_path):
+    path = _wine(tmp_path)
+    assert one_error(invoke("verify", "--input", path)) == (
+        f"error: {str(path)!r} has no label column (named label, y, target; its columns: "
+        "alcohol, malic_acid, proline): name it with --label-column NAME|INDEX"
+    )
+
+
+def test_non_numeric_labels_name_the_column_and_the_value(tmp_path):
+    path = tmp_path / "bc.csv"
+    path.write_text("radius,texture,diagnosis\n17.9,10.4,M\n20.5,17.8,B\n")
+    assert one_error(invoke("verify", "--input", path, "--label-column", "diagnosis")) == (
+        f"error: {str(path)!r}, line 2: the label column 'diagnosis' holds 'M', not a number; "
+        "labels must be numbers (encode the classes as 0, 1, …)"
+    )
+
+
+def test_a_huge_width_is_refused_in_one_line_before_allocating():
+    start = time.monotonic()
+    result = invoke("verify", "--dataset", "sphere", "--n", "5", "--width", "1000000000000")
+    assert one_error(result) == (
+        "error: `width` must be <= 100000 (W alone would take 8e+24 bytes, m² float64 "
+        "numbers); got 1000000000000"
+    )
+    assert time.monotonic() - start < 10
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_a_read_only_out_is_refused_before_computing(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        result = invoke("verify", "--dataset", "sphere", "--n", "5", "--out", locked / "page")
+        assert one_error(result) == (
+            f"error: --out {str(locked / 'page')!r} is not writable (no write permission on "
+            f"{str(locked)!r})"
+        )
+    finally:
+        locked.chmod(0o700)
+
+
+def test_a_width_listed_twice_is_refused():
+    result = invoke("verify", "--dataset", "sphere", "--n", "5", "--width", "20,20")
+    assert one_error(result) == "error: --width lists a width twice: '20,20'"
+
+
+def test_the_answers_labels_and_layout_are_printed(tmp_path):
+    path = tmp_path / "d.csv"
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((8, 3)), rng.standard_normal(8)
+    np.savetxt(path, np.column_stack([x, y]), delimiter=",", header="a,b,c,target", comments="")
+    result = invoke("verify", "--input", path, "--standardize", "--normalize", "--width", "40")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"{path}: n = 8, d = 3 (standardised, then normalised)")
+    assert lines[1] == "X read as (n, d) = (8, 3): one sample per row; labels: column 'target'"
+    assert lines[2] == "answers (one line per theorem):"
+    assert lines[4].startswith("  Theorem 2 (Ling et al. 2023): λ_0 ≥ mλ*/2: cannot be decided")
+    assert "FAIL" not in next(x for x in lines if x.startswith("│ Theorem 2: λ_0"))
+    assert "symbols: n samples, d features, m width (--width)" in result.stdout
+
+
+def test_a_width_sweep_prints_a_table_and_draws_a_figure(tmp_path):
+    result = invoke("verify", "--dataset", "sphere", "--n", "6", "--d", "4", "--width",
+                    "8,16,64", "--out", tmp_path)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "width sweep, K computed once: λ* = " in out
+    assert [line.split()[0] for line in out.splitlines()[3:6]] == ["8", "16", "64"]
+    assert "λ_0/(mλ*/2) (Theorem 2): " in out and (tmp_path / "width_sweep.png").is_file()
