@@ -97,14 +97,19 @@ def _median(values: tuple[float, ...]) -> float:
 
 
 def _contraction(w: WellPosedness) -> str:
-    margin, worst = w.contraction_margin, min(w.sigma_min)
+    margin, worst, rho = w.contraction_margin, min(w.sigma_min), max(w.spectral_radius)
     if margin > 0:
         head = f"contraction margin {margin:.2g}: f contracts at z*, the solver converges"
-    else:
-        above = sum(v >= 1 for v in w.jacobian_norm)
+    elif rho < 1:
         head = (
-            f"contraction margin {margin:.2g} (‖J_f‖₂ ≥ 1 at {above} of "
-            f"{len(w.jacobian_norm)} samples): Picard may not converge there"
+            f"contraction margin {margin:.2g} but ρ(J_f) ≤ {rho:.2g} < 1: not a contraction "
+            "in the 2-norm, yet Picard converges near z*"
+        )
+    else:
+        above = sum(v >= 1 for v in w.spectral_radius)
+        head = (
+            f"ρ(J_f) up to {rho:.2g} ≥ 1 at {above} of {len(w.spectral_radius)} samples: "
+            "Picard diverges there (Anderson or Broyden may still converge)"
         )
     if worst > 0:
         return f"{head}; σ_min(I − J_f) {worst:.2g}: the implicit gradient is well posed"
