@@ -150,3 +150,26 @@ def test_an_experiment_must_declare_its_presets_paper_setting_and_paper_record()
     cited = type("Declared", (Experiment,), {**declared, "where": "Figure 1"})
     assert cited.paper_setting == {}
     assert cited.citation == f"{LING.full} (Figure 1)"
+
+
+def test_a_repeated_data_set_is_refused_like_a_repeated_width(tmp_path):
+    """Issue 26: two equal tasks would share one checkpoint and write their rows twice."""
+    from typer.testing import CliRunner
+
+    from deqlab.cli import app
+
+    config = tmp_path / "twice.toml"
+    config.write_text('datasets = ["sphere", "sphere"]\n')
+    runs = [
+        ["--set", 'datasets=["sphere","sphere"]'],
+        ["--set", "datasets=sphere,sphere"],
+        ["--config", str(config)],
+    ]
+    for extra in runs:
+        args = ["reproduce", "ling2023-fig1", "--preset", "tiny", "--out", str(tmp_path / "r")]
+        result = CliRunner().invoke(app, [*args, *extra])
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.output.split())
+        assert "`datasets` must not repeat a value" in said and "repeated: 'sphere'" in said
+    assert f"config file '{config}'" in said  # the file is named beside the key
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").rglob("metrics.csv"))

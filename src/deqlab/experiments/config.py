@@ -17,9 +17,10 @@ run is created: an ``int`` fits in a signed 64-bit integer (torch's and numpy's 
 ``long``) and a ``float`` is finite. An error in a TOML file names the file as well as
 the key.
 
-A config class that declares no constraints yet gets the old rules by name: a tolerance
-(``tol``, ``*_tol``, ``*_rtol``, ``*_atol``) is positive, a period (``*_every``) is not
-negative and a seed (``seed``, ``seeds``, ``*_seed``) is not negative.
+A config class that declares no constraints yet gets the old rules by name
+(:func:`check_by_name`): a tolerance (``tol``, ``*_tol``, ``*_rtol``, ``*_atol``) is
+positive, a period (``*_every``) is not negative, a seed (``seed``, ``seeds``, ``*_seed``)
+is not negative, and ``datasets`` names no data set twice.
 """
 
 from __future__ import annotations
@@ -68,14 +69,12 @@ def _base_name(key: str) -> str:
     return key.split("[", 1)[0]
 
 
-def check_generic(key: str, value: object, *, by_name: bool = False) -> None:
-    """The checks every config value gets (module docstring); raises :class:`ConfigError`.
-    ``by_name``: also the old rules by name, for a config that declares no constraints."""
+def check_generic(key: str, value: object) -> None:
+    """The checks every config value gets (module docstring); raises :class:`ConfigError`."""
     if isinstance(value, tuple):
         for i, item in enumerate(value):
-            check_generic(f"{key}[{i}]", item, by_name=by_name)
+            check_generic(f"{key}[{i}]", item)
         return
-    name = _base_name(key)
     if isinstance(value, bool) or value is None:
         return
     if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
@@ -84,7 +83,24 @@ def check_generic(key: str, value: object, *, by_name: bool = False) -> None:
         )
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"`{key}` must be a finite number; got {value!r}")
-    if not by_name or not isinstance(value, int | float):
+
+
+def check_by_name(key: str, value: object) -> None:
+    """The rules by name of a config that declares no constraints yet (module docstring),
+    and no data set twice in ``datasets`` (each names a task)."""
+    if isinstance(value, tuple):
+        repeated = sorted({repr(v) for v in value if value.count(v) > 1})
+        if key == "datasets" and repeated:
+            raise ConfigError(
+                f"`{key}` must not repeat a value (each names a task; repeated: "
+                f"{', '.join(repeated)}); got {list(value)!r}",
+                key=key,
+            )
+        for i, item in enumerate(value):
+            check_by_name(f"{key}[{i}]", item)
+        return
+    name = _base_name(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return
     if (name == "tol" or name.endswith(("_tol", "_rtol", "_atol"))) and not value > 0:
         raise ConfigError(f"`{key}` must be > 0 (a tolerance); got {value!r}")
@@ -206,7 +222,9 @@ def resolve_config(
                     valid = ", ".join(types_by_name)
                     raise ConfigError(f"unknown config key {key!r}; valid keys: {valid}", key=key)
                 values[key] = coerce_value(key, value, types_by_name[key])
-                check_generic(key, values[key], by_name=by_name)
+                check_generic(key, values[key])
+                if by_name:
+                    check_by_name(key, values[key])
             except ConfigError as err:
                 raise _in_file(err, layer) from None
             origin[key] = layer

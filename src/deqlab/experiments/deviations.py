@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from deqlab._format import number
+
 #: Kinds of declaration (PaperValue.role).
 PAPER, NOT_GIVEN, MEASUREMENT = "paper", "not given", "measurement"
 
@@ -118,6 +120,4 @@ def _same(a: Any, b: Any) -> bool:
 def _show(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ", ".join(_show(v) for v in value)
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
+    return number(value, 6) if isinstance(value, float) else str(value)
