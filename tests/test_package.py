@@ -109,3 +109,18 @@ def test_deqlab_verify_is_callable_as_the_package_and_the_function():
     assert [s.as_dict() for s in by_package.statements] == [
         s.as_dict() for s in by_function.statements
     ]
+
+
+def test_the_paper_records_are_registered_by_any_import_of_deqlab():
+    """A stored statement reads back in a process that imports only deqlab.statements
+    (the runs store does): importing deqlab registers every Paper record first."""
+    code = (
+        "import sys\n"
+        "from deqlab.statements import Statement, paper_of\n"
+        "assert paper_of('kawaguchi2021').short == 'Kawaguchi 2021'\n"
+        "s = Statement.from_dict({'name': 'x', 'kind': 'theorem', 'paper': 'hieu2022',\n"
+        "    'location': 'Lemma 3.3.8', 'verdict': 'FAIL', 'measured': 'm', 'expected': 'e'})\n"
+        "assert s.source.citation == 'Hieu 2022 (thesis), Lemma 3.3.8'\n"
+        "assert 'deqlab.experiments.registry' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)

@@ -116,7 +116,7 @@ class Paper:
         detail: str = "",
         quote: str = "",
     ) -> Statement:
-        """An empirical statement of the paper's experiment, ``quote`` d with its location."""
+        """An empirical statement of the paper's experiment, quoted (``quote``) at its location."""
         return measure(
             name,
             Kind.OBSERVATION,
