@@ -49,43 +49,56 @@ def test_a_violated_bound_beside_a_nan_step_is_unmet_not_unmeasured():
     assert worst(fine, "<", bound) is None  # nothing violated, a step unmeasured
 
 
-def _prop(holds, values, steps=None):
-    steps = list(range(1, len(holds) + 1)) if steps is None else steps
-    return implication(
+#: ‖θ(k+1) − θ(0)‖/R at k = 0..4 (Proposition 5's conclusion), violated at k = 3 only.
+RATIOS = [0.5, 0.8, 0.9, 7.0, 0.2]
+
+
+def _ball(ks, suffix):
+    value = worst([RATIOS[k] for k in ks], "<=", 1.0)
+    return HIEU.theorem(
         "Proposition 5",
-        HIEU.source("Proposition 5"),
-        premise="Hypotheses 1 and 3",
-        holds=holds,
-        values=values,
-        steps=steps,
+        name=f"Proposition 5{suffix}",
+        value=value,
         relation="<=",
         threshold=1.0,
-        measured="max ‖θ(k+1) − θ(0)‖/R",
+        measured=f"max ratio over {len(ks)} steps",
+    )
+
+
+def _premise(value):
+    return HIEU.hypothesis(
+        "Section 3.3.3",
+        name="Hypotheses 1 and 3 at every k′",
+        value=value,
+        relation="<=",
+        threshold=0.0,
+        measured="largest excess",
+        needs="Hypotheses 1 and 3 at step 3",
     )
 
 
 def test_implication_is_checked_only_where_its_premise_held():
-    # the premise fails from step 3: the violation at step 4 is outside the premise
-    s = _prop([True, True, False, True], [0.5, 0.8, 0.9, 7.0])
-    assert s.verdict is Verdict.PASS and s.value == 0.8
-    assert "checked at steps 1–2" in s.detail and "NOT APPLICABLE from step 3" in s.detail
-    failing = _prop([True, True, False], [0.5, 1.2, 0.1])
-    assert failing.verdict is Verdict.FAIL and failing.value == 1.2
-    everywhere = _prop([True, True], [0.5, 0.6])
-    assert everywhere.verdict is Verdict.PASS and "held at every step" in everywhere.detail
+    # the premise fails from step 3: the violation at step 3 is outside it
+    held, rest = implication(_ball, 5, _premise(0.4), 3)
+    assert held.verdict is Verdict.PASS and held.value == 0.9 and held.name == "Proposition 5"
+    assert rest.verdict is Verdict.NOT_APPLICABLE and rest.name == "Proposition 5, from step 3"
+    assert rest.value == 7.0 and rest.needs == "Hypotheses 1 and 3 at step 3"
+    (everywhere,) = implication(_ball, 3, _premise(-0.1), None)
+    assert everywhere.verdict is Verdict.PASS and everywhere.value == 0.9
+    failing, _ = implication(_ball, 5, _premise(0.4), 4)  # the premise held through step 3
+    assert failing.verdict is Verdict.FAIL and failing.value == 7.0
 
 
-def test_implication_whose_premise_never_held_is_not_applicable():
-    s = _prop([False, True], [0.5, 0.5])
-    assert s.verdict is Verdict.NOT_APPLICABLE and s.kind is Kind.THEOREM
-    assert "fails from the first step (step 1)" in s.detail
-    assert _prop([None, True], [0.5, 0.5]).verdict is Verdict.NOT_MEASURED
-    assert _prop([], []).verdict is Verdict.NOT_MEASURED
-    unmeasured_after = _prop([True, None], [0.5, 9.0])
-    assert unmeasured_after.verdict is Verdict.PASS
-    assert "is not measured" in unmeasured_after.detail
+def test_implication_whose_premise_never_held_or_is_unmeasured():
+    none_held, rest = implication(_ball, 5, _premise(0.4), 0)
+    assert none_held.verdict is Verdict.NOT_MEASURED  # no step where the premise held
+    assert rest.verdict is Verdict.NOT_APPLICABLE and rest.kind is Kind.THEOREM
+    _, unknown = implication(_ball, 5, _premise(None), 2)
+    assert unknown.verdict is Verdict.NOT_MEASURED
+    guarded, _ = implication(_ball, 5, _premise(0.4), 3, given=[_premise(1.0)])
+    assert guarded.verdict is Verdict.NOT_APPLICABLE  # the theorem's own hypothesis is unmet
 
 
-def test_implication_checks_its_lengths():
-    with pytest.raises(ValueError, match="one entry per step; got lengths 2, 1, 2"):
-        _prop([True, True], [0.5])
+def test_implication_needs_a_hypothesis_as_its_premise():
+    with pytest.raises(ValueError, match="`premise` must be a hypothesis statement; got theorem"):
+        implication(_ball, 5, _ball(range(1), ""), 3)

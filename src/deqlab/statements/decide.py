@@ -5,13 +5,13 @@ or an implication over steps; and the one rule that reduces many values to one.
 - :func:`measure`: ``value relation threshold`` → PASS / FAIL (HOLDS / UNMET for a
   hypothesis), NOT MEASURED without a finite value;
 - :func:`theorem`: NOT APPLICABLE where a hypothesis is unmet, with what would satisfy it;
-- :func:`implication`: "if P then Q" checked only on the steps where P held.
+- :func:`implication`: "if P then Q" over steps, checked only on the steps where P held.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from deqlab.statements.statement import (
     OURS_KEY,
@@ -142,57 +142,32 @@ def theorem(check: Statement, hypotheses: Sequence[Statement]) -> Statement:
 
 
 def implication(
-    name: str,
-    source: Source,
-    *,
-    premise: str,
-    holds: Sequence[bool | None],
-    values: Sequence[float | None],
-    steps: Sequence[int],
-    relation: str,
-    threshold: float,
-    measured: str,
-    expected: str = "",
-    detail: str = "",
-) -> Statement:
-    """The theorem "if ``premise`` holds at every step up to k, then ``values[k] relation
-    threshold``" (an induction step, e.g. the thesis' Propositions 5–6), over ``steps``.
+    check: Callable[[range, str], Statement],
+    steps: int,
+    premise: Statement,
+    first: int | None,
+    given: Sequence[Statement] = (),
+) -> list[Statement]:
+    """The theorem "if P holds at every k′ ≤ k, then Q holds at k → k + 1" over the steps
+    k = 0, …, ``steps`` − 1 (an induction step of a proof, e.g. the thesis' Propositions
+    5–6): Q is checked only where P held.
 
-    ``holds[k]`` says whether the premise held at every step up to ``steps[k]`` (None: not
-    measured) and ``values[k]`` is the conclusion's value there (the caller aligns them,
-    e.g. the premise at k with the conclusion at k + 1). The statement is checked only on
-    the steps before the premise first fails, decided on their :func:`worst` value: from
-    that step on it is NOT APPLICABLE, said in the detail; where the premise fails at the
-    first step the whole statement is NOT APPLICABLE, where it is unmeasured there NOT
-    MEASURED.
+    ``premise`` is the HYPOTHESIS statement of P and ``first`` the first step where P fails
+    or is not measured (None: it holds at every step of the run). ``check(ks, suffix)``
+    builds the theorem statement of Q over the steps ``ks`` (``suffix`` goes at the end of
+    its name). Returns Q on the steps before ``first``, guarded by ``given`` (the hypotheses
+    of the theorem the step belongs to), and, when P fails within the run, Q on the steps
+    from ``first`` on, NOT APPLICABLE with P as its unmet hypothesis (NOT MEASURED where P
+    was not measured).
     """
-    if not len(holds) == len(values) == len(steps):
-        raise ValueError(
-            f"`holds`, `values` and `steps` must have one entry per step; got lengths "
-            f"{len(holds)}, {len(values)}, {len(steps)}"
-        )
-    checkable = next((k for k, h in enumerate(holds) if h is not True), len(holds))
-    check = measure(
-        name, Kind.THEOREM, source, value=worst(values[:checkable], relation, threshold),
-        relation=relation, threshold=threshold, measured=measured, expected=expected,
-        detail=detail,
-    )  # fmt: skip
-    if checkable == len(steps) and steps:
-        return _replace(check, check.verdict, f"{premise} held at every step", check.needs)
-    if checkable == len(steps):
-        return _replace(check, Verdict.NOT_MEASURED, "no step to check", "")
-    cut = f"step {steps[checkable]}"
-    if not checkable:
-        if holds[0] is None:
-            return _replace(check, Verdict.NOT_MEASURED, f"{premise} not measured at {cut}", "")
-        why = f"{premise} fails from the first step ({cut}): the premise never held"
-        return _replace(check, Verdict.NOT_APPLICABLE, why, f"{premise} at {cut}")
-    failed = "fails" if holds[checkable] is False else "is not measured"
-    why = (
-        f"checked at steps {steps[0]}–{steps[checkable - 1]}, where {premise} held; "
-        f"NOT APPLICABLE from {cut}, where {premise} {failed}"
-    )
-    return _replace(check, check.verdict, why, check.needs)
+    if premise.kind is not Kind.HYPOTHESIS:
+        raise ValueError(f"`premise` must be a hypothesis statement; got {premise.kind.value}")
+    end = steps if first is None else min(first, steps)
+    found = [theorem(check(range(end), ""), given)]
+    if end < steps:
+        rest = check(range(end, steps), f", from step {end}")
+        found.append(theorem(rest, [*given, premise]))
+    return found
 
 
 def _replace(check: Statement, verdict: Verdict, why: str, needs: str) -> Statement:

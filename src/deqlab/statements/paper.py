@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from deqlab.statements.decide import implication, measure, not_measured, theorem
+from deqlab.statements.decide import measure, not_measured, theorem
 from deqlab.statements.statement import OURS_KEY, Kind, Source, Statement, register
 
 
@@ -21,8 +21,8 @@ class Paper:
     citation (``"Ling et al. 2023"``) and ``full`` citation (authors, title, venue).
 
     The only place a paper is named. Its builders make statements cited to it:
-    :meth:`theorem`, :meth:`hypothesis`, :meth:`observation`, :meth:`implication` and
-    :meth:`not_measured` take the location in the paper first and the measurement as
+    :meth:`theorem`, :meth:`hypothesis`, :meth:`observation` and :meth:`not_measured`
+    take the location in the paper first and the measurement as
     keywords (see :func:`measure`).
     """
 
@@ -128,39 +128,6 @@ class Paper:
             expected=expected,
             detail=detail,
         )
-
-    def implication(
-        self,
-        location: str,
-        *,
-        name: str,
-        premise: str,
-        holds: Sequence[bool | None],
-        values: Sequence[float | None],
-        steps: Sequence[int],
-        relation: str,
-        threshold: float,
-        measured: str,
-        expected: str = "",
-        detail: str = "",
-        given: Sequence[Statement] = (),
-        quote: str = "",
-    ) -> Statement:
-        """A theorem "if ``premise`` then Q" over ``steps`` (:func:`implication`)."""
-        check = implication(
-            name,
-            self.source(location, quote),
-            premise=premise,
-            holds=holds,
-            values=values,
-            steps=steps,
-            relation=relation,
-            threshold=threshold,
-            measured=measured,
-            expected=expected,
-            detail=detail,
-        )
-        return theorem(check, given)
 
     def not_measured(
         self, kind: Kind, location: str, *, name: str, expected: str, why: str, quote: str = ""
