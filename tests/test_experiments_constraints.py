@@ -48,6 +48,7 @@ class Sweep(Config):
         "eta": POSITIVE,
         "seed": SEED,
         "n_train": Rule(lambda c: (c.n_train == 0) == (c.n_test == 0), "be 0 with n_test"),
+        "n_test": Rule(lambda c: c.n_test <= 10 * c.n, lambda c: f"be <= 10·n = {10 * c.n}"),
     }
 
 
@@ -68,6 +69,7 @@ class Sweep(Config):
         (["eta=-1"], r"`eta` must be in \(0, inf\); got -1"),
         (["seed=-1"], r"`seed` must be >= 0; got -1"),
         (["n_train=5"], r"`n_train` must be 0 with n_test; got 5"),
+        (["n_test=101", "n_train=1"], r"`n_test` must be <= 10·n = 100; got 101"),
     ],
 )  # fmt: skip
 def test_a_value_breaking_a_declared_constraint_is_refused_in_one_line(overrides, message):

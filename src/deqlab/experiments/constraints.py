@@ -165,13 +165,16 @@ NONEMPTY = Length(1)
 class Rule(Constraint):
     """A relation between fields: ``holds(config)`` is True, else "`key` must ``text``"
     (e.g. ``Rule(lambda c: (c.n_train == 0) == (c.n_test == 0), "be 0 exactly when
-    n_test is 0")``)."""
+    n_test is 0")``); ``text`` may be a function of the config, for a bound it computes
+    (``lambda c: f"be 0 or >= d + k = {2 * c.d}"``)."""
 
     holds: Callable[[Any], bool]
-    text: str
+    text: str | Callable[[Any], str]
 
     def why_not(self, value: Any, config: Any) -> str | None:
-        return None if self.holds(config) else self.text
+        if self.holds(config):
+            return None
+        return self.text if isinstance(self.text, str) else self.text(config)
 
 
 def declared(config_cls: type) -> dict[str, tuple[Constraint, ...]]:
