@@ -60,8 +60,8 @@ from deqlab.theory.kawaguchi2021 import (
     square_loss,
     square_loss_optimum,
 )
+from deqlab.theory.spectra import lanczos_largest
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
-from deqlab.verify.eigen import lanczos_largest
 from deqlab.verify.inputs import InputError, Inputs
 from deqlab.verify.progress import Progress, silent
 

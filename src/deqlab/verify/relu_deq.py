@@ -56,8 +56,7 @@ from deqlab.theory.ling2023 import (
     width_margin,
 )
 from deqlab.theory.ntk import deq_ntk, pl_gram
-from deqlab.theory.spectra import spectral_norm, spectral_norm_lanczos
-from deqlab.verify.eigen import least_eigenvalue_large
+from deqlab.theory.spectra import least_eigenvalue_large, spectral_norm, spectral_norm_lanczos
 from deqlab.verify.inputs import Inputs, assumption2
 from deqlab.verify.progress import Progress, silent
 

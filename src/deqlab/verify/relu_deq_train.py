@@ -28,8 +28,8 @@ from deqlab.solvers import SolverError
 from deqlab.statements import Statement, is_measured
 from deqlab.theory.ling2023 import PLMargins, Theorem1Margins, pl_margins, theorem1_margins
 from deqlab.theory.ntk import pl_gram
+from deqlab.theory.spectra import least_eigenvalue_large
 from deqlab.train.relu_deq import GDConfig, GDTrainer
-from deqlab.verify.eigen import least_eigenvalue_large
 from deqlab.verify.progress import Progress, silent
 from deqlab.verify.relu_deq import SOLVE_TOL, ReLUDEQInit
 

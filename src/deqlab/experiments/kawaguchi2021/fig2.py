@@ -54,11 +54,11 @@ from deqlab.models.baselines import RESNET_IO, LinearResNet
 from deqlab.models.delm import DELM, check_gamma
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import square_loss, square_loss_optimum
+from deqlab.theory.spectra import lanczos_largest
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 from deqlab.train.divergence import DivergenceError
 from deqlab.train.resumable import run_resumable
 from deqlab.train.sgd import FullBatchGD
-from deqlab.verify.eigen import lanczos_largest
 
 DATA_OF_PANEL = {"a": "gaussian", "b": "uniform", "c": "gaussian"}
 

@@ -1,4 +1,4 @@
-"""λ_min of large PSD matrices (deqlab.verify.eigen): Lanczos and Cholesky + Lanczos on
+"""λ_min of large PSD matrices (deqlab.theory.spectra): Lanczos and Cholesky + Lanczos on
 K⁻¹ against a dense eigvalsh on small cases, singular matrices, the dense path."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import pytest
 import torch
 
 from deqlab.data import get_dataset
+from deqlab.theory import spectra
 from deqlab.theory.kernels import least_eigenvalue, population_gram
-from deqlab.verify import eigen
-from deqlab.verify.eigen import cholesky_lower, lanczos_largest, least_eigenvalue_large
+from deqlab.theory.spectra import cholesky_lower, lanczos_largest, least_eigenvalue_large
 
 
 @pytest.fixture
 def iterative(monkeypatch):
     """Force the Cholesky + Lanczos path on small matrices."""
-    monkeypatch.setattr(eigen, "DENSE_LIMIT", 1)
+    monkeypatch.setattr(spectra, "DENSE_LIMIT", 1)
 
 
 def test_lanczos_finds_the_largest_eigenvalue_of_a_symmetric_matrix():
@@ -51,7 +51,7 @@ def test_the_shift_sits_below_lambda_min_or_falls_back(iterative, monkeypatch):
     exact = least_eigenvalue(K).value
     assert torch.equal(K, population_gram(X, 0.08))  # K is left as it was
     for shifts in ((5e-3,), (-0.5, 0.5), (-0.5,)):  # below; above then below; only above
-        monkeypatch.setattr(eigen, "SHIFTS", shifts)
+        monkeypatch.setattr(spectra, "SHIFTS", shifts)
         assert least_eigenvalue_large(K).value == pytest.approx(exact, rel=1e-7)
 
 
@@ -81,3 +81,22 @@ def test_small_matrices_take_the_exact_path():
 def test_a_non_square_matrix_is_refused():
     with pytest.raises(ValueError, match="square"):
         least_eigenvalue_large(torch.ones(2, 3, dtype=torch.float64))
+
+
+def test_a_given_work_array_is_used_and_k_is_left_unchanged(iterative):
+    X = get_dataset("sphere", n=120, d=10, seed=5).X
+    K = population_gram(X, 0.08)
+    before = K.clone()
+    work = torch.full_like(K, float("nan"))
+    stages = []
+    got = least_eigenvalue_large(K, work=work, progress=lambda what, i, t: stages.append(i))
+    assert torch.equal(K, before)
+    assert got.value == pytest.approx(least_eigenvalue(K).value, rel=1e-7)
+    assert stages == [0, 1, 2, 3, 4]  # λ_max, Cholesky, coarse, shifted Cholesky, refine
+    assert bool(torch.isfinite(work).all())  # the factor went into `work`
+
+
+def test_a_wrong_work_array_is_refused(iterative):
+    K = population_gram(get_dataset("sphere", n=20, d=5, seed=0).X, 0.08)
+    with pytest.raises(ValueError, match=r"`work` must be a \(20, 20\) float64 CPU tensor"):
+        least_eigenvalue_large(K, work=torch.empty(20, 19, dtype=torch.float64))
