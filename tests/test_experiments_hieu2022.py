@@ -7,17 +7,14 @@ import pytest
 import torch
 
 from deqlab.experiments.config import ConfigError
+from deqlab.experiments.hieu2022 import dynamics_report, landscape_report
 from deqlab.experiments.hieu2022.dynamics import Hieu2022Dynamics, pca_2d
-from deqlab.experiments.hieu2022.dynamics_report import dynamics_statements
 from deqlab.experiments.hieu2022.gd_proof import GDTrace, implication, premise, theorem_3_3_5
 from deqlab.experiments.hieu2022.landscape import Hieu2022Landscape
-from deqlab.experiments.hieu2022.landscape_report import (
-    flat_areas,
-    landscape_statements,
-    surfaces,
-)
-from deqlab.experiments.hieu2022.mondeq_gd import CONDITION_KEYS, Hieu2022MonDEQGD
+from deqlab.experiments.hieu2022.landscape_report import flat_areas, surfaces
+from deqlab.experiments.hieu2022.mondeq_gd import Hieu2022MonDEQGD
 from deqlab.experiments.hieu2022.mondeq_gd_report import mondeq_gd_statements
+from deqlab.experiments.hieu2022.setting import CONDITION_KEYS
 from deqlab.experiments.hieu2022.statements import (
     WidthFit,
     ball_check,
@@ -298,7 +295,7 @@ def test_dynamics_statements_pass_and_fail():
     config = _dyn_config()
     steady = _init_rows(0.01, [1.0, 0.1, 0.005]) + _init_rows(1.0, [1.0, 0.5, 0.4, 0.3])
     trained = _snapshot(0, 3, 1.0) + _snapshot(1, 5, 4.0) + _train_rows(0.9)
-    found = _by_name(dynamics_statements(config, steady + trained))
+    found = _by_name(dynamics_report.statements(config, steady + trained))
     names = list(found)
     assert [found[n].kind for n in names] == [Kind.OBSERVATION, Kind.OURS, Kind.OURS,
                                               Kind.OBSERVATION, Kind.OBSERVATION]  # fmt: skip
@@ -307,7 +304,7 @@ def test_dynamics_statements_pass_and_fail():
     assert found[names[3]].source.location == "Section 4.1.2, Fig. 4.3"
     chaotic = _init_rows(0.01, [1.0, 0.5, 0.4, 0.3]) + _init_rows(1.0, [1.0, 0.5, 0.4, 0.3])
     reversed_ = _snapshot(0, 5, 4.0) + _snapshot(1, 5, 1.0) + _train_rows(0.9)
-    found = _by_name(dynamics_statements(config, chaotic + reversed_))
+    found = _by_name(dynamics_report.statements(config, chaotic + reversed_))
     assert all(s.verdict is FAIL for s in found.values()), found  # ties and reversals fail
 
 
@@ -315,15 +312,15 @@ def test_dynamics_statements_not_measured_untrained_saturated_or_missing():
     config = _dyn_config()
     init = _init_rows(0.01, [1.0, 0.1, 0.005]) + _init_rows(1.0, [1.0, 0.5, 0.4, 0.3])
     untrained_run = _snapshot(0, 3, 1.0) + _snapshot(1, 5, 4.0) + _train_rows(0.2)
-    found = list(dynamics_statements(config, init + untrained_run))
+    found = list(dynamics_report.statements(config, init + untrained_run))
     assert [s.verdict for s in found[3:]] == [NM, NM]
     assert "not trained" in found[3].detail
     capped = _snapshot(0, 10, 1.0) + _snapshot(1, 10, 4.0) + _train_rows(0.9)
-    longer = dynamics_statements(config, init + capped)[3]
+    longer = dynamics_report.statements(config, init + capped)[3]
     assert longer.verdict is NM and "all max_iter = 10" in longer.detail
     one_step = _init_rows(0.01, [1.0]) + _init_rows(1.0, [1.0])
-    assert dynamics_statements(config, one_step)[0].verdict is NM  # no step after the first
-    assert {s.verdict for s in dynamics_statements(config, [])} == {NM}
+    assert dynamics_report.statements(config, one_step)[0].verdict is NM  # no step after the first
+    assert {s.verdict for s in dynamics_report.statements(config, [])} == {NM}
 
 
 # --- hieu2022-landscape statements on made-up rows ----------------------------------------
@@ -344,29 +341,29 @@ def _land_config():
 def test_landscape_statements_pass_only_on_strict_growth_and_a_largest_deq():
     config = _land_config()  # repeats 1, 2
     good = _bowl("deq", 0.9) + _bowl("repeat1", 4.0) + _bowl("repeat2", 2.0)  # 13, 5, 9 points
-    grows, largest = landscape_statements(config, good)
+    grows, largest = landscape_report.statements(config, good)
     assert grows.kind is Kind.OBSERVATION and grows.verdict is PASS
     assert largest.verdict is PASS and largest.value > 0
     assert "small-loss neighborhood around the minimizer is expanded" in grows.source.quote
     assert largest.source.quote.endswith("This suggests the superior of training DEQ models.")
     assert grows.source.location == "Section 4.2.1, Figure 4.4"
     tie = _bowl("deq", 2.0) + _bowl("repeat1", 2.0) + _bowl("repeat2", 2.0)
-    assert [s.verdict for s in landscape_statements(config, tie)] == [FAIL, FAIL]
+    assert [s.verdict for s in landscape_report.statements(config, tie)] == [FAIL, FAIL]
     reversed_ = _bowl("deq", 4.0) + _bowl("repeat1", 0.9) + _bowl("repeat2", 2.0)
-    assert [s.verdict for s in landscape_statements(config, reversed_)] == [FAIL, FAIL]
+    assert [s.verdict for s in landscape_report.statements(config, reversed_)] == [FAIL, FAIL]
 
 
 def test_landscape_statements_not_measured_when_saturated_untrained_or_missing():
     config = _land_config()
     flat = _bowl("deq", 0.1) + _bowl("repeat1", 4.0) + _bowl("repeat2", 2.0)
-    found = landscape_statements(config, flat)
+    found = landscape_report.statements(config, flat)
     assert {s.verdict for s in found} == {NM}
     assert "deq: the whole grid (grid too small or flat_delta too loose)" in found[0].detail
     sharp = _bowl("deq", 1.2) + _bowl("repeat1", 100.0) + _bowl("repeat2", 2.0)
-    assert "repeat1: only the centre" in landscape_statements(config, sharp)[0].detail
+    assert "repeat1: only the centre" in landscape_report.statements(config, sharp)[0].detail
     weak = _bowl("deq", 1.2) + _bowl("repeat1", 4.0, accuracy=0.2) + _bowl("repeat2", 2.0)
-    assert "not trained" in landscape_statements(config, weak)[1].detail
-    missing = landscape_statements(config, _bowl("deq", 1.2))
+    assert "not trained" in landscape_report.statements(config, weak)[1].detail
+    missing = landscape_report.statements(config, _bowl("deq", 1.2))
     assert {s.verdict for s in missing} == {NM} and "no surface for repeat1" in missing[0].detail
 
 
@@ -374,10 +371,10 @@ def test_landscape_deq_statement_not_measured_when_its_solves_stop_at_max_iter()
     config = _land_config()  # max_iter 10
     good = _bowl("deq", 0.9) + _bowl("repeat1", 4.0) + _bowl("repeat2", 2.0)
     steps = [dict(r, solver_steps=9 if r["model"] == "deq" else 0) for r in good]
-    assert [s.verdict for s in landscape_statements(config, steps)] == [PASS, PASS]
+    assert [s.verdict for s in landscape_report.statements(config, steps)] == [PASS, PASS]
     capped = [dict(r, solver_steps=10 if r.get("beta") == 1.0 else r["solver_steps"])
               for r in steps]  # fmt: skip
-    grows, largest = landscape_statements(config, capped)
+    grows, largest = landscape_report.statements(config, capped)
     assert grows.verdict is PASS and largest.verdict is NM
     assert "all max_iter = 10 evaluations at 5 of 25 grid points" in largest.detail
 
@@ -487,7 +484,7 @@ def test_mondeq_gd_theorem_half_preset_fails_theorem_3_3_5_at_a_positive_rate():
 
 
 def test_mondeq_gd_config_rejects_bad_widths_and_eta_rules():
-    with pytest.raises(ConfigError, match="must all be >= n_samples"):
+    with pytest.raises(ConfigError, match="`widths` must be >= n_samples = "):
         Hieu2022MonDEQGD().resolve("tiny", overrides=["widths=[4, 12]"])
     with pytest.raises(ConfigError, match="`eta_rule` must be one of"):
         Hieu2022MonDEQGD().resolve("tiny", overrides=["eta_rule=fast"])

@@ -9,7 +9,8 @@ import torch
 
 from deqlab.data import get_dataset
 from deqlab.experiments.config import ConfigError
-from deqlab.experiments.hieu2022.gradflow import Hieu2022GradFlow, _initial_kernel_max, _model
+from deqlab.experiments.hieu2022.gradflow import Hieu2022GradFlow, _initial_kernel_max
+from deqlab.experiments.hieu2022.setting import build_model
 from deqlab.experiments.hieu2022.statements import (
     FlowTrace,
     WidthFit,
@@ -150,7 +151,7 @@ def _flow(width=8, fraction=0.1):
     config = Hieu2022GradFlow().resolve("tiny")
     data = get_dataset("sphere", n=config.n_samples, d=config.d, seed=0, dtype=torch.float64)
     h = fraction / _initial_kernel_max(config, width, data.X)
-    return MonDEQFlow(_model(config, width, "cpu"), data.X, data.y, h=h), data
+    return MonDEQFlow(build_model(config, width, "cpu"), data.X, data.y, h=h), data
 
 
 def test_flow_probe_is_the_runs_own_step_against_minus_k_r_and_fails_for_a_wrong_kernel():
@@ -214,7 +215,7 @@ def test_registered_with_its_paper_setting():
     found = {d.setting: d for d in exp.deviations(exp.resolve("quick"))}
     assert found["steps"].kind == "our choice" and found["widths"].kind == "our choice"
     assert all(c.endswith(".") for c in exp.figure_captions.values())
-    with pytest.raises(ConfigError, match="must all be >= n_samples"):
+    with pytest.raises(ConfigError, match="`widths` must be >= n_samples = "):
         exp.resolve("tiny", overrides=["widths=[2, 8]"])
     with pytest.raises(ConfigError, match="`h_fraction` must be in"):
         exp.resolve("tiny", overrides=["h_fraction=1.5"])

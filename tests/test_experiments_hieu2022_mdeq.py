@@ -21,7 +21,7 @@ from deqlab.experiments.hieu2022.mdeq_landscape import (
     cifar10_present,
     load_images,
 )
-from deqlab.experiments.hieu2022.mdeq_landscape_report import local_minima, mdeq_statements
+from deqlab.experiments.hieu2022.mdeq_landscape_report import local_minima, statements
 from deqlab.runs.describe import dataset_status
 from deqlab.runs.runner import DataError, check_datasets
 from deqlab.statements import Kind, Verdict
@@ -42,7 +42,7 @@ def rows_of(loss, *, acc=0.9, residual=1e-4, grid=21):
 
 
 def by_name(rows):
-    return {s.name: s for s in mdeq_statements(CONFIG, rows)}
+    return {s.name: s for s in statements(CONFIG, rows)}
 
 
 def bowl(a, b):

@@ -32,6 +32,7 @@ from deqlab._checks import check_int, check_positive
 from deqlab.data import get_dataset
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
 from deqlab.experiments.deviations import PaperValue, measurement, not_given, paper
+from deqlab.experiments.hieu2022 import dynamics_report
 from deqlab.experiments.hieu2022.training import train_classifier
 from deqlab.experiments.registry import register
 from deqlab.models.conv_deq import ConvDEQ
@@ -232,11 +233,7 @@ class Hieu2022Dynamics(Experiment):
         )  # fmt: skip
 
     def statements(self, config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
-        from deqlab.experiments.hieu2022.dynamics_report import dynamics_statements
-
-        return dynamics_statements(config, rows)
+        return dynamics_report.statements(config, rows)
 
     def plot(self, config: DynamicsConfig, rows: list[Row], directory: Path) -> list[Path]:
-        from deqlab.experiments.hieu2022.dynamics_report import plot_dynamics
-
-        return plot_dynamics(config, rows, directory)
+        return dynamics_report.plot(config, rows, directory)

@@ -26,13 +26,16 @@ import math
 from collections import defaultdict
 from pathlib import Path
 from statistics import median
+from typing import TYPE_CHECKING
 
 import torch
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.hieu2022.dynamics import DynamicsConfig
 from deqlab.experiments.hieu2022.statements import thesis, untrained
 from deqlab.statements import OURS, Kind, Statement, measure, not_measured
+
+if TYPE_CHECKING:
+    from deqlab.experiments.hieu2022.dynamics import DynamicsConfig
 
 Trajectories = dict[int, list[Row]]  # sample -> rows in step order
 
@@ -99,7 +102,7 @@ def accuracy(rows: list[Row], epoch: int) -> float | None:
     return float(found[0]) if found else None
 
 
-def dynamics_statements(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
+def statements(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     """The statements of the module docstring."""
     return [*_initialisation(config, rows), *_training(config, rows)]
 
@@ -249,7 +252,7 @@ def _pca(colored: bool):
     return draw
 
 
-def plot_dynamics(config: DynamicsConfig, rows: list[Row], directory: Path) -> list[Path]:
+def plot(config: DynamicsConfig, rows: list[Row], directory: Path) -> list[Path]:
     """Write Figures 4.1–4.3; return their files."""
     init = trajectories(rows, "init", "init_std")
     training = trajectories(rows, "training", "epoch")

@@ -32,52 +32,38 @@ from typing import ClassVar
 
 import torch
 
-from deqlab._checks import check_int, check_positive, check_real
 from deqlab.data import get_dataset
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.constraints import POSITIVE, Interval
 from deqlab.experiments.deviations import PaperValue, measurement, not_given
+from deqlab.experiments.hieu2022 import gradflow_report
 from deqlab.experiments.hieu2022.mondeq_gd import PAPER_SETTING as GD_SETTING
-from deqlab.experiments.hieu2022.mondeq_gd import _model, check_sizes
+from deqlab.experiments.hieu2022.setting import CONDITION_1_KEYS, MonDEQSetting, build_model
 from deqlab.experiments.registry import register
 from deqlab.statements import Statement
 from deqlab.theory.mondeq import condition_1, gradient_flow_bound, mondeq_constants
 from deqlab.theory.mondeq_kernel import prediction_kernel
 from deqlab.train.mondeq_flow import MonDEQFlow
 
-CONDITION_1_KEYS = ("eq3_8", "eq3_9")
-
 
 @dataclass(frozen=True)
-class GradFlowConfig:
+class GradFlowConfig(MonDEQSetting):
     """Defaults of our synthetic setting (see the module docstring)."""
 
-    n_samples: int = 50
-    d: int = 10
-    widths: tuple[int, ...] = (50, 100, 200, 400)
-    m: float = 0.2
     steps: int = 1000  # Euler steps of size h (2·steps of size h/2)
     h_fraction: float = 0.1  # h = h_fraction / λ_max(K(0))
     probe_every: int = 100
-    radius: float = 1.0
-    sigma_A: float = 1.0
-    sigma_B: float = 1.0
-    sigma_U: float = 1.0
-    sigma_u: float = 1.0
     tol: float = 1e-11  # relative residual of the forward and adjoint splitting solves
     prop4_rtol: float = 1e-2  # ours: Eq. (3.7)'s residual once the O(h) error is removed
     flow_rtol: float = 5e-2  # ours: largest Euler error accepted (step_error_check)
-    seed: int = 0
-    data_seed: int = 0
 
-    def __post_init__(self) -> None:
-        check_sizes(self)
-        check_int("steps", self.steps, min_value=1)
-        check_real("h_fraction", self.h_fraction, low=0.0, high=1.0, low_inclusive=False)
-        check_int("probe_every", self.probe_every, min_value=1)
-        for name in ("m", "radius", "sigma_A", "sigma_B", "sigma_U", "sigma_u", "tol"):
-            check_positive(name, getattr(self, name))
-        check_positive("prop4_rtol", self.prop4_rtol)
-        check_positive("flow_rtol", self.flow_rtol)
+    constraints: ClassVar = {
+        "steps": Interval(1),
+        "h_fraction": Interval(0.0, 1.0, "right"),
+        "probe_every": Interval(1),
+        "prop4_rtol": POSITIVE,
+        "flow_rtol": POSITIVE,
+    }
 
 
 _FLOW = "Section 3.3.1 analyses the exact flow; Euler with steps h and h/2 stands in (ours)"
@@ -97,7 +83,7 @@ PAPER_SETTING: dict[str, PaperValue] = {
 
 def _initial_kernel_max(config: GradFlowConfig, width: int, X: torch.Tensor) -> float:
     """``λ_max(K(0))`` of Eq. (3.7) at initialisation (sets the step ``h``)."""
-    model = _model(config, width, X.device)
+    model = build_model(config, width, X.device)
     with torch.no_grad():
         Z = model.equilibrium(X)
     params = {k: p.detach() for k, p in model.named_parameters()}
@@ -172,7 +158,7 @@ class Hieu2022GradFlow(Experiment):
         width, refine = int(task.params["width"]), int(task.params["refine"])
         kernel_max = _initial_kernel_max(config, width, X)
         h = config.h_fraction / kernel_max / 2**refine
-        flow = MonDEQFlow(_model(config, width, ctx.device), X, y, h=h)
+        flow = MonDEQFlow(build_model(config, width, ctx.device), X, y, h=h)
         steps, every = config.steps * 2**refine, config.probe_every * 2**refine
         resumed = ctx.resume()
         if resumed is not None:
@@ -193,11 +179,7 @@ class Hieu2022GradFlow(Experiment):
         ]
 
     def statements(self, config: GradFlowConfig, rows: list[Row]) -> list[Statement]:
-        from deqlab.experiments.hieu2022.gradflow_report import gradflow_statements
-
-        return gradflow_statements(config, rows)
+        return gradflow_report.statements(config, rows)
 
     def plot(self, config: GradFlowConfig, rows: list[Row], directory: Path) -> list[Path]:
-        from deqlab.experiments.hieu2022.gradflow_report import plot_gradflow
-
-        return plot_gradflow(config, rows, directory)
+        return gradflow_report.plot(config, rows, directory)

@@ -21,9 +21,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.hieu2022.gradflow import CONDITION_1_KEYS, GradFlowConfig
+from deqlab.experiments.hieu2022.setting import CONDITION_1_KEYS
 from deqlab.experiments.hieu2022.statements import (
     LEMMAS,
     FlowTrace,
@@ -36,6 +37,9 @@ from deqlab.experiments.hieu2022.statements import (
 )
 from deqlab.statements import Statement
 from deqlab.theory.mondeq import PARAMETERS, Inequality
+
+if TYPE_CHECKING:
+    from deqlab.experiments.hieu2022.gradflow import GradFlowConfig
 
 LABELS = {"eq3_8": "Eq. (3.8)", "eq3_9": "Eq. (3.9)"}
 
@@ -90,7 +94,7 @@ def _probe_statements(config: GradFlowConfig, width: int, coarse: list[Row]) -> 
     ]  # fmt: skip
 
 
-def gradflow_statements(config: GradFlowConfig, rows: list[Row]) -> list[Statement]:
+def statements(config: GradFlowConfig, rows: list[Row]) -> list[Statement]:
     """The statements of the module docstring (a width needs both runs)."""
     found = {w: g for w, g in runs(rows).items() if set(g) == {0, 1}}
     fits = {
@@ -114,7 +118,7 @@ def _inequality(row: Row, key: str) -> Inequality:
     return Inequality(name=LABELS[key], lhs=lhs, relation=">=", rhs=rhs, holds=lhs >= rhs)
 
 
-def plot_gradflow(config: GradFlowConfig, rows: list[Row], directory: Path) -> list[Path]:
+def plot(config: GradFlowConfig, rows: list[Row], directory: Path) -> list[Path]:
     """Write the figure of the module docstring; return its files."""
     import matplotlib.pyplot as plt
 

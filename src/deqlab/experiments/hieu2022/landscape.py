@@ -31,6 +31,7 @@ from torch.nn import functional as F
 from deqlab._checks import check_int, check_positive
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
 from deqlab.experiments.deviations import PaperValue, measurement, not_given, paper
+from deqlab.experiments.hieu2022 import landscape_report
 from deqlab.experiments.hieu2022.dynamics import image_tensors
 from deqlab.experiments.hieu2022.training import train_classifier
 from deqlab.experiments.registry import register
@@ -189,11 +190,7 @@ class Hieu2022Landscape(Experiment):
         return rows
 
     def statements(self, config: LandscapeConfig, rows: list[Row]) -> list[Statement]:
-        from deqlab.experiments.hieu2022.landscape_report import landscape_statements
-
-        return landscape_statements(config, rows)
+        return landscape_report.statements(config, rows)
 
     def plot(self, config: LandscapeConfig, rows: list[Row], directory: Path) -> list[Path]:
-        from deqlab.experiments.hieu2022.landscape_report import plot_landscapes
-
-        return plot_landscapes(config, rows, directory)
+        return landscape_report.plot(config, rows, directory)

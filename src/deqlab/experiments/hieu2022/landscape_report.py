@@ -18,14 +18,17 @@ iterate, not of the equilibrium). Figure ``landscapes``: one contour plot per mo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.hieu2022.landscape import LandscapeConfig
 from deqlab.experiments.hieu2022.statements import thesis, untrained
 from deqlab.landscape import LossSurface
 from deqlab.statements import Kind, Statement, measure, min_step_gap, not_measured
+
+if TYPE_CHECKING:
+    from deqlab.experiments.hieu2022.landscape import LandscapeConfig
 
 _WORDS = (
     "From the plots, we can see that the small-loss neighborhood around the minimizer is "
@@ -97,7 +100,7 @@ def final_accuracy(rows: list[Row], model: str) -> float | None:
     return float(max(found, key=lambda r: int(r["epoch"]))["train_acc"]) if found else None
 
 
-def landscape_statements(config: LandscapeConfig, rows: list[Row]) -> list[Statement]:
+def statements(config: LandscapeConfig, rows: list[Row]) -> list[Statement]:
     """The two observations of the module docstring."""
     tied = [f"repeat{k}" for k in config.repeats]
     areas = flat_areas(rows, config.flat_delta)
@@ -145,7 +148,7 @@ def _deq_margin(areas: dict[str, float], tied: list[str]) -> float:
     return areas["deq"] - max(areas[m] for m in tied)
 
 
-def plot_landscapes(config: LandscapeConfig, rows: list[Row], directory: Path) -> list[Path]:
+def plot(config: LandscapeConfig, rows: list[Row], directory: Path) -> list[Path]:
     """Contour plots of every model's surface, side by side."""
     import matplotlib.pyplot as plt
 

@@ -40,6 +40,7 @@ from deqlab._checks import check_choice, check_int, check_positive
 from deqlab.data import get_dataset
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
 from deqlab.experiments.deviations import PaperValue, measurement, not_given, paper
+from deqlab.experiments.hieu2022 import mdeq_landscape_report
 from deqlab.experiments.hieu2022.training import train_classifier
 from deqlab.experiments.registry import register
 from deqlab.landscape import dataset_loss, loss_surface
@@ -294,11 +295,7 @@ class Hieu2022LandscapeMDEQ(Experiment):
         ]  # fmt: skip
 
     def statements(self, config: MDEQLandscapeConfig, rows: list[Row]) -> list[Statement]:
-        from deqlab.experiments.hieu2022.mdeq_landscape_report import mdeq_statements
-
-        return mdeq_statements(config, rows)
+        return mdeq_landscape_report.statements(config, rows)
 
     def plot(self, config: MDEQLandscapeConfig, rows: list[Row], directory: Path) -> list[Path]:
-        from deqlab.experiments.hieu2022.mdeq_landscape_report import plot_mdeq_landscape
-
-        return plot_mdeq_landscape(config, rows, directory)
+        return mdeq_landscape_report.plot(config, rows, directory)

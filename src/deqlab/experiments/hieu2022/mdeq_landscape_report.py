@@ -21,6 +21,7 @@ training, and the figure plots it).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -28,10 +29,12 @@ from torch.nn import functional as F
 
 from deqlab.experiments.base import Row
 from deqlab.experiments.hieu2022.landscape_report import final_accuracy, level, surfaces
-from deqlab.experiments.hieu2022.mdeq_landscape import MDEQLandscapeConfig
 from deqlab.experiments.hieu2022.statements import thesis, untrained
 from deqlab.landscape import LossSurface
 from deqlab.statements import OURS, Kind, Statement, Verdict, measure, not_measured
+
+if TYPE_CHECKING:
+    from deqlab.experiments.hieu2022.mdeq_landscape import MDEQLandscapeConfig
 
 _WORDS = (
     "As in Fig 3.1 which is the visualization of loss landscape of MDEQ model, we observe "
@@ -82,7 +85,7 @@ def _solved(config: MDEQLandscapeConfig, rows: list[Row]) -> Statement:
     )  # fmt: skip
 
 
-def mdeq_statements(config: MDEQLandscapeConfig, rows: list[Row]) -> list[Statement]:
+def statements(config: MDEQLandscapeConfig, rows: list[Row]) -> list[Statement]:
     """The observations of the module docstring, and ours on the solve."""
     one = ("the loss landscape has only one minimum", ONE_MINIMUM,
            "at most 1 local minimum on the grid")  # fmt: skip
@@ -134,9 +137,7 @@ def _capped(rows: list[Row], config: MDEQLandscapeConfig) -> str:
     )
 
 
-def plot_mdeq_landscape(
-    config: MDEQLandscapeConfig, rows: list[Row], directory: Path
-) -> list[Path]:
+def plot(config: MDEQLandscapeConfig, rows: list[Row], directory: Path) -> list[Path]:
     """Contours (thick: the small-loss level; ×: local minima), the 3-D surface, and the
     solver's residual over training against tol."""
     import matplotlib.pyplot as plt

@@ -32,19 +32,18 @@ from typing import ClassVar
 
 import torch
 
-from deqlab._checks import check_choice, check_int, check_positive, check_real
 from deqlab.data import get_dataset
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.constraints import POSITIVE, Interval, OneOf
 from deqlab.experiments.deviations import PaperValue, measurement, not_given, paper
+from deqlab.experiments.hieu2022 import mondeq_gd_report
+from deqlab.experiments.hieu2022.setting import CONDITION_KEYS, MonDEQSetting, build_model
 from deqlab.experiments.registry import register
-from deqlab.models.mondeq import MonDEQ
-from deqlab.solvers.splitting import PeacemanRachford
 from deqlab.statements import Statement
 from deqlab.theory.mondeq import lemma_columns, mondeq_constants, step_size_bound
 from deqlab.train.mondeq_gd import MonDEQGD
 from deqlab.train.resumable import run_resumable
 
-CONDITION_KEYS = ("eq3_8", "eq3_9", "eq3_16", "eq3_17", "eq3_18")
 ETA_RULES = ("theorem", "stability")
 _NO_EXPERIMENT = "Chapter 3 has no experiment"
 _INIT = (
@@ -53,63 +52,23 @@ _INIT = (
 )
 
 
-def check_sizes(config: object) -> None:
-    """``n_samples ≥ 2``, ``d ≥ 1`` and strictly increasing ``widths`` all ``≥ n_samples``."""
-    n = check_int("n_samples", config.n_samples, min_value=2)
-    check_int("d", config.d, min_value=1)
-    widths = list(config.widths)
-    if not widths or sorted(set(widths)) != widths:
-        raise ValueError(f"`widths` must be strictly increasing; got {widths}")
-    if widths[0] < n:
-        raise ValueError(
-            f"`widths` must all be >= n_samples = {n} (the thesis assumes n >= N); got {widths}"
-        )
-
-
 @dataclass(frozen=True)
-class MonDEQGDConfig:
+class MonDEQGDConfig(MonDEQSetting):
     """Defaults of our synthetic setting (see the module docstring)."""
 
-    n_samples: int = 50
-    d: int = 10
-    widths: tuple[int, ...] = (50, 100, 200, 400)
-    m: float = 0.2
     steps: int = 500
     eta_rule: str = "stability"
     eta_fraction: float = 0.5
-    radius: float = 1.0
-    sigma_A: float = 1.0
-    sigma_B: float = 1.0
-    sigma_U: float = 1.0
-    sigma_u: float = 1.0
-    tol: float = 1e-10  # relative residual of the forward and adjoint splitting solves
     loss_rtol: float = 1e-2  # claim: final loss <= loss_rtol · L(0)
     lemma_every: int = 10  # Lemmas 3.3.2–3.3.4 measured every so many steps
-    seed: int = 0
-    data_seed: int = 0
 
-    def __post_init__(self) -> None:
-        check_sizes(self)
-        check_positive("m", self.m)
-        check_int("steps", self.steps, min_value=1)
-        check_choice("eta_rule", self.eta_rule, ETA_RULES)
-        check_real("eta_fraction", self.eta_fraction, low=0.0, high=1.0, low_inclusive=False)
-        for name in ("radius", "sigma_A", "sigma_B", "sigma_U", "sigma_u"):
-            check_positive(name, getattr(self, name))
-        check_positive("tol", self.tol)
-        check_positive("loss_rtol", self.loss_rtol)
-        check_int("lemma_every", self.lemma_every, min_value=1)
-
-
-def _model(config: MonDEQGDConfig, width: int, device: str) -> MonDEQ:
-    generator = torch.Generator().manual_seed(config.seed * 100_003 + width)
-    solver = PeacemanRachford(tol=config.tol, max_iter=5000)
-    scales = {k: getattr(config, k) for k in ("sigma_A", "sigma_B", "sigma_U", "sigma_u")}
-    model = MonDEQ(
-        config.d, width, m=config.m, solver=solver, generator=generator, dtype=torch.float64,
-        **scales,
-    )  # fmt: skip
-    return model.to(device)
+    constraints: ClassVar = {
+        "steps": Interval(1),
+        "eta_rule": OneOf(ETA_RULES),
+        "eta_fraction": Interval(0.0, 1.0, "right"),
+        "loss_rtol": POSITIVE,
+        "lemma_every": Interval(1),
+    }
 
 
 def _lemma_columns(trainer: MonDEQGD, W0: torch.Tensor, Z0: torch.Tensor) -> Row:
@@ -126,7 +85,9 @@ def _lemma_columns(trainer: MonDEQGD, W0: torch.Tensor, Z0: torch.Tensor) -> Row
 def _learning_rate(config: MonDEQGDConfig, width: int, X: torch.Tensor, y: torch.Tensor) -> float:
     """``eta_fraction`` times Theorem 3.3.5's bound at ``width`` (rule "theorem") or
     times ``2/λ_max(Z(0)ᵀZ(0))`` of the widest model (rule "stability")."""
-    model = _model(config, width if config.eta_rule == "theorem" else config.widths[-1], X.device)
+    model = build_model(
+        config, width if config.eta_rule == "theorem" else config.widths[-1], X.device
+    )
     with torch.no_grad():
         Z = model.equilibrium(X)
         if config.eta_rule == "stability":
@@ -218,7 +179,9 @@ class Hieu2022MonDEQGD(Experiment):
         X, y = data.X.to(ctx.device), data.y.to(ctx.device)
         width = int(task.params["width"])
         eta = _learning_rate(config, width, X, y)
-        trainer = MonDEQGD(_model(config, width, ctx.device), X, y, lr=eta, radius=config.radius)
+        trainer = MonDEQGD(
+            build_model(config, width, ctx.device), X, y, lr=eta, radius=config.radius
+        )
         start = (trainer.model.weight().detach(), trainer.Z.clone())  # W(0), Z(0)
         lemmas: list[Row] = []
 
@@ -242,12 +205,7 @@ class Hieu2022MonDEQGD(Experiment):
         return [{**constant, **at_step.get(int(r["step"]), {}), **r} for r in trainer.records]
 
     def statements(self, config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
-        from deqlab.experiments.hieu2022.mondeq_gd_report import mondeq_gd_statements
-        from deqlab.experiments.hieu2022.statements import lemma_statements
-
-        return mondeq_gd_statements(config, rows) + lemma_statements(rows, run="GD run")
+        return mondeq_gd_report.statements(config, rows)
 
     def plot(self, config: MonDEQGDConfig, rows: list[Row], directory: Path) -> list[Path]:
-        from deqlab.experiments.hieu2022.mondeq_gd_report import plot_mondeq_gd
-
-        return plot_mondeq_gd(config, rows, directory)
+        return mondeq_gd_report.plot(config, rows, directory)

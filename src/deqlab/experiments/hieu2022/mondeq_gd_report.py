@@ -21,13 +21,16 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
 from deqlab.experiments.hieu2022.gd_proof import GDTrace, theorem_3_3_5, trace_from_records
-from deqlab.experiments.hieu2022.mondeq_gd import MonDEQGDConfig
-from deqlab.experiments.hieu2022.statements import WidthFit
+from deqlab.experiments.hieu2022.statements import WidthFit, lemma_statements
 from deqlab.statements import OURS, Kind, Statement, measure, min_step_gap
 from deqlab.theory.mondeq import PARAMETERS, Inequality
+
+if TYPE_CHECKING:
+    from deqlab.experiments.hieu2022.mondeq_gd import MonDEQGDConfig
 
 CONDITION_LABELS = {
     "eq3_8": "Eq. (3.8)",
@@ -67,6 +70,12 @@ def trace(config: MonDEQGDConfig, run: list[Row]) -> GDTrace:
         eta_max=float(first["eta_max"]), lambda0=float(first["lambda0"]),
         radii=dict.fromkeys(PARAMETERS, config.radius),
     )  # fmt: skip
+
+
+def statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
+    """Every statement of the experiment: :func:`mondeq_gd_statements`, then Lemmas
+    3.3.2–3.3.4 at the measured steps."""
+    return mondeq_gd_statements(config, rows) + lemma_statements(rows, run="GD run")
 
 
 def mondeq_gd_statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
@@ -137,7 +146,7 @@ def _float(x: object) -> float:
     return math.nan if x is None else float(x)
 
 
-def plot_mondeq_gd(config: MonDEQGDConfig, rows: list[Row], directory: Path) -> list[Path]:
+def plot(config: MonDEQGDConfig, rows: list[Row], directory: Path) -> list[Path]:
     """Write the figure of the module docstring; return its files."""
     import matplotlib.pyplot as plt
 

@@ -1,0 +1,83 @@
+"""The synthetic setting shared by the thesis' Chapter 3 experiments (Hieu 2022).
+
+``hieu2022-mondeq-gd`` and ``hieu2022-gradflow`` train the monotone DEQ of Section 3.2.1,
+``z* = relu(W z* + U x)`` with ``W = (1 − m) I − AᵀA + B − Bᵀ`` (Eq. 3.3), on N points
+uniform on the sphere of radius √d with N(0, 1) labels, at widths n ≥ N, from entries
+``A ~ N(0, σ_A²/n)``, ``B ~ N(0, σ_B²/n)``, ``U ~ N(0, σ_U²/d)``, ``u ~ N(0, σ_u²/n)``, with
+balls of radius R around the initial parameters (Section 3.3). :class:`MonDEQSetting` holds
+those fields and their constraints; :func:`build_model` builds the seeded model of a width.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from deqlab.experiments.constraints import (
+    INCREASING,
+    NONEMPTY,
+    POSITIVE,
+    SEED,
+    Config,
+    Interval,
+)
+from deqlab.models.mondeq import MonDEQ
+from deqlab.solvers.splitting import PeacemanRachford
+
+#: Condition 1 (Theorem 3.3.1) and Condition 2 (Theorem 3.3.5), as row-column prefixes.
+CONDITION_1_KEYS = ("eq3_8", "eq3_9")
+CONDITION_KEYS = ("eq3_8", "eq3_9", "eq3_16", "eq3_17", "eq3_18")
+
+SCALES = ("sigma_A", "sigma_B", "sigma_U", "sigma_u")
+
+
+@dataclass(frozen=True)
+class MonDEQSetting(Config):
+    """N = ``n_samples`` points in dimension ``d``; monotone DEQs of the ``widths`` (all
+    ``≥ N``: the thesis assumes n ≥ N) with monotonicity ``m``, balls of radius ``radius``
+    and the initial scales ``sigma_*``; ``seed`` draws the models, ``data_seed`` the data."""
+
+    n_samples: int = 50
+    d: int = 10
+    widths: tuple[int, ...] = (50, 100, 200, 400)
+    m: float = 0.2
+    radius: float = 1.0
+    sigma_A: float = 1.0
+    sigma_B: float = 1.0
+    sigma_U: float = 1.0
+    sigma_u: float = 1.0
+    tol: float = 1e-10  # relative residual of the forward and adjoint splitting solves
+    seed: int = 0
+    data_seed: int = 0
+
+    constraints: ClassVar = {
+        "n_samples": Interval(2),
+        "d": Interval(1),
+        "widths": (NONEMPTY, Interval("n_samples"), INCREASING),
+        "m": POSITIVE,
+        "radius": POSITIVE,
+        **dict.fromkeys(SCALES, POSITIVE),
+        "tol": POSITIVE,
+        "seed": SEED,
+        "data_seed": SEED,
+    }
+
+
+def build_model(config: MonDEQSetting, width: int, device: str | torch.device) -> MonDEQ:
+    """The float64 monotone DEQ of ``width`` (seeded by ``seed`` and the width), solved by
+    Peaceman–Rachford to ``tol``."""
+    generator = torch.Generator().manual_seed(config.seed * 100_003 + width)
+    solver = PeacemanRachford(tol=config.tol, max_iter=5000)
+    scales = {k: getattr(config, k) for k in SCALES}
+    model = MonDEQ(
+        config.d,
+        width,
+        m=config.m,
+        solver=solver,
+        generator=generator,
+        dtype=torch.float64,
+        **scales,
+    )
+    return model.to(device)
