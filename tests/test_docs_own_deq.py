@@ -43,7 +43,7 @@ def run(tmp_path_factory) -> tuple[dict[int, str], dict[int, list[str]]]:
 @pytest.mark.slow
 def test_the_page_prints_what_it_says(run):
     expected, printed = run
-    assert len(expected) == 6
+    assert len(expected) == 8
     for line, comment in expected.items():
         (output,) = printed[line]
         assert matches(comment, output), f"line {line}: says '{comment}', printed '{output}'"
