@@ -75,7 +75,7 @@ def test_every_model_and_training(sphere):
     )
     mon = verify(x, y, MonDEQCheck(width=16), train=2)
     assert mon.training["eta"] == pytest.approx(mon.numbers["eta_max"])
-    assert mon.numbers["fit_widths"] == [8, 16, 32]
+    assert mon.numbers["fit_widths"] == [32, 48, 64]  # from 4N = 32
     delm = verify(x, y, "delm", train=2, eta=1e-4)
     assert delm.training["loss0"] > 0 and "steps_to_epsilon" in delm.training
     assert delm.settings["width"] == 6 and delm.training["eta"] == 1e-4

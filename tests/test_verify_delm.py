@@ -305,3 +305,16 @@ def test_eq11_time_needs_a_positive_kappa(logistic):
     (eq11,) = [name for name in found if name.startswith("Eq. (11)")]
     assert found[KAPPA] is Verdict.UNMET and found[eq11] is Verdict.NOT_APPLICABLE
     assert dl.train_numbers(flat, run)["time_to_epsilon"]["predicted"] == math.inf
+
+
+def test_answers_apply_at_d_or_name_the_unmet_hypothesis(init):
+    from deqlab.verify.answers import answers_for
+
+    (answer,) = answers_for("delm", init, dl.numbers(init, None, None), None)
+    assert answer.status == "applies at this width" and answer.width == init.m
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((12, 3))
+    x = np.column_stack([x, x[:, 0]])  # a repeated feature: rank(Φ) = 3 < min(n, m) = 4
+    deficient = dl.initialize(prepare(x, rng.standard_normal(12)), gamma=GAMMA, seed=0)
+    (answer,) = answers_for("delm", deficient, dl.numbers(deficient, None, None), None)
+    assert answer.status == "does not apply to these data" and "rank" in answer.why

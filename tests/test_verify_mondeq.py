@@ -52,20 +52,25 @@ def test_conditions_and_bound_written_out(init):
     assert k["rate_at_eta_max"] == pytest.approx(1 - k["eta_max"] * c.lambda0**2 / 4)
     assert k["flow_rate"] == pytest.approx(math.exp(-(c.lambda0**2) / 2))
     assert k["conditions"]["Eq. (3.18)"]["margin"] == pytest.approx(row["lhs"] / row["rhs"])
-    assert k["fit_widths"] == [12, 24, 48] and k["rate"] is None
+    assert k["fit_widths"] == [24, 36, 48] and k["rate"] is None  # from 4N = 24
 
 
 def test_width_fit_is_a_least_squares_power_law_through_the_fit_widths(init, inputs):
-    ratios = []
-    for w in init.fit_widths:
-        c, _ = md.constants_at(md._model(inputs.d, w, 0.2, 0), inputs, 1.0)
-        row = {r["name"]: r for r in md.condition_2(c)}["Eq. (3.16)"]
-        ratios.append(row["lhs"] / row["rhs"])
-    slope, intercept = np.polyfit(np.log(init.fit_widths), np.log(ratios), 1)
-    fit = init.fits["Eq. (3.16)"]
-    assert fit.slope == pytest.approx(slope) and fit.intercept == pytest.approx(intercept)
-    needed = md.numbers(init, None)["required_width"]["Eq. (3.16)"]
-    assert needed["width"] == pytest.approx(math.exp(-intercept / slope), rel=1e-9)
+    constants = [md.constants_at(md._model(inputs.d, w, 0.2, 0), inputs, 1.0)[0]
+                 for w in init.fit_widths]  # fmt: skip
+    needed = md.numbers(init, None)["required_width"]
+    for name in ("Eq. (3.8)", "Eq. (3.9)", "Eq. (3.16)", "Eq. (3.17)"):
+        rows = [{r["name"]: r for r in md.condition_1(c) + md.condition_2(c)}[name]
+                for c in constants]  # fmt: skip
+        ratios = [r["lhs"] / r["rhs"] for r in rows]
+        slope, intercept = np.polyfit(np.log(init.fit_widths), np.log(ratios), 1)
+        fit = init.fits[name]
+        assert fit.slope == pytest.approx(slope) and fit.intercept == pytest.approx(intercept)
+        want = math.exp(-intercept / slope) if slope > 0 else math.inf  # none if it shrinks
+        assert needed[name]["width"] == pytest.approx(want, rel=1e-9), name
+
+    grows = md._fit_width(md.WidthFit((24, 48), slope=2.0, intercept=-20.0))
+    assert grows["width"] == pytest.approx(math.exp(10.0))  # lhs/rhs = e^-20 n² reaches 1
 
 
 def test_below_n_samples_lambda0_is_zero_and_the_constants_are_the_same(inputs):
@@ -111,7 +116,8 @@ def test_statements_unmet_and_failing(init, inputs):
     found = {s.name: s for s in md.statements(bad_lemma, 2 * init.eta_max)}
     assert found[LEMMA].verdict is Verdict.FAIL and found[STEP].verdict is Verdict.UNMET
     for name in CONDITIONS:
-        assert found[name].verdict is Verdict.UNMET and "n ≥" in found[name].needs
+        assert found[name].verdict is Verdict.UNMET
+        assert "n ≥" in found[name].needs or found[name].needs.startswith("no width")
     narrow = md.initialize(inputs, width=3, monotonicity=0.2, radius=1.0, seed=0)
     found = {s.name: s for s in md.statements(narrow, None)}
     assert found[WIDTH].verdict is Verdict.UNMET and found[WIDTH].needs == "width n ≥ N = 6"
@@ -161,3 +167,19 @@ def test_training_hypotheses_hold_and_are_unmet(init, trained):
     too_large = md.MonDEQTraining(2 * init.eta_max, trained.records)
     found = verdicts(md.train_statements(init, too_large))
     assert all(found[n] is Verdict.UNMET for n in (*CONDITION2, STEP))
+
+
+def test_answers_say_why_theorem_3_3_5_applies_at_no_width(init, inputs):
+    from deqlab.verify.answers import answers_for
+
+    k = md.numbers(init, None)
+    flow, gd = answers_for("mondeq", init, k, None)
+    assert gd.status == "applies at no width" and "m²N = 0.24 ≥ 1/20" in gd.why
+    assert f"m < 1/√(20N) = {(20 * 6) ** -0.5:.3g}" in gd.why
+    assert flow.theorem.startswith("Theorem 3.3.1")
+    holding = md.initialize(inputs, width=24, monotonicity=0.05, radius=1.0, seed=0)
+    gd = answers_for("mondeq", holding, md.numbers(holding, None), None)[1]
+    assert "1/20" not in gd.why  # m²N = 0.015: Eq. (3.18) is possible, the fit decides
+    narrow = md.initialize(inputs, width=3, monotonicity=0.2, radius=1.0, seed=0)
+    gd = answers_for("mondeq", narrow, md.numbers(narrow, None), None)[1]
+    assert gd.status == "can apply at a larger width" and gd.width == 6

@@ -273,7 +273,7 @@ def header_lines(result) -> list[str]:
         f"{data['name']}: {samples} = {data['n']}, d = {data['d']}"
         f"{' (' + ', then '.join(prep) + ')' if prep else ''} · model {result.model} "
         f"({result.paper})",
-        f"{data['layout']}; labels: {data['labels']}",
+        f"{data['layout'].replace('(n, d)', f'({samples}, d)')}; labels: {data['labels']}",
         "answers (one line per theorem):",
         *(f"  {a.line()}" for a in result.answers),
     ]

@@ -24,6 +24,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from deqlab.statements import Verdict
+from deqlab.theory.mondeq import eq_3_18_possible
 
 #: A target loss of this fraction of Φ(0) when none is given.
 TARGET_FRACTION = 1e-3
@@ -75,8 +76,9 @@ def _theorem3(k: dict) -> Answer:
             "λ* = λ_min(K) is 0 to working precision: no width "
             "makes any theorem of the paper apply (parallel or duplicate inputs)",
         )
-    return Answer(name, "holds for these data", f"λ* = {k['lambda_star']:.4g} (Eq. 14), "
-                  "whatever the width")  # fmt: skip
+    return Answer(
+        name, "holds for these data", f"λ* = {k['lambda_star']:.4g} (Eq. 14), whatever the width"
+    )
 
 
 def _theorem2(init, k: dict) -> Answer:
@@ -86,35 +88,54 @@ def _theorem2(init, k: dict) -> Answer:
         return Answer(name, AT_NO_WIDTH, "λ* = 0: m = Ω(n²/λ*² log(n/(λ*t))) is no width")
     ratio = k.get("lambda0_over_theorem2")
     measured = "" if ratio is None else f"; measured λ_0/(mλ*/2) = {ratio:.3g}"
-    return Answer(name, UNDECIDED, f"it needs m = Ω(n²/λ*² log(n/(λ*t))) = Ω({_big(scale)}) "
-                  f"(t = {k['theorem2_width']['t']:g}) with a constant the paper does not give; "
-                  f"m = {init.width} is {init.width / scale:.2g} of that scale{measured}",
-                  scale)  # fmt: skip
+    return Answer(
+        name,
+        UNDECIDED,
+        f"it needs m = Ω(n²/λ*² log(n/(λ*t))) = Ω({_big(scale)}) "
+        f"(t = {k['theorem2_width']['t']:g}) with a constant the paper does not give; "
+        f"m = {init.width} is {init.width / scale:.2g} of that scale{measured}",
+        scale,
+    )
 
 
 def _theorem1(init, k: dict) -> Answer:
     name = "Theorem 1 (Ling et al. 2023): GD converges, Φ(τ) ≤ (1 − ηλ_0/2)^τ Φ(0)"
     if "condition1" not in k:
-        return Answer(name, NOT_ON_DATA, f"‖W(0)‖₂ = {k['W_norm']:.4g} ≥ 1: Condition 1 is "
-                      "not defined (no δ with ‖W(0)‖₂ + δ < 1)")  # fmt: skip
+        return Answer(
+            name,
+            NOT_ON_DATA,
+            f"‖W(0)‖₂ = {k['W_norm']:.4g} ≥ 1: Condition 1 is "
+            "not defined (no δ with ‖W(0)‖₂ + δ < 1)",
+        )
     if k["condition1"]["holds"]:
-        return Answer(name, AT_THIS_WIDTH, f"Condition 1 holds at m = {init.width}; with η < "
-                      f"{k['eq10_bound']:.3g} (Eq. 10)", init.width)  # fmt: skip
+        return Answer(
+            name,
+            AT_THIS_WIDTH,
+            f"Condition 1 holds at m = {init.width}; with η < {k['eq10_bound']:.3g} (Eq. 10)",
+            init.width,
+        )
     widths = k["required_width"]
     needed = widths["condition1"]
     if math.isfinite(needed):
-        return Answer(name, AT_SOME_WIDTH, f"Condition 1 (Eqs. (7)–(9) at one δ) holds from m "
-                      f"≥ {_big(needed)} under Section 3.2's scaling (λ_0 = mλ*/2, ‖U(0)‖₂ ∝ "
-                      f"√m); m = {init.width} is too narrow", needed)  # fmt: skip
+        return Answer(
+            name,
+            AT_SOME_WIDTH,
+            f"Condition 1 (Eqs. (7)–(9) at one δ) holds from m "
+            f"≥ {_big(needed)} under Section 3.2's scaling (λ_0 = mλ*/2, ‖U(0)‖₂ ∝ "
+            f"√m); m = {init.width} is too narrow",
+            needed,
+        )
     never = [f"Eq. ({e[2:]})" for e in ("eq7", "eq8", "eq9") if math.isinf(widths[e])]
     verb = "holds" if len(never) == 1 else "hold"
     why = f"{', '.join(never) or 'Condition 1'} {verb} at no width under Section 3.2's scaling"
     limit = k.get("eq9_limit")
     if math.isinf(widths["eq9"]) and limit is not None:
-        why += (f": Eq. (9)'s margin λ_0/(4(c_w² + c_u²)‖X‖_F²) tends to {limit['limit']:.3g} "
-                f"as m → ∞ and stays below m₀λ*/(8‖U(0)‖₂²‖a(0)‖₂²‖X‖_F²) = "
-                f"{limit['bound']:.3g} < 1 at every width (λ_0 = mλ*/2 and c_w² ≥ "
-                "‖U‖₂²‖a‖₂² both grow like m)")  # fmt: skip
+        why += (
+            f": Eq. (9)'s margin λ_0/(4(c_w² + c_u²)‖X‖_F²) tends to {limit['limit']:.3g} "
+            f"as m → ∞ and stays below m₀λ*/(8‖U(0)‖₂²‖a(0)‖₂²‖X‖_F²) = "
+            f"{limit['bound']:.3g} < 1 at every width (λ_0 = mλ*/2 and c_w² ≥ "
+            "‖U‖₂²‖a‖₂² both grow like m)"
+        )
     return Answer(name, AT_NO_WIDTH, why, math.inf)
 
 
@@ -124,9 +145,8 @@ def mondeq(init, numbers: dict, training: dict | None) -> list[Answer]:
     out = []
     for theorem, condition, key in (
         ("Theorem 3.3.1 (Hieu 2022): gradient flow converges", "Condition 1", "condition1_holds"),
-        ("Theorem 3.3.5 (Hieu 2022): GD converges, Eq. (3.20)", "Condition 2",
-         "condition2_holds"),
-    ):  # fmt: skip
+        ("Theorem 3.3.5 (Hieu 2022): GD converges, Eq. (3.20)", "Condition 2", "condition2_holds"),
+    ):
         out.append(_mondeq_answer(init, numbers, theorem, condition, key))
     return out
 
@@ -134,19 +154,38 @@ def mondeq(init, numbers: dict, training: dict | None) -> list[Answer]:
 def _mondeq_answer(init, k: dict, theorem: str, condition: str, key: str) -> Answer:
     n_samples = init.inputs.n
     if init.width < n_samples:
-        return Answer(theorem, AT_SOME_WIDTH, f"λ_0 = σ_min(Z(0)) = 0 below width n = N = "
-                      f"{n_samples} (Eq. 3.14); widen to n ≥ {n_samples}", n_samples)  # fmt: skip
+        return Answer(
+            theorem,
+            AT_SOME_WIDTH,
+            f"λ_0 = σ_min(Z(0)) = 0 below width n = N = "
+            f"{n_samples} (Eq. 3.14); widen to n ≥ {n_samples}",
+            n_samples,
+        )
     if k[key]:
-        return Answer(theorem, AT_THIS_WIDTH, f"{condition} holds at n = {init.width}",
-                      init.width)  # fmt: skip
-    rows = [name for name in k["conditions"] if name in _rows_of(init, condition)]
+        return Answer(theorem, AT_THIS_WIDTH, f"{condition} holds at n = {init.width}", init.width)
+    rows = _rows_of(init, condition)
+    if "Eq. (3.18)" in rows and not eq_3_18_possible(init.monotonicity, n_samples):
+        m = init.monotonicity
+        return Answer(
+            theorem,
+            AT_NO_WIDTH,
+            f"Eq. (3.18) of {condition} holds at no width: m²N "
+            f"= {m * m * n_samples:.3g} ≥ 1/20 (λ₀² ≤ ‖Z(0)‖_F²/N, Lemma 3.3.3); it needs "
+            f"--monotonicity m < 1/√(20N) = {(20 * n_samples) ** -0.5:.3g}",
+            math.inf,
+        )
     fitted = [k["required_width"].get(name) for name in rows]
     widths = [f["width"] if f else math.inf for f in fitted]
     needed = max(widths, default=math.inf)
     if math.isfinite(needed):
-        return Answer(theorem, AT_SOME_WIDTH, f"{condition} would hold from n ≈ {_big(needed)} "
-                      f"(power laws of lhs/rhs fitted over n ∈ {list(init.fit_widths)}: an "
-                      "extrapolation)", needed)  # fmt: skip
+        return Answer(
+            theorem,
+            AT_SOME_WIDTH,
+            f"{condition} would hold from n ≈ {_big(needed)} "
+            f"(power laws of lhs/rhs fitted over n ∈ {list(init.fit_widths)}: an "
+            "extrapolation)",
+            needed,
+        )
     return Answer(
         theorem,
         AT_NO_WIDTH,
@@ -166,13 +205,29 @@ def delm(init, numbers: dict, training: dict | None) -> list[Answer]:
     name = f"Theorem 1, {numbers['corollary']} (Kawaguchi 2021): L − L* ≤ (L₀ − L*)e^(−2κλ_T T)"
     from deqlab.verify.delm import statements
 
-    unmet = [s.name for s in statements(init, None)
-             if s.verdict is Verdict.UNMET]  # fmt: skip
+    unmet = [s.name for s in statements(init, None) if s.verdict is Verdict.UNMET]
     if unmet:
-        return [Answer(name, NOT_ON_DATA, f"unmet: {'; '.join(unmet)} (the DELM's width is d = "
-                       f"{init.m}, fixed by φ(x) = x)")]  # fmt: skip
-    return [Answer(name, AT_THIS_WIDTH, f"its hypotheses hold at m = d = {init.m} (no width "
-                   "condition: λ_T ≥ 1/(m(1+γ)²) at every width)", init.m)]  # fmt: skip
+        return [
+            Answer(
+                name,
+                NOT_ON_DATA,
+                f"unmet: {'; '.join(unmet)} (the DELM's width is d = {init.m}, fixed by φ(x) = x)",
+            )
+        ]
+    return [
+        Answer(
+            name,
+            AT_THIS_WIDTH,
+            f"its hypotheses hold at m = d = {init.m} (no width "
+            "condition: λ_T ≥ 1/(m(1+γ)²) at every width)",
+            init.m,
+        )
+    ]
+
+
+def answers_for(model: str, init, numbers: dict, training: dict | None) -> list[Answer]:
+    """The answers of ``model`` (``"relu-deq"``, ``"mondeq"``, ``"delm"``)."""
+    return {"relu-deq": relu_deq, "mondeq": mondeq, "delm": delm}[model](init, numbers, training)
 
 
 @dataclass(frozen=True)
@@ -196,18 +251,24 @@ class StandIns:
         """The stand-ins as terminal lines, each labelled ours."""
         if self.curvature is None:
             return []
-        out = [f"ours: largest useful step from the measured curvature: η = 1/λ_max(H(0)) = "
-               f"{self.eta:.3g} (stable below 2/λ_max = {2 * self.eta:.3g})",
-               f"ours: the rate the measured PL ratio μ = ‖∇Φ(0)‖²/(2Φ(0)) = "
-               f"{self.pl_ratio:.3g} predicts at that η: 1 − μ/λ_max = "
-               f"{self.rate_predicted:.6g} per step"]  # fmt: skip
+        out = [
+            f"ours: largest useful step from the measured curvature: η = 1/λ_max(H(0)) = "
+            f"{self.eta:.3g} (stable below 2/λ_max = {2 * self.eta:.3g})",
+            f"ours: the rate the measured PL ratio μ = ‖∇Φ(0)‖²/(2Φ(0)) = "
+            f"{self.pl_ratio:.3g} predicts at that η: 1 − μ/λ_max = "
+            f"{self.rate_predicted:.6g} per step",
+        ]
         if self.rate_measured is not None:
-            out.append(f"ours: measured rate (Φ(T)/Φ(0))^(1/T) at the η trained with "
-                       f"({self.eta_trained:.3g}): {self.rate_measured:.6g} per step")  # fmt: skip
-            out.append(f"ours: steps to Φ = {self.target_loss:.3g}: "
-                       f"{_steps(self.steps_measured_rate)} at the measured rate, "
-                       f"{_steps(self.steps_predicted_rate)} at the predicted one (η = "
-                       f"{self.eta:.3g})")  # fmt: skip
+            out.append(
+                f"ours: measured rate (Φ(T)/Φ(0))^(1/T) at the η trained with "
+                f"({self.eta_trained:.3g}): {self.rate_measured:.6g} per step"
+            )
+            out.append(
+                f"ours: steps to Φ = {self.target_loss:.3g}: "
+                f"{_steps(self.steps_measured_rate)} at the measured rate, "
+                f"{_steps(self.steps_predicted_rate)} at the predicted one (η = "
+                f"{self.eta:.3g})"
+            )
         return [*out, "ours: these are measurements at θ(0), not guarantees of the papers"]
 
 
@@ -236,5 +297,14 @@ def relu_standins(numbers: dict, training: dict | None, target: float | None) ->
     loss0 = numbers["loss0"]
     target = TARGET_FRACTION * loss0 if target is None else target
     measured = training.get("rate_measured")
-    return StandIns(top, eta, mu, rate, training["eta"], measured, target,
-                    steps_to(loss0, target, measured), steps_to(loss0, target, rate))  # fmt: skip
+    return StandIns(
+        top,
+        eta,
+        mu,
+        rate,
+        training["eta"],
+        measured,
+        target,
+        steps_to(loss0, target, measured),
+        steps_to(loss0, target, rate),
+    )

@@ -150,14 +150,22 @@ def verify(
     train = check_int("train", train, min_value=0)
     eta = None if eta is None else check_positive("eta", eta)
     target_loss = None if target_loss is None else check_positive("target_loss", target_loss)
-    inputs = prepare(X, y, name=name, normalize=normalize, standardize=standardize,
-                     labels=labels)  # fmt: skip
+    inputs = prepare(X, y, name=name, normalize=normalize, standardize=standardize, labels=labels)
     found = run_check(check, inputs, seed=seed, train=train, eta=eta, progress=progress)
-    settings = {"model": check.model, **vars(check), "seed": seed, "train": train, "eta": eta,
-                "target_loss": target_loss}  # fmt: skip
+    settings = {
+        "model": check.model,
+        **vars(check),
+        "seed": seed,
+        "train": train,
+        "eta": eta,
+        "target_loss": target_loss,
+    }
     settings.setdefault("width", inputs.d)  # the DELM's width is d
-    stand_ins = relu_standins(found.numbers, found.training, target_loss) \
-        if check.model == "relu-deq" else StandIns(None, None, None, None)  # fmt: skip
+    stand_ins = (
+        relu_standins(found.numbers, found.training, target_loss)
+        if check.model == "relu-deq"
+        else StandIns(None, None, None, None)
+    )
     return Verification(
         check.model,
         inputs.summary(),

@@ -60,8 +60,9 @@ class ReLUDEQCheck:
         object.__setattr__(self, "sigma_w2", _open_unit("sigma_w2", self.sigma_w2))
 
     def initialize(self, inputs: Inputs, seed: int, progress: Progress):
-        return relu_deq.initialize(inputs, width=self.width, sigma_w2=self.sigma_w2, seed=seed,
-                                   progress=progress)  # fmt: skip
+        return relu_deq.initialize(
+            inputs, width=self.width, sigma_w2=self.sigma_w2, seed=seed, progress=progress
+        )
 
     def default_eta(self, init) -> float:
         eta = relu_deq.theorem_eta(init)
@@ -100,8 +101,14 @@ class MonDEQCheck:
         object.__setattr__(self, "radius", check_positive("radius", self.radius))
 
     def initialize(self, inputs: Inputs, seed: int, progress: Progress):
-        return mondeq.initialize(inputs, width=self.width, monotonicity=self.monotonicity,
-                                 radius=self.radius, seed=seed, progress=progress)  # fmt: skip
+        return mondeq.initialize(
+            inputs,
+            width=self.width,
+            monotonicity=self.monotonicity,
+            radius=self.radius,
+            seed=seed,
+            progress=progress,
+        )
 
     def default_eta(self, init) -> float:
         return init.eta_max
@@ -204,8 +211,9 @@ class Outcome:
     answers: list[answers.Answer]
 
 
-def run_check(check: Check, inputs: Inputs, *, seed: int, train: int, eta: float | None,
-              progress: Progress) -> Outcome:  # fmt: skip
+def run_check(
+    check: Check, inputs: Inputs, *, seed: int, train: int, eta: float | None, progress: Progress
+) -> Outcome:
     """The flow of the module docstring."""
     if isinstance(check, DELMCheck) and inputs.d > MAX_WIDTH:
         raise InputError(f"the DELM's width is d = {inputs.d}; at most {MAX_WIDTH} is drawn")

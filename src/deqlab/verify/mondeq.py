@@ -9,13 +9,17 @@ initialization:
   (Theorem 3.3.5, GD), each a hypothesis lhs/rhs ≥ 1 built by the thesis' experiments'
   :func:`~deqlab.experiments.hieu2022.statements.condition_hypothesis`; the width that
   would satisfy each comes from lhs/rhs ∝ n^s fitted over the widths :data:`FIT_FACTORS` ×
-  n (at least N; same seed), the scaling assumption its ``needs`` states;
+  max(n, 4N) (same seed), the scaling assumption its ``needs`` states; Eq. (3.18) holds at
+  no width when m²N ≥ 1/20 (the thesis' experiments' ``n_samples`` rule);
 - Lemma 3.3.3, ‖Z(0)‖_F ≤ ‖X‖_F‖U(0)‖₂/m (a theorem: it holds for every parameter);
 - Theorem 3.3.5's step-size bound η_max and rate 1 − η_maxλ_0²/4, and the rate
   exp(−λ_0²/2) per unit time of Theorem 3.3.1's flow.
 
-With ``train``: GD with η_max (or the given η) and Theorem 3.3.5 with Propositions 5–6
-(:func:`~deqlab.experiments.hieu2022.statements.theorem_3_3_5`).
+With ``train``: GD with η_max (or the given η) and Theorem 3.3.5 with Propositions 5–6 and
+Lemmas 3.3.6–3.3.10 as implications, each checked only on the steps where its premise held
+and NOT APPLICABLE from the step where it fails
+(:func:`~deqlab.experiments.hieu2022.gd_proof.theorem_3_3_5` on
+:func:`~deqlab.experiments.hieu2022.gd_proof.trace_from_records`).
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from dataclasses import dataclass
 
 import torch
 
-from deqlab.experiments.hieu2022.gd_proof import GDTrace, theorem_3_3_5
+from deqlab.experiments.hieu2022.gd_proof import theorem_3_3_5, trace_from_records
 from deqlab.experiments.hieu2022.statements import (
+    FIT_WIDTH_FACTOR,
     WidthFit,
     condition_hypothesis,
     step_size_hypothesis,
@@ -52,8 +57,10 @@ from deqlab.train.mondeq_gd import MonDEQGD
 from deqlab.verify.inputs import Inputs
 from deqlab.verify.progress import Progress, silent
 
-#: The widths, as multiples of the given one, over which lhs/rhs ∝ n^s is fitted.
-FIT_FACTORS = (0.5, 1.0, 2.0)
+#: The widths, as multiples of max(width, FIT_WIDTH_FACTOR·N), over which lhs/rhs ∝ n^s is
+#: fitted (the thesis' experiments fit only widths n ≥ FIT_WIDTH_FACTOR·N: near n = N,
+#: λ_0 = σ_min(Z(0)) grows much faster than any power law).
+FIT_FACTORS = (1.0, 1.5, 2.0)
 #: Relative residual of the splitting solves.
 SOLVE_TOL = 1e-10
 
@@ -120,8 +127,9 @@ def initialize(
     progress: Progress = silent,
 ) -> MonDEQInit:
     """Measure everything of the module docstring at ``width`` and the fit widths."""
-    widths = sorted({max(1, round(f * width)) for f in FIT_FACTORS} | {width})
-    fit_widths = tuple(w for w in widths if w >= inputs.n)
+    base = max(width, FIT_WIDTH_FACTOR * inputs.n)
+    fit_widths = tuple(sorted({round(f * base) for f in FIT_FACTORS}))
+    widths = sorted({*fit_widths, width})
     ratios: dict[str, list[float]] = {}
     chosen = None
     for i, w in enumerate(widths):
@@ -136,7 +144,7 @@ def initialize(
                     ratios.setdefault(row["name"], []).append(_ratio(row))
     model, c, Z = chosen
     lemma = lemma_3_3_3(Z, inputs.X, model.U, monotonicity)
-    fits = {name: WidthFit.of(fit_widths, rs) for name, rs in ratios.items()}
+    fits = {name: WidthFit.of(fit_widths, rs, n_samples=inputs.n) for name, rs in ratios.items()}
     return MonDEQInit(inputs, width, monotonicity, radius, seed, model, c, lemma,
                       _conditions(c), fits, fit_widths)  # fmt: skip
 
@@ -189,7 +197,8 @@ def statements(init: MonDEQInit, eta: float | None) -> list[Statement]:
     )]  # fmt: skip
     for condition, rows in init.conditions.items():
         out += [condition_hypothesis(row, width=init.width, condition=condition,
-                                     fit=init.fits.get(row["name"]), m=init.monotonicity)
+                                     fit=init.fits.get(row["name"]), m=init.monotonicity,
+                                     n_samples=n)
                 for row in rows]  # fmt: skip
     lemma = init.lemma
     out.append(measure(
@@ -235,18 +244,11 @@ def train(init: MonDEQInit, *, steps: int, eta: float, progress: Progress = sile
 
 def train_statements(init: MonDEQInit, run: MonDEQTraining) -> list[Statement]:
     """Condition 2 and η ≤ η_max as hypotheses, Theorem 3.3.5 and Propositions 5–6."""
-    records = run.records
-
-    def series(key: str) -> list[float]:
-        return [float(r.get(key, math.nan)) for r in records]
-
-    trace = GDTrace(
-        width=init.width, eta=run.eta, eta_max=init.eta_max, lambda0=init.constants.lambda0,
-        radii=init.constants.radii, losses=series("loss"), sigmas=series("sigma_min"),
-        distances={p: series(f"dist_{p}") for p in PARAMETERS},
-    )  # fmt: skip
+    trace = trace_from_records(run.records, width=init.width, eta=run.eta,
+                               eta_max=init.eta_max, lambda0=init.constants.lambda0,
+                               radii=init.constants.radii)  # fmt: skip
     return theorem_3_3_5(trace, init.conditions["Condition 2"], fits=init.fits,
-                         m=init.monotonicity)  # fmt: skip
+                         m=init.monotonicity, n_samples=init.inputs.n)  # fmt: skip
 
 
 def train_numbers(init: MonDEQInit, run: MonDEQTraining) -> dict[str, object]:

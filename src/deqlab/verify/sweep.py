@@ -43,9 +43,13 @@ class Sweep:
         return first
 
     def as_dict(self) -> dict:
-        return {"data": self.inputs.summary(), "sigma_w2": self.sigma_w2,
-                "lambda_star": self.lambda_star, "rows": self.rows,
-                "holds_from": {k: self.holds_from(k) for k in MARGINS}}  # fmt: skip
+        return {
+            "data": self.inputs.summary(),
+            "sigma_w2": self.sigma_w2,
+            "lambda_star": self.lambda_star,
+            "rows": self.rows,
+            "holds_from": {k: self.holds_from(k) for k in MARGINS},
+        }
 
     def lines(self) -> list[str]:
         """The table and where each hypothesis starts to hold, as printed."""
@@ -56,12 +60,17 @@ class Sweep:
             f"{'m':>8} {'λ_0':>11} " + " ".join(f"{v:>24}" for v in MARGINS.values()),
         ]
         for r in self.rows:
-            out.append(f"{r['width']:>8} {_g(r['lambda0']):>11} "
-                       + " ".join(f"{_g(r[k]):>24}" for k in MARGINS))  # fmt: skip
+            out.append(
+                f"{r['width']:>8} {_g(r['lambda0']):>11} "
+                + " ".join(f"{_g(r[k]):>24}" for k in MARGINS)
+            )
         for key, label in MARGINS.items():
             m = self.holds_from(key)
-            out.append(f"{label}: ≥ 1 from m = {m} on" if m else
-                       f"{label}: below 1 at every width of the sweep")  # fmt: skip
+            out.append(
+                f"{label}: ≥ 1 from m = {m} on"
+                if m
+                else f"{label}: below 1 at every width of the sweep"
+            )
         return out
 
     def draw(self, out: Path) -> Path:
@@ -77,15 +86,17 @@ class Sweep:
             fig, ax = plt.subplots(figsize=(6.4, 4.6))
             for key, label in MARGINS.items():
                 values = np.array([np.nan if r[key] is None else r[key] for r in rows])
-                (line,) = ax.loglog(widths, np.where(values > 0, values, np.nan), "o-",
-                                    label=label)  # fmt: skip
+                (line,) = ax.loglog(widths, np.where(values > 0, values, np.nan), "o-", label=label)
                 start = self.holds_from(key)
                 if start:
                     ax.axvline(start, color=line.get_color(), ls=":", lw=1)
             add_reference_line(ax, 1.0, "1: the hypothesis holds above")
-            ax.set(xlabel="width m", ylabel="margin",
-                   title=f"Width sweep: {self.inputs.name}, n = {self.inputs.n}, d = "
-                   f"{self.inputs.d}, σ_w² = {self.sigma_w2:g}")  # fmt: skip
+            ax.set(
+                xlabel="width m",
+                ylabel="margin",
+                title=f"Width sweep: {self.inputs.name}, n = {self.inputs.n}, d = "
+                f"{self.inputs.d}, σ_w² = {self.sigma_w2:g}",
+            )
             ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
             out.mkdir(parents=True, exist_ok=True)
             save_figure(fig, out, "width_sweep")
@@ -96,13 +107,22 @@ def _g(x: float | None) -> str:
     return "—" if x is None else f"{x:.4g}"
 
 
-def sweep(X: object, y: object, check: ReLUDEQCheck, widths: list[int], *, seed: int = 0,
-          normalize: bool = False, standardize: bool = False, name: str = "data",
-          labels: str = "y", progress: Progress = silent) -> Sweep:  # fmt: skip
+def sweep(
+    X: object,
+    y: object,
+    check: ReLUDEQCheck,
+    widths: list[int],
+    *,
+    seed: int = 0,
+    normalize: bool = False,
+    standardize: bool = False,
+    name: str = "data",
+    labels: str = "y",
+    progress: Progress = silent,
+) -> Sweep:
     """The rows of the module docstring at each of ``widths`` (σ_w² from ``check``)."""
     widths = [check_width(w) for w in widths]
-    inputs = prepare(X, y, name=name, normalize=normalize, standardize=standardize,
-                     labels=labels)  # fmt: skip
+    inputs = prepare(X, y, name=name, normalize=normalize, standardize=standardize, labels=labels)
     known = kernels(inputs, check.sigma_w2, progress)
     rows = []
     for i, width in enumerate(widths):
@@ -110,10 +130,15 @@ def sweep(X: object, y: object, check: ReLUDEQCheck, widths: list[int], *, seed:
         init = initialize(inputs, width=width, sigma_w2=check.sigma_w2, seed=seed, known=known)
         cond = init.cond
         pred = init.predicted_lambda0
-        rows.append({
-            "width": width, "lambda0": init.lambda0,
-            "theorem2": None if cond is None or pred <= 0 else init.lambda0 / pred,
-            **{key: None if cond is None else getattr(cond, key).margin
-               for key in ("eq7", "eq8", "eq9")},
-        })  # fmt: skip
+        rows.append(
+            {
+                "width": width,
+                "lambda0": init.lambda0,
+                "theorem2": None if cond is None or pred <= 0 else init.lambda0 / pred,
+                **{
+                    key: None if cond is None else getattr(cond, key).margin
+                    for key in ("eq7", "eq8", "eq9")
+                },
+            }
+        )
     return Sweep(inputs, check.sigma_w2, known.K.value, rows)
