@@ -63,6 +63,23 @@ class ConvCell(nn.Module):
         return self.norm(torch.relu(self.conv(z) + x)) * 0.5
 
 
+class BatchNormCell(nn.Module):
+    """Mixes the samples of a batch (BatchNorm in training mode): no per-sample Jacobian."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.lin, self.norm = nn.Linear(d, d), nn.BatchNorm1d(d)
+
+    def forward(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return 0.5 * torch.tanh(self.norm(self.lin(z)) + x)
+
+
+def test_a_batchnorm_cell_in_eval_mode_is_per_sample():
+    cell = BatchNormCell(3).eval()
+    found = diagnose(DEQ(cell, solver=Anderson(tol=1e-10)), torch.randn(4, 3), torch.randn(4, 3))
+    assert found.ntk.lambda_min > 0
+
+
 def ling_setup(m: int = 40, n: int = 12):
     model, X, y = relu_problem(m=m, d=5, n=n, seed=0)
     head = nn.Linear(m, 1, bias=False)
@@ -233,6 +250,9 @@ def test_package_is_callable_and_leaves_the_layer_alone():
         ({"params": ["cell.nope"]}, ValueError, "`params` names unknown"),
         ({"head": lambda z: z}, TypeError, "`head` must be an nn.Module"),
         ({"y": torch.zeros(4, 3), "loss": "cross_entropy"}, ValueError, "class indices"),
+        ({"y": torch.zeros(4, 2)}, ValueError, "one target per output"),
+        ({"X": torch.randn(4, 3, dtype=torch.float32)}, ValueError, "`X` must have the cell's"),
+        ({"deq": DEQ(BatchNormCell(3))}, ValueError, "treats the samples of a batch apart"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, error, match):

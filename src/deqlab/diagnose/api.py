@@ -115,9 +115,7 @@ def diagnose(
         :class:`~deqlab.diagnose.result.Diagnosis`; ``print`` it for the reading.
     """
     deq = _check_deq(deq)
-    X = check_tensor("X", X)
-    if X.ndim == 0 or X.shape[0] == 0:
-        raise ValueError(f"`X` must have a non-empty batch dim 0; got shape {tuple(X.shape)}")
+    X = _check_input(deq, X)
     if head is not None and not isinstance(head, nn.Module):
         raise TypeError(f"`head` must be an nn.Module or None; got {type(head).__name__}")
     loss = check_choice("loss", loss, LOSSES)
@@ -125,20 +123,19 @@ def diagnose(
     lr = None if lr is None else check_positive("lr", lr)
     iters = check_int("iters", iters, min_value=2)
     trainable = Trainable.select(deq.cell, head, params)
-    adjoint_solver = _adjoint_solver(deq, solver)
-    probe = copy.deepcopy(deq)  # the user's layer keeps its statistics and warm starts
-    with torch.no_grad():
-        z_star = probe(X, z0)
-    if not isinstance(z_star, torch.Tensor):
-        raise TypeError("`deq` must have a tensor state for diagnose; got a tuple/list state")
-    steps = probe.last_forward.n_steps
+    z_star, steps = _equilibrium(deq, X, z0)
     wellposed = well_posedness(deq.cell, X, z_star, iters=iters, seed=seed)
     with torch.no_grad():
         outputs = z_star.flatten(1) if head is None else head(z_star).reshape(X.shape[0], -1)
+    if y is not None and loss == "mse" and y.numel() != outputs.numel():
+        raise ValueError(
+            f"`y` must have one target per output, {tuple(outputs.shape)}; got {tuple(y.shape)}"
+        )
     w = None if y is None else loss_geometry(loss, outputs, y).w
     ntk = implicit_ntk(
-        deq.cell, head, X, z_star, trainable, adjoint_solver, cotangent=w, chunk=chunk
-    )
+        deq.cell, head, X, z_star, trainable, _adjoint_solver(deq, solver), cotangent=w,
+        chunk=chunk,
+    )  # fmt: skip
     rate = None
     if y is not None:
         rate = batch_rate(loss, ntk.matrix, ntk.outputs, y, lr)
@@ -146,12 +143,50 @@ def diagnose(
             after = _gd_step_loss(deq, head, X, z_star, ntk.gradient, lr, loss, y)
             rate = _with_measured(rate, after)
     adjoint_ok = None if ntk.adjoint is None else ntk.adjoint.converged
-    trained = tuple(f"cell.{k}" for k in trainable.cell) + tuple(
-        f"head.{k}" for k in trainable.head
-    )
-    return Diagnosis(
-        wellposed, NTKSpectrum.of(ntk.matrix, ntk.n_params), rate, steps, adjoint_ok, trained
-    )
+    trained = tuple(f"cell.{k}" for k in trainable.cell)
+    trained += tuple(f"head.{k}" for k in trainable.head)
+    spectrum = NTKSpectrum.of(ntk.matrix, ntk.n_params)
+    return Diagnosis(wellposed, spectrum, rate, steps, adjoint_ok, trained)
+
+
+def _check_input(deq: DEQ, X: object) -> torch.Tensor:
+    """``X``: a finite floating tensor with a non-empty batch dim, in the cell's dtype."""
+    X = check_tensor("X", X)
+    if X.ndim == 0 or X.shape[0] == 0:
+        raise ValueError(f"`X` must have a non-empty batch dim 0; got shape {tuple(X.shape)}")
+    dtypes = {p.dtype for p in deq.cell.parameters()}
+    if dtypes and dtypes != {X.dtype}:
+        raise ValueError(f"`X` must have the cell's dtype {dtypes.pop()}; got {X.dtype}")
+    return X
+
+
+def _equilibrium(deq: DEQ, X: torch.Tensor, z0: torch.Tensor | None) -> tuple[torch.Tensor, int]:
+    """z* of ``deq(X, z0)`` on a copy of the layer (the user's keeps its statistics and warm
+    starts) and the forward solver's steps; checks that the cell treats samples apart."""
+    probe = copy.deepcopy(deq)
+    with torch.no_grad():
+        z_star = probe(X, z0)
+    if not isinstance(z_star, torch.Tensor):
+        raise TypeError("`deq` must have a tensor state for diagnose; got a tuple/list state")
+    _check_per_sample(deq.cell, X, z_star)
+    return z_star, probe.last_forward.n_steps
+
+
+@torch.no_grad()
+def _check_per_sample(cell: nn.Module, X: torch.Tensor, z: torch.Tensor) -> None:
+    """ValueError naming ``deq`` when moving sample 0 of z moves f at another sample (a
+    BatchNorm in training mode, attention across the batch): the per-sample Jacobians,
+    and so the NTK, assume a block-diagonal J_f."""
+    if z.shape[0] < 2:
+        return
+    moved = z.clone()
+    moved[0] += 1.0
+    before, after = cell(z, X)[1:], cell(moved, X)[1:]
+    if float((after - before).abs().max()) > 1e-5 * float(before.abs().max()):
+        raise ValueError(
+            "`deq` must have a cell that treats the samples of a batch apart (no BatchNorm "
+            "in training mode, nothing across dim 0): changing sample 0 changed f at others"
+        )
 
 
 def _with_measured(rate: BatchRate, after: float) -> BatchRate:
