@@ -8,12 +8,15 @@ import pytest
 import torch
 from scipy import integrate
 
+from deqlab._memory import MemoryRefusal
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.solvers import SolverError
+from deqlab.theory import kernels
 from deqlab.theory.kernels import (
     AssumptionWarning,
     arccos_q,
     arccos_q_derivative,
+    assemble_gram_blocks,
     converged_depth,
     least_eigenvalue,
     population_gram,
@@ -504,3 +507,43 @@ def test_cli_kernel_at_a_huge_depth_computes_the_limit_and_says_so():
         deep.output
     )
     assert deep.output.splitlines()[3:] == limit.output.splitlines()[2:]  # the same numbers
+
+
+def test_a_gram_matrix_that_cannot_fit_is_refused_before_allocating():
+    X = torch.randn(2, 10**6, dtype=torch.float64)  # 16 MB of inputs, 8 TB of K
+    with pytest.raises(MemoryRefusal, match=r"^`X`: n = 1000000 needs 8 TB for the population"):
+        population_gram(X, 0.08)
+
+
+def test_progress_counts_the_upper_triangle_and_ends_at_its_size(monkeypatch):
+    monkeypatch.setattr(kernels, "BLOCK_ENTRIES", 40)  # blocks of 40 // 13 = 3 rows
+    calls = []
+    population_gram(torch.randn(4, 13, dtype=torch.float64), progress=lambda *a: calls.append(a))
+    done = [c[1] for c in calls]
+    assert done == sorted(done) and done[0] == 0 and calls[-1][1:] == (91, 91)  # 13·14/2
+    assert {c[0] for c in calls} == {"population Gram matrix K (Eq. 14)"} and len(calls) == 6
+
+
+def test_a_kernel_written_over_the_matrix_it_reads_equals_a_fresh_one(monkeypatch):
+    monkeypatch.setattr(kernels, "BLOCK_ENTRIES", 50)  # many blocks: the aliasing matters
+    X = torch.randn(5, 23, dtype=torch.float64)
+    K = population_gram(X, 0.08)
+    scale = X.norm(dim=0) / math.sqrt(5)
+
+    def entries(cos, rows):  # reads K's upper triangle from row rows.start on
+        k = K[rows, rows.start :] / (scale[rows, None] * scale[None, rows.start :])
+        return k.mul_(cos).add_(k.square())
+
+    fresh = assemble_gram_blocks(X, entries, 2.0)
+    in_place = assemble_gram_blocks(X, entries, 2.0, out=K)
+    assert in_place is K and torch.equal(in_place, fresh)
+    with pytest.raises(ValueError, match=r"`out` must be a \(23, 23\) float64 tensor"):
+        assemble_gram_blocks(X, entries, 2.0, out=torch.empty(23, 23, dtype=torch.float32))
+
+
+def test_the_least_eigenvalue_checks_symmetry_by_blocks(monkeypatch):
+    monkeypatch.setattr(kernels, "BLOCK_ENTRIES", 30)
+    K = torch.eye(12, dtype=torch.float64)
+    K[9, 2] = 1e-3
+    with pytest.raises(ValueError, match=r"`K` must be symmetric; got max \|K - Kᵀ\| = 0.001"):
+        least_eigenvalue(K)

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import torch
 
 from deqlab._checks import check_int, check_real, check_tensor
+from deqlab._memory import check_square
+from deqlab._progress import Progress, silent
 from deqlab.models.relu_deq import SIGMA_W2_LIMIT
 
 __all__ = [
@@ -223,7 +225,12 @@ def infinite_depth_entries(cos: torch.Tensor, sigma_w2: float, tol: float) -> to
 
 
 def population_gram(
-    X: torch.Tensor, sigma_w2: float = 0.08, depth: int | None = None, *, tol: float = 1e-14
+    X: torch.Tensor,
+    sigma_w2: float = 0.08,
+    depth: int | None = None,
+    *,
+    tol: float = 1e-14,
+    progress: Progress = silent,
 ) -> torch.Tensor:
     """Population Gram matrix K^(depth) (Definition 1, Lemma 3), or K = K^(∞) (Eq. 14) for None.
 
@@ -232,22 +239,26 @@ def population_gram(
         sigma_w2: σ_w² ∈ (0, 1); values ≥ 1/8 warn (Assumption 1).
         depth: number of weight-untied layers l ≥ 0, or None for the infinite-depth limit,
             solved to ``tol`` (absolute, on the normalised entries k_ij ∈ [0, 1]).
+        progress: called as ``progress(what, entries done, entries in all)`` per row block.
 
     Returns:
         (n, n) float64 tensor on ``X.device``; ``K_ii = ρ_l ‖x_i‖²/d`` (= 1/(1-σ_w²) at infinite
-        depth on the sphere ‖x_i‖ = √d).
+        depth on the sphere ‖x_i‖ = √d). An n that does not fit in the memory available is
+        refused first (:class:`deqlab._memory.MemoryRefusal`, a ValueError).
     """
     X = check_inputs(X)
     sigma_w2 = check_sigma_w2(sigma_w2)
     depth = _check_depth(depth)
     tol = check_real("tol", tol, low=0.0, low_inclusive=False)
-    if depth is None:
-        return assemble_gram(
-            X, lambda cos: infinite_depth_entries(cos, sigma_w2, tol), depth_scale(sigma_w2, None)
-        )
-    return assemble_gram(
-        X, lambda cos: layer_entries(cos, sigma_w2, depth), depth_scale(sigma_w2, depth)
-    )
+    what = "population Gram matrix K (Eq. 14)" if depth is None else f"K^({depth})"
+
+    def entries(cos: torch.Tensor, rows: slice) -> torch.Tensor:
+        if depth is None:
+            return infinite_depth_entries(cos, sigma_w2, tol)
+        return layer_entries(cos, sigma_w2, depth)
+
+    scale = depth_scale(sigma_w2, depth)
+    return assemble_gram_blocks(X, entries, scale, progress=progress, what=what)
 
 
 def assemble_gram(
@@ -263,7 +274,13 @@ def assemble_gram(
 
 
 def assemble_gram_blocks(
-    X: torch.Tensor, entries: Callable[[torch.Tensor, slice], torch.Tensor], factor: float
+    X: torch.Tensor,
+    entries: Callable[[torch.Tensor, slice], torch.Tensor],
+    factor: float,
+    *,
+    out: torch.Tensor | None = None,
+    progress: Progress = silent,
+    what: str = "Gram matrix",
 ) -> torch.Tensor:
     """``M_ij = factor · √(ν_i ν_j) · E_ij`` with E built block by block by ``entries``.
 
@@ -272,16 +289,32 @@ def assemble_gram_blocks(
     E on the same block; E must be symmetric, as only the upper triangle is asked for. Row
     blocks of the upper triangle are computed and mirrored: one (n, n) float64 output plus
     block-sized buffers (why: n = 10⁴ needs 0.8 GB for M, not several times that).
+
+    ``out``: an (n, n) float64 tensor to write M into instead of a new one. It may be the
+    very matrix ``entries`` reads (the DEQ NTK written over K): block r0:r1 reads only rows
+    r0:r1 from column r0 on, which no earlier block has written (earlier blocks wrote their
+    own rows and, mirrored, columns < r0). Without ``out`` the (n, n) output is checked
+    against the memory available first. ``progress(what, entries done, entries in all)``
+    is called before each block.
     """
     X = X.to(torch.float64)
     d, n = X.shape
+    if out is None:
+        check_square("`X`", n, f"the {what}", buffers=1, per_point=8 * (2 * d + 4), device=X.device)
+        out = torch.empty(n, n, dtype=torch.float64, device=X.device)
+    elif out.shape != (n, n) or out.dtype != torch.float64 or out.device != X.device:
+        raise ValueError(
+            f"`out` must be a ({n}, {n}) float64 tensor on {X.device}; got "
+            f"{tuple(out.shape)} {out.dtype} on {out.device}"
+        )
     norms = X.norm(dim=0)  # (n,)
     unit = X / norms  # (d, n) unit columns
     scale = norms / math.sqrt(d)  # √ν_i
-    out = torch.empty(n, n, dtype=torch.float64, device=X.device)
     rows = max(1, BLOCK_ENTRIES // n)
+    total, done = n * (n + 1) // 2, 0
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
+        progress(what, done, total)
         cos = (unit[:, r0:r1].T @ unit[:, r0:]).clamp_(-1.0, 1.0)  # (b, n - r0)
         cos.diagonal().fill_(1.0)  # global entries (i, i)
         block = entries(cos, slice(r0, r1))  # (b, n - r0)
@@ -291,6 +324,8 @@ def assemble_gram_blocks(
         square.copy_(torch.triu(square) + torch.triu(square, 1).T)
         out[r0:r1, r0:] = block
         out[r1:, r0:r1] = block[:, r1 - r0 :].T  # mirror into the lower triangle
+        done += (r1 - r0) * (2 * n - r0 - r1 + 1) // 2
+    progress(what, total, total)
     return out
 
 
@@ -340,10 +375,12 @@ def least_eigenvalue(K: torch.Tensor) -> LeastEigenvalue:
     if K.shape[0] != K.shape[1] or K.shape[0] == 0:
         raise ValueError(f"`K` must be a non-empty square matrix; got shape {tuple(K.shape)}")
     eps = torch.finfo(K.dtype).eps  # the precision K was computed in
-    K = K.to(torch.float64)
     n = K.shape[0]
+    copies = 1 if K.dtype == torch.float64 else 2  # eigvalsh's copy, and a float64 one
+    check_square("`K`", n, "eigvalsh's copy of K", buffers=copies, device=K.device)
+    K = K.to(torch.float64)
     scale = float(K.abs().max())
-    asym = float((K - K.T).abs().max())
+    asym = _asymmetry(K)
     if asym > 1e3 * eps * max(scale, 1e-300):
         raise ValueError(f"`K` must be symmetric; got max |K - Kᵀ| = {asym:.3g}")
     eigs = torch.linalg.eigvalsh(K)
@@ -355,3 +392,12 @@ def least_eigenvalue(K: torch.Tensor) -> LeastEigenvalue:
             "(the round-off tolerance n·eps·‖K‖₂)"
         )
     return LeastEigenvalue.rounded(lo, hi, tol)
+
+
+def _asymmetry(K: torch.Tensor) -> float:
+    """max |K − Kᵀ|, by row blocks (no n×n temporary)."""
+    rows = max(1, BLOCK_ENTRIES // K.shape[0])
+    return max(
+        float((K[r0 : r0 + rows] - K[:, r0 : r0 + rows].T).abs().max())
+        for r0 in range(0, K.shape[0], rows)
+    )
