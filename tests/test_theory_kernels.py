@@ -547,3 +547,14 @@ def test_the_least_eigenvalue_checks_symmetry_by_blocks(monkeypatch):
     K[9, 2] = 1e-3
     with pytest.raises(ValueError, match=r"`K` must be symmetric; got max \|K - Kᵀ\| = 0.001"):
         least_eigenvalue(K)
+
+
+@pytest.mark.parametrize("parameterization", ["standard", "ntk"])
+def test_the_deq_ntk_written_over_k_equals_the_solved_one(monkeypatch, parameterization):
+    monkeypatch.setattr(kernels, "BLOCK_ENTRIES", 64)
+    X = torch.randn(6, 31, dtype=torch.float64)
+    expected = deq_ntk(X, 0.08, parameterization=parameterization)  # its own Eq. (14) solve
+    K = population_gram(X, 0.08)
+    got = deq_ntk(X, 0.08, parameterization=parameterization, gram=K, out=K)
+    assert got is K
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-13)

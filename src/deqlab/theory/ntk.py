@@ -48,10 +48,10 @@ from dataclasses import dataclass
 import torch
 
 from deqlab._checks import check_choice, check_real, check_tensor
+from deqlab._progress import Progress, silent
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.models.relu_deq_solve import DEFAULT_MAX_ITER, solve_adjoint
 from deqlab.theory.kernels import (
-    assemble_gram,
     assemble_gram_blocks,
     check_inputs,
     check_sigma_w2,
@@ -92,6 +92,8 @@ def deq_ntk(
     parameterization: str = "standard",
     tol: float = 1e-14,
     gram: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+    progress: Progress = silent,
 ) -> torch.Tensor:
     """Infinite-width NTK of the ReLU DEQ with trainable W, U, a (module docstring).
 
@@ -105,6 +107,9 @@ def deq_ntk(
             (:func:`deqlab.theory.kernels.population_gram`): the fixed point of Eq. (14) is
             then read off it, k_ij = (1 − σ_w²)K_ij/√(ν_iν_j), one pass of elementwise work
             instead of a second solve (most of the cost of K), block by block.
+        out: an (n, n) float64 tensor to write the NTK into; may be ``gram`` itself (the
+            NTK over K, one n×n buffer instead of two: :func:`assemble_gram_blocks`).
+        progress: called per row block (:func:`assemble_gram_blocks`).
 
     Returns:
         (n, n) float64 PSD tensor; the limit of :func:`empirical_ntk` as m → ∞.
@@ -120,7 +125,9 @@ def deq_ntk(
             k = infinite_depth_entries(cos, sigma_w2, tol)  # (b, c) Eq. (14)
             return _ntk_entries(cos, sigma_w2, parameterization, k)
 
-        return assemble_gram(X, solved, rho)
+        return assemble_gram_blocks(
+            X, lambda cos, rows: solved(cos), rho, out=out, progress=progress, what="DEQ NTK"
+        )
     n = X.shape[1]
     K = check_tensor("gram", gram, shape=(n, n)).to(torch.float64)
     scale = X.to(torch.float64).norm(dim=0) / X.shape[0] ** 0.5  # √ν_i
@@ -130,7 +137,7 @@ def deq_ntk(
         k.diagonal().fill_(1.0)  # exactly, as Q'(u) has an infinite slope at u = 1
         return _ntk_entries(cos, sigma_w2, parameterization, k.clamp_(0.0, 1.0))
 
-    return assemble_gram_blocks(X, entries, rho)
+    return assemble_gram_blocks(X, entries, rho, out=out, progress=progress, what="DEQ NTK")
 
 
 @dataclass(frozen=True)
