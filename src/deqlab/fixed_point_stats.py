@@ -4,8 +4,9 @@ A solve that does not meet its tolerance ends with a :class:`~deqlab.solvers.Sta
 than ``CONVERGED``; the solver's best iterate (lowest residual per row) is still there.
 What to do then is a *policy* (``on_failure``):
 
-* ``"warn"`` — return the best iterate, count the failure, warn once per layer (the
-  :class:`deqlab.DEQ` default: a training loop is never killed, never silent);
+* ``"warn"`` — return the best iterate, count the failure, warn once per layer and kind of
+  solve (forward, adjoint) (the :class:`deqlab.DEQ` default: a training loop is never
+  killed, never silent);
 * ``"raise"`` — raise :class:`~deqlab.solvers.SolverError` (strict: experiments);
 * ``"record"`` — return the best iterate and count the failure, without a warning (for
   callers that read ``status`` themselves, e.g. the papers' conv DEQ tables).
