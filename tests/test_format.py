@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from deqlab._format import format_seconds, number, numbers
@@ -14,6 +15,9 @@ from deqlab._format import format_seconds, number, numbers
         (0.123456, {"digits": 4}, "0.1235"),
         (1 - 1e-12, {"digits": 15}, "0.999999999999"),
         (1000, {}, "1000"),  # an int is written whole
+        (np.int64(7), {}, "7"),
+        (np.float32(0.25), {}, "0.25"),
+        (np.float64("nan"), {}, "—"),
         (12345.6, {}, "1.23e+04"),
         (None, {}, "—"),
         (math.nan, {}, "—"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from numbers import Integral, Real
 
 #: What a value that was not measured (None, NaN, not a number) is shown as.
 MISSING = "—"
@@ -21,16 +22,18 @@ def number(x: object, digits: int = 3, *, power: bool = False, log: bool = False
     """``x`` to ``digits`` significant digits; :data:`MISSING` where it was not measured.
 
     - ``None``, NaN, a bool or a non-number → ``"—"``; ±inf → ``"inf"`` / ``"-inf"``;
-    - an ``int`` is written whole (``1000``, not ``1e+03``);
+      any real number counts (numpy's scalars too);
+    - an integer is written whole (``1000``, not ``1e+03``);
     - ``power=True``: from :data:`POWER_FROM` on as ``m·10ᵉ`` (``3.6·10¹⁷``, ``digits``
       significant digits in ``m``), below it as whole digits (a width, a step count);
     - ``log=True``: ``x`` is the natural log of the number to show (``e^x``), for numbers
       beyond the float range (``power`` then writes ``10^(x/ln 10)`` exactly).
     """
-    if isinstance(x, bool) or not isinstance(x, int | float) or x != x:  # x != x: NaN
+    if isinstance(x, bool) or not isinstance(x, Real) or math.isnan(x):
         return MISSING
-    if isinstance(x, int) and not log:
-        return str(x)
+    if isinstance(x, Integral) and not log:
+        return str(int(x))
+    x = float(x)
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
     if log:
