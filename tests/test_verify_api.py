@@ -153,6 +153,8 @@ def test_stand_ins_from_the_curvature_and_the_pl_ratio(sphere):
     s, k = trained.stand_ins, trained.numbers
     assert s.eta == pytest.approx(1 / k["curvature"]) and 0 < s.pl_ratio <= k["curvature"]
     assert s.rate_predicted == pytest.approx(1 - s.pl_ratio / k["curvature"])
+    assert s.rate_worst == pytest.approx(1 - k["H_lambda_min0"] / k["curvature"])
+    assert s.rate_worst >= s.rate_predicted  # μ ≥ λ_min(H) (Eq. 4)
     assert s.rate_measured == pytest.approx(trained.training["rate_measured"])
     loss0 = k["loss0"]
     assert s.steps_measured_rate == pytest.approx(

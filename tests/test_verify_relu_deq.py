@@ -19,11 +19,13 @@ from deqlab.theory.ling2023 import (
     condition1_margin,
     condition1_width,
     eq9_margin_bound,
+    lemma2_gradients,
     required_width,
     theorem1_margins,
     width_margin,
     width_where,
 )
+from deqlab.theory.ntk import pl_gram
 from deqlab.theory.spectra import gram_lambda_min
 from deqlab.verify import relu_deq as rd
 from deqlab.verify import relu_deq_train as rt
@@ -107,6 +109,21 @@ def test_lambda0_monte_carlo_against_theorem2():
     ratios = [i.lambda0 / (i.width * i.lambda_star) for i in ratios]
     assert min(ratios) >= 0.5
     assert float(np.mean(ratios)) == pytest.approx(1.0, abs=0.2)
+
+
+def test_the_stand_ins_curvature_and_pl_ratio_against_lemma2_gradients(small):
+    """μ = ‖∇Φ(0)‖²/(2Φ(0)) from Lemma 2's explicit Kronecker gradients (not H), and
+    λ_max/λ_min of H(0) = J Jᵀ by a dense eigendecomposition."""
+    model, X, y = small.model, small.inputs.X, small.inputs.y
+    Z = model.equilibrium(X, tol=1e-12).Z
+    grads = lemma2_gradients(model, X, y, Z)
+    r = model.predict(Z).detach() - y
+    mu = sum(float((g**2).sum()) for g in grads) / float(r @ r)
+    assert small.pl_ratio0 == pytest.approx(mu, rel=1e-8)
+    spectrum = torch.linalg.eigvalsh(pl_gram(model, X, tol=1e-12))
+    assert small.curvature == pytest.approx(float(spectrum[-1]), rel=1e-10)
+    assert small.h_lambda_min0 == pytest.approx(float(spectrum[0]), rel=1e-8)
+    assert float(spectrum[0]) <= mu <= float(spectrum[-1])
 
 
 def _margins_by_hand(k: Constants, m0: float, m: int, grid: np.ndarray) -> float:

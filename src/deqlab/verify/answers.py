@@ -13,7 +13,8 @@ curvature of Φ at θ(0) (∇²Φ ≈ JᵀJ, whose nonzero spectrum is that of H
   2/λ_max, and the descent lemma's decrease Φ(τ+1) ≤ (1 − η(2 − ηλ_max)μ)Φ(τ) is largest at
   η = 1/λ_max;
 - the rate 1 − μ/λ_max that the PL ratio μ = ‖∇Φ(0)‖²/(2Φ(0)) measured at θ(0) predicts
-  at η_c;
+  at η_c, and 1 − λ_min(H(0))/λ_max, the rate for the residual's slowest direction (μ ≥
+  λ_min(H) for every residual: Eq. (4));
 - with training, the measured rate (Φ(T)/Φ(0))^(1/T) at the η trained with, and the steps
   to a target loss at the measured and at the predicted rate.
 """
@@ -238,6 +239,7 @@ class StandIns:
     eta: float | None
     pl_ratio: float | None
     rate_predicted: float | None
+    rate_worst: float | None = None
     eta_trained: float | None = None
     rate_measured: float | None = None
     target_loss: float | None = None
@@ -256,7 +258,8 @@ class StandIns:
             f"{self.eta:.3g} (stable below 2/λ_max = {2 * self.eta:.3g})",
             f"ours: the rate the measured PL ratio μ = ‖∇Φ(0)‖²/(2Φ(0)) = "
             f"{self.pl_ratio:.3g} predicts at that η: 1 − μ/λ_max = "
-            f"{self.rate_predicted:.6g} per step",
+            f"{self.rate_predicted:.6g} per step (1 − λ_min(H(0))/λ_max = "
+            f"{self.rate_worst:.6g} for the slowest direction of the residual)",
         ]
         if self.rate_measured is not None:
             out.append(
@@ -291,9 +294,9 @@ def relu_standins(numbers: dict, training: dict | None, target: float | None) ->
     top, mu = numbers.get("curvature"), numbers.get("pl_ratio0")
     if top is None or mu is None or not top > 0:
         return StandIns(None, None, None, None)
-    eta, rate = 1.0 / top, 1.0 - mu / top
+    eta, rate, worst = 1.0 / top, 1.0 - mu / top, 1.0 - numbers["H_lambda_min0"] / top
     if training is None:
-        return StandIns(top, eta, mu, rate)
+        return StandIns(top, eta, mu, rate, worst)
     loss0 = numbers["loss0"]
     target = TARGET_FRACTION * loss0 if target is None else target
     measured = training.get("rate_measured")
@@ -302,6 +305,7 @@ def relu_standins(numbers: dict, training: dict | None, target: float | None) ->
         eta,
         mu,
         rate,
+        worst,
         training["eta"],
         measured,
         target,

@@ -97,6 +97,7 @@ class ReLUDEQInit:
     cond: Condition1 | None
     curvature: float | None = None
     pl_ratio0: float | None = None
+    h_lambda_min0: float | None = None
 
     @property
     def lambda_star(self) -> float:
@@ -166,18 +167,19 @@ def initialize(
     constants = Constants(_gram_lambda_min(Z), W_norm, _norm(model.U.detach()),
                           float(model.a.detach().norm()), float(X.norm()),
                           float(residual.norm()))  # fmt: skip
-    curvature, pl0 = _curvature(model, X, residual)
+    curvature, pl0, bottom = _curvature(model, X, residual)
     return ReLUDEQInit(inputs, width, sigma_w2, seed, known.K, known.ntk, model, W_norm,
-                       evaluate_condition1(constants), curvature, pl0)  # fmt: skip
+                       evaluate_condition1(constants), curvature, pl0, bottom)  # fmt: skip
 
 
 def _curvature(model: ReLUDEQ, X: torch.Tensor, r: torch.Tensor) -> tuple:
-    """(λ_max(H(0)), rᵀH(0)r/rᵀr = ‖∇Φ(0)‖²/(2Φ(0))) with H = H1 + H2 + H3 of Eq. (4),
-    r = ŷ(0) − y (Lemma 2: ‖∇Φ‖² = rᵀHr); (None, None) above :data:`STANDIN_LIMIT`."""
+    """(λ_max(H(0)), rᵀH(0)r/rᵀr = ‖∇Φ(0)‖²/(2Φ(0)), λ_min(H(0))) with H = H1 + H2 + H3
+    of Eq. (4), r = ŷ(0) − y (Lemma 2: ‖∇Φ‖² = rᵀHr); Nones above :data:`STANDIN_LIMIT`."""
     if X.shape[1] > STANDIN_LIMIT or not float(r @ r) > 0:
-        return None, None
+        return None, None, None
     H = pl_gram(model, X, tol=SOLVE_TOL)  # (n, n)
-    return least_eigenvalue_large(H).max_eigenvalue, float(r @ (H @ r) / (r @ r))
+    spectrum = least_eigenvalue_large(H)
+    return spectrum.max_eigenvalue, float(r @ (H @ r) / (r @ r)), spectrum.value
 
 
 def _norm(A: torch.Tensor) -> float:
@@ -282,6 +284,7 @@ def _condition_numbers(init: ReLUDEQInit, cond: Condition1, eta: float | None) -
         "rate_at_bound": 1 - cond.lr_bound * lam / 2,
         "rate_at_eta_theorem": 1 - theorem_eta(init) * lam / 2, "rate": rate,
         "curvature": init.curvature, "pl_ratio0": init.pl_ratio0,
+        "H_lambda_min0": init.h_lambda_min0,
     }  # fmt: skip
 
 
