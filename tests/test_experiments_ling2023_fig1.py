@@ -5,6 +5,7 @@ on tables with known answers."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -63,6 +64,7 @@ THEOREMS = (
     "proof of Theorem 1 (iii): Φ(τ+1) ≤ (1 − ηλ_0/2) Φ(τ)",
     "proof of Theorem 1: ‖θ(τ) − θ(0)‖ within its drift bound",
 )
+EQ9 = "Condition 1, Eq. (9) holds at no width (its margin ≤ (1 − ‖W(0)‖₂)²/(4n‖a(0)‖₂²) < 1)"
 LEMMA2 = "Lemma 2: J(τ) invertible (‖W(τ)‖₂ < 1) where Eqs. (4)–(5) are checked"
 PL = (
     "Eq. (4): ‖∇_θΦ(τ)‖² ≥ 2λ_min(H(τ))Φ(τ) for τ ≥ 1",
@@ -85,9 +87,13 @@ def test_tiny_run_has_the_figures_statements_and_columns(tiny_run):
     rows = read_rows_csv(tiny_run / "metrics.csv")
     statements = _by_name(summary["statements"])
     completed = "GD ran all 30 steps at every width"
-    assert list(statements) == [*OBSERVATIONS, completed, *HYPOTHESES, *THEOREMS, LEMMA2, *PL]
-    for name in (*OBSERVATIONS, completed, *PL):  # Eqs. (4)–(5) hold at any width
+    assert list(statements) == [
+        *OBSERVATIONS, completed, *HYPOTHESES, EQ9, *THEOREMS, LEMMA2, *PL
+    ]  # fmt: skip
+    for name in (*OBSERVATIONS, completed, EQ9, *PL):  # Eqs. (4)–(5) hold at any width
         assert statements[name]["verdict"] == "PASS", statements[name]
+    assert all("consistency check of two computations" in statements[n]["detail"] for n in PL)
+    assert statements[EQ9]["kind"] == "ours" and "findings.md#ling-eq9" in statements[EQ9]["detail"]
     assert statements[LEMMA2]["verdict"] == "HOLDS"
     assert "at τ = 5, 10, …, 25 (5 steps per width)" in statements[PL[0]]["detail"]
     for name in HYPOTHESES:  # far from the theorem's regime at m = 32, 128
@@ -146,7 +152,7 @@ def _reproduce(tmp_path, *overrides: str) -> dict[str, dict]:
 def test_one_step_measures_nothing_after_the_start(tmp_path):
     statements = _reproduce(tmp_path, "steps=1")
     passed = [name for name, s in statements.items() if s["verdict"] == "PASS"]
-    assert passed == ["GD ran all 1 steps at every width"]  # the one step ran, no stop
+    assert passed == ["GD ran all 1 steps at every width", EQ9]  # no stop; EQ9 is at τ = 0
     for name in OBSERVATIONS:
         assert statements[name]["verdict"] == "NOT MEASURED", name
 
@@ -393,6 +399,19 @@ def test_unmet_hypotheses_make_every_theorem_not_applicable_with_what_it_needs()
         assert "Eq. (7): m ≥" in s["needs"] and "Eq. (9): no width" in s["needs"]
         assert s["detail"].startswith("hypotheses unmet (margins in their own rows): ")
         assert "Condition 1, Eq. (9) at initialization" in s["detail"]
+
+
+def test_eq9_unreachable_in_both_directions():
+    """Ours: the ceiling (1 − ‖W(0)‖₂)²/(4n‖a(0)‖₂²) is 0.0019 at the quick preset's constants
+    (n = 10 here): Eq. (9) is out of reach; ‖a(0)‖₂ = 0.01 lifts it to 10.5 (not ruled out);
+    without Condition 1's columns nothing is measured."""
+    s = _statement(EQ9, _rows(32, 0.05, constants=BAD), _rows(64, 0.1, constants=BAD))
+    assert s["verdict"] == "PASS" and s["value"] == pytest.approx(0.205**2 / (40 * 1.01**2))
+    small = dataclasses.replace(BAD, a_norm=0.01)
+    s = _statement(EQ9, _rows(32, 0.05, constants=BAD), _rows(64, 0.1, constants=small))
+    assert s["verdict"] == "FAIL" and s["value"] == pytest.approx(0.205**2 / (40 * 1e-4))
+    rows = [{k: v for k, v in r.items() if not k.startswith("cond1_")} for r in _rows(32, 0.05)]
+    assert _statement(EQ9, rows, widths=(32,))["verdict"] == "NOT MEASURED"
 
 
 def test_a_step_size_above_eq10_is_unmet_and_says_what_step_size_it_needs():

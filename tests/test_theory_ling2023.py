@@ -19,7 +19,13 @@ from deqlab.theory import (
     spectral_norm_lanczos,
     theorem1_margins,
 )
-from deqlab.theory.ling2023 import Condition1, Constants, pl_margins, width_margin
+from deqlab.theory.ling2023 import (
+    Condition1,
+    Constants,
+    eq9_margin_ceiling,
+    pl_margins,
+    width_margin,
+)
 from helpers import relu_problem
 
 
@@ -154,6 +160,33 @@ def test_required_width_at_a_width_that_already_holds_and_eq9_needs_no_width_at_
     assert required_width(holds, 50, "eq9") == 50
     with pytest.raises(ValueError, match="`equation` must be one of"):
         required_width(QUICK, 100, "eq10")
+
+
+@pytest.mark.parametrize(("n", "d", "m", "seed"), [(8, 8, 32, 0), (20, 10, 200, 1), (40, 5, 80, 2)])
+def test_eq9_margin_stays_below_its_ceiling_at_every_width(n, d, m, seed):
+    """Measured draws: Eq. (9)'s best margin over δ at the draw's width and carried to m = 10³⁰
+    (Section 3.2's scaling) is at most (1 − ‖W(0)‖₂)²/(4n‖a(0)‖₂²) < 1 (Condition 1, Eq. (9)
+    holds at no width); the ceiling is not a property of arbitrary constants."""
+    model, X, y = relu_problem(m, d, n, seed=seed)
+    k = condition1(model, X, y).constants
+    ceiling = eq9_margin_ceiling(k, n)
+    assert ceiling < 1 / (4 * n * k.a_norm**2) and ceiling < 1
+    for width in (m, 1e3 * m, 1e30):
+        assert width_margin(k, m, width, "eq9") <= ceiling
+    assert math.isinf(required_width(k, m, "eq9"))
+    assert width_margin(EQ9_REACHABLE, 100, 100, "eq9") > eq9_margin_ceiling(EQ9_REACHABLE, n)
+
+
+def test_eq9_ceiling_lets_a_small_output_layer_through():
+    """With ‖a(0)‖₂ below (1 − ‖W(0)‖₂)/(2√n) the ceiling exceeds 1 (Eq. (9) is not ruled out)."""
+    model, X, y = relu_problem(32, 8, 8, seed=0)
+    with torch.no_grad():
+        model.a.mul_(0.01 / float(model.a.norm()))
+    k = condition1(model, X, y).constants
+    assert k.a_norm < (1 - k.W_norm) / (2 * math.sqrt(8))
+    assert eq9_margin_ceiling(k, 8) > 1
+    with pytest.raises(ValueError, match="`n` must be >= 1"):
+        eq9_margin_ceiling(k, 0)
 
 
 def test_condition1_round_trips_and_its_drift_bound_is_the_proof_formula():

@@ -7,10 +7,12 @@ Per data set, over the widths m of the sweep, in this order:
   every width reached), the final training loss Φ(T) falls with m, and ‖W(τ)‖₂ < 1
   throughout training — each needs a step τ >= 1 and is NOT MEASURED without one;
 - ours: GD ran every configured step at every width (a stop, e.g. ‖W‖₂ >= 1, is shown);
-- the hypotheses of Theorem 1 (Condition 1's Eqs. (7)–(9) and Eq. (10)) and Theorem 1's
-  statements guarded by them (:mod:`deqlab.experiments.ling2023.statements`);
+- the hypotheses of Theorem 1 (Condition 1's Eqs. (7)–(9) and Eq. (10)), ours: Eq. (9)
+  holds at no width unless ‖a(0)‖₂ < 1/(2√n) (docs/findings.md#ling-eq9), and Theorem 1's
+  statements guarded by the hypotheses (:mod:`deqlab.experiments.ling2023.statements`);
 - the PL inequalities of Section 2.3 (Eqs. (4)–(5)), which hold at every width, guarded
-  only by Lemma 2's hypothesis.
+  only by Lemma 2's hypothesis (identities once it holds: a consistency check of two
+  computations, not evidence for Theorem 1).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from deqlab.experiments.base import Row, linear_fit
 from deqlab.experiments.ling2023.statements import (
     combine,
     condition1_hypotheses,
+    eq9_unreachable,
     learning_rate_hypothesis,
     numbers,
     pl_statements,
@@ -147,10 +150,13 @@ def dataset_statements(
         learning_rate_hypothesis(prefix, ms, conds, etas),
     ]
     margins = [r.margins() for r in runs]
+    n = runs[0].n if runs else 0
+    unreachable = [eq9_unreachable(prefix, ms, conds, n)] if runs else []
     return [
         *observations(prefix, runs),
         completed(prefix, runs, steps, configured),
         *hypotheses,
+        *unreachable,
         *theorem1_statements(prefix, ms, conds, etas, margins, hypotheses),
         *pl_statements(prefix, ms, [r.pl() for r in runs]),
     ]

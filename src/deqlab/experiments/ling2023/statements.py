@@ -6,13 +6,17 @@
 - :func:`condition1_hypotheses`: Eqs. (7), (8), (9) at initialization, each a hypothesis
   with its margin lhs/rhs and, when unmet, the width it needs
   (:func:`deqlab.theory.ling2023.required_width`, scaling stated in ``needs``);
+- :func:`eq9_unreachable` (ours): Eq. (9) holds at no width unless ‖a(0)‖₂ < 1/(2√n);
 - :func:`learning_rate_hypothesis`: η below the bound of Eq. (10);
 - :func:`theorem1_statements`: Theorem 1 (i)–(iii) and two quantities its proof bounds,
   over the steps τ >= 1, each guarded by those hypotheses (NOT APPLICABLE when one is
   unmet, with what it needs);
 - :func:`pl_statements`: the PL inequalities of Section 2.3 — Eq. (4), λ_min(H(τ)) >= λ_τ
   and Eq. (5) — over the steps τ >= 1, at any width: consequences of Lemma 2 alone, guarded
-  only by its hypothesis (J(τ) invertible, via ‖W(τ)‖₂ < 1).
+  only by its hypothesis (J(τ) invertible, via ‖W(τ)‖₂ < 1).  Once Lemma 2 holds they are
+  identities (‖∇_θΦ‖² = 2rᵀHr with H = H1 + H2 + H3, each PSD), so their PASS is a
+  consistency check of two computations (the trainer's gradient against H from the exact
+  Jacobian), not evidence for Theorem 1.
 
 A statement over several widths is decided on the worst width (:func:`combine`). Every
 builder takes its measurements as arguments, so a run of any size (one model, a sweep)
@@ -25,13 +29,23 @@ import math
 from collections.abc import Sequence
 
 from deqlab.models.relu_deq import SIGMA_W2_LIMIT
-from deqlab.statements import RELATIONS, Kind, Source, Statement, is_measured, measure, theorem
+from deqlab.statements import (
+    OURS,
+    RELATIONS,
+    Kind,
+    Source,
+    Statement,
+    is_measured,
+    measure,
+    theorem,
+)
 from deqlab.theory.ling2023 import (
     EQUATIONS,
     MAX_WIDTH,
     Condition1,
     PLMargins,
     Theorem1Margins,
+    eq9_margin_ceiling,
     required_width,
     width_margin,
 )
@@ -41,6 +55,11 @@ PAPER = "ling2023"
 #: The scaling under which the needed width is computed (Section 3.2; the other constants
 #: of Condition 1 stay as measured at the widest width).
 SCALING = "λ_0 ∝ m, ‖U(0)‖₂ ∝ √m"
+#: Beside the PASS of Eqs. (4)–(5): what it shows and what it does not.
+IDENTITY = (
+    "an identity once Lemma 2 holds (‖∇_θΦ‖² = 2rᵀHr, H1, H2, H3 PSD): a PASS is a "
+    "consistency check of two computations, not evidence for Theorem 1"
+)
 #: Relative tolerance of ‖x_i‖ = √d (Assumption 2 (i)): float64 rounding of a normalised input.
 NORM_RTOL = 1e-9
 #: |cos θ_ij| at or above 1 − this is a parallel pair (rounding of a computed cosine is ~1e-16).
@@ -195,6 +214,29 @@ def _width_needed(key: str, ms: Sequence[int], conds: Sequence[Condition1 | None
     return f"{name}: m ≥ {power_of_ten(needed)} (run: m ≤ {m0}; {SCALING})"
 
 
+def eq9_unreachable(prefix: str, ms: Sequence[int], conds: Sequence[Condition1 | None], n: int):
+    """Ours: Condition 1, Eq. (9) holds at no width for this draw — its margin is at most
+    (1 − ‖W(0)‖₂)²/(4n‖a(0)‖₂²) at every δ and width
+    (:func:`deqlab.theory.ling2023.eq9_margin_ceiling`), decided on the largest ceiling over
+    the widths, which must be < 1 (it is ≥ 1 only when ‖a(0)‖₂ < (1 − ‖W(0)‖₂)/(2√n))."""
+    ceilings = [None if c is None else eq9_margin_ceiling(c.constants, n) for c in conds]
+    margins = [None if c is None else c.eq9.margin for c in conds]
+    scaled = [None if c is None else 2 * math.sqrt(n) * c.constants.a_norm for c in conds]
+    return measure(
+        f"{prefix}Condition 1, Eq. (9) holds at no width (its margin ≤ (1 − ‖W(0)‖₂)²/"
+        "(4n‖a(0)‖₂²) < 1)", Kind.OURS, OURS,
+        value=combine(ceilings, "<", 1.0), relation="<", threshold=1.0,
+        measured=f"ceiling (1 − ‖W(0)‖₂)²/(4n‖a(0)‖₂²) = {numbers(ceilings)}; Eq. (9)'s "
+        f"lhs/rhs = {numbers(margins)}; 2√n‖a(0)‖₂ = {numbers(scaled)} ({widths(ms)}, n = {n})",
+        expected="< 1 at every width: then no width and no δ satisfies Eq. (9)",
+        detail="λ_0 ≤ ‖Z(0)‖_F²/n ≤ ‖U(0)‖₂²‖X‖_F²/(n(1 − ‖W(0)‖₂)²) against "
+        "4c_w²‖X‖_F² ≥ 4‖U(0)‖₂²‖a(0)‖₂²‖X‖_F²/(1 − ‖W(0)‖₂)⁴; Section 3.2's scaling "
+        "(λ_0 ∝ m, ‖U(0)‖₂² ∝ m) leaves the ratio unchanged, so the width m = Ω(n³/λ*²·log) "
+        "the paper claims does not deliver Eq. (9) unless ‖a(0)‖₂ < 1/(2√n); see "
+        "docs/findings.md#ling-eq9",
+    )  # fmt: skip
+
+
 def learning_rate_hypothesis(
     prefix: str, ms: Sequence[int], conds: Sequence[Condition1 | None], etas: Sequence[float]
 ) -> Statement:
@@ -293,14 +335,14 @@ def pl_statements(prefix: str, ms: Sequence[int], margins: Sequence[PLMargins]) 
                "Section 2.3, Eq. (4)", get("min_eq4"), ">=", 1.0,
                "min ‖∇_θΦ‖²/(2λ_min(H)Φ)", where,
                f"H(τ) = H1 + H2 + H3 from the exact implicit Jacobian, at {_steps(h_steps)}; "
-               "‖∇_θΦ(τ)‖ from the trainer's own solves"),
+               f"‖∇_θΦ(τ)‖ from the trainer's own solves; {IDENTITY}"),
         _check(prefix + "Section 2.3: λ_min(H(τ)) ≥ λ_τ for τ ≥ 1",
                "Section 2.3, before Eq. (5)", get("min_h_ratio"), ">=", 1.0,
                "min λ_min(H(τ))/λ_τ", where,
-               f"at {_steps(h_steps)}; λ_τ from the trainer's Z(τ)"),
+               f"at {_steps(h_steps)}; λ_τ from the trainer's Z(τ); {IDENTITY}"),
         _check(prefix + "Eq. (5): ‖∇_θΦ(τ)‖² ≥ 2λ_τΦ(τ) for τ ≥ 1",
                "Section 2.3, Eq. (5)", get("min_eq5"), ">=", 1.0,
-               "min ‖∇_θΦ‖²/(2λ_τΦ)", where, f"at {_steps(eq5_steps)}"),
+               "min ‖∇_θΦ‖²/(2λ_τΦ)", where, f"at {_steps(eq5_steps)}; {IDENTITY}"),
     ]  # fmt: skip
     return [lemma2, *(theorem(c, [lemma2]) for c in checks)]
 
