@@ -28,9 +28,10 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from deqlab._checks import check_int, check_positive
 from deqlab.data import get_dataset
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.blocks import ConvDEQBlock, MinibatchTraining
+from deqlab.experiments.constraints import POSITIVE, Interval
 from deqlab.experiments.deviations import PaperValue, measurement, not_given, paper
 from deqlab.experiments.hieu2022 import dynamics_report
 from deqlab.experiments.hieu2022.training import train_classifier
@@ -69,39 +70,25 @@ PAPER_SETTING: dict[str, PaperValue] = {
 
 
 @dataclass(frozen=True)
-class DynamicsConfig:
+class DynamicsConfig(ConvDEQBlock, MinibatchTraining):
     """Defaults: the thesis's Section 4.1 settings on Fashion-MNIST (see module docstring)."""
 
     dataset: str = "fashion-mnist"
     n_train: int = 60_000
     n_traj: int = 30
-    channels: int = 48
-    inner_channels: int = 64
-    groups: int = 8
     init_stds: tuple[float, ...] = (1.0, 0.01)
     train_std: float = 0.01
     epochs: int = 40
     snapshot_epochs: tuple[int, ...] = (0, 1, 10, 40)
-    batch_size: int = 100
-    lr: float = 1e-3
     tol: float = 1e-2
-    max_iter: int = 50
-    seed: int = 0
 
-    def __post_init__(self) -> None:
-        check_int("n_train", self.n_train, min_value=10)
-        check_int("n_traj", self.n_traj, min_value=2)
-        check_int("epochs", self.epochs, min_value=1)
-        check_int("batch_size", self.batch_size, min_value=1)
-        for name in ("channels", "inner_channels", "groups", "max_iter"):
-            check_int(name, getattr(self, name), min_value=1)
-        for s in (*self.init_stds, self.train_std, self.lr, self.tol):
-            check_positive("init_stds/train_std/lr/tol", s)
-        if any(not 0 <= e <= self.epochs for e in self.snapshot_epochs):
-            raise ValueError(
-                f"`snapshot_epochs` must lie in [0, epochs = {self.epochs}]; "
-                f"got {list(self.snapshot_epochs)}"
-            )
+    constraints: ClassVar = {
+        "n_train": Interval(10),
+        "n_traj": Interval(2),
+        "init_stds": POSITIVE,
+        "train_std": POSITIVE,
+        "snapshot_epochs": Interval(0, "epochs"),
+    }
 
 
 def image_tensors(dataset: str, split: str, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -28,8 +28,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from deqlab._checks import check_int, check_positive
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.blocks import ConvDEQBlock, MinibatchTraining
+from deqlab.experiments.constraints import INCREASING, NONEMPTY, POSITIVE, Interval
 from deqlab.experiments.deviations import PaperValue, measurement, not_given, paper
 from deqlab.experiments.hieu2022 import landscape_report
 from deqlab.experiments.hieu2022.dynamics import image_tensors
@@ -64,43 +65,28 @@ PAPER_SETTING: dict[str, PaperValue] = {
 
 
 @dataclass(frozen=True)
-class LandscapeConfig:
+class LandscapeConfig(ConvDEQBlock, MinibatchTraining):
     """Defaults: the thesis's Section 4.2.1 settings (offline data set, see docstring)."""
 
     dataset: str = "fashion-mnist"
     n_train: int = 60_000
     n_eval: int = 1000
     repeats: tuple[int, ...] = (6, 11, 18)
-    channels: int = 48
-    inner_channels: int = 64
-    groups: int = 8
     init_std: float = 0.01
-    epochs: int = 50
-    batch_size: int = 100
-    lr: float = 1e-3
-    tol: float = 1e-3
-    max_iter: int = 50
     grid: int = 51
     flat_delta: float = 0.5
     #: Grid points of a row evaluated together (deqlab.landscape_batch); 0: one at a time.
     grid_batch: int = 0
-    seed: int = 0
 
-    def __post_init__(self) -> None:
-        check_int("n_train", self.n_train, min_value=10)
-        check_int("n_eval", self.n_eval, min_value=10)
-        check_int("grid", self.grid, min_value=3)
-        check_int("grid_batch", self.grid_batch, min_value=0)
-        check_int("epochs", self.epochs, min_value=1)
-        for name in ("channels", "inner_channels", "groups", "max_iter"):
-            check_int(name, getattr(self, name), min_value=1)
-        check_int("batch_size", self.batch_size, min_value=1)
-        for k in self.repeats:
-            check_int("repeats", k, min_value=1)
-        if not self.repeats or sorted(set(self.repeats)) != list(self.repeats):
-            raise ValueError(f"`repeats` must be strictly increasing; got {list(self.repeats)}")
-        for value in (self.init_std, self.lr, self.tol, self.flat_delta):
-            check_positive("init_std/lr/tol/flat_delta", value)
+    constraints: ClassVar = {
+        "n_train": Interval(10),
+        "n_eval": Interval(10),
+        "repeats": (NONEMPTY, Interval(1), INCREASING),
+        "init_std": POSITIVE,
+        "grid": Interval(3),
+        "flat_delta": POSITIVE,
+        "grid_batch": Interval(0),
+    }
 
 
 def _model(config: LandscapeConfig, key: str, in_channels: int, device: str) -> nn.Module:

@@ -36,9 +36,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from deqlab._checks import check_choice, check_int, check_positive
 from deqlab.data import get_dataset
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.blocks import MinibatchTraining
+from deqlab.experiments.constraints import NONEMPTY, POSITIVE, Interval, OneOf, Rule
 from deqlab.experiments.deviations import PaperValue, measurement, not_given, paper
 from deqlab.experiments.hieu2022 import mdeq_landscape_report
 from deqlab.experiments.hieu2022.training import train_classifier
@@ -80,8 +81,19 @@ PAPER_SETTING: dict[str, PaperValue] = {
 }  # fmt: skip
 
 
+def _class_limit(config: MDEQLandscapeConfig) -> int:
+    """At most 1000 classes on ImageNet, 10 on the others."""
+    return 1000 if config.dataset == "imagenet" else 10
+
+
+CLASSES = Rule(
+    lambda c: 2 <= c.classes <= _class_limit(c),
+    lambda c: f"be in [2, {_class_limit(c)}] for {c.dataset}",
+)
+
+
 @dataclass(frozen=True)
-class MDEQLandscapeConfig:
+class MDEQLandscapeConfig(MinibatchTraining):
     """Defaults: the thesis's ImageNet setting (sizes of Bai et al.'s MDEQ-Small)."""
 
     dataset: str = "imagenet"
@@ -93,35 +105,30 @@ class MDEQLandscapeConfig:
     expansion: int = 5
     groups: int = 8
     downsample: int = 2
-    epochs: int = 50
-    batch_size: int = 100
-    lr: float = 1e-3
     solver: str = "broyden"
     tol: float = 1e-3
     max_iter: int = 26
     grid: int = 51
     flat_delta: float = 0.5
     flat_fraction: float = 0.25
-    seed: int = 0
 
-    def __post_init__(self) -> None:
-        check_choice("dataset", self.dataset, DATASETS)
-        check_choice("solver", self.solver, tuple(SOLVERS))
-        limit = 1000 if self.dataset == "imagenet" else 10
-        if not 2 <= check_int("classes", self.classes) <= limit:
-            raise ValueError(
-                f"`classes` must be in [2, {limit}] for {self.dataset}; got {self.classes}"
-            )
-        check_int("n_train", self.n_train, min_value=self.classes)
-        check_int("n_eval", self.n_eval, min_value=self.classes)
-        check_int("grid", self.grid, min_value=3)
-        for name in ("image_size", "expansion", "groups", "epochs", "batch_size", "max_iter"):
-            check_int(name, getattr(self, name), min_value=1)
-        check_int("downsample", self.downsample, min_value=0)
-        if not self.channels:
-            raise ValueError("`channels` must hold one channel count per scale; got none")
-        for value in (self.lr, self.tol, self.flat_delta, self.flat_fraction):
-            check_positive("lr/tol/flat_delta/flat_fraction", value)
+    constraints: ClassVar = {
+        "dataset": OneOf(DATASETS),
+        "solver": OneOf(tuple(SOLVERS)),
+        "classes": CLASSES,
+        "n_train": Interval("classes"),
+        "n_eval": Interval("classes"),
+        "grid": Interval(3),
+        "image_size": Interval(1),
+        "expansion": Interval(1),
+        "groups": Interval(1),
+        "max_iter": Interval(1),
+        "downsample": Interval(0),
+        "channels": (NONEMPTY, Interval(1)),
+        "tol": POSITIVE,
+        "flat_delta": POSITIVE,
+        "flat_fraction": POSITIVE,
+    }
 
 
 def _balanced(images: torch.Tensor, labels: torch.Tensor, n: int, classes: int):
