@@ -112,3 +112,53 @@ def test_without_gd_there_is_no_prediction_and_bad_input_is_named():
         monitor.observe(1.0, [])
     with pytest.raises(ValueError, match="lr"):
         RateMonitor(0.0)
+
+
+class Model(nn.Module):
+    """A tanh DEQ with a linear head, every parameter trained."""
+
+    def __init__(self, deq_of, d: int = 3) -> None:
+        super().__init__()
+        torch.manual_seed(11)
+        self.cell = nn.Linear(d, d)
+        self.cell.weight.data.mul_(0.6)
+        self.head = nn.Linear(d, 2)
+        self.deq = deq_of(lambda z, x: torch.tanh(self.cell(z) + x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.deq(x))
+
+
+def test_hessian_of_a_trained_deq_against_the_dense_unrolled_hessian():
+    """β of the monitor (HVPs from exact implicit gradients) against λ_max of the Hessian by
+    double backpropagation through an unrolled, converged Picard solve."""
+    from torch.func import functional_call
+
+    from deqlab import Picard, Unrolled
+
+    X, y = torch.randn(5, 3), torch.randn(5, 2)
+    model = Model(lambda f: DEQ(f, solver=Anderson(tol=1e-14, max_iter=300)))
+    oracle = Model(lambda f: DEQ(f, solver=Picard(tol=1e-14, max_iter=400), backward=Unrolled()))
+    params = list(model.parameters())
+    names = [name for name, _ in model.named_parameters()]
+    sizes = [p.numel() for p in params]
+
+    def loss_of(flat: torch.Tensor) -> torch.Tensor:
+        parts = {
+            n: v.reshape(p.shape) for n, v, p in zip(names, flat.split(sizes), params, strict=True)
+        }
+        return (functional_call(oracle, parts, (X,)) - y).square().sum() / 10
+
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    dense = torch.autograd.functional.hessian(loss_of, flat)
+    expected = float(torch.linalg.eigvalsh(dense)[-1])
+
+    def closure() -> torch.Tensor:
+        model.zero_grad()
+        loss = (model(X) - y).square().sum() / 10
+        loss.backward()
+        return loss
+
+    closure()
+    beta = hessian_lambda_max(closure, params, iters=300, tol=1e-11, eps=1e-5, seed=0)
+    assert beta == pytest.approx(expected, rel=1e-6)
