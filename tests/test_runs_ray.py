@@ -72,14 +72,14 @@ def test_ray_sweep_matches_serial_and_records_the_failing_task(local_cluster, tm
     )
     assert ray.is_initialized()  # a connection made by the caller is left open
     assert on_ray.status == "failed" and on_ray.failed_tasks == ["lr9"]
-    tasks = RunStore(tmp_path / "ray").tasks(exp.name, on_ray.run.path.name)
+    tasks = RunStore(tmp_path / "ray").tasks(exp.name, on_ray.path.name)
     assert [(t["task_key"], t["status"]) for t in tasks] == [
         ("lr0.05", "finished"),
         ("lr0.3", "finished"),
         ("lr9", "failed"),
     ]
     serial = reproduce(exp, config, preset="tiny", out=tmp_path / "serial", quiet=True)
-    assert read_rows_csv(on_ray.run.metrics_file) == read_rows_csv(serial.run.metrics_file)
+    assert read_rows_csv(on_ray.metrics_file) == read_rows_csv(serial.metrics_file)
 
 
 def _specs(exp, config, run_path: Path) -> list[TaskSpec]:
@@ -308,7 +308,7 @@ def test_a_two_node_cluster_runs_a_sweep_and_the_driver_holds_every_checkpoint(t
         exp, exp.resolve("tiny", overrides=[lrs]), preset="tiny", out=tmp_path / "s", quiet=True
     )
     assert [{k: v for k, v in row.items() if k != "node"} for row in rows] == read_rows_csv(
-        serial.run.metrics_file
+        serial.metrics_file
     )
 
 

@@ -22,10 +22,12 @@ from deqlab.experiments.base import Experiment, Task, TaskContext
 from deqlab.experiments.config import ConfigError, config_hash
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.registry import register
+from deqlab.runs.devices import check_device, device_type
 from deqlab.runs.executors import LocalExecutor, TaskSpec, execute_task
-from deqlab.runs.rundir import RunStoreError
-from deqlab.runs.runner import check_device, device_type, provenance_warning, reproduce
+from deqlab.runs.rundir import RunDir, RunStoreError
+from deqlab.runs.runner import reproduce
 from deqlab.runs.store import RunStore
+from deqlab.runs.summary import provenance_warning
 from deqlab.runs.tables import read_rows_csv, write_rows_csv
 from deqlab.statements import OURS, Kind, Statement, measure
 
@@ -131,7 +133,7 @@ def _run(tmp_path: Path, **overrides) -> object:
 
 def test_run_directory_layout_and_index(tmp_path):
     outcome = _run(tmp_path)
-    run = outcome.run.path
+    run = outcome.path
     assert outcome.status == "finished" and not outcome.reused
     assert run.parent.name == "test-lsq-gd" and len(run.name) == 12
     saved = tomllib.loads((run / "config.toml").read_text())
@@ -144,7 +146,7 @@ def test_run_directory_layout_and_index(tmp_path):
     assert saved["config"]["steps"] == 30 and saved["config"]["lrs"] == [0.05, 0.3]
     rows = read_rows_csv(run / "metrics.csv")
     assert len(rows) == 2 * 30 and set(rows[0]) == {"task", "lr", "step", "loss"}
-    summary = outcome.run.read_summary()
+    summary = RunDir(outcome.path).read_summary()
     assert summary["status"] == "finished" and summary["config_hash"] == run.name
     assert [t["key"] for t in summary["tasks"]] == ["lr0.05", "lr0.3"]
     statements = summary["statements"]
@@ -162,10 +164,10 @@ def test_run_directory_layout_and_index(tmp_path):
 
 def test_finished_run_is_reused(tmp_path):
     first = _run(tmp_path)
-    mtime = (first.run.path / "metrics.csv").stat().st_mtime_ns
+    mtime = (first.path / "metrics.csv").stat().st_mtime_ns
     second = _run(tmp_path)
-    assert second.reused and second.run.path == first.run.path
-    assert (first.run.path / "metrics.csv").stat().st_mtime_ns == mtime
+    assert second.reused and second.path == first.path
+    assert (first.path / "metrics.csv").stat().st_mtime_ns == mtime
     assert len(RunStore(tmp_path).runs()) == 1
     second.report.unlink()  # a reused run whose report was deleted gets it written again
     assert _run(tmp_path).report == second.report and second.report.exists()
@@ -179,16 +181,16 @@ def test_failing_task_is_recorded_and_sweep_continues_in_a_process_pool(tmp_path
     )
     assert outcome.status == "failed" and outcome.failed_tasks == ["lr9"]
     store = RunStore(tmp_path / "pool")
-    tasks = {t["task_key"]: t for t in store.tasks("test-lsq-gd", outcome.run.path.name)}
+    tasks = {t["task_key"]: t for t in store.tasks("test-lsq-gd", outcome.path.name)}
     assert tasks["lr9"]["status"] == "failed"
     assert tasks["lr9"]["error"].startswith("FloatingPointError: GD diverged at step")
     assert tasks["lr0.05"]["status"] == tasks["lr0.3"]["status"] == "finished"
     (run,) = store.runs()
     assert run["status"] == "failed" and run["n_failed"] == 1 and "lr9" in run["error"]
-    rows = read_rows_csv(outcome.run.metrics_file)
+    rows = read_rows_csv(outcome.metrics_file)
     assert {r["task"] for r in rows} == {"lr0.05", "lr0.3"}  # the others still ran
     serial = reproduce(exp, config, preset="tiny", out=tmp_path / "serial", quiet=True)
-    assert read_rows_csv(serial.run.metrics_file) == rows  # processes change no number
+    assert read_rows_csv(serial.metrics_file) == rows  # processes change no number
 
 
 def test_interrupted_task_resumes_to_identical_numbers(tmp_path):
@@ -210,7 +212,7 @@ def test_interrupted_task_resumes_to_identical_numbers(tmp_path):
     assert not checkpoint["done"] and checkpoint["state"]["step"] == 20
     resumed = execute_task(spec)
     assert resumed.status == "finished" and not resumed.reused
-    expected = [r for r in read_rows_csv(reference.run.metrics_file) if r["task"] == "lr0.3"]
+    expected = [r for r in read_rows_csv(reference.metrics_file) if r["task"] == "lr0.3"]
     assert resumed.rows == expected  # bit-exact: floats round-trip through repr
     assert execute_task(spec).reused  # a done checkpoint is not recomputed
 
@@ -242,17 +244,17 @@ def test_unwritable_output_directory_is_a_clear_error(tmp_path):
 
 def test_force_recomputes_a_finished_run_from_scratch(tmp_path):
     first = _run(tmp_path)
-    stale = first.run.path / "checkpoints" / "stale.pt"
+    stale = first.path / "checkpoints" / "stale.pt"
     stale.write_bytes(b"")
     exp = LeastSquaresGD()
     forced = reproduce(
         exp, exp.resolve("tiny"), preset="tiny", out=tmp_path, quiet=True, force=True
     )
-    assert not forced.reused and forced.status == "finished" and forced.run.path == first.run.path
+    assert not forced.reused and forced.status == "finished" and forced.path == first.path
     assert not stale.exists()  # the checkpoints were discarded, not resumed
-    summary = forced.run.read_summary()
+    summary = RunDir(forced.path).read_summary()
     assert not any(t["reused"] for t in summary["tasks"])
-    assert read_rows_csv(forced.run.metrics_file) == read_rows_csv(first.run.metrics_file)
+    assert read_rows_csv(forced.metrics_file) == read_rows_csv(first.metrics_file)
     assert _run(tmp_path).reused  # without force the finished run is reused again
 
 
@@ -260,14 +262,14 @@ def test_summary_records_version_and_commit_and_reuse_warns_on_another(tmp_path)
     import deqlab
 
     first = _run(tmp_path)
-    env = first.run.read_summary()["environment"]
+    env = RunDir(first.path).read_summary()["environment"]
     assert env["deqlab"] == deqlab.__version__ and "git_commit" in env
     assert _run(tmp_path).warnings == []  # same version and commit: silent reuse
-    summary = first.run.read_summary()
+    summary = RunDir(first.path).read_summary()
     summary["environment"].update(
         deqlab="0.0.1", git_commit="0123456789abcdef0123", git_dirty=False
     )
-    first.run.write_summary(summary)
+    RunDir(first.path).write_summary(summary)
     reused = _run(tmp_path)
     assert reused.reused and len(reused.warnings) == 1
     (warning,) = reused.warnings
@@ -275,7 +277,7 @@ def test_summary_records_version_and_commit_and_reuse_warns_on_another(tmp_path)
     assert f"this is deqlab {deqlab.__version__}" in warning and "--force" in warning
     del summary["environment"]
     assert "computed by deqlab (unrecorded version) (no git commit)" in provenance_warning(
-        first.run.path, summary
+        first.path, summary
     )
 
 
@@ -309,5 +311,5 @@ def test_open_existing_store_reads_without_writing(tmp_path):
     outcome = _run(tmp_path)
     store = RunStore.open_existing(tmp_path)
     (row,) = store.runs()
-    assert row["config_hash"] == outcome.run.path.name
+    assert row["config_hash"] == outcome.path.name
     assert json.loads(row["config_json"])["steps"] == 30

@@ -135,7 +135,7 @@ def reproduce(
     from deqlab.experiments.deviations import one_line
     from deqlab.runs.api import execute, prepare
     from deqlab.runs.rundir import RunStoreError
-    from deqlab.runs.runner import Terminated
+    from deqlab.runs.signals import Terminated
 
     try:
         prepared = prepare(

@@ -101,7 +101,7 @@ def runs_list(
 def run_document(store, row: dict[str, Any]) -> dict[str, Any]:
     """One run as JSON: index row, config, tasks, statements, deviations, verdict counts."""
     from deqlab.runs.rundir import RunDir, SummaryError
-    from deqlab.runs.runner import describe_provenance
+    from deqlab.runs.summary import describe_provenance
     from deqlab.statements import Counts, Statement
 
     doc = _row_document(row)
@@ -142,8 +142,8 @@ def _repair(out: Path, row: dict[str, Any], problem: str) -> bool:
     """Rebuild the unreadable summary of ``row``'s run when the store can be written; say
     what happened on stderr. Returns whether it was rebuilt."""
     from deqlab.runs.rundir import RunStoreError
-    from deqlab.runs.runner import rebuild_summary
     from deqlab.runs.store import RunStore
+    from deqlab.runs.summary import rebuild_summary
 
     if row["status"] == "running":
         warn(f"{problem} (the run is in progress)")

@@ -20,105 +20,18 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from deqlab.experiments.base import Experiment
 from deqlab.experiments.config import ConfigError, read_config_file, resolve_config
-from deqlab.experiments.deviations import Deviation
+from deqlab.runs.devices import check_device
 from deqlab.runs.executors import Executor, make_executor
-from deqlab.runs.runner import RunOutcome, check_device
+from deqlab.runs.run import Run
 from deqlab.runs.runner import reproduce as _run
-from deqlab.runs.tables import read_rows_csv
-from deqlab.statements import Counts, Statement
 
 Overrides = Mapping[str, object] | Sequence[str] | None
-
-
-@dataclass
-class Run:
-    """A run of an experiment, as :func:`reproduce` left it.
-
-    ``status``: ``finished`` or ``failed`` (some tasks failed: ``failed_tasks``);
-    ``reused``: an earlier finished run of the same config was returned as it is;
-    ``statements``: the checked statements with their verdicts; ``deviations``: how the
-    config differs from the paper; ``metrics``: the rows of ``metrics.csv`` (read on first
-    use); ``report``: the HTML report; ``warnings``: e.g. a reused run computed by another
-    deqlab version; ``task_errors``: the whole error text of each failed task.
-    """
-
-    experiment: str
-    preset: str
-    config: Any
-    path: Path
-    status: str
-    reused: bool
-    device: str
-    statements: list[Statement] = field(default_factory=list)
-    deviations: list[Deviation] = field(default_factory=list)
-    failed_tasks: list[str] = field(default_factory=list)
-    report: Path | None = None
-    warnings: list[str] = field(default_factory=list)
-    task_errors: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def config_hash(self) -> str:
-        """The run's hash (the name of its directory)."""
-        return self.path.name
-
-    @property
-    def metrics_file(self) -> Path:
-        return self.path / "metrics.csv"
-
-    @cached_property
-    def metrics(self) -> list[dict[str, object]]:
-        """The tidy rows of ``metrics.csv`` (ints, floats, bools parsed; blanks as None)."""
-        return read_rows_csv(self.metrics_file) if self.metrics_file.is_file() else []
-
-    @property
-    def counts(self) -> Counts:
-        """Verdicts by kind (``counts.sentence()``, ``counts.failed``)."""
-        return Counts.of(self.statements)
-
-    @property
-    def ok(self) -> bool:
-        """True when the run finished and no statement FAILs."""
-        return self.status == "finished" and not self.counts.failed
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form (what ``deqlab reproduce --json`` prints)."""
-        return {
-            "experiment": self.experiment,
-            "preset": self.preset,
-            "config_hash": self.config_hash,
-            "device": self.device,
-            "status": self.status,
-            "reused": self.reused,
-            "path": str(self.path),
-            "report": None if self.report is None else str(self.report),
-            "failed_tasks": list(self.failed_tasks),
-            "task_errors": dict(self.task_errors),
-            "warnings": list(self.warnings),
-            "verdicts": self.counts.as_dict(),
-            "verdict_sentence": self.counts.sentence(),
-            "statements": [s.as_dict() for s in self.statements],
-            "deviations": [d.as_dict() for d in self.deviations],
-            "metrics_file": str(self.metrics_file),
-        }
-
-    def summary(self) -> dict[str, Any]:
-        """The run's ``summary.json``."""
-        import json
-
-        return json.loads((self.path / "summary.json").read_text(encoding="utf-8"))
-
-    def __repr__(self) -> str:
-        return (
-            f"Run({self.experiment!r}, preset={self.preset!r}, status={self.status!r}, "
-            f"reused={self.reused}, verdicts={self.counts.sentence()!r}, path='{self.path}')"
-        )
 
 
 def resolve(
@@ -201,7 +114,7 @@ def execute(
 ) -> Run:
     """Run (or reuse, or resume) a prepared request; warnings are left in ``Run.warnings``
     (and passed to ``on_warning`` as they arise)."""
-    outcome = _run(
+    return _run(
         prepared.experiment,
         prepared.config,
         preset=prepared.preset,
@@ -212,25 +125,6 @@ def execute(
         quiet=quiet,
         force=force,
         on_warning=on_warning,
-    )
-    return _as_run(prepared, outcome)
-
-
-def _as_run(prepared: Prepared, outcome: RunOutcome) -> Run:
-    return Run(
-        experiment=prepared.experiment.name,
-        preset=prepared.preset,
-        config=prepared.config,
-        path=outcome.run.path,
-        status=outcome.status,
-        reused=outcome.reused,
-        device=prepared.device,
-        statements=list(outcome.statements),
-        deviations=list(outcome.deviations),
-        failed_tasks=list(outcome.failed_tasks),
-        report=outcome.report,
-        warnings=list(outcome.warnings),
-        task_errors=dict(outcome.task_errors),
     )
 
 
@@ -267,7 +161,7 @@ def reproduce(
     experiment, preset or key, a wrongly typed or out-of-range value, or a data set that is
     not on this machine (:class:`~deqlab.runs.runner.DataError`, with where it was looked
     for and how to fetch it), before anything runs; ``KeyboardInterrupt`` (on SIGTERM:
-    :class:`~deqlab.runs.runner.Terminated`) leaves the run ``interrupted``, resumable.
+    :class:`~deqlab.runs.signals.Terminated`) leaves the run ``interrupted``, resumable.
     """
     prepared = prepare(
         name,

@@ -13,7 +13,8 @@ import errno
 import json
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,6 +90,21 @@ def owner_state(pid: object, host: object, start: object) -> str:
         if current is not None and current != start:
             return "dead"
     return "alive"
+
+
+@contextmanager
+def owner_environment() -> Iterator[None]:
+    """``$DEQLAB_RUN_OWNER`` = this process while tasks run (workers inherit it, and
+    :meth:`RunDir.check_owner` refuses their writes once the owner has changed)."""
+    previous = os.environ.get(OWNER_ENV)
+    os.environ[OWNER_ENV] = str(os.getpid())
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(OWNER_ENV, None)
+        else:
+            os.environ[OWNER_ENV] = previous
 
 
 class RunLock:

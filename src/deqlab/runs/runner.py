@@ -14,175 +14,48 @@ be read is set aside as ``*.corrupt`` and its task restarts from scratch.
 One process at a time computes a run: it holds the run directory's lock
 (:class:`~deqlab.runs.lock.RunLock`); a second ``reproduce`` of the same run waits for
 it, then reuses the finished run. SIGTERM (and SIGHUP) stop a run like Ctrl-C: it is
-recorded as ``interrupted`` (:class:`Terminated`). Data sets the tasks read are checked
+recorded as ``interrupted`` (:class:`~deqlab.runs.signals.Terminated`). Data sets the tasks read are checked
 before anything is created (:func:`check_datasets`).
 
 The deqlab version and git commit that computed a run are recorded in its summary
 (``environment``, :func:`deqlab.report.collect_environment`). A finished run computed by
 another version or commit is still reused, with a warning naming both
-(:attr:`RunOutcome.warnings`); ``force=True`` recomputes it.
+(:attr:`Run.warnings`); ``force=True`` recomputes it.
+
+Under the run's lock, :func:`reproduce` goes reuse → collect checkpoints → execute →
+finalize: :func:`_reusable` finds a finished run whose files match; else
+:func:`_collect_checkpoints` reads the finished tasks, :func:`_execute` runs the others and
+:func:`_finalize` writes metrics.csv, summary.json, the index's end and the report.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import torch
 from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from deqlab.experiments.base import Experiment, Row
-from deqlab.experiments.config import ConfigError, config_hash, resolve_config
-from deqlab.experiments.deviations import Deviation
+from deqlab.experiments.base import Experiment, Task
+from deqlab.experiments.config import ConfigError, config_hash
+from deqlab.runs.devices import check_device, device_type
 from deqlab.runs.executors import Executor, LocalExecutor, TaskResult, TaskSpec
-from deqlab.runs.lock import OWNER_ENV, RunLock, now_iso
+from deqlab.runs.lock import RunLock, now_iso, owner_environment
+from deqlab.runs.progress import run_with_progress
+from deqlab.runs.run import Run
 from deqlab.runs.rundir import SUMMARY_FORMAT, RunDir, RunStoreError, SummaryError
+from deqlab.runs.signals import signals_interrupt
 from deqlab.runs.store import RunStore
+from deqlab.runs.summary import derive_summary, provenance_warning, task_entry
 from deqlab.runs.tables import read_rows_csv, write_rows_csv
-from deqlab.statements import Counts, Statement
-
-#: The device forms ``--device`` accepts (N: a CUDA device index).
-DEVICES = ("cpu", "cuda", "cuda:N")
-
-
-@dataclass
-class RunOutcome:
-    """What :func:`reproduce` did: where the run lives and how it ended."""
-
-    run: RunDir
-    status: str
-    reused: bool
-    statements: list[Statement] = field(default_factory=list)
-    deviations: list[Deviation] = field(default_factory=list)
-    failed_tasks: list[str] = field(default_factory=list)
-    report: Path | None = None
-    #: Warnings for the caller (e.g. a reused run computed by another deqlab version).
-    warnings: list[str] = field(default_factory=list)
-    #: The whole error text of each failed task.
-    task_errors: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def counts(self) -> Counts:
-        """Verdicts by kind."""
-        return Counts.of(self.statements)
-
-
-def check_device(device: str) -> str:
-    """``cpu``, ``cuda`` or ``cuda:N`` (returned normalised); the CUDA device must exist.
-
-    Raises :class:`ConfigError` (one line) for another form, when CUDA is not available,
-    or when ``N`` is not below ``torch.cuda.device_count()``.
-    """
-    if not isinstance(device, str):
-        raise ConfigError(f"`device` must be a str; got {type(device).__name__} {device!r}")
-    kind, colon, index = device.strip().partition(":")
-    if kind not in ("cpu", "cuda") or (colon and (kind == "cpu" or not index.isdigit())):
-        raise ConfigError(
-            f"`device` must be cpu, cuda or cuda:N (N a CUDA device index); got {device!r}"
-        )
-    if kind == "cpu":
-        return "cpu"
-    if not torch.cuda.is_available():
-        raise ConfigError(
-            f"device {device!r} was requested but CUDA is not available (torch {torch.__version__})"
-        )
-    if not colon:
-        return "cuda"
-    count = torch.cuda.device_count()
-    if int(index) >= count:
-        raise ConfigError(
-            f"device {device!r} names CUDA device {int(index)}, but this machine has {count} "
-            f"(cuda:0 to cuda:{count - 1})"
-        )
-    return f"cuda:{int(index)}"
-
-
-def device_type(device: str) -> str:
-    """``cpu`` or ``cuda``: the part of a device that decides a run's numbers (its hash)."""
-    return device.partition(":")[0]
-
-
-def current_provenance() -> dict[str, Any]:
-    """The deqlab version, git commit and dirtiness of this process, as the summary records."""
-    import deqlab
-    from deqlab.report.environment import git_state
-
-    commit, dirty = git_state(Path(deqlab.__file__).resolve().parent)
-    return {"deqlab": deqlab.__version__, "git_commit": commit, "git_dirty": dirty}
-
-
-def describe_provenance(record: Any) -> str:
-    """E.g. ``deqlab 0.1.0 (commit 4cf640f1d2e3, modified)``; ``unrecorded`` parts say so."""
-    record = record if isinstance(record, dict) else {}
-    version = record.get("deqlab") or "(unrecorded version)"
-    commit = record.get("git_commit")
-    where = f"commit {str(commit)[:12]}" if commit else "no git commit"
-    if commit and record.get("git_dirty"):
-        where += ", modified"
-    return f"deqlab {version} ({where})"
-
-
-def provenance_warning(run_path: Path, summary: dict[str, Any]) -> str | None:
-    """The warning for reusing ``summary``'s run under another deqlab version or commit."""
-    recorded = summary.get("environment")
-    recorded = recorded if isinstance(recorded, dict) else {}
-    current = current_provenance()
-    if all(recorded.get(k) == current[k] for k in ("deqlab", "git_commit")):
-        return None
-    return (
-        f"reusing the finished run {run_path}, computed by {describe_provenance(recorded)}; "
-        f"this is {describe_provenance(current)}. Recompute it with --force (force=True)."
-    )
+from deqlab.statements import Statement
 
 
 class DataError(ConfigError):
     """A data set the run reads is missing, incomplete or corrupt (found before any task)."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP stopped the run; handled like Ctrl-C (the run is ``interrupted``)."""
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        super().__init__(f"terminated by {signal.Signals(signum).name}")
-
-
-@contextmanager
-def signals_interrupt() -> Iterator[None]:
-    """While active (in the main thread), SIGTERM and SIGHUP raise :class:`Terminated`.
-
-    A second such signal is not caught (it ends the process as it would have), and a
-    signal ignored before (``nohup``) stays ignored.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        signal.signal(signum, signal.SIG_DFL)
-        raise Terminated(signum)
-
-    previous = {}
-    for name in ("SIGTERM", "SIGHUP"):
-        signum = getattr(signal, name, None)
-        if signum is None or signal.getsignal(signum) is signal.SIG_IGN:
-            continue
-        previous[signum] = signal.signal(signum, handler)
-    try:
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
 
 
 def check_datasets(experiment: Experiment, config: Any) -> None:
@@ -217,6 +90,40 @@ def check_datasets(experiment: Experiment, config: Any) -> None:
             raise DataError(f"data set {name!r} ({split} split) is {entry.status}{detail}{fetch}")
 
 
+@dataclass(frozen=True)
+class _Job:
+    """One run under its lock: the experiment and config, where it lives, how it warns."""
+
+    experiment: Experiment
+    config: Any
+    preset: str
+    device: str
+    store: RunStore
+    run: RunDir
+    digest: str
+    warn: Callable[[str], None]
+
+    def note(self, notes: list[str], message: str) -> None:
+        """Warn, and keep ``message`` (timed) among the notes of the run's summary."""
+        self.warn(message)
+        notes.append(f"{now_iso()}: {message}")
+
+    def as_run(self, status: str, reused: bool, summary: dict[str, Any], **extra: Any) -> Run:
+        """The :class:`Run` of this job, its statements read from ``summary``."""
+        return Run(
+            experiment=self.experiment.name,
+            preset=self.preset,
+            config=self.config,
+            path=self.run.path,
+            status=status,
+            reused=reused,
+            device=self.device,
+            statements=[Statement.from_dict(d) for d in summary["statements"]],
+            deviations=self.experiment.deviations(self.config),
+            **extra,
+        )
+
+
 def reproduce(
     experiment: Experiment,
     config: Any,
@@ -230,16 +137,16 @@ def reproduce(
     console: Console | None = None,
     force: bool = False,
     on_warning: Callable[[str], None] | None = None,
-) -> RunOutcome:
+) -> Run:
     """Run (or reuse, or resume, or rebuild) ``experiment`` at ``config``; write the run
     directory.
 
     ``device``: ``cpu``, ``cuda`` or ``cuda:N`` (:func:`check_device`); runs on any CUDA
     device share one hash. ``force``: discard the run's checkpoints and results first.
     ``on_warning``: called with each warning as it arises (they are also returned in
-    :attr:`RunOutcome.warnings`). Raises :class:`DataError` for a missing data set before
+    :attr:`Run.warnings`). Raises :class:`DataError` for a missing data set before
     the run is created, :class:`~deqlab.runs.rundir.RunStoreError` for an unusable store,
-    :class:`Terminated` (a ``KeyboardInterrupt``) on SIGTERM.
+    :class:`~deqlab.runs.signals.Terminated` (a ``KeyboardInterrupt``) on SIGTERM.
     """
     device = check_device(device)
     store = RunStore(out)
@@ -256,173 +163,214 @@ def reproduce(
         who = f"process {owner.get('pid')} on {owner.get('host')}" if owner else "another process"
         warn(f"run {run.path} is being computed by {who}; waiting for it to finish")
 
+    job = _Job(experiment, config, preset, device, store, run, digest, warn)
     lock = RunLock(run)
     with signals_interrupt():
         lock.acquire(on_wait=waiting)
         try:
-            outcome = _reproduce_locked(
-                experiment, config, store, run, digest, preset=preset, device=device,
-                executor=executor, checkpoint_every=checkpoint_every, quiet=quiet,
-                console=console, force=force, warn=warn,
+            result = _reproduce_locked(
+                job, executor=executor, checkpoint_every=checkpoint_every, quiet=quiet,
+                console=console, force=force,
             )  # fmt: skip
         finally:
             lock.remove_if_empty()  # a run that never began (a missing data set) leaves nothing
             lock.release()
-    for message in outcome.warnings:  # the reuse warnings (another deqlab version)
+    for message in result.warnings:  # the reuse warnings (another deqlab version)
         if message not in warnings:
             warn(message)
-    outcome.warnings = warnings
-    return outcome
+    result.warnings = warnings
+    return result
 
 
 def _reproduce_locked(
-    experiment: Experiment,
-    config: Any,
-    store: RunStore,
-    run: RunDir,
-    digest: str,
+    job: _Job,
     *,
-    preset: str,
-    device: str,
     executor: Executor | None,
     checkpoint_every: int | None,
     quiet: bool,
     console: Console | None,
     force: bool,
-    warn: Callable[[str], None],
-) -> RunOutcome:
-    """:func:`reproduce` while holding the run's lock."""
-    run.remove_stale_temporaries()
-    known = store.lookup(experiment.name, digest)
+) -> Run:
+    """:func:`reproduce` while holding the run's lock: reuse → collect checkpoints →
+    execute → finalize."""
+    job.run.remove_stale_temporaries()
+    known = job.store.lookup(job.experiment.name, job.digest)
     notes: list[str] = []
     if force:
-        run.clear()
-    elif run.summary_file.exists() or (known and known["status"] == "finished"):
-        try:
-            summary = run.read_summary()
-        except SummaryError as err:
-            if known and known["status"] == "finished":
-                message = f"{err}; rebuilding it from the run's checkpoints and metrics"
-                warn(message)
-                notes.append(f"{now_iso()}: {message}")
-        else:
-            notes = list(summary.get("notes", []))
-            if known and known["status"] == "finished" and summary["status"] == "finished":
-                problems = run.verify_files(summary.get("files", {}))
-                if not run.metrics_file.is_file() and "metrics.csv is missing" not in problems:
-                    problems.append("metrics.csv is missing")
-                if not problems:
-                    return _reuse(experiment, config, run, summary)
-                message = (
-                    f"the result files of {run.path} do not match its summary.json "
-                    f"({'; '.join(problems)}); rebuilding them from the checkpoints"
-                )
-                warn(message)
-                notes.append(f"{now_iso()}: {message}")
-
-    tasks = experiment.tasks(config)
-    done: dict[str, TaskResult] = {}
-
-    def corrupt(message: str) -> None:
-        warn(message)
-        notes.append(f"{now_iso()}: {message}")
-
-    for task in tasks:
-        checkpoint = run.load_checkpoint(task.key, on_corrupt=corrupt, mmap=True)
-        if checkpoint is not None and checkpoint["done"]:
-            done[task.key] = TaskResult(
-                key=task.key, status="finished", rows=list(checkpoint["rows"]), reused=True
-            )
+        job.run.clear()
+    else:
+        summary, notes = _reusable(job, known)
+        if summary is not None:
+            return _reuse(job, summary)
+    tasks = job.experiment.tasks(job.config)
+    done = _collect_checkpoints(job, tasks, notes)
     if len(done) < len(tasks):
-        check_datasets(experiment, config)
+        check_datasets(job.experiment, job.config)
 
-    run = store.begin(experiment.name, digest, preset=preset, device=device, config=config)
-    started, start = now_iso(), time.perf_counter()
+    job.store.begin(job.experiment.name, job.digest, preset=job.preset, device=job.device,
+                    config=job.config)  # fmt: skip
+    start = time.perf_counter()
     base_summary = {
-        "experiment": experiment.name,
-        "title": experiment.title,
-        "paper": experiment.paper,
-        "config_hash": digest,
-        "preset": preset,
-        "device": device,
-        "started": started,
+        "experiment": job.experiment.name,
+        "title": job.experiment.title,
+        "paper": job.experiment.citation,
+        "config_hash": job.digest,
+        "preset": job.preset,
+        "device": job.device,
+        "started": now_iso(),
     }
-    pending = [t for t in tasks if t.key not in done]
-    specs = [
-        TaskSpec(
-            type(experiment),
-            config,
-            task,
-            str(run.path.absolute()),  # a worker's working directory may be another
-            device,
-            checkpoint_every or experiment.default_checkpoint_every,
-        )
-        for task in pending
-    ]
     results: dict[str, TaskResult] = {}
 
     def record(result: TaskResult) -> None:
         result = whole_error(result)
         results[result.key] = result
-        store.record_task(
-            experiment.name,
-            digest,
-            result.key,
-            status=result.status,
-            error=result.error,
-            wall_s=result.wall_s,
-        )
-
-    from deqlab.report import collect_environment, write_report
+        job.store.record_task(job.experiment.name, job.digest, result.key, status=result.status,
+                              error=result.error, wall_s=result.wall_s)  # fmt: skip
 
     try:
-        run.write_summary({**base_summary, "status": "running", "notes": notes})
+        job.run.write_summary({**base_summary, "status": "running", "notes": notes})
         for result in done.values():
             record(result)
-        if specs:
-            with _owner_environment():
-                _run_with_progress(executor or LocalExecutor(1), specs, record, quiet, console)
-        ordered = [results[t.key] for t in tasks]
-        write_rows_csv(run.metrics_file, [row for r in ordered for row in r.rows])
-        rows = read_rows_csv(run.metrics_file)  # statements and plots read the table back
-        derived = _derive(experiment, config, run, rows)
-        failed = [r.key for r in ordered if r.status == "failed"]
-        status = "failed" if failed else "finished"
-        error = "; ".join(f"{r.key}: {r.error}" for r in ordered if r.error) or None
-        wall_s = time.perf_counter() - start
-        run.write_summary(
-            {
-                **base_summary,
-                **derived,
-                "status": status,
-                "finished": now_iso(),
-                "wall_s": wall_s,
-                "tasks": [_task_entry(r) for r in ordered],
-                "environment": collect_environment(device=device),
-                "files": run.result_files(derived["figures"]),
-                "notes": notes,
-            }
-        )
-        store.finish(
-            experiment.name,
-            digest,
-            status=status,
-            wall_s=wall_s,
-            n_tasks=len(tasks),
-            n_failed=len(failed),
-            error=error,
-        )
-        report = write_report(run.path)
+        pending = [t for t in tasks if t.key not in done]
+        _execute(job, pending, record, executor, checkpoint_every, quiet, console)
+        status, summary, report = _finalize(job, tasks, results, base_summary, notes, start)
     except BaseException as err:
-        _abandon(store, run, experiment.name, digest, err, base_summary, tasks, results, notes,
-                 time.perf_counter() - start)  # fmt: skip
+        _abandon(job, err, base_summary, tasks, results, notes, time.perf_counter() - start)
         raise
-    statements = [Statement.from_dict(d) for d in derived["statements"]]
-    deviations = experiment.deviations(config)
-    errors = {r.key: r.error or "" for r in ordered if r.status == "failed"}
-    return RunOutcome(
-        run, status, False, statements, deviations, failed, report, task_errors=errors
+    failed = {t.key: results[t.key].error or "" for t in tasks
+              if results[t.key].status == "failed"}  # fmt: skip
+    return job.as_run(status, False, summary, failed_tasks=list(failed),
+                      report=report, task_errors=failed)  # fmt: skip
+
+
+def _reusable(job: _Job, known: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[str]]:
+    """The summary of the finished run to reuse as it is (``None`` when there is none, or
+    its result files do not match summary.json), and the notes the run carries on."""
+    finished = bool(known and known["status"] == "finished")
+    notes: list[str] = []
+    if not (job.run.summary_file.exists() or finished):
+        return None, notes
+    try:
+        summary = job.run.read_summary()
+    except SummaryError as err:
+        if finished:
+            job.note(notes, f"{err}; rebuilding it from the run's checkpoints and metrics")
+        return None, notes
+    notes = list(summary.get("notes", []))
+    if not (finished and summary["status"] == "finished"):
+        return None, notes
+    problems = job.run.verify_files(summary.get("files", {}))
+    if not job.run.metrics_file.is_file() and "metrics.csv is missing" not in problems:
+        problems.append("metrics.csv is missing")
+    if not problems:
+        return summary, notes
+    job.note(notes, f"the result files of {job.run.path} do not match its summary.json "
+                    f"({'; '.join(problems)}); rebuilding them from the checkpoints")  # fmt: skip
+    return None, notes
+
+
+def _collect_checkpoints(job: _Job, tasks: list[Task], notes: list[str]) -> dict[str, TaskResult]:
+    """The tasks whose checkpoint says ``done``, as reused results (a checkpoint that cannot
+    be read is set aside, with a warning and a note)."""
+    done: dict[str, TaskResult] = {}
+    for task in tasks:
+        checkpoint = job.run.load_checkpoint(
+            task.key, on_corrupt=lambda message: job.note(notes, message), mmap=True
+        )
+        if checkpoint is not None and checkpoint["done"]:
+            done[task.key] = TaskResult(
+                key=task.key, status="finished", rows=list(checkpoint["rows"]), reused=True
+            )
+    return done
+
+
+def _execute(
+    job: _Job,
+    pending: list[Task],
+    record: Callable[[TaskResult], None],
+    executor: Executor | None,
+    checkpoint_every: int | None,
+    quiet: bool,
+    console: Console | None,
+) -> None:
+    """Run the ``pending`` tasks on ``executor`` (default: this process); ``record`` each."""
+    specs = [
+        TaskSpec(
+            type(job.experiment),
+            job.config,
+            task,
+            str(job.run.path.absolute()),  # a worker's working directory may be another
+            job.device,
+            checkpoint_every or job.experiment.default_checkpoint_every,
+        )
+        for task in pending
+    ]
+    if specs:
+        with owner_environment():
+            run_with_progress(executor or LocalExecutor(1), specs, record, quiet, console)
+
+
+def _finalize(
+    job: _Job,
+    tasks: list[Task],
+    results: dict[str, TaskResult],
+    base_summary: dict[str, Any],
+    notes: list[str],
+    start: float,
+) -> tuple[str, dict[str, Any], Path]:
+    """Write metrics.csv, summary.json (statements and figures derived from the table read
+    back), the run's end in the index, and the report; return the status, the summary and
+    the report's path."""
+    from deqlab.report import collect_environment, write_report
+
+    run = job.run
+    ordered = [results[t.key] for t in tasks]
+    write_rows_csv(run.metrics_file, [row for r in ordered for row in r.rows])
+    rows = read_rows_csv(run.metrics_file)  # statements and plots read the table back
+    derived = derive_summary(job.experiment, job.config, run, rows)
+    failed = [r.key for r in ordered if r.status == "failed"]
+    status = "failed" if failed else "finished"
+    wall_s = time.perf_counter() - start
+    summary = {
+        **base_summary,
+        **derived,
+        "status": status,
+        "finished": now_iso(),
+        "wall_s": wall_s,
+        "tasks": [task_entry(r) for r in ordered],
+        "environment": collect_environment(device=job.device),
+        "files": run.result_files(derived["figures"]),
+        "notes": notes,
+    }
+    run.write_summary(summary)
+    job.store.finish(
+        job.experiment.name,
+        job.digest,
+        status=status,
+        wall_s=wall_s,
+        n_tasks=len(tasks),
+        n_failed=len(failed),
+        error="; ".join(f"{r.key}: {r.error}" for r in ordered if r.error) or None,
     )
+    return status, summary, write_report(run.path)
+
+
+def _reuse(job: _Job, summary: dict[str, Any]) -> Run:
+    """A finished run as it is; statements and figures re-derived if its format is older."""
+    from deqlab.report import write_report
+
+    run = job.run
+    report = run.path / "report.html"
+    if summary.get("format") != SUMMARY_FORMAT:
+        derived = derive_summary(job.experiment, job.config, run, read_rows_csv(run.metrics_file))
+        summary = {**summary, **derived, "files": run.result_files(derived["figures"])}
+        run.write_summary(summary)
+        report = write_report(run.path)
+    elif not report.exists():
+        report = write_report(run.path)
+    warning = provenance_warning(run.path, summary)
+    return job.as_run("finished", True, summary, report=report,
+                      warnings=[warning] if warning else [])  # fmt: skip
 
 
 def whole_error(result: TaskResult) -> TaskResult:
@@ -438,40 +386,11 @@ def whole_error(result: TaskResult) -> TaskResult:
     return result
 
 
-def _task_entry(r: TaskResult) -> dict[str, Any]:
-    return {
-        "key": r.key,
-        "status": r.status,
-        "error": r.error,
-        "wall_s": r.wall_s,
-        "reused": r.reused,
-        "traceback": r.traceback,
-    }
-
-
-@contextmanager
-def _owner_environment() -> Iterator[None]:
-    """``$DEQLAB_RUN_OWNER`` = this process while tasks run (workers inherit it, and
-    :meth:`RunDir.check_owner` refuses their writes once the owner has changed)."""
-    previous = os.environ.get(OWNER_ENV)
-    os.environ[OWNER_ENV] = str(os.getpid())
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(OWNER_ENV, None)
-        else:
-            os.environ[OWNER_ENV] = previous
-
-
 def _abandon(
-    store: RunStore,
-    run: RunDir,
-    experiment: str,
-    digest: str,
+    job: _Job,
     err: BaseException,
     base_summary: dict[str, Any],
-    tasks: Sequence[Any],
+    tasks: list[Task],
     results: dict[str, TaskResult],
     notes: list[str],
     wall_s: float,
@@ -481,189 +400,27 @@ def _abandon(
     status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
     error = type(err).__name__ + (f": {err}" if str(err) else "")
     try:
-        run.write_summary(
+        job.run.write_summary(
             {
                 **base_summary,
                 "status": status,
                 "finished": now_iso(),
                 "wall_s": wall_s,
                 "error": error,
-                "tasks": [_task_entry(results[t.key]) for t in tasks if t.key in results],
+                "tasks": [task_entry(results[t.key]) for t in tasks if t.key in results],
                 "notes": notes,
             }
         )
     except OSError:
         with suppress(OSError):  # no room for a true summary: none beats one saying "running"
-            run.summary_file.unlink(missing_ok=True)
+            job.run.summary_file.unlink(missing_ok=True)
     with suppress(RunStoreError, OSError):
-        store.finish(
-            experiment,
-            digest,
+        job.store.finish(
+            job.experiment.name,
+            job.digest,
             status=status,
             wall_s=wall_s,
             n_tasks=len(tasks),
             n_failed=sum(r.status == "failed" for r in results.values()),
             error=error,
         )
-
-
-def _derive(experiment: Experiment, config: Any, run: RunDir, rows: list[Row]) -> dict:
-    """The summary's derived part: statements, verdict counts, deviations, figures."""
-    statements = experiment.statements(config, rows)
-    figures = experiment.plot(config, rows, run.figures_dir) if rows else []
-    return {
-        "format": SUMMARY_FORMAT,
-        "statements": [s.as_dict() for s in statements],
-        "verdicts": Counts.of(statements).as_dict(),
-        "verdict_sentence": Counts.of(statements).sentence(),
-        "deviations": [d.as_dict() for d in experiment.deviations(config)],
-        "figures": [
-            {"path": str(p.relative_to(run.path)), "caption": _caption(experiment, p)}
-            for p in figures
-        ],
-    }
-
-
-def _caption(experiment: Experiment, figure: Path) -> str:
-    return experiment.figure_captions.get(figure.stem, figure.stem.replace("_", " "))
-
-
-def _reuse(experiment: Experiment, config: Any, run: RunDir, summary: dict) -> RunOutcome:
-    """A finished run as it is; statements and figures re-derived if its format is older."""
-    from deqlab.report import write_report
-
-    report = run.path / "report.html"
-    if summary.get("format") != SUMMARY_FORMAT:
-        derived = _derive(experiment, config, run, read_rows_csv(run.metrics_file))
-        summary = {**summary, **derived, "files": run.result_files(derived["figures"])}
-        run.write_summary(summary)
-        report = write_report(run.path)
-    elif not report.exists():
-        report = write_report(run.path)
-    statements = [Statement.from_dict(d) for d in summary["statements"]]
-    warning = provenance_warning(run.path, summary)
-    return RunOutcome(
-        run, "finished", True, statements, experiment.deviations(config), [], report,
-        [warning] if warning else [],
-    )  # fmt: skip
-
-
-def rebuild_summary(store: RunStore, row: dict[str, Any]) -> str:
-    """Write a new summary.json for the run of index ``row`` whose summary cannot be read.
-
-    Its rows come from the tasks' finished checkpoints (metrics.csv is written again from
-    them) or, when a task has none, from metrics.csv; statements, figures and the report
-    are derived again, the task list is the index's. Returns the source used (``the
-    checkpoints`` or ``metrics.csv``); a note in the summary says so. Raises
-    :class:`~deqlab.runs.rundir.RunStoreError` (one line) when it cannot: the run is being
-    computed, its experiment is not registered here, or neither source is complete.
-    """
-    from deqlab.experiments.registry import get_experiment
-    from deqlab.report import collect_environment, write_report
-
-    run = RunDir(Path(row["path"]))
-    try:
-        experiment = get_experiment(row["experiment"])
-        config = resolve_config(experiment.Config, json.loads(row["config_json"]))
-    except (ValueError, TypeError) as err:
-        raise RunStoreError(f"cannot rebuild {run.summary_file}: {err}") from None
-    lock = RunLock(run)
-    if not lock.acquire_nowait():
-        raise RunStoreError(f"cannot rebuild {run.summary_file}: the run is being computed")
-    try:
-        tasks = experiment.tasks(config)
-        problems: list[str] = []
-        checkpoints = {t.key: run.load_checkpoint(t.key, on_corrupt=problems.append, mmap=True)
-                       for t in tasks}  # fmt: skip
-        if all(c is not None and c["done"] for c in checkpoints.values()):
-            write_rows_csv(run.metrics_file, [r for c in checkpoints.values() for r in c["rows"]])
-            source = "the checkpoints"
-        elif run.metrics_file.is_file():
-            source = "metrics.csv"
-        else:
-            lacking = [k for k, c in checkpoints.items() if c is None or not c["done"]]
-            raise RunStoreError(
-                f"cannot rebuild {run.summary_file}: no metrics.csv, and task(s) "
-                f"{', '.join(lacking)} have no finished checkpoint; `deqlab reproduce "
-                f"{row['experiment']} --preset {row['preset']}` with the same config computes them"
-            )
-        rows = read_rows_csv(run.metrics_file)
-        derived = _derive(experiment, config, run, rows)
-        status = row["status"] if row["status"] in ("finished", "failed") else "interrupted"
-        note = (f"{now_iso()}: summary.json was unreadable; rebuilt from {source} by "
-                f"{describe_provenance(current_provenance())} (the version that computed the "
-                "run is not known)")  # fmt: skip
-        run.write_summary(
-            {
-                "experiment": experiment.name,
-                "title": experiment.title,
-                "paper": experiment.paper,
-                "config_hash": row["config_hash"],
-                "preset": row["preset"],
-                "device": row["device"],
-                "started": row["started"],
-                **derived,
-                "status": status,
-                "finished": row["finished"],
-                "wall_s": row["wall_s"],
-                "tasks": [
-                    {
-                        "key": t["task_key"],
-                        "status": t["status"],
-                        "error": t["error"],
-                        "wall_s": t["wall_s"],
-                        "reused": False,
-                        "traceback": None,
-                    }
-                    for t in store.tasks(row["experiment"], row["config_hash"])
-                ],
-                "environment": collect_environment(device=row["device"]),
-                "files": run.result_files(derived["figures"]),
-                "notes": [*problems, note],
-            }
-        )
-        write_report(run.path)
-    finally:
-        lock.release()
-    return source
-
-
-def _run_with_progress(
-    executor: Executor,
-    specs: Sequence[TaskSpec],
-    on_result: Any,
-    quiet: bool,
-    console: Console | None,
-) -> None:
-    """Run ``specs`` on ``executor`` under rich progress bars (none when ``quiet``)."""
-    if quiet:
-        executor.run(specs, on_result, lambda key, done, total: None)
-        return
-    progress = Progress(
-        TextColumn("{task.description:<24}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console or Console(stderr=True),
-        transient=False,
-    )
-    with progress:
-        overall = progress.add_task("tasks", total=len(specs))
-        bars: dict[str, Any] = {}
-
-        def on_progress(key: str, done: int, total: int) -> None:
-            if key not in bars:
-                bars[key] = progress.add_task(key, total=total)
-            progress.update(bars[key], completed=done, total=total)
-
-        def finished(result: TaskResult) -> None:
-            progress.advance(overall)
-            if result.key in bars:
-                progress.remove_task(bars.pop(result.key))
-            if result.status == "failed":
-                progress.console.print(
-                    f"[red]task {escape(result.key)} failed:[/red] {escape(result.error or '')}"
-                )
-            on_result(result)
-
-        executor.run(specs, finished, on_progress)
