@@ -23,6 +23,7 @@ from deqlab.theory.ling2023 import (
     Condition1,
     Constants,
     eq9_margin_ceiling,
+    pl_gram_lambda_min,
     pl_margins,
     width_margin,
 )
@@ -187,6 +188,27 @@ def test_eq9_ceiling_lets_a_small_output_layer_through():
     assert eq9_margin_ceiling(k, 8) > 1
     with pytest.raises(ValueError, match="`n` must be >= 1"):
         eq9_margin_ceiling(k, 0)
+
+
+def test_pl_gram_lambda_min_against_the_unrolled_jacobian_and_nan_past_well_posedness():
+    """λ_min(H) of Eq. (4) = λ_min(JJᵀ), J the Jacobian of ŷ over (W, U, a) through 400 unrolled
+    iterations (‖W‖₂ < 0.9); NaN where the solve fails (W = −1.5 I: the iteration oscillates)."""
+    model, X, _ = relu_problem(10, 4, 5, seed=3)
+    params = [p.detach().clone() for p in (model.W, model.U, model.a)]
+
+    def predict(W, U, a):
+        Z = torch.zeros(10, 5, dtype=torch.float64)
+        for _ in range(400):
+            Z = torch.relu(W @ Z + U @ X)
+        return a @ Z
+
+    jac = torch.func.jacrev(predict, argnums=(0, 1, 2))(*params)
+    H = sum(J.reshape(5, -1) @ J.reshape(5, -1).T for J in jac)
+    want = float(torch.linalg.eigvalsh(H)[0])
+    assert pl_gram_lambda_min(model, X, 1e-12) == pytest.approx(want, rel=1e-8)
+    with torch.no_grad():
+        model.W.copy_(-1.5 * torch.eye(10, dtype=torch.float64))  # the iteration oscillates
+    assert math.isnan(pl_gram_lambda_min(model, X, 1e-12))
 
 
 def test_condition1_round_trips_and_its_drift_bound_is_the_proof_formula():

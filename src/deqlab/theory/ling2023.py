@@ -20,6 +20,8 @@ from scipy.optimize import minimize_scalar
 
 from deqlab._checks import check_choice, check_int, check_positive, check_real, check_tensor
 from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.solvers import SolverError
+from deqlab.theory.ntk import pl_gram
 from deqlab.theory.spectra import gram_lambda_min, spectral_norm
 
 _GRID = 2048  # δ grid points before the bounded refinement
@@ -238,23 +240,12 @@ def required_width(constants: Constants, m0: float, equation: str) -> float:
 
     Each margin grows with m under the scaling of :meth:`Constants.at_width` (λ_0 ∝ m
     against right sides that grow like √m or m), so the width is found by bisection on
-    log m. Eq. (9) compares λ_0 ∝ m with 4(c_w² + c_u²)‖X‖_F² ∝ m: its margin tends to a
-    constant, and no width satisfies it when that constant is below 1.
+    log m (:func:`width_where`). Eq. (9) compares λ_0 ∝ m with 4(c_w² + c_u²)‖X‖_F² ∝ m: its
+    margin tends to a constant, and no width satisfies it when that constant is below 1.
     """
     check_choice("equation", equation, EQUATIONS)
     m0 = check_positive("m0", m0)
-    if width_margin(constants, m0, m0, equation) >= 1.0:
-        return m0
-    if width_margin(constants, m0, MAX_WIDTH, equation) < 1.0:
-        return math.inf
-    lo, hi = math.log(m0), math.log(MAX_WIDTH)
-    while hi - lo > 1e-9:
-        mid = (lo + hi) / 2
-        if width_margin(constants, m0, math.exp(mid), equation) >= 1.0:
-            hi = mid
-        else:
-            lo = mid
-    return math.exp(hi)
+    return width_where(lambda m: width_margin(constants, m0, m, equation), m0)
 
 
 def eq9_margin_ceiling(constants: Constants, n: int) -> float:
@@ -311,6 +302,17 @@ def lemma2_gradients(
     grad_W = (torch.kron(Z, Im) @ Rt_r).reshape(m, m).T  # unvec (column-major)
     grad_U = (torch.kron(X, Im) @ Rt_r).reshape(-1, m).T
     return grad_W, grad_U, Z @ r
+
+
+def pl_gram_lambda_min(model: ReLUDEQ, X: torch.Tensor, tol: float) -> float:
+    """λ_min(H) of Eq. (4), H = H1 + H2 + H3 from the exact implicit Jacobian at the
+    model's θ (:func:`deqlab.theory.ntk.pl_gram`, solves to ``tol``), by ``eigvalsh`` in
+    the Gram's dtype; NaN where a solve fails (e.g. ‖W‖₂ >= 1)."""
+    try:
+        H = pl_gram(model, X, tol=tol)
+    except SolverError:
+        return math.nan
+    return float(torch.linalg.eigvalsh(H)[0])
 
 
 @dataclass(frozen=True)

@@ -57,10 +57,8 @@ from deqlab.experiments.deviations import paper as paper_value
 from deqlab.experiments.ling2023.fig1_report import by_dataset, dataset_statements
 from deqlab.experiments.registry import register
 from deqlab.models.relu_deq import ReLUDEQ
-from deqlab.solvers import SolverError
 from deqlab.statements import Statement
-from deqlab.theory.ling2023 import Condition1, condition1, learning_rate
-from deqlab.theory.ntk import pl_gram
+from deqlab.theory.ling2023 import Condition1, condition1, learning_rate, pl_gram_lambda_min
 from deqlab.train.relu_deq import GDConfig, GDTrainer
 from deqlab.train.resumable import run_resumable
 
@@ -215,7 +213,7 @@ class Ling2023Fig1(Experiment):
 
         def before_step(tau: int) -> None:
             if tau == 0 or (every > 0 and tau % every == 0):
-                value = _pl_lambda_min(model, data.X, config.tol)
+                value = pl_gram_lambda_min(model, data.X, config.tol)
                 measured.append({"step": tau, "H_lambda_min": value})
 
         run_resumable(trainer, config.steps, ctx, before_step=before_step, rows=measured)
@@ -246,15 +244,6 @@ def pl_gram_every(config: Fig1Config) -> int:
     if config.metrics_every == 0 or config.spectral_every == 0:
         return 0
     return math.lcm(config.metrics_every, config.spectral_every)
-
-
-def _pl_lambda_min(model: ReLUDEQ, X: torch.Tensor, tol: float) -> float:
-    """λ_min(H) of Eq. (4) at the model's θ; NaN where a solve fails (e.g. ‖W‖₂ >= 1)."""
-    try:
-        H = pl_gram(model, X, tol=tol)
-    except SolverError:
-        return math.nan
-    return float(torch.linalg.eigvalsh(H)[0])
 
 
 def _load(config: Fig1Config, name: str, dtype: torch.dtype, device: torch.device):
