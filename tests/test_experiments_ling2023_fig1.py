@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from deqlab.cli import app
 from deqlab.data import synthetic_sphere
 from deqlab.experiments.config import ConfigError
+from deqlab.experiments.ling2023 import fig1
 from deqlab.experiments.ling2023.fig1 import Fig1Config, Ling2023Fig1
 from deqlab.experiments.ling2023.fig1_report import by_dataset, dataset_statements
 from deqlab.models.relu_deq import ReLUDEQ
@@ -438,6 +439,23 @@ def test_the_paper_setting_declares_every_field_and_the_digits_substitution():
     assert found["n"].kind == "changed" and found["n"].paper == "1000"
     assert "sigma_w2" not in found and "tol" not in found  # the paper's σ_w²; a measurement
     assert found["widths"].kind == "our choice"
+    labels = found["image_labels"]  # the official code's U[0, 1) against our ±1 by class
+    assert (labels.kind, labels.paper, labels.run) == ("changed", "uniform", "class")
+    assert "official code" in labels.where
+    uniform = experiment.resolve("quick", overrides=["image_labels=uniform"])
+    assert "image_labels" not in {d.setting for d in experiment.deviations(uniform)}
+
+
+@pytest.mark.parametrize(("labels", "values"), [("class", {-1.0, 1.0}), ("uniform", None)])
+def test_image_labels_are_by_class_or_uniform_and_the_sphere_keeps_gaussian(labels, values):
+    config = Ling2023Fig1().resolve("quick", overrides=[f"image_labels={labels}", "n=20"])
+    y = fig1._load(config, "digits", torch.float64, torch.device("cpu")).y
+    if values is None:
+        assert float(y.min()) >= 0.0 and float(y.max()) < 1.0 and len(set(y.tolist())) == 20
+    else:
+        assert set(y.tolist()) == values
+    sphere = fig1._load(config, "sphere", torch.float64, torch.device("cpu"))
+    assert float(sphere.y.min()) < 0.0 < float(sphere.y.max())  # N(0, 1), whatever image_labels
 
 
 def test_config_validation():
