@@ -326,3 +326,15 @@ def test_plain_callable_cell_trains_the_modules_it_closes_over():
     deq(x).pow(3).sum().backward()
     for g_implicit, g_unrolled in zip(implicit, [c.weight.grad, c.bias.grad], strict=True):
         torch.testing.assert_close(g_implicit, g_unrolled, atol=1e-9, rtol=0)
+
+
+def test_deq_pickles_without_its_last_forward(tmp_path):
+    deq = DEQ(TanhCell(), solver=Anderson(**EXACT))
+    x = torch.randn(3, 5)
+    deq(x)
+    torch.save(deq, tmp_path / "deq.pt")
+    loaded = torch.load(tmp_path / "deq.pt", weights_only=False)
+    with pytest.raises(RuntimeError, match=r"call deq\(x\) first"):
+        loaded.jacobian_penalty()
+    torch.testing.assert_close(loaded(x), deq(x))
+    assert loaded.stats.forward_solves == 2  # the counts travel: one before saving, one after

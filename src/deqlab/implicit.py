@@ -394,6 +394,10 @@ class DEQ(nn.Module):
         self._last = (f_packed, z.detach(), solver)
         return unpack(z)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable without the last forward's closure (it holds ``x``; rebuilt by a forward)."""
+        return {**super().__getstate__(), "_last": None}
+
     def _last_solve(self, what: str) -> tuple[Map, torch.Tensor, Solver]:
         if self._last is None:
             raise RuntimeError(f"DEQ.{what}() reads the last forward's z*: call deq(x) first")
