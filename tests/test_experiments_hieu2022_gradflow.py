@@ -9,19 +9,17 @@ import torch
 
 from deqlab.data import get_dataset
 from deqlab.experiments.config import ConfigError
-from deqlab.experiments.hieu2022.gradflow import Hieu2022GradFlow, _initial_kernel_max
-from deqlab.experiments.hieu2022.setting import build_model
-from deqlab.experiments.hieu2022.statements import (
+from deqlab.experiments.hieu2022.flow_statements import (
     FlowTrace,
-    WidthFit,
     flow_rate_check,
     kernel_floor_check,
-    lemma_check,
-    lemma_statements,
     proposition_4_check,
     step_error_check,
     theorem_3_3_1,
 )
+from deqlab.experiments.hieu2022.gradflow import Hieu2022GradFlow, _initial_kernel_max
+from deqlab.experiments.hieu2022.setting import build_model
+from deqlab.experiments.hieu2022.statements import WidthFit, lemma_check, lemma_statements
 from deqlab.experiments.registry import experiment_names
 from deqlab.statements import Kind, Verdict
 from deqlab.theory.mondeq import Inequality

@@ -100,9 +100,16 @@ def image_tensors(dataset: str, split: str, n: int, seed: int) -> tuple[torch.Te
     colour = dataset == "cifar10"
     split = "train" if dataset == "digits" else split
     data = get_dataset(
-        dataset, n_per_class=max(n // 10, 1), classes=tuple(range(10)), labels="index",
-        normalize=False, grayscale=not colour, split=split, seed=seed, dtype=torch.float32,
-    )  # fmt: skip
+        dataset,
+        n_per_class=max(n // 10, 1),
+        classes=tuple(range(10)),
+        labels="index",
+        normalize=False,
+        grayscale=not colour,
+        split=split,
+        seed=seed,
+        dtype=torch.float32,
+    )
     channels = 3 if colour else 1
     side = math.isqrt(data.X.shape[0] // channels)
     return data.X.T.reshape(-1, channels, side, side), data.y
@@ -112,9 +119,14 @@ def _model(config: DynamicsConfig, std: float, in_channels: int, device: str) ->
     torch.manual_seed(config.seed)
     solver = Anderson(tol=config.tol, max_iter=config.max_iter, throw=False)
     model = ConvDEQ(
-        in_channels, 10, channels=config.channels, inner_channels=config.inner_channels,
-        groups=config.groups, init_std=std, solver=solver,
-    )  # fmt: skip
+        in_channels,
+        10,
+        channels=config.channels,
+        inner_channels=config.inner_channels,
+        groups=config.groups,
+        init_std=std,
+        solver=solver,
+    )
     return model.to(device=device, dtype=torch.float32)
 
 
@@ -135,11 +147,18 @@ def trajectory_rows(model: ConvDEQ, images, labels, base: Row) -> list[Row]:
     steps, batch = residuals.shape
     projected = pca_2d(iterates.reshape(steps * batch, -1)).reshape(steps, batch, 2)
     return [
-        {**base, "sample": b, "label": int(labels[b]), "step": s,
-         "residual": float(residuals[s, b]), "pc1": float(projected[s, b, 0]),
-         "pc2": float(projected[s, b, 1])}
-        for b in range(batch) for s in range(steps)
-    ]  # fmt: skip
+        {
+            **base,
+            "sample": b,
+            "label": int(labels[b]),
+            "step": s,
+            "residual": float(residuals[s, b]),
+            "pc1": float(projected[s, b, 0]),
+            "pc2": float(projected[s, b, 1]),
+        }
+        for b in range(batch)
+        for s in range(steps)
+    ]
 
 
 @register
@@ -151,14 +170,30 @@ class Hieu2022Dynamics(Experiment):
     paper = "Nguyen Ngoc Hieu, An analysis of applying NTKs for DEQs (thesis, 2022), Section 4.1"
     Config = DynamicsConfig
     presets: ClassVar = {
-        "tiny": {"dataset": "digits", "n_train": 20, "n_traj": 20, "channels": 4,
-                 "inner_channels": 4, "groups": 2, "epochs": 1, "snapshot_epochs": (0, 1),
-                 "batch_size": 10, "max_iter": 12},
-        "quick": {"n_train": 2000, "n_traj": 20, "channels": 16, "inner_channels": 32,
-                  "epochs": 3, "snapshot_epochs": (0, 1, 3), "batch_size": 32,
-                  "max_iter": 30},
+        "tiny": {
+            "dataset": "digits",
+            "n_train": 20,
+            "n_traj": 20,
+            "channels": 4,
+            "inner_channels": 4,
+            "groups": 2,
+            "epochs": 1,
+            "snapshot_epochs": (0, 1),
+            "batch_size": 10,
+            "max_iter": 12,
+        },
+        "quick": {
+            "n_train": 2000,
+            "n_traj": 20,
+            "channels": 16,
+            "inner_channels": 32,
+            "epochs": 3,
+            "snapshot_epochs": (0, 1, 3),
+            "batch_size": 32,
+            "max_iter": 30,
+        },
         "paper": {},
-    }  # fmt: skip
+    }
     paper_setting: ClassVar = PAPER_SETTING
     figure_captions: ClassVar = {
         "residuals": (
@@ -214,10 +249,17 @@ class Hieu2022Dynamics(Experiment):
             return trajectory_rows(net, images[shown], labels[shown], base)
 
         return train_classifier(
-            model, images, labels, epochs=config.epochs, batch_size=config.batch_size,
-            lr=config.lr, seed=config.seed, ctx=ctx, on_epoch=snapshot,
+            model,
+            images,
+            labels,
+            epochs=config.epochs,
+            batch_size=config.batch_size,
+            lr=config.lr,
+            seed=config.seed,
+            ctx=ctx,
+            on_epoch=snapshot,
             base={"panel": "train", "init_std": config.train_std},
-        )  # fmt: skip
+        )
 
     def statements(self, config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
         return dynamics_report.statements(config, rows)

@@ -31,25 +31,26 @@ from typing import TYPE_CHECKING
 import torch
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.hieu2022.statements import thesis, untrained
-from deqlab.statements import OURS, Kind, Statement, measure, not_measured
+from deqlab.experiments.hieu2022.statements import untrained
+from deqlab.papers import HIEU
+from deqlab.statements import DEQLAB, Kind, Statement, ours
 
 if TYPE_CHECKING:
     from deqlab.experiments.hieu2022.dynamics import DynamicsConfig
 
 Trajectories = dict[int, list[Row]]  # sample -> rows in step order
 
-STEADY = thesis(
+STEADY = HIEU.source(
     "Section 4.1.1, Figs. 4.1–4.2",
     "the sequence of z^[i] is more chaos in the normal initialization setting while in small "
     "initialization, z^[i] stay quite steady after the first step",
 )
-COMPLEX = thesis(
+COMPLEX = HIEU.source(
     "Section 4.1.2, Fig. 4.3",
     "the dynamic of DEQ becomes more complex during training, which can be interpreted as the "
     "model becoming deeper and more complex",
 )
-CLASSES = thesis(
+CLASSES = HIEU.source(
     "Section 4.1.2, Fig. 4.3",
     "After the first epoch, one can see from Fig. 4.3 that the hidden states of DEQ "
     "corresponding to different classes are moved to a different region of the space",
@@ -118,32 +119,52 @@ def _initialisation(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     if small == large or small not in init or large not in init:
         why = "needs the trajectories of two initialisations"
         return [
-            not_measured(names[0], Kind.OBSERVATION, STEADY, expected="ratio < 1", why=why),
-            not_measured(names[1], Kind.OURS, OURS, expected="fewer steps", why=why),
-            not_measured(names[2], Kind.OURS, OURS, expected=f"≤ {config.tol:g}", why=why),
+            HIEU.not_measured(
+                Kind.OBSERVATION,
+                STEADY.location,
+                quote=STEADY.quote,
+                name=names[0],
+                expected="ratio < 1",
+                why=why,
+            ),
+            DEQLAB.not_measured(Kind.OURS, "", name=names[1], expected="fewer steps", why=why),
+            DEQLAB.not_measured(
+                Kind.OURS, "", name=names[2], expected=f"≤ {config.tol:g}", why=why
+            ),
         ]
     chaos = {s: unsteadiness(init[s]) for s in (small, large)}
     ratio = chaos[small] / chaos[large] if chaos[large] > 0 else math.nan
     steps = {s: solver_steps(init[s]) for s in (small, large)}
     final = median(float(t[-1]["residual"]) for t in init[small].values())
     return [
-        measure(
-            names[0], Kind.OBSERVATION, STEADY, value=ratio, relation="<",
+        HIEU.observation(
+            STEADY.location,
+            quote=STEADY.quote,
+            name=names[0],
+            value=ratio,
+            relation="<",
             threshold=1.0,
             measured=f"median mean residual over steps i ≥ 1: {chaos[small]:.3g} with "
             f"N(0, {small:g}), {chaos[large]:.3g} with N(0, {large:g})",
             expected="ratio small/large < 1",
         ),
-        measure(
-            names[1], Kind.OURS, OURS, value=steps[small], relation="<", threshold=steps[large],
+        ours(
+            names[1],
+            value=steps[small],
+            relation="<",
+            threshold=steps[large],
             measured=f"{steps[small]} vs {steps[large]} evaluations of f",
             expected=f"fewer with N(0, {small:g}) (max_iter = {config.max_iter})",
         ),
-        measure(
-            names[2], Kind.OURS, OURS, value=final, relation="<=", threshold=config.tol,
-            measured=f"median final residual {final:.3g}", expected=f"≤ tol = {config.tol:g}",
+        ours(
+            names[2],
+            value=final,
+            relation="<=",
+            threshold=config.tol,
+            measured=f"median final residual {final:.3g}",
+            expected=f"≤ tol = {config.tol:g}",
         ),
-    ]  # fmt: skip
+    ]
 
 
 def _training(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
@@ -154,8 +175,22 @@ def _training(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     if 0 not in training or not later:
         why = "needs snapshots before and after training"
         return [
-            not_measured(complex_name, Kind.OBSERVATION, COMPLEX, expected="more", why=why),
-            not_measured(classes_name, Kind.OBSERVATION, CLASSES, expected="larger", why=why),
+            HIEU.not_measured(
+                Kind.OBSERVATION,
+                COMPLEX.location,
+                quote=COMPLEX.quote,
+                name=complex_name,
+                expected="more",
+                why=why,
+            ),
+            HIEU.not_measured(
+                Kind.OBSERVATION,
+                CLASSES.location,
+                quote=CLASSES.quote,
+                name=classes_name,
+                expected="larger",
+                why=why,
+            ),
         ]
     first, last = min(later), max(later)
     return [
@@ -171,28 +206,59 @@ def _longer(
     before, after = solver_steps(training[0]), solver_steps(training[last])
     expected = f"more evaluations of f after epoch {last} than before training"
     if not_trained:
-        return not_measured(name, Kind.OBSERVATION, COMPLEX, expected=expected, why=not_trained)
+        return HIEU.not_measured(
+            Kind.OBSERVATION,
+            COMPLEX.location,
+            quote=COMPLEX.quote,
+            name=name,
+            expected=expected,
+            why=not_trained,
+        )
     if before >= config.max_iter:
         why = f"the solver already used all max_iter = {config.max_iter} evaluations at epoch 0"
-        return not_measured(name, Kind.OBSERVATION, COMPLEX, expected=expected, why=why)
-    return measure(
-        name, Kind.OBSERVATION, COMPLEX, value=after, relation=">", threshold=before,
+        return HIEU.not_measured(
+            Kind.OBSERVATION,
+            COMPLEX.location,
+            quote=COMPLEX.quote,
+            name=name,
+            expected=expected,
+            why=why,
+        )
+    return HIEU.observation(
+        COMPLEX.location,
+        quote=COMPLEX.quote,
+        name=name,
+        value=after,
+        relation=">",
+        threshold=before,
         measured=f"epoch 0: {before}, epoch {last}: {after} evaluations of f",
         expected=expected,
-    )  # fmt: skip
+    )
 
 
 def _apart(training: dict[float, Trajectories], first: int, not_trained: str) -> Statement:
     name = "after the first epoch the classes move apart in the PCA plane"
     expected = f"between/within-class spread of the last iterates larger at epoch {first}"
     if not_trained:
-        return not_measured(name, Kind.OBSERVATION, CLASSES, expected=expected, why=not_trained)
+        return HIEU.not_measured(
+            Kind.OBSERVATION,
+            CLASSES.location,
+            quote=CLASSES.quote,
+            name=name,
+            expected=expected,
+            why=not_trained,
+        )
     before, after = separation(training[0]), separation(training[first])
-    return measure(
-        name, Kind.OBSERVATION, CLASSES, value=after, relation=">", threshold=before,
+    return HIEU.observation(
+        CLASSES.location,
+        quote=CLASSES.quote,
+        name=name,
+        value=after,
+        relation=">",
+        threshold=before,
         measured=f"between/within spread: epoch 0: {before:.3g}, epoch {first}: {after:.3g}",
         expected=expected,
-    )  # fmt: skip
+    )
 
 
 def _setting(config: DynamicsConfig, split: str) -> str:
@@ -223,8 +289,12 @@ def _panels(groups, title: str, draw, subtitle: str, directory: Path, name: str)
 
 def _residual(tol: float):
     def draw(ax, rows: list[Row]) -> None:
-        ax.semilogy([int(r["step"]) for r in rows], [float(r["residual"]) for r in rows],
-                    linewidth=0.7, alpha=0.7)  # fmt: skip
+        ax.semilogy(
+            [int(r["step"]) for r in rows],
+            [float(r["residual"]) for r in rows],
+            linewidth=0.7,
+            alpha=0.7,
+        )
         if not ax.get_legend_handles_labels()[1]:
             ax.axhline(tol, color="0.35", linestyle="--", linewidth=1.0, label="tol", zorder=1)
         ax.set(xlabel="solver step i", ylabel="relative residual (Eq. 4.2)")
@@ -241,12 +311,35 @@ def _pca(colored: bool):
         label = int(rows[0]["label"])
         color = classes(label % 10) if colored else "0.3"
         x, y = [float(r["pc1"]) for r in rows], [float(r["pc2"]) for r in rows]
-        ax.plot(x, y, linewidth=0.7, alpha=0.8, color=color, marker=".", markersize=2,
-                label=f"class {label}" if colored else "z^[i], one input")  # fmt: skip
-        ax.plot(x[-1:], y[-1:], marker="o", markersize=4, linestyle="", color="k",
-                label="last iterate z^[K]")  # fmt: skip
-        ax.plot(x[:1], y[:1], marker="o", markersize=7, linestyle="", markerfacecolor="none",
-                color="k", label="start z^[0] = 0")  # fmt: skip
+        ax.plot(
+            x,
+            y,
+            linewidth=0.7,
+            alpha=0.8,
+            color=color,
+            marker=".",
+            markersize=2,
+            label=f"class {label}" if colored else "z^[i], one input",
+        )
+        ax.plot(
+            x[-1:],
+            y[-1:],
+            marker="o",
+            markersize=4,
+            linestyle="",
+            color="k",
+            label="last iterate z^[K]",
+        )
+        ax.plot(
+            x[:1],
+            y[:1],
+            marker="o",
+            markersize=7,
+            linestyle="",
+            markerfacecolor="none",
+            color="k",
+            label="start z^[0] = 0",
+        )
         ax.set(xlabel="PC 1", ylabel="PC 2")
 
     return draw

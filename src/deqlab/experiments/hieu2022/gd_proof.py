@@ -25,13 +25,12 @@ from deqlab.experiments.hieu2022.statements import (
     WidthFit,
     ball_check,
     condition_hypothesis,
-    num,
     rate_check,
     sigma_check,
     step_size_hypothesis,
-    thesis,
 )
-from deqlab.statements import Kind, Statement, is_measured, measure, theorem
+from deqlab.papers import HIEU
+from deqlab.statements import Statement, is_measured, number, theorem
 from deqlab.theory.mondeq import PARAMETERS, Inequality, gd_rate, rate_defined
 from deqlab.theory.mondeq_step import STEP_KEYS
 
@@ -181,19 +180,18 @@ def premise(trace: GDTrace, which: str) -> Premise:
             first = k
             known = all(is_measured(e) for e in bad.values())
             worst = max(bad.values()) if known else math.nan
-            why = "; ".join(f"{_HYPOTHESIS_TEXT[h]} = {num(e)}" for h, e in bad.items())
+            why = "; ".join(f"{_HYPOTHESIS_TEXT[h]} = {number(e)}" for h, e in bad.items())
             break
     steps = len(trace.losses) - 1
     where = f"first fails at step {first}: {why}" if first else f"at steps 1–{steps}"
-    statement = measure(
-        f"{label[which]} at every step k′ ≥ 1 at n = {trace.width} (the premise of the "
+    statement = HIEU.hypothesis(
+        f"Section 3.3.3, {label[which]}",
+        name=f"{label[which]} at every step k′ ≥ 1 at n = {trace.width} (the premise of the "
         "induction's steps)",
-        Kind.HYPOTHESIS,
-        thesis(f"Section 3.3.3, {label[which]}"),
         value=worst if is_measured(worst) else None,
         relation="<=",
         threshold=0.0,
-        measured=f"largest excess {num(worst)} {where} at n = {trace.width}",
+        measured=f"largest excess {number(worst)} {where} at n = {trace.width}",
         expected="each excess ≤ 0 (the hypothesis holds) at every step",
         needs=f"{label[which]} at step {first} ({why})" if first else "",
     )
@@ -240,15 +238,15 @@ def step_lemma_check(trace: GDTrace, key: str, ks: range, suffix: str) -> Statem
     value, k, column, lhs, rhs = pick(found) if found else (None, 0, key, None, None)
     which = f" ({column.rsplit('_', 1)[1]})" if key == "lemma3_3_7" else ""
     slack = ROUNDING if key == "lemma3_3_6" else 0.0
-    return measure(
-        f"{label} at every GD step at n = {trace.width}{suffix}",
-        Kind.THEOREM,
-        thesis(label, bound),
+    return HIEU.theorem(
+        label,
+        name=f"{label} at every GD step at n = {trace.width}{suffix}",
+        quote=bound,
         value=value,
         relation="<=" if upper else ">=",
         threshold=1.0 + slack,
-        measured=f"{'max' if upper else 'min'} lhs/rhs = {num(value)} over {len(found)} "
-        f"inequalities on {_span(ks)} (worst{which}: lhs {num(lhs, 4)}, bound {num(rhs, 4)}, "
+        measured=f"{'max' if upper else 'min'} lhs/rhs = {number(value)} over {len(found)} "
+        f"inequalities on {_span(ks)} (worst{which}: lhs {number(lhs, 4)}, bound {number(rhs, 4)}, "
         f"step {k}) at n = {trace.width}",
         expected=_EXPECTED.get(key, "lhs/rhs ≤ 1 at every step"),
     )

@@ -103,13 +103,20 @@ class Hieu2022GradFlow(Experiment):
     Config = GradFlowConfig
     presets: ClassVar = {
         "tiny": {"n_samples": 4, "d": 3, "widths": (8, 16), "steps": 16, "probe_every": 8},
-        "quick": {"n_samples": 20, "widths": (40, 80, 160), "steps": 400,
-                  "probe_every": 40},
-        "theorem": {"n_samples": 2, "widths": (200, 400), "steps": 200,
-                    "probe_every": 20, "radius": 0.1, "sigma_A": 1e-3, "sigma_B": 1e-3,
-                    "sigma_U": 100.0, "sigma_u": 1e-3},
+        "quick": {"n_samples": 20, "widths": (40, 80, 160), "steps": 400, "probe_every": 40},
+        "theorem": {
+            "n_samples": 2,
+            "widths": (200, 400),
+            "steps": 200,
+            "probe_every": 20,
+            "radius": 0.1,
+            "sigma_A": 1e-3,
+            "sigma_B": 1e-3,
+            "sigma_U": 100.0,
+            "sigma_u": 1e-3,
+        },
         "paper": {},
-    }  # fmt: skip
+    }
     paper_setting: ClassVar = PAPER_SETTING
     figure_captions: ClassVar = {
         "gradflow": (
@@ -170,8 +177,13 @@ class Hieu2022GradFlow(Experiment):
                 ctx.checkpoint(flow.state_dict(), [])
             ctx.progress(min(flow.step_count, steps), steps)
         c = mondeq_constants(**flow.initial, Z=flow.Z0, X=X, y=y, m=config.m, radius=config.radius)
-        constant: Row = {"width": width, "refine": refine, "h": h, "lambda0": c.lambda0,
-                         "kernel_lambda_max0": kernel_max}  # fmt: skip
+        constant: Row = {
+            "width": width,
+            "refine": refine,
+            "h": h,
+            "lambda0": c.lambda0,
+            "kernel_lambda_max0": kernel_max,
+        }
         for key, row in zip(CONDITION_1_KEYS, condition_1(c), strict=True):
             constant.update({f"{key}_lhs": row["lhs"], f"{key}_rhs": row["rhs"]})
         return [

@@ -24,16 +24,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.hieu2022.setting import CONDITION_1_KEYS
-from deqlab.experiments.hieu2022.statements import (
-    LEMMAS,
+from deqlab.experiments.hieu2022.flow_statements import (
     FlowTrace,
-    WidthFit,
     kernel_floor_check,
-    lemma_statements,
     proposition_4_check,
     step_error_check,
     theorem_3_3_1,
+)
+from deqlab.experiments.hieu2022.setting import CONDITION_1_KEYS
+from deqlab.experiments.hieu2022.statements import (
+    LEMMAS,
+    WidthFit,
+    lemma_statements,
 )
 from deqlab.statements import Statement
 from deqlab.theory.mondeq import PARAMETERS, Inequality
@@ -82,16 +84,29 @@ def flow_trace(config: GradFlowConfig, coarse: list[Row], fine: list[Row]) -> Fl
 
 def _probe_statements(config: GradFlowConfig, width: int, coarse: list[Row]) -> list[Statement]:
     probes = [r for r in coarse if r.get("prop4_err_h") is not None]
-    column = {k: [float(r[k]) for r in probes] for k in
-              ("prop4_err_extrap", "prop4_err_h", "prop4_err_h2", "kernel_lambda_min",
-               "sigma_min")}  # fmt: skip
+    column = {
+        k: [float(r[k]) for r in probes]
+        for k in (
+            "prop4_err_extrap",
+            "prop4_err_h",
+            "prop4_err_h2",
+            "kernel_lambda_min",
+            "sigma_min",
+        )
+    }
     flips = [int(r["prop4_flips"]) for r in probes]
     return [
-        proposition_4_check(column["prop4_err_extrap"], column["prop4_err_h"],
-                            column["prop4_err_h2"], flips, rtol=config.prop4_rtol,
-                            width=width, steps=[float(r["prop4_step"]) for r in probes]),
+        proposition_4_check(
+            column["prop4_err_extrap"],
+            column["prop4_err_h"],
+            column["prop4_err_h2"],
+            flips,
+            rtol=config.prop4_rtol,
+            width=width,
+            steps=[float(r["prop4_step"]) for r in probes],
+        ),
         kernel_floor_check(column["kernel_lambda_min"], column["sigma_min"], width=width),
-    ]  # fmt: skip
+    ]
 
 
 def statements(config: GradFlowConfig, rows: list[Row]) -> list[Statement]:
@@ -132,11 +147,21 @@ def plot(config: GradFlowConfig, rows: list[Row], directory: Path) -> list[Path]
             _plot_losses(ax_loss, group, color, width)
             coarse = [r for r in group.get(0, []) if r.get("prop4_err_h") is not None]
             t = [float(r["t"]) for r in coarse]
-            ax_prop.semilogy(t, [float(r["prop4_err_h"]) for r in coarse], color=color,
-                             marker="o", label=f"n = {width}, step h")  # fmt: skip
-            ax_prop.semilogy(t, [max(float(r["prop4_err_extrap"]), 1e-16) for r in coarse],
-                             color=color, marker="x", linestyle=":",
-                             label=f"n = {width}, O(h) removed")  # fmt: skip
+            ax_prop.semilogy(
+                t,
+                [float(r["prop4_err_h"]) for r in coarse],
+                color=color,
+                marker="o",
+                label=f"n = {width}, step h",
+            )
+            ax_prop.semilogy(
+                t,
+                [max(float(r["prop4_err_extrap"]), 1e-16) for r in coarse],
+                color=color,
+                marker="x",
+                linestyle=":",
+                label=f"n = {width}, O(h) removed",
+            )
         add_reference_line(ax_prop, config.prop4_rtol, "prop4_rtol (ours)")
         _plot_margins(ax_margin, groups)
         ax_loss.plot([], [], color="0.35", linestyle="--", label="exp(−λ₀²t/2)L(0)")
@@ -155,8 +180,9 @@ def _plot_losses(ax, group: dict[int, list[Row]], color, width: int) -> None:
         label = f"n = {width}" if refine == 1 else None
         ax.semilogy(x, [float(r["loss"]) for r in run], color=color, linestyle=style, label=label)
         if refine == 1:
-            ax.semilogy(x, [float(r["bound"]) for r in run], color=color, linestyle="--",
-                        linewidth=1.0)  # fmt: skip
+            ax.semilogy(
+                x, [float(r["bound"]) for r in run], color=color, linestyle="--", linewidth=1.0
+            )
 
 
 def _plot_margins(ax, groups: dict[int, dict[int, list[Row]]]) -> None:
@@ -165,8 +191,12 @@ def _plot_margins(ax, groups: dict[int, dict[int, list[Row]]]) -> None:
     widths = list(groups)
     places = range(len(widths))
     for key, label in LABELS.items():
-        ax.semilogy(places, [margin(groups[w][0][0], key) if 0 in groups[w] else math.nan
-                             for w in widths], marker="o", label=label)  # fmt: skip
+        ax.semilogy(
+            places,
+            [margin(groups[w][0][0], key) if 0 in groups[w] else math.nan for w in widths],
+            marker="o",
+            label=label,
+        )
     for key, (label, _) in LEMMAS.items():
         worst = [_worst_lemma_margin(groups[w], key) for w in widths]
         ax.semilogy(places, worst, marker="s", linestyle=":", label=f"{label}: rhs/lhs")
@@ -177,8 +207,12 @@ def _plot_margins(ax, groups: dict[int, dict[int, list[Row]]]) -> None:
 
 def _worst_lemma_margin(group: dict[int, list[Row]], key: str) -> float:
     """``min rhs/lhs`` over the probes of both runs (≥ 1 when the lemma held throughout)."""
-    ratios = [float(r[f"{key}_rhs"]) / float(r[f"{key}_lhs"]) for g in group.values() for r in g
-              if r.get(f"{key}_lhs") is not None and float(r[f"{key}_lhs"]) > 0]  # fmt: skip
+    ratios = [
+        float(r[f"{key}_rhs"]) / float(r[f"{key}_lhs"])
+        for g in group.values()
+        for r in g
+        if r.get(f"{key}_lhs") is not None and float(r[f"{key}_lhs"]) > 0
+    ]
     return min(ratios, default=math.nan)
 
 

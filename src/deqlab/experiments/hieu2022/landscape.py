@@ -114,16 +114,45 @@ class Hieu2022Landscape(Experiment):
     paper = "Nguyen Ngoc Hieu, An analysis of applying NTKs for DEQs (thesis, 2022), Section 4.2"
     Config = LandscapeConfig
     presets: ClassVar = {
-        "tiny": {"dataset": "digits", "n_train": 20, "n_eval": 10, "repeats": (1, 2), "channels": 4,
-                 "inner_channels": 4, "groups": 2, "epochs": 1, "batch_size": 10,
-                 "max_iter": 10, "grid": 3, "grid_batch": 3},
-        "quick": {"n_train": 1000, "n_eval": 200, "channels": 8, "inner_channels": 8,
-                  "groups": 4, "epochs": 5, "batch_size": 32, "grid": 11, "max_iter": 30,
-                  "grid_batch": 11},
-        "hour": {"n_train": 2000, "n_eval": 100, "channels": 8, "inner_channels": 8,
-                 "groups": 4, "epochs": 10, "grid": 31, "max_iter": 30, "grid_batch": 31},
+        "tiny": {
+            "dataset": "digits",
+            "n_train": 20,
+            "n_eval": 10,
+            "repeats": (1, 2),
+            "channels": 4,
+            "inner_channels": 4,
+            "groups": 2,
+            "epochs": 1,
+            "batch_size": 10,
+            "max_iter": 10,
+            "grid": 3,
+            "grid_batch": 3,
+        },
+        "quick": {
+            "n_train": 1000,
+            "n_eval": 200,
+            "channels": 8,
+            "inner_channels": 8,
+            "groups": 4,
+            "epochs": 5,
+            "batch_size": 32,
+            "grid": 11,
+            "max_iter": 30,
+            "grid_batch": 11,
+        },
+        "hour": {
+            "n_train": 2000,
+            "n_eval": 100,
+            "channels": 8,
+            "inner_channels": 8,
+            "groups": 4,
+            "epochs": 10,
+            "grid": 31,
+            "max_iter": 30,
+            "grid_batch": 31,
+        },
         "paper": {"dataset": "cifar10", "n_train": 50_000},
-    }  # fmt: skip
+    }
     paper_setting: ClassVar = PAPER_SETTING
     figure_captions: ClassVar = {
         "landscapes": (
@@ -152,9 +181,16 @@ class Hieu2022Landscape(Experiment):
         images, labels = images.to(ctx.device), labels.to(ctx.device)
         model = _model(config, task.key, images.shape[1], ctx.device)
         rows = train_classifier(
-            model, images, labels, epochs=config.epochs, batch_size=config.batch_size,
-            lr=config.lr, seed=config.seed, ctx=ctx, base={"model": task.key},
-        )  # fmt: skip
+            model,
+            images,
+            labels,
+            epochs=config.epochs,
+            batch_size=config.batch_size,
+            lr=config.lr,
+            seed=config.seed,
+            ctx=ctx,
+            base={"model": task.key},
+        )
         evaluation = torch.arange(0, len(labels), max(len(labels) // config.n_eval, 1))
         x, y = images[evaluation[: config.n_eval]], labels[evaluation[: config.n_eval]]
         model.eval()
@@ -168,11 +204,16 @@ class Hieu2022Landscape(Experiment):
         )
         grid = surface.alphas.tolist()
         rows += [
-            {"model": task.key, "alpha": a, "beta": b, "loss": float(surface.losses[i, j]),
-             "solver_steps": int(surface.solver_steps[i, j])}
+            {
+                "model": task.key,
+                "alpha": a,
+                "beta": b,
+                "loss": float(surface.losses[i, j]),
+                "solver_steps": int(surface.solver_steps[i, j]),
+            }
             for i, a in enumerate(grid)
             for j, b in enumerate(grid)
-        ]  # fmt: skip
+        ]
         return rows
 
     def statements(self, config: LandscapeConfig, rows: list[Row]) -> list[Statement]:

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.hieu2022.statements import thesis, untrained
+from deqlab.experiments.hieu2022.statements import untrained
 from deqlab.landscape import LossSurface
-from deqlab.statements import Kind, Statement, measure, min_step_gap, not_measured
+from deqlab.papers import HIEU
+from deqlab.statements import Kind, Statement, min_step_gap
 
 if TYPE_CHECKING:
     from deqlab.experiments.hieu2022.landscape import LandscapeConfig
@@ -34,8 +35,8 @@ _WORDS = (
     "From the plots, we can see that the small-loss neighborhood around the minimizer is "
     "expanded as we increase the number of repetitions of the f function."
 )
-EXPANDS = thesis("Section 4.2.1, Figure 4.4", _WORDS)
-DEQ_LARGEST = thesis(
+EXPANDS = HIEU.source("Section 4.2.1, Figure 4.4", _WORDS)
+DEQ_LARGEST = HIEU.source(
     "Section 4.2.1, Figure 4.4", f"{_WORDS} This suggests the superior of training DEQ models."
 )
 
@@ -130,13 +131,29 @@ def statements(config: LandscapeConfig, rows: list[Row]) -> list[Statement]:
     ):
         if why:
             statements.append(
-                not_measured(name, Kind.OBSERVATION, source, expected=expected, why=why)
+                HIEU.not_measured(
+                    Kind.OBSERVATION,
+                    source.location,
+                    quote=source.quote,
+                    name=name,
+                    expected=expected,
+                    why=why,
+                )
             )
             continue
-        statements.append(measure(
-            name, Kind.OBSERVATION, source, value=value(areas, tied), relation=">",
-            threshold=0.0, measured=shown, expected=expected, detail=area,
-        ))  # fmt: skip
+        statements.append(
+            HIEU.observation(
+                source.location,
+                quote=source.quote,
+                name=name,
+                value=value(areas, tied),
+                relation=">",
+                threshold=0.0,
+                measured=shown,
+                expected=expected,
+                detail=area,
+            )
+        )
     return statements
 
 
@@ -166,8 +183,11 @@ def plot(config: LandscapeConfig, rows: list[Row], directory: Path) -> list[Path
                 ax.contour(a, b, z, levels=[flat], colors="k", linewidths=2.0)
             ax.plot([0], [0], marker="*", color="k", linestyle="")
             area = surface.flat_area(flat)
-            ax.set(title=f"{model} (area {area:.3g})", xlabel=r"$\alpha$ (direction 1)",
-                   ylabel=r"$\beta$ (direction 2)")  # fmt: skip
+            ax.set(
+                title=f"{model} (area {area:.3g})",
+                xlabel=r"$\alpha$ (direction 1)",
+                ylabel=r"$\beta$ (direction 2)",
+            )
         fig.suptitle(
             f"{config.dataset}, {config.n_train} training images, {config.epochs} epoch(s) "
             f"(Adam lr {config.lr:g}); loss on {config.n_eval} of them, {config.grid}×"

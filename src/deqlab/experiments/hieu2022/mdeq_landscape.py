@@ -57,8 +57,11 @@ _TRAINING = "Section 4.2.2 gives no training setting for its MDEQ (Section 4.2.1
 #: What the thesis says about each config field (Section 4.2.2).
 PAPER_SETTING: dict[str, PaperValue] = {
     "dataset": paper("imagenet", "Section 4.2.2: 'trained on ImageNet dataset'", substitute=True),
-    "classes": paper(20, "Section 4.2.2: the 1024 images are of 20 classes (the thesis's MDEQ "
-                     "was trained on ImageNet; we train on the same 20 classes)"),
+    "classes": paper(
+        20,
+        "Section 4.2.2: the 1024 images are of 20 classes (the thesis's MDEQ "
+        "was trained on ImageNet; we train on the same 20 classes)",
+    ),
     "n_train": not_given("Section 4.2.2: 'trained on ImageNet' (how many images is not said)"),
     "n_eval": paper(1024, "Section 4.2.2: '1024 examples of ImageNet test set'"),
     "image_size": not_given(f"{_SIZES}224 × 224 images)"),
@@ -70,15 +73,19 @@ PAPER_SETTING: dict[str, PaperValue] = {
     "batch_size": not_given(f"{_TRAINING}batch 100)"),
     "lr": not_given(f"{_TRAINING}Adam, cosine annealing, lr 0.001)"),
     "solver": not_given("Section 4.2.2 gives no solver (Bai et al.'s code: Broyden)"),
-    "tol": not_given("Section 4.2.2 gives no solver tolerance (Bai et al.'s code stops "
-                     "Broyden at ‖f(z) − z‖ < 1e-5 √(state size), else after F_THRES steps)"),
-    "max_iter": not_given("Section 4.2.2 gives no solver iteration limit (Bai et al.'s "
-                          "ImageNet MDEQ-Small: F_THRES = 26 Broyden steps)"),
+    "tol": not_given(
+        "Section 4.2.2 gives no solver tolerance (Bai et al.'s code stops "
+        "Broyden at ‖f(z) − z‖ < 1e-5 √(state size), else after F_THRES steps)"
+    ),
+    "max_iter": not_given(
+        "Section 4.2.2 gives no solver iteration limit (Bai et al.'s "
+        "ImageNet MDEQ-Small: F_THRES = 26 Broyden steps)"
+    ),
     "grid": paper(51, "Section 4.2.1: 'the resolution is 51×51' over [−1, 1]² (Section 4.2)"),
     "flat_delta": not_given("Figure 4.5 is a plot: the loss level of 'flat' is ours"),
     "flat_fraction": not_given("Section 3.1 calls the minimum 'flat': the fraction is ours"),
     "seed": measurement(),
-}  # fmt: skip
+}
 
 
 def _class_limit(config: MDEQLandscapeConfig) -> int:
@@ -148,15 +155,24 @@ def load_images(config: MDEQLandscapeConfig, split: str, n: int, seed: int):
         from deqlab.data.imagenet import read_imagenet
 
         images, labels = read_imagenet(
-            "val" if split == "test" else split, classes=config.classes,
-            n_per_class=per_class, size=config.image_size, seed=seed,
-        )  # fmt: skip
+            "val" if split == "test" else split,
+            classes=config.classes,
+            n_per_class=per_class,
+            size=config.image_size,
+            seed=seed,
+        )
         return _balanced(images, labels, n, config.classes)
     data = get_dataset(
-        config.dataset, n_per_class=per_class, classes=tuple(range(config.classes)),
-        labels="index", normalize=False, grayscale=False, seed=seed, dtype=torch.float32,
+        config.dataset,
+        n_per_class=per_class,
+        classes=tuple(range(config.classes)),
+        labels="index",
+        normalize=False,
+        grayscale=False,
+        seed=seed,
+        dtype=torch.float32,
         split="train" if config.dataset == STANDIN else split,
-    )  # fmt: skip
+    )
     channels = 3 if config.dataset == "cifar10" else 1
     side = round((data.X.shape[0] // channels) ** 0.5)
     images = data.X.T.reshape(-1, channels, side, side)
@@ -173,9 +189,14 @@ def build_model(config: MDEQLandscapeConfig, device: str) -> MDEQ:
         tol=config.tol, max_iter=config.max_iter, throw=False, per_sample=True
     )
     model = MDEQ(
-        3, config.classes, channels=config.channels, expansion=config.expansion,
-        groups=config.groups, downsample=config.downsample, solver=solver,
-    )  # fmt: skip
+        3,
+        config.classes,
+        channels=config.channels,
+        expansion=config.expansion,
+        groups=config.groups,
+        downsample=config.downsample,
+        solver=solver,
+    )
     return model.to(device=device, dtype=torch.float32)
 
 
@@ -228,14 +249,38 @@ class Hieu2022LandscapeMDEQ(Experiment):
     paper = "Nguyen Ngoc Hieu, An analysis of applying NTKs for DEQs (thesis, 2022), Section 4.2.2"
     Config = MDEQLandscapeConfig
     presets: ClassVar = {
-        "tiny": {"dataset": "digits", "classes": 10, "n_train": 40, "n_eval": 20,
-                 "image_size": 8, "channels": (4, 4), "expansion": 1, "groups": 2,
-                 "downsample": 0, "epochs": 1, "batch_size": 20, "max_iter": 8, "grid": 3},
-        "quick": {"dataset": "cifar10", "classes": 10, "n_train": 1000, "n_eval": 200,
-                  "image_size": 32, "channels": (8, 16), "expansion": 2, "groups": 4,
-                  "downsample": 0, "epochs": 8, "batch_size": 50, "max_iter": 22, "grid": 15},
+        "tiny": {
+            "dataset": "digits",
+            "classes": 10,
+            "n_train": 40,
+            "n_eval": 20,
+            "image_size": 8,
+            "channels": (4, 4),
+            "expansion": 1,
+            "groups": 2,
+            "downsample": 0,
+            "epochs": 1,
+            "batch_size": 20,
+            "max_iter": 8,
+            "grid": 3,
+        },
+        "quick": {
+            "dataset": "cifar10",
+            "classes": 10,
+            "n_train": 1000,
+            "n_eval": 200,
+            "image_size": 32,
+            "channels": (8, 16),
+            "expansion": 2,
+            "groups": 4,
+            "downsample": 0,
+            "epochs": 8,
+            "batch_size": 50,
+            "max_iter": 22,
+            "grid": 15,
+        },
         "paper": {},
-    }  # fmt: skip
+    }
     paper_setting: ClassVar = PAPER_SETTING
     figure_captions: ClassVar = {
         "mdeq-landscape": (
@@ -275,31 +320,48 @@ class Hieu2022LandscapeMDEQ(Experiment):
         x, y = load_images(config, "test", config.n_eval, config.seed + 1)
         images, labels, x, y = (t.to(ctx.device) for t in (images, labels, x, y))
         model = build_model(config, ctx.device)
-        batches = [(x[i : i + config.batch_size], y[i : i + config.batch_size])
-                   for i in range(0, len(y), config.batch_size)]  # fmt: skip
+        batches = [
+            (x[i : i + config.batch_size], y[i : i + config.batch_size])
+            for i in range(0, len(y), config.batch_size)
+        ]
 
         def residual_row(epoch: int, net: MDEQ) -> list[Row]:
             return [{"model": task.key, "epoch": epoch, "residual": eval_residual(net, batches)}]
 
         rows = train_classifier(
-            model, images, labels, epochs=config.epochs, batch_size=config.batch_size,
-            lr=config.lr, seed=config.seed, ctx=ctx, base={"model": task.key},
+            model,
+            images,
+            labels,
+            epochs=config.epochs,
+            batch_size=config.batch_size,
+            lr=config.lr,
+            seed=config.seed,
+            ctx=ctx,
+            base={"model": task.key},
             on_epoch=residual_row,
-        )  # fmt: skip
+        )
         model.cell.fold_weight_norm()  # the surface is over the convolution weights
         counted = CappedSolves(model, dataset_loss(F.cross_entropy, batches), config.max_iter)
         surface = loss_surface(
-            model, counted, steps=config.grid,
-            generator=torch.Generator().manual_seed(config.seed + 2), progress=False,
-        )  # fmt: skip
+            model,
+            counted,
+            steps=config.grid,
+            generator=torch.Generator().manual_seed(config.seed + 2),
+            progress=False,
+        )
         counted.hook.remove()
         grid = surface.alphas.tolist()
         return rows + [
-            {"model": task.key, "alpha": a, "beta": b, "loss": float(surface.losses[i, j]),
-             "capped_points": counted.points}
+            {
+                "model": task.key,
+                "alpha": a,
+                "beta": b,
+                "loss": float(surface.losses[i, j]),
+                "capped_points": counted.points,
+            }
             for i, a in enumerate(grid)
             for j, b in enumerate(grid)
-        ]  # fmt: skip
+        ]
 
     def statements(self, config: MDEQLandscapeConfig, rows: list[Row]) -> list[Statement]:
         return mdeq_landscape_report.statements(config, rows)

@@ -29,9 +29,16 @@ from torch.nn import functional as F
 
 from deqlab.experiments.base import Row
 from deqlab.experiments.hieu2022.landscape_report import final_accuracy, level, surfaces
-from deqlab.experiments.hieu2022.statements import thesis, untrained
+from deqlab.experiments.hieu2022.statements import untrained
 from deqlab.landscape import LossSurface
-from deqlab.statements import OURS, Kind, Statement, Verdict, measure, not_measured
+from deqlab.papers import HIEU
+from deqlab.statements import (
+    DEQLAB,
+    Kind,
+    Statement,
+    Verdict,
+    ours,
+)
 
 if TYPE_CHECKING:
     from deqlab.experiments.hieu2022.mdeq_landscape import MDEQLandscapeConfig
@@ -40,8 +47,8 @@ _WORDS = (
     "As in Fig 3.1 which is the visualization of loss landscape of MDEQ model, we observe "
     "that the loss landscape has only one minima and this minima is flat."
 )
-ONE_MINIMUM = thesis("Section 3.1, Figure 3.1 (= Figure 4.5)", _WORDS)
-FLAT = thesis("Section 3.1, Figure 3.1 (= Figure 4.5)", _WORDS)
+ONE_MINIMUM = HIEU.source("Section 3.1, Figure 3.1 (= Figure 4.5)", _WORDS)
+FLAT = HIEU.source("Section 3.1, Figure 3.1 (= Figure 4.5)", _WORDS)
 MODEL = "mdeq"
 
 
@@ -64,8 +71,7 @@ def flat_fraction(surface: LossSurface, delta: float) -> float:
 
 def residuals(rows: list[Row]) -> dict[int, float]:
     """The relative residual on the evaluation images after each epoch (0: at init)."""
-    return {int(r["epoch"]): float(r["residual"]) for r in rows
-            if r.get("residual") is not None}  # fmt: skip
+    return {int(r["epoch"]): float(r["residual"]) for r in rows if r.get("residual") is not None}
 
 
 def _solved(config: MDEQLandscapeConfig, rows: list[Row]) -> Statement:
@@ -73,57 +79,93 @@ def _solved(config: MDEQLandscapeConfig, rows: list[Row]) -> Statement:
     expected = f"relative residual ≤ tol = {config.tol:g} (max over images)"
     trace = residuals(rows)
     if not trace:
-        return not_measured(name, Kind.OURS, OURS, expected=expected, why="no residual row")
+        return DEQLAB.not_measured(
+            Kind.OURS, "", name=name, expected=expected, why="no residual row"
+        )
     value = trace[max(trace)]
-    return measure(
-        name, Kind.OURS, OURS, value=value, relation="<=", threshold=config.tol,
+    return ours(
+        name,
+        value=value,
+        relation="<=",
+        threshold=config.tol,
         measured=f"{value:.3g} after epoch {max(trace)} ({trace[min(trace)]:.3g} at init)",
         expected=expected,
         detail=f"{config.solver}, per image, at most {config.max_iter} iterations (Bai et al. "
         "stop Broyden after F_THRES = 18–30 steps without a tolerance); above tol the surface "
         "is the truncated solver's, not the equilibrium's",
-    )  # fmt: skip
+    )
 
 
 def statements(config: MDEQLandscapeConfig, rows: list[Row]) -> list[Statement]:
     """The observations of the module docstring, and ours on the solve."""
-    one = ("the loss landscape has only one minimum", ONE_MINIMUM,
-           "at most 1 local minimum on the grid")  # fmt: skip
-    flat = ("the minimum is flat", FLAT,
-            f"{{Φ ≤ Φ(θ*) + {config.flat_delta:g}}} covers ≥ {config.flat_fraction:g} of "
-            "the grid (ours)")  # fmt: skip
+    one = (
+        "the loss landscape has only one minimum",
+        ONE_MINIMUM,
+        "at most 1 local minimum on the grid",
+    )
+    flat = (
+        "the minimum is flat",
+        FLAT,
+        f"{{Φ ≤ Φ(θ*) + {config.flat_delta:g}}} covers ≥ {config.flat_fraction:g} of "
+        "the grid (ours)",
+    )
     surface = surfaces(rows).get(MODEL)
     solved = _solved(config, rows)
     if surface is None:
         why = "no surface rows"
     else:
-        reasons = (untrained({MODEL: final_accuracy(rows, MODEL)}), _unsolved(solved, config),
-                   _capped(rows, config))  # fmt: skip
+        reasons = (
+            untrained({MODEL: final_accuracy(rows, MODEL)}),
+            _unsolved(solved, config),
+            _capped(rows, config),
+        )
         why = "; ".join(r for r in reasons if r)
     if why:
         found = [
-            not_measured(n, Kind.OBSERVATION, s, expected=e, why=why) for n, s, e in (one, flat)
+            HIEU.not_measured(
+                Kind.OBSERVATION, s.location, quote=s.quote, name=n, expected=e, why=why
+            )
+            for n, s, e in (one, flat)
         ]
         return [*found, solved]
     minima = int(local_minima(surface).sum())
     fraction = flat_fraction(surface, config.flat_delta)
     grid = f"{config.grid}² grid over [−1, 1]², {config.n_eval} held-out {config.dataset} images"
     return [
-        measure(one[0], Kind.OBSERVATION, one[1], value=minima, relation="<=", threshold=1,
-                measured=f"{minima} local minima", expected=one[2], detail=grid),
-        measure(flat[0], Kind.OBSERVATION, flat[1], value=fraction, relation=">=",
-                threshold=config.flat_fraction, measured=f"{fraction:.3g} of the grid",
-                expected=flat[2], detail=grid),
+        HIEU.observation(
+            one[1].location,
+            quote=one[1].quote,
+            name=one[0],
+            value=minima,
+            relation="<=",
+            threshold=1,
+            measured=f"{minima} local minima",
+            expected=one[2],
+            detail=grid,
+        ),
+        HIEU.observation(
+            flat[1].location,
+            quote=flat[1].quote,
+            name=flat[0],
+            value=fraction,
+            relation=">=",
+            threshold=config.flat_fraction,
+            measured=f"{fraction:.3g} of the grid",
+            expected=flat[2],
+            detail=grid,
+        ),
         solved,
-    ]  # fmt: skip
+    ]
 
 
 def _unsolved(solved: Statement, config: MDEQLandscapeConfig) -> str:
     """Why the surface is not the equilibrium's, from the statement on the solve at θ*."""
     if solved.verdict is Verdict.PASS:
         return ""
-    return (f"the equilibrium at θ* is not solved (relative residual {solved.measured}, above "
-            f"tol = {config.tol:g}): the surface would be the truncated solver's")  # fmt: skip
+    return (
+        f"the equilibrium at θ* is not solved (relative residual {solved.measured}, above "
+        f"tol = {config.tol:g}): the surface would be the truncated solver's"
+    )
 
 
 def _capped(rows: list[Row], config: MDEQLandscapeConfig) -> str:
@@ -176,8 +218,12 @@ def plot(config: MDEQLandscapeConfig, rows: list[Row], directory: Path) -> list[
 def _residual_panel(ax, config: MDEQLandscapeConfig, rows: list[Row]) -> None:
     """The relative residual on the evaluation images per epoch (0: init), tol dashed."""
     trace = residuals(rows)
-    ax.semilogy(list(trace), list(trace.values()), "o-", label=f"{config.solver}, "
-                f"≤ {config.max_iter} iterations")  # fmt: skip
+    ax.semilogy(
+        list(trace),
+        list(trace.values()),
+        "o-",
+        label=f"{config.solver}, ≤ {config.max_iter} iterations",
+    )
     ax.axhline(config.tol, color="k", linestyle="--", linewidth=1, label=f"tol {config.tol:g}")
     ax.set(xlabel="epoch", ylabel="‖f(z) − z‖ / ‖f(z)‖ (max over images)")
     ax.legend(fontsize=7)

@@ -133,14 +133,34 @@ class Hieu2022MonDEQGD(Experiment):
     presets: ClassVar = {
         "tiny": {"n_samples": 6, "d": 3, "widths": (12, 48), "steps": 25, "loss_rtol": 0.5},
         "quick": {"n_samples": 30, "widths": (30, 60, 120, 240), "steps": 200},
-        "theorem": {"n_samples": 2, "widths": (200, 400), "m": 0.05, "steps": 10,
-                    "eta_rule": "theorem", "eta_fraction": 1.0, "radius": 0.1, "sigma_A": 1e-3,
-                    "sigma_B": 1e-3, "sigma_U": 10.0, "sigma_u": 1e-3},
-        "theorem-half": {"n_samples": 2, "widths": (200, 400), "m": 0.05, "steps": 10,
-                         "eta_rule": "theorem", "eta_fraction": 0.5, "radius": 0.1,
-                         "sigma_A": 1e-3, "sigma_B": 1e-3, "sigma_U": 10.0, "sigma_u": 1e-3},
+        "theorem": {
+            "n_samples": 2,
+            "widths": (200, 400),
+            "m": 0.05,
+            "steps": 10,
+            "eta_rule": "theorem",
+            "eta_fraction": 1.0,
+            "radius": 0.1,
+            "sigma_A": 1e-3,
+            "sigma_B": 1e-3,
+            "sigma_U": 10.0,
+            "sigma_u": 1e-3,
+        },
+        "theorem-half": {
+            "n_samples": 2,
+            "widths": (200, 400),
+            "m": 0.05,
+            "steps": 10,
+            "eta_rule": "theorem",
+            "eta_fraction": 0.5,
+            "radius": 0.1,
+            "sigma_A": 1e-3,
+            "sigma_B": 1e-3,
+            "sigma_U": 10.0,
+            "sigma_u": 1e-3,
+        },
         "paper": {},
-    }  # fmt: skip
+    }
     paper_setting: ClassVar = PAPER_SETTING
     figure_captions: ClassVar = {
         "mondeq_gd": (

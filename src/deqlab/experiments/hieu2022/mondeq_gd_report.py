@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from deqlab.experiments.base import Row
 from deqlab.experiments.hieu2022.gd_proof import GDTrace, theorem_3_3_5, trace_from_records
 from deqlab.experiments.hieu2022.statements import WidthFit, lemma_statements
-from deqlab.statements import OURS, Kind, Statement, measure, min_step_gap
+from deqlab.statements import Statement, min_step_gap, ours
 from deqlab.theory.mondeq import PARAMETERS, Inequality
 
 if TYPE_CHECKING:
@@ -66,10 +66,13 @@ def trace(config: MonDEQGDConfig, run: list[Row]) -> GDTrace:
     """The GD run of one width, as the statement builders take it."""
     first = run[0]
     return trace_from_records(
-        run, width=int(first["width"]), eta=float(first["eta"]),
-        eta_max=float(first["eta_max"]), lambda0=float(first["lambda0"]),
+        run,
+        width=int(first["width"]),
+        eta=float(first["eta"]),
+        eta_max=float(first["eta_max"]),
+        lambda0=float(first["lambda0"]),
         radii=dict.fromkeys(PARAMETERS, config.radius),
-    )  # fmt: skip
+    )
 
 
 def statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
@@ -90,8 +93,9 @@ def mondeq_gd_statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statem
     out: list[Statement] = []
     for run in runs.values():
         conditions = [inequality(run[0], k) for k in CONDITION_2]
-        out += theorem_3_3_5(trace(config, run), conditions, fits=fits, m=config.m,
-                             n_samples=config.n_samples)  # fmt: skip
+        out += theorem_3_3_5(
+            trace(config, run), conditions, fits=fits, m=config.m, n_samples=config.n_samples
+        )
     return out + _ours(config, runs)
 
 
@@ -101,37 +105,44 @@ def _ours(config: MonDEQGDConfig, runs: dict[int, list[Row]]) -> list[Statement]
     lambda0 = {w: _float(runs[w][0]["lambda0"]) if w in runs else math.nan for w in widths}
     shown = ", ".join
     out = [
-        measure(
+        ours(
             f"GD reaches L(K) ≤ {config.loss_rtol:g}·L(0) at the widest width",
-            Kind.OURS, OURS, value=final[widths[-1]], relation="<=",
+            value=final[widths[-1]],
+            relation="<=",
             threshold=config.loss_rtol,
             measured=f"L(K)/L(0) = {final[widths[-1]]:.3g} at n = {widths[-1]}",
             expected=f"≤ {config.loss_rtol:g} after K = {config.steps} steps",
         ),
-        measure(
+        ours(
             "wider is faster: L(K)/L(0) decreases with the width",
-            Kind.OURS, OURS, value=min_step_gap([-final[w] for w in widths]), relation=">",
-            threshold=0.0, measured=shown(f"n={w}: {v:.3g}" for w, v in final.items()),
+            value=min_step_gap([-final[w] for w in widths]),
+            relation=">",
+            threshold=0.0,
+            measured=shown(f"n={w}: {v:.3g}" for w, v in final.items()),
             expected="strictly decreasing (smallest decrease > 0)",
         ),
-        measure(
+        ours(
             "λ₀ = σ_min(Z(0)) increases with the width",
-            Kind.OURS, OURS, value=min_step_gap(list(lambda0.values())), relation=">",
-            threshold=0.0, measured=shown(f"n={w}: {v:.3g}" for w, v in lambda0.items()),
+            value=min_step_gap(list(lambda0.values())),
+            relation=">",
+            threshold=0.0,
+            measured=shown(f"n={w}: {v:.3g}" for w, v in lambda0.items()),
             expected="strictly increasing (smallest increase > 0)",
         ),
-    ]  # fmt: skip
+    ]
     for key in CONDITION_2:
         margins = {w: margin(runs[w][0], key) if w in runs else math.nan for w in widths}
         logs = [math.log10(v) if v > 0 else math.nan for v in margins.values()]
         out.append(
-            measure(
+            ours(
                 f"the margin lhs/rhs of {CONDITION_LABELS[key]} grows with the width",
-                Kind.OURS, OURS, value=min_step_gap(logs), relation=">", threshold=0.0,
+                value=min_step_gap(logs),
+                relation=">",
+                threshold=0.0,
                 measured=shown(f"n={w}: {v:.3g}" for w, v in margins.items()),
                 expected="strictly increasing (smallest increase of log₁₀ lhs/rhs > 0)",
             )
-        )  # fmt: skip
+        )
     return out
 
 
@@ -158,10 +169,19 @@ def plot(config: MonDEQGDConfig, rows: list[Row], directory: Path) -> list[Path]
         fig, (ax_loss, ax_sigma, ax_cond) = plt.subplots(1, 3, figsize=(13, 4.4))
         for (width, run), color in zip(runs.items(), colors, strict=True):
             steps = [int(r["step"]) for r in run if r.get("loss_bound") is not None]
-            ax_loss.semilogy(steps, [float(r["loss"]) for r in run[: len(steps)]], color=color,
-                             label=f"n = {width}")  # fmt: skip
-            ax_loss.semilogy(steps, [float(r["loss_bound"]) for r in run[: len(steps)]],
-                             color=color, linestyle="--", linewidth=1.0)  # fmt: skip
+            ax_loss.semilogy(
+                steps,
+                [float(r["loss"]) for r in run[: len(steps)]],
+                color=color,
+                label=f"n = {width}",
+            )
+            ax_loss.semilogy(
+                steps,
+                [float(r["loss_bound"]) for r in run[: len(steps)]],
+                color=color,
+                linestyle="--",
+                linewidth=1.0,
+            )
             lam0 = float(run[0]["lambda0"])
             ratios = [float(r["sigma_min"]) / lam0 for r in run[: len(steps)]]
             ax_sigma.plot(steps, ratios, color=color, label=f"n = {width}")
@@ -173,8 +193,9 @@ def plot(config: MonDEQGDConfig, rows: list[Row], directory: Path) -> list[Path]
         widths = list(runs)
         places = range(len(widths))  # one place per width, labelled with it
         for key, label in CONDITION_LABELS.items():
-            ax_cond.semilogy(places, [margin(runs[w][0], key) for w in widths], marker="o",
-                             label=label)  # fmt: skip
+            ax_cond.semilogy(
+                places, [margin(runs[w][0], key) for w in widths], marker="o", label=label
+            )
         add_reference_line(ax_cond, 1.0, "lhs = rhs (holds above)")
         ax_loss.set(xlabel="GD step k", ylabel=r"loss $L(\theta(k))$")
         ax_sigma.set(xlabel="GD step k", ylabel=r"$\sigma_{\min}(Z(k))/\lambda_0$")

@@ -56,8 +56,15 @@ def train_classifier(
             counts["solver_steps"] = deq.last_forward.n_steps
         return F.cross_entropy(logits, labels[index]), counts
 
-    trainer = MinibatchTrainer(model, batch_loss, optimizer, n=len(labels),
-                               batch_size=batch_size, seed=seed, schedule=schedule)  # fmt: skip
+    trainer = MinibatchTrainer(
+        model,
+        batch_loss,
+        optimizer,
+        n=len(labels),
+        batch_size=batch_size,
+        seed=seed,
+        schedule=schedule,
+    )
     rows: list[Row] = []
 
     def before_step(epoch: int) -> None:
