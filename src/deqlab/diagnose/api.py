@@ -14,8 +14,9 @@ from deqlab.diagnose.implicit_ntk import Trainable, implicit_ntk
 from deqlab.diagnose.pl import LOSSES, BatchRate, batch_rate, loss_geometry
 from deqlab.diagnose.result import Diagnosis, NTKSpectrum
 from deqlab.diagnose.wellposed import well_posedness
-from deqlab.implicit import DEQ, Implicit
+from deqlab.implicit import DEQ
 from deqlab.solvers import Solver
+from deqlab.solvers.solution import default_tol, resolve_tol
 
 
 def _check_deq(deq: object) -> DEQ:
@@ -43,22 +44,22 @@ def _check_targets(y: object, n: int, loss: str) -> torch.Tensor:
     return y
 
 
-def _adjoint_solver(deq: DEQ, solver: Solver | None) -> Solver:
-    if solver is not None:
-        if not isinstance(solver, Solver):
-            raise TypeError(
-                f"`solver` must be a deqlab Solver or None; got {type(solver).__name__}"
-            )
-        return solver
-    backward = deq.backward
-    if isinstance(backward, Implicit) and backward.solver is not None:
-        return backward.solver
-    return deq.solver
+def _precise_solver(deq: DEQ, solver: Solver | None, dtype: torch.dtype) -> Solver:
+    """``solver`` if given; else the layer's forward solver at the dtype's default tolerance
+    (or its own, if tighter) with at least 200 iterations. Never raising: the Diagnosis
+    says whether the solves converged."""
+    if solver is not None and not isinstance(solver, Solver):
+        raise TypeError(f"`solver` must be a deqlab Solver or None; got {type(solver).__name__}")
+    if solver is None:
+        own = deq.solver
+        tol = min(resolve_tol(own.tol, dtype), default_tol(dtype))
+        solver = dataclasses.replace(own, tol=tol, max_iter=max(own.max_iter, 200))
+    return dataclasses.replace(solver, throw=False)
 
 
-def _gd_step_loss(deq, head, x, z_star, gradient, lr, loss, y) -> float:
+def _gd_step_loss(deq, head, x, z_star, gradient, lr, loss, y, solver) -> float:
     """The loss after one GD step ``θ − η ∇L`` on copies of the cell and head, the
-    equilibrium re-solved by the layer's forward solver from the old one."""
+    equilibrium re-solved by ``solver`` from the old one."""
     cell, head = copy.deepcopy(deq.cell), copy.deepcopy(head)
     modules = {"cell": cell, "head": head}
     with torch.no_grad():
@@ -66,8 +67,7 @@ def _gd_step_loss(deq, head, x, z_star, gradient, lr, loss, y) -> float:
             where, _, pname = name.partition(".")
             param = modules[where].get_parameter(pname)
             param.sub_(lr * grad.to(param))
-        forward = dataclasses.replace(deq.solver, throw=False)
-        z_new = forward(lambda z: cell(z, x), z_star.clone()).z
+        z_new = solver(lambda z: cell(z, x), z_star.clone()).z
         out = z_new.flatten(1) if head is None else head(z_new).reshape(z_new.shape[0], -1)
     return loss_geometry(loss, out, y).loss
 
@@ -103,8 +103,10 @@ def diagnose(
             None: every parameter of cell and head that requires grad.
         lr: step size η: the predicted GD factor, and one real GD step on copies
             (the layer itself is not changed) for the measured one.
-        solver: solver of the adjoints (and of the re-solve after the GD step); None:
-            the backward's solver, else the forward's.
+        solver: solver that refines z* from the layer's own solve, and solves the
+            adjoints and the equilibrium after the GD step; None: the layer's forward
+            solver at the dtype's default tolerance (float64 1e-8, float32 9.5e-7) or its
+            own if tighter, with at least 200 iterations.
         iters: Lanczos / power iterations of the per-sample Jacobian estimates
             (:func:`deqlab.fixed_point_diagnostics`; exact once ``iters`` reaches the
             state's size per sample).
@@ -123,7 +125,8 @@ def diagnose(
     lr = None if lr is None else check_positive("lr", lr)
     iters = check_int("iters", iters, min_value=2)
     trainable = Trainable.select(deq.cell, head, params)
-    z_star, steps = _equilibrium(deq, X, z0)
+    precise = _precise_solver(deq, solver, X.dtype)
+    z_star, steps = _equilibrium(deq, X, z0, precise)
     wellposed = well_posedness(deq.cell, X, z_star, iters=iters, seed=seed)
     with torch.no_grad():
         outputs = z_star.flatten(1) if head is None else head(z_star).reshape(X.shape[0], -1)
@@ -133,14 +136,14 @@ def diagnose(
         )
     w = None if y is None else loss_geometry(loss, outputs, y).w
     ntk = implicit_ntk(
-        deq.cell, head, X, z_star, trainable, _adjoint_solver(deq, solver), cotangent=w,
+        deq.cell, head, X, z_star, trainable, precise, cotangent=w,
         chunk=chunk,
     )  # fmt: skip
     rate = None
     if y is not None:
         rate = batch_rate(loss, ntk.matrix, ntk.outputs, y, lr)
         if lr is not None:
-            after = _gd_step_loss(deq, head, X, z_star, ntk.gradient, lr, loss, y)
+            after = _gd_step_loss(deq, head, X, z_star, ntk.gradient, lr, loss, y, precise)
             rate = _with_measured(rate, after)
     adjoint_ok = None if ntk.adjoint is None else ntk.adjoint.converged
     trained = tuple(f"cell.{k}" for k in trainable.cell)
@@ -160,16 +163,20 @@ def _check_input(deq: DEQ, X: object) -> torch.Tensor:
     return X
 
 
-def _equilibrium(deq: DEQ, X: torch.Tensor, z0: torch.Tensor | None) -> tuple[torch.Tensor, int]:
+def _equilibrium(
+    deq: DEQ, X: torch.Tensor, z0: torch.Tensor | None, precise: Solver
+) -> tuple[torch.Tensor, int]:
     """z* of ``deq(X, z0)`` on a copy of the layer (the user's keeps its statistics and warm
-    starts) and the forward solver's steps; checks that the cell treats samples apart."""
+    starts), refined by ``precise`` from there, and the layer's own forward steps; checks
+    that the cell treats the samples apart."""
     probe = copy.deepcopy(deq)
     with torch.no_grad():
         z_star = probe(X, z0)
-    if not isinstance(z_star, torch.Tensor):
-        raise TypeError("`deq` must have a tensor state for diagnose; got a tuple/list state")
-    _check_per_sample(deq.cell, X, z_star)
-    return z_star, probe.last_forward.n_steps
+        if not isinstance(z_star, torch.Tensor):
+            raise TypeError("`deq` must have a tensor state for diagnose; got a tuple/list state")
+        _check_per_sample(deq.cell, X, z_star)
+        refined = precise(lambda z: deq.cell(z, X), z_star).z
+    return refined, probe.last_forward.n_steps
 
 
 @torch.no_grad()
