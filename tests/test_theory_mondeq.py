@@ -12,6 +12,7 @@ from deqlab.theory.mondeq import (
     MonDEQConstants,
     condition_1,
     condition_2,
+    eq_3_18_possible,
     gd_bound,
     gd_rate,
     gradient_flow_bound,
@@ -221,3 +222,30 @@ def test_bad_input():
         sigma_min(torch.randn(3, 5))
     with pytest.raises(ValueError, match=r"`y` must have shape \(5,\)"):
         constants(model, X, y[:3], Z)
+
+
+def test_lemma_3_3_2_fails_at_a_genuine_equilibrium():
+    """A = 0, B = [[0, 5], [0, 0]], m = 0.5: at the equilibrium of c = (1, 0), z* = (2, 0)
+    (D = diag(1, 0)), and ‖(I − WᵀD)⁻¹e₁‖ = √26/0.5 = 10.2 against ‖u‖/m = 2."""
+    from deqlab.models.mondeq import monotone_fixed_point
+
+    m, A, B = 0.5, torch.zeros(2, 2, dtype=torch.float64), torch.tensor([[0.0, 5.0], [0.0, 0.0]])
+    W = (1 - m) * torch.eye(2, dtype=torch.float64) - A.T @ A + B - B.T
+    c = torch.tensor([[1.0], [0.0]], dtype=torch.float64)
+    z = monotone_fixed_point(W, c, m=m, solver=TIGHT)
+    assert torch.allclose(z, torch.tensor([[2.0], [0.0]], dtype=torch.float64), atol=1e-10)
+    assert torch.allclose(torch.relu(W @ z + c), z, atol=1e-10)  # a genuine fixed point
+    row = lemma_3_3_2(W, torch.tensor([1.0, 0.0], dtype=torch.float64), (z > 0).double(), m)
+    assert row["lhs"] == pytest.approx(math.sqrt(26) / m) and row["rhs"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_condition_318_is_impossible_when_m_squared_n_reaches_one_twentieth(seed):
+    """m = 0.2 < 1/√20 but N = 5: m²N = 0.2 ≥ 1/20, and λ₀² ≤ ‖Z(0)‖_F²/N makes (3.18) fail
+    at any width and radius; with N = 1 the same m leaves it possible."""
+    assert not eq_3_18_possible(0.2, 5) and eq_3_18_possible(0.2, 1)
+    model, X, y, Z = setup(m=0.2, seed=seed, scale=0.1, width=40)
+    c = constants(model, X, y, Z, radius=1e-6)
+    assert c.lambda0**2 <= float(Z.norm()) ** 2 / 5  # the step the old m < 1/√20 test missed
+    (row,) = [r for r in condition_2(c) if "3.18" in r["name"]]
+    assert not row["holds"]
