@@ -253,6 +253,8 @@ def test_package_is_callable_and_leaves_the_layer_alone():
         ({"y": torch.zeros(4, 2)}, ValueError, "one target per output"),
         ({"X": torch.randn(4, 3, dtype=torch.float32)}, ValueError, "`X` must have the cell's"),
         ({"deq": DEQ(BatchNormCell(3))}, ValueError, "treats the samples of a batch apart"),
+        ({"X": torch.randn(2731, 3), "y": None}, ValueError, "NTK of 8193 rows"),
+        ({"z0": (torch.zeros(4, 3),)}, TypeError, "tensor state"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, error, match):

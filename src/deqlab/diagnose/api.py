@@ -125,6 +125,7 @@ def diagnose(
     lr = None if lr is None else check_positive("lr", lr)
     iters = check_int("iters", iters, min_value=2)
     trainable = Trainable.select(deq.cell, head, params)
+    _check_ntk_size(deq, head, X, z0)
     precise = _precise_solver(deq, solver, X.dtype)
     z_star, steps = _equilibrium(deq, X, z0, precise)
     wellposed = well_posedness(deq.cell, X, z_star, iters=iters, seed=seed)
@@ -152,6 +153,28 @@ def diagnose(
     return Diagnosis(wellposed, spectrum, rate, steps, adjoint_ok, trained)
 
 
+#: The NTK has (n k)² float64 entries: 8192 rows are 512 MiB, refused beyond.
+MAX_NTK_ROWS = 8192
+
+
+@torch.no_grad()
+def _check_ntk_size(deq: DEQ, head: nn.Module | None, X: torch.Tensor, z0) -> None:
+    """Refuse, before any solve, an NTK over :data:`MAX_NTK_ROWS` rows (k from the head at
+    the first sample's starting state)."""
+    start = deq.initial_state(X) if z0 is None else z0
+    if not isinstance(start, torch.Tensor):
+        raise TypeError("`deq` must have a tensor state for diagnose; got a tuple/list state")
+    start = start[:1]
+    n, k = X.shape[0], start.numel() if head is None else head(start).numel()
+    if n * k > MAX_NTK_ROWS:
+        gib = (n * k) ** 2 * 8 / 2**30
+        raise ValueError(
+            f"`X` ({n} samples) and `head` ({k} outputs each) give an NTK of {n * k} rows "
+            f"({gib:.1f} GiB in float64); at most {MAX_NTK_ROWS}: pass fewer samples, or a "
+            "head with fewer outputs (without a head every entry of the state is an output)"
+        )
+
+
 def _check_input(deq: DEQ, X: object) -> torch.Tensor:
     """``X``: a finite floating tensor with a non-empty batch dim, in the cell's dtype."""
     X = check_tensor("X", X)
@@ -172,8 +195,6 @@ def _equilibrium(
     probe = copy.deepcopy(deq)
     with torch.no_grad():
         z_star = probe(X, z0)
-        if not isinstance(z_star, torch.Tensor):
-            raise TypeError("`deq` must have a tensor state for diagnose; got a tuple/list state")
         _check_per_sample(deq.cell, X, z_star)
         refined = precise(lambda z: deq.cell(z, X), z_star).z
     return refined, probe.last_forward.n_steps
