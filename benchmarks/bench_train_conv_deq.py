@@ -5,7 +5,8 @@ Model: stem (3 × 3 conv 1 → C + GroupNorm), cell ``f(z, x) = GroupNorm(relu(c
 images), minibatches of 64, Adam 1e-3, float32. Both libraries solve the same cell with the
 same initial weights; only the DEQ layer differs.
 
-Three measurements, the two libraries stepped in turn (round robin) so that load hits both:
+Three measurements, the two libraries stepped in turn (round robin, the order reversed every
+other step) so that load hits both alike:
 
 1. **defaults**: each library as a new user gets it (deqlab ``DEQ(cell)``; torchdeq
    ``get_deq()``), trained until the training accuracy (all 1797 images, measured every
@@ -219,12 +220,17 @@ def batches(images, labels, size: int, seed: int):
             yield images[order[i : i + size]], labels[order[i : i + size]]
 
 
+def turn(runs: list[Run], step: int) -> list[Run]:
+    """The runs in this step's order: reversed every other step, so neither always goes first."""
+    return runs if step % 2 == 0 else runs[::-1]
+
+
 def time_to_target(runs: list[Run], data, args, sync) -> None:
     """Round robin over the runs still below the target, one minibatch each per turn."""
     stream = batches(*data, args.batch, args.seed)
     for step in range(1, args.max_steps + 1):
         images, labels = next(stream)
-        for run in runs:
+        for run in turn(runs, step):
             if run.reached is None:
                 run.step(images, labels, sync)
                 if step % args.eval_every == 0 and accuracy(run.model, *data) >= args.target:
@@ -235,9 +241,9 @@ def time_to_target(runs: list[Run], data, args, sync) -> None:
 
 def per_step(runs: list[Run], data, args, sync) -> None:
     stream = batches(*data, args.batch, args.seed)
-    for _ in range(args.matched_steps):
+    for step in range(args.matched_steps):
         images, labels = next(stream)
-        for run in runs:
+        for run in turn(runs, step):
             run.step(images, labels, sync)
 
 
