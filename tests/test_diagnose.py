@@ -115,6 +115,7 @@ def test_an_approximate_adjoint_would_be_caught():
     H = pl_gram(model, X, tol=1e-14)
     assert abs(approx.ntk.lambda_min - float(torch.linalg.eigvalsh(H)[0])) > 1e-4
     assert approx.adjoint_converged is False
+    assert "the NTK is approximate" in approx.reading()
 
 
 def dense_ntk(cell, head, X):

@@ -69,7 +69,10 @@ class Diagnosis:
 
     def reading(self) -> str:
         """One short reading in plain words (each clause: a number, then what it means)."""
-        return "; ".join([_contraction(self.wellposed), _ntk(self.ntk), *_rate(self.rate)]) + "."
+        clauses = [_contraction(self.wellposed), _ntk(self.ntk), *_rate(self.rate)]
+        if self.adjoint_converged is False:
+            clauses.insert(1, "the adjoint solves missed their tolerance: the NTK is approximate")
+        return "; ".join(clauses) + "."
 
     def __str__(self) -> str:
         w, n = self.wellposed, self.ntk
