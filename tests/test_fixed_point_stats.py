@@ -29,28 +29,32 @@ def rotation(angle: float) -> torch.Tensor:
 
 
 class ScaledRotation(torch.nn.Module):
-    """``f(z, x)_i = s_i R z_i + x_i + b`` per sample ``i`` (``b`` a parameter)."""
+    """``f(z, (x, s))_i = s_i R z_i + x_i + b`` per sample ``i`` (``b`` a parameter)."""
 
-    def __init__(self, scales: torch.Tensor = SCALES) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.scales = scales
         self.b = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
         self.R = rotation(1.0)
 
-    def forward(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return self.scales[:, None] * (z @ self.R.T) + x + self.b
+    def forward(self, z: torch.Tensor, inputs: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, scales = inputs
+        return scales[:, None] * (z @ self.R.T) + x + self.b
+
+    def initial_state(self, inputs):
+        return torch.zeros_like(inputs[0])
 
 
-def picard_reference(cell, x):
+def picard_reference(cell, x, freeze=True):
     """Plain Picard from 0 for STEPS evaluations: each sample's best iterate, its relative
-    residual and the evaluations it needed to meet TOL (STEPS if never)."""
-    z = torch.zeros_like(x)
+    residual and the evaluations it needed to meet TOL (STEPS if never). ``freeze``: a
+    sample that met TOL stops (row compaction), else it goes on improving."""
+    z = torch.zeros_like(x[0])
     best_z, best_r = z.clone(), torch.full((3,), math.inf, dtype=torch.float64)
     steps = torch.full((3,), STEPS)
     for k in range(STEPS):
         fz = cell(z, x).detach()
         r = (fz - z).norm(dim=1) / fz.norm(dim=1)
-        better = r < best_r
+        better = (r < best_r) & ((best_r > TOL) | (not freeze))
         best_z[better], best_r[better] = z[better], r[better]
         steps[(best_r <= TOL) & (steps == STEPS)] = k + 1
         z = fz
@@ -66,8 +70,8 @@ def test_unconverged_forward_returns_each_samples_best_iterate_and_records_it():
     deq = failing_layer()
     x = torch.randn(3, 2, dtype=torch.float64)
     with pytest.warns(ConvergenceWarning, match=r"forward solve did not converge.*2 of 3 samples"):
-        z = deq(x)
-    best_z, best_r, steps = picard_reference(deq.cell, x)
+        z = deq((x, SCALES))
+    best_z, best_r, steps = picard_reference(deq.cell, (x, SCALES))
     forward = deq.last_forward
     assert not forward.converged and forward.n_steps == STEPS
     torch.testing.assert_close(z.detach(), best_z, atol=0, rtol=0)
@@ -77,23 +81,44 @@ def test_unconverged_forward_returns_each_samples_best_iterate_and_records_it():
     assert (deq.stats.forward_solves, deq.stats.unconverged_forward) == (1, 1)
 
 
+def test_without_row_compaction_every_sample_iterates_to_the_end():
+    deq = failing_layer(row_compaction=False, on_failure="record")
+    x = torch.randn(3, 2, dtype=torch.float64)
+    z = deq((x, SCALES))
+    best_z, best_r, _ = picard_reference(deq.cell, (x, SCALES), freeze=False)
+    torch.testing.assert_close(z.detach(), best_z, atol=0, rtol=0)
+    torch.testing.assert_close(deq.last_forward.sample_residuals, best_r, atol=1e-15, rtol=1e-12)
+    assert deq.stats.forward_evaluations == STEPS
+
+
+def test_row_compaction_evaluates_only_the_pending_samples():
+    cell, rows = ScaledRotation(), []
+    forward = cell.forward
+    cell.forward = lambda z, inputs: rows.append(z.shape[0]) or forward(z, inputs)
+    deq = DEQ(cell, solver=Picard(tol=TOL, max_iter=STEPS, per_sample=True), on_failure="record")
+    with torch.no_grad():
+        deq((torch.randn(3, 2, dtype=torch.float64), SCALES))
+    steps = deq.last_forward.sample_steps
+    assert sum(rows) == int(steps.sum()) and rows[0] == 3 and rows[-1] == 2
+
+
 def test_warns_once_per_layer_and_keeps_counting():
     deq, x = failing_layer(), torch.randn(3, 2, dtype=torch.float64)
     with pytest.warns(ConvergenceWarning):
-        deq(x)
+        deq((x, SCALES))
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        deq(x)  # no second warning from this layer
+        deq((x, SCALES))  # no second warning from this layer
     assert deq.stats.unconverged_forward == 2
     with pytest.warns(ConvergenceWarning):  # another layer warns on its own
-        failing_layer()(x)
+        failing_layer()((x, SCALES))
 
 
 def test_gradient_from_an_unconverged_point_is_marked_not_exact():
     deq, x = failing_layer(), torch.randn(3, 2, dtype=torch.float64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        deq(x).sum().backward()
+        deq((x, SCALES)).sum().backward()
     record = deq.last_backward
     assert record.method == "implicit" and not record.exact
     assert "forward solve did not converge" in record.reason
@@ -101,9 +126,9 @@ def test_gradient_from_an_unconverged_point_is_marked_not_exact():
 
 
 def test_converged_solves_give_an_exact_gradient():
-    cell = ScaledRotation(torch.tensor([0.5, 0.8, 0.9], dtype=torch.float64))  # contractive
-    deq = DEQ(cell, solver=Anderson(tol=1e-12, max_iter=100, per_sample=True))
-    deq(torch.randn(3, 2, dtype=torch.float64)).sum().backward()
+    deq = DEQ(ScaledRotation(), solver=Anderson(tol=1e-12, max_iter=100, per_sample=True))
+    contractive = torch.tensor([0.5, 0.8, 0.9], dtype=torch.float64)
+    deq((torch.randn(3, 2, dtype=torch.float64), contractive)).sum().backward()
     assert deq.last_forward.converged and deq.last_backward.exact
     assert deq.last_backward.reason == "" and deq.stats.inexact_gradients == 0
 
@@ -140,7 +165,7 @@ def test_unconverged_adjoint_returns_its_best_iterate_warned_once():
 def test_strict_mode_raises_in_the_forward_and_the_adjoint():
     x = torch.randn(3, 2, dtype=torch.float64)
     with pytest.raises(SolverError, match=r"Picard max_steps after 30 steps.*forward solve"):
-        failing_layer(on_failure="raise")(x)
+        failing_layer(on_failure="raise")((x, SCALES))
     z, _, _ = adjoint_failure("raise")
     with pytest.raises(SolverError, match=r"Picard max_steps after 40 steps.*adjoint solve"):
         z.sum().backward()
@@ -150,7 +175,7 @@ def test_record_mode_counts_without_warning():
     deq, x = failing_layer(on_failure="record"), torch.randn(3, 2, dtype=torch.float64)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        deq(x)
+        deq((x, SCALES))
     assert deq.stats.unconverged_forward == 1 and not deq.last_forward.converged
 
 
@@ -166,9 +191,11 @@ def test_fixed_point_keeps_each_solvers_throw_by_default():
 
 def test_counts_and_reset():
     deq, x = failing_layer(on_failure="record"), torch.randn(3, 2, dtype=torch.float64)
-    deq(x).sum().backward()
+    deq((x, SCALES)).sum().backward()
     counts = deq.stats.counts()
-    assert counts["forward_solves"] == 1 and counts["forward_evaluations"] == STEPS
+    steps = deq.last_forward.sample_steps  # row compaction: sample 0 stops early
+    assert counts["forward_solves"] == 1
+    assert counts["forward_evaluations"] == float(steps.sum()) / 3 < STEPS
     assert counts["backward_passes"] == 1 and counts["backward_vjps"] == deq.last_backward.vjps
     deq.stats.reset_counts()
     assert set(deq.stats.counts().values()) == {0} and deq.last_forward is not None

@@ -90,8 +90,8 @@ class FixedPointStats:
     ``forward_solves`` / ``unconverged_forward``, ``backward_passes`` /
     ``unconverged_backward`` (adjoint solves that failed), ``inexact_gradients``
     (backward passes whose gradient is not exact, approximate methods included), and
-    the work done: ``forward_evaluations`` (evaluations of ``f`` by the solver) and
-    ``backward_vjps``.
+    the work done: ``forward_evaluations`` (evaluations of ``f`` by the solver, in full
+    batches: rows evaluated / batch size) and ``backward_vjps``.
     """
 
     forward: Solution | None = None
@@ -102,7 +102,7 @@ class FixedPointStats:
     backward_passes: int = 0
     unconverged_backward: int = 0
     inexact_gradients: int = 0
-    forward_evaluations: int = 0
+    forward_evaluations: float = 0
     backward_vjps: int = 0
     warned: set[str] = field(default_factory=set)
 
@@ -114,7 +114,7 @@ class FixedPointStats:
             setattr(self, name, 0)
         self.backward_vjps = 0
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> dict[str, float]:
         """The running counts as a dict (e.g. for a training log)."""
         names = ("forward_solves", "unconverged_forward", "backward_passes")
         names += ("unconverged_backward", "inexact_gradients", "forward_evaluations")
@@ -123,7 +123,8 @@ class FixedPointStats:
     def record_forward(self, solution: Solution) -> None:
         self.forward = solution
         self.forward_solves += 1
-        self.forward_evaluations += solution.n_steps
+        evaluations = solution.evaluations
+        self.forward_evaluations += solution.n_steps if evaluations is None else evaluations
         self.unconverged_forward += not solution.converged
 
     def record_gradient(self, record: BackwardRecord) -> None:

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from deqlab._checks import check_choice
+from deqlab._checks import check_bool, check_choice
 from deqlab.backward import (
     Adjoint,
     Backward,
@@ -57,6 +57,7 @@ from deqlab.fixed_point_stats import (
 from deqlab.jacobian import jacobian_penalty
 from deqlab.packing import Packing
 from deqlab.solvers import Anderson, Solution, Solver, SolverError
+from deqlab.solvers.rows import RowMap
 from deqlab.solvers.solution import resolve_tol
 
 __all__ = [
@@ -150,16 +151,18 @@ def _resolve(solver: Solver | None, backward: Backward | None) -> tuple[Solver, 
     return solver, backward
 
 
-def _packed(f: Callable[[Any], Any], z0: State, per_sample: bool) -> tuple[Map, torch.Tensor, Any]:
-    """``f`` and ``z0`` on one tensor, and the map back (identity for a tensor state)."""
+def _packed(
+    f: Callable[[Any], Any], z0: State, per_sample: bool
+) -> tuple[Map, torch.Tensor, Packing | None]:
+    """``f`` and ``z0`` on one tensor, and the packing of a tuple/list state (else None)."""
     if not isinstance(z0, tuple | list):
-        return f, z0, lambda z: z
+        return f, z0, None
     packing = Packing.of(z0, per_sample)
-    return (
-        lambda z: packing.pack(f(packing.unpack(z)), "f(z)"),
-        packing.pack(z0, "z0"),
-        packing.unpack,
-    )
+    return lambda z: packing.pack(f(packing.unpack(z)), "f(z)"), packing.pack(z0, "z0"), packing
+
+
+def _unpack(z: torch.Tensor, packing: Packing | None) -> State:
+    return z if packing is None else packing.unpack(z)
 
 
 def _solve(
@@ -226,23 +229,23 @@ def fixed_point(
     stats = FixedPointStats() if stats is None else stats
     if not isinstance(stats, FixedPointStats):
         raise TypeError(f"`stats` must be a FixedPointStats; got {type(stats).__name__}")
-    f, z0, unpack = _packed(f, z0, solver.per_sample)
+    f, z0, packing = _packed(f, z0, solver.per_sample)
     if isinstance(backward, Unrolled):
         if backward.steps is not None:
             solver = dataclasses.replace(solver, max_iter=backward.steps)
         solution = _solve(solver, f, z0, stats, hint, on_failure)
         _record_unrolled(solution, stats)
-        return unpack(solution.z)
+        return _unpack(solution.z, packing)
     with torch.no_grad():
         solution = _solve(solver, f, z0.detach(), stats, hint, on_failure)
     z_star = solution.z
     if not torch.is_grad_enabled():
-        return unpack(z_star)
+        return _unpack(z_star, packing)
     z_out = f(z_star)  # one tracked step: the edge to every tensor f closes over
     if not z_out.requires_grad:
-        return unpack(z_star)
+        return _unpack(z_star, packing)
     spec = _Spec(f, solver, backward, stats, hint, on_failure, solution)
-    return unpack(_ImplicitGradient.apply(z_out, z_star, spec))
+    return _unpack(_ImplicitGradient.apply(z_out, z_star, spec), packing)
 
 
 def _record_unrolled(solution: Solution, stats: FixedPointStats) -> None:
@@ -318,6 +321,9 @@ class DEQ(nn.Module):
         on_failure: what an unconverged forward or adjoint solve does: ``"warn"`` (default:
             return the best iterate, count it in ``stats``, warn once per layer),
             ``"raise"`` (strict: :class:`~deqlab.solvers.SolverError`) or ``"record"``.
+        row_compaction: with a per-sample solver and an input ``x`` whose dim 0 is the
+            batch, evaluate the cell only on the samples still to converge (the others are
+            frozen at their iterate that met the tolerance; :mod:`deqlab.solvers.rows`).
 
     ``forward(x, z0=None)``: if ``z0`` is None the starting point is
     ``cell.initial_state(x)`` when the cell defines that method, else ``zeros_like(x)``
@@ -339,6 +345,7 @@ class DEQ(nn.Module):
         backward: Backward | None = None,
         hint: Hint = None,
         on_failure: str = "warn",
+        row_compaction: bool = True,
     ) -> None:
         super().__init__()
         if not callable(cell):
@@ -351,6 +358,7 @@ class DEQ(nn.Module):
         )
         self.hint = hint
         self.on_failure = check_choice("on_failure", on_failure, ON_FAILURE)
+        self.row_compaction = check_bool("row_compaction", row_compaction)
         self.stats = FixedPointStats()
         self._last: tuple[Map, torch.Tensor, Solver] | None = None
 
@@ -381,7 +389,9 @@ class DEQ(nn.Module):
         solver = self.solver
         if self._default_solver and not _has_batch(z0):
             solver = dataclasses.replace(solver, per_sample=False)
-        f_packed, z0_packed, unpack = _packed(f, z0, solver.per_sample)
+        f_packed, z0_packed, packing = _packed(f, z0, solver.per_sample)
+        if solver.per_sample and self.row_compaction:
+            f_packed = _row_map(self.cell, x, f_packed, packing, z0_packed.shape[0])
         z = fixed_point(
             f_packed,
             z0_packed,
@@ -392,7 +402,7 @@ class DEQ(nn.Module):
             on_failure=self.on_failure,
         )
         self._last = (f_packed, z.detach(), solver)
-        return unpack(z)
+        return _unpack(z, packing)
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable without the last forward's closure (it holds ``x``; rebuilt by a forward)."""
@@ -431,6 +441,27 @@ class DEQ(nn.Module):
     @property
     def last_backward(self) -> BackwardRecord | None:
         return self.stats.gradient
+
+
+def _row_map(
+    cell: Callable[[Any, Any], Any], x: Any, f: Map, packing: Packing | None, batch: int
+) -> Map:
+    """``f`` as a :class:`~deqlab.solvers.rows.RowMap` (the cell on some samples, with
+    their rows of ``x``) when ``x`` is a tensor, or tuple/list of tensors, of batch dim 0;
+    else ``f`` unchanged."""
+    parts = list(x) if isinstance(x, tuple | list) else [x]
+    if not all(isinstance(p, torch.Tensor) and p.ndim and p.shape[0] == batch for p in parts):
+        return f
+
+    def rows(z_sub: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        x_sub = [p.index_select(0, index) for p in parts]
+        x_sub = type(x)(x_sub) if isinstance(x, tuple | list) else x_sub[0]
+        if packing is None:
+            return cell(z_sub, x_sub)
+        sub = packing.rows(len(index))
+        return sub.pack(cell(sub.unpack(z_sub), x_sub), "f(z)")
+
+    return RowMap(f, rows)
 
 
 def _has_batch(z0: State) -> bool:

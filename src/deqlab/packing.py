@@ -6,6 +6,7 @@ problem and the gradient stays exact.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,6 +78,11 @@ class Packing:
             )
         lead = () if self.batch is None else (self.batch,)
         return torch.cat([p.reshape(*lead, n) for p, n in zip(parts, self.sizes, strict=True)], -1)
+
+    def rows(self, k: int) -> Packing:
+        """The packing of ``k`` of the samples (a packing with a ``batch``)."""
+        shapes = tuple(torch.Size((k, *shape[1:])) for shape in self.shapes)
+        return dataclasses.replace(self, shapes=shapes, batch=k)
 
     def unpack(self, z: torch.Tensor) -> Sequence[torch.Tensor]:
         """The parts of a packed tensor, as views shaped ``self.shapes``."""

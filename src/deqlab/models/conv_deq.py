@@ -138,9 +138,12 @@ class ConvDEQ(_ConvClassifier):
         solver = DEFAULT_SOLVER if solver is None else solver
         backward = Implicit() if backward is None else backward
         # the experiments' strictness: a raising solver raises, DEFAULT_SOLVER (throw=False)
-        # returns its best iterate silently; the tables record the residual
+        # returns its best iterate silently; the tables record the residual. Every sample
+        # iterates until the last one converges (no row compaction), as the experiments did.
         on_failure = "raise" if solver.throw else "record"
-        self.deq = DEQ(cell, solver=solver, backward=backward, on_failure=on_failure)
+        self.deq = DEQ(
+            cell, solver=solver, backward=backward, on_failure=on_failure, row_compaction=False
+        )
 
     @property
     def cell(self) -> ConvDEQCell:

@@ -257,9 +257,12 @@ class MDEQ(nn.Module):
         solver = DEFAULT_SOLVER if solver is None else solver
         backward = Implicit() if backward is None else backward
         # the experiments' strictness: a raising solver raises, DEFAULT_SOLVER (throw=False)
-        # returns its best iterate silently; the tables record the residual
+        # returns its best iterate silently; the tables record the residual. Every sample
+        # iterates until the last one converges (no row compaction), as the experiments did.
         on_failure = "raise" if solver.throw else "record"
-        self.deq = DEQ(cell, solver=solver, backward=backward, on_failure=on_failure)
+        self.deq = DEQ(
+            cell, solver=solver, backward=backward, on_failure=on_failure, row_compaction=False
+        )
         self.head_norms = nn.ModuleList(nn.GroupNorm(groups, c) for c in cell.channels)
         self.head_batchnorm = nn.BatchNorm1d(sum(cell.channels), track_running_stats=False)
         self.classifier = nn.Linear(sum(cell.channels), num_classes)

@@ -23,6 +23,7 @@ import torch
 
 from deqlab._checks import check_bool, check_tensor
 from deqlab.solvers.options import SolverOptions
+from deqlab.solvers.rows import RowMap, evaluate_pending
 from deqlab.solvers.solution import (
     Solution,
     SolverError,
@@ -90,10 +91,16 @@ class Solver(SolverOptions, ABC):
         tol = resolve_tol(self.tol, z0.dtype)
         z = z0.reshape(batch, -1)  # (B, N)
         trace = IterationTrace(self, tol, _first_eval(f, z0).reshape(batch, -1), z)
+        compact = self.per_sample and isinstance(f, RowMap) and not torch.is_grad_enabled()
+        trace.compacting = compact
         step = self.stepper()
         while not trace.done:
-            z = step(z, trace.fz)
-            trace.observe(z, f_flat(z))
+            z_next = step(z, trace.fz)
+            if compact and trace.settled:  # evaluate only the rows still pending
+                z, fz = evaluate_pending(f, z, z_next, trace.fz, trace.pending, shape)
+            else:
+                z, fz = z_next, f_flat(z_next)
+            trace.observe(z, fz)
         solution = self.finish(step, trace.solution(shape))
         if self.throw and not solution.converged:
             raise SolverError(self.name, solution, tol=tol, stop=self.stop)
@@ -169,6 +176,8 @@ class IterationTrace:
         self.best_r = inf  # (B,) residual (rule `stop`) of best_z
         self.least_abs = inf  # (B,) least absolute residual seen
         self.steps = torch.zeros(z0.shape[0], dtype=torch.long, device=z0.device)  # (B,)
+        self.compacting = False  # rows that met tol are frozen (see deqlab.solvers.rows)
+        self.settled = False  # some row met tol
         self.observe(z0, fz0)
 
     def observe(self, z: torch.Tensor, fz: torch.Tensor) -> None:
@@ -183,10 +192,11 @@ class IterationTrace:
         pending = self.best_r > self.tol  # (B,) samples still to converge
         blown_up = pending & (r_abs > self.solver.divergence_factor * self.least_abs)
         flags = [r.max(), torch.isfinite(r_abs).all(), pending.any(), blown_up.any()]
-        flags += [improved.all(), improved.any()]
-        worst, finite, any_pending, any_blown_up, all_improved, any_improved = torch.stack(
-            flags
-        ).tolist()  # the one device sync of the step
+        flags += [improved.all(), improved.any(), pending.all()]
+        worst, finite, any_pending, any_blown_up, all_improved, any_improved, all_pending = (
+            torch.stack(flags).tolist()  # the one device sync of the step
+        )
+        self.pending, self.settled = pending, not all_pending
         if all_improved:  # no copy: iterates are never modified in place
             self.best_z = z
         elif any_improved:
@@ -208,4 +218,7 @@ class IterationTrace:
             residual=float(self.best_r.max()),
             sample_residuals=self.best_r,
             sample_steps=self.steps,
+            evaluations=float(self.steps.sum()) / len(self.steps)
+            if self.compacting
+            else len(self.residuals),
         )

@@ -64,6 +64,8 @@ class Solution:
             sample with ``per_sample=True``, else ``B = 1`` (the whole tensor).
         sample_steps: ``(B,)`` evaluations of ``f`` each row needed to meet ``tol``
             (``n_steps`` for a row that never met it).
+        evaluations: evaluations of ``f`` in full batches: ``n_steps``, or with row
+            compaction (:mod:`deqlab.solvers.rows`) ``Σ sample_steps / B``.
         inverse_jacobian: Broyden's final estimate ``B ≈ (J_f − I)⁻¹`` at ``z``
             (:class:`~deqlab.solvers.broyden.BroydenInverse`); None for other solvers.
     """
@@ -76,6 +78,7 @@ class Solution:
     _: KW_ONLY  # optional fields, keyword-only (subclasses may add positional fields)
     sample_residuals: torch.Tensor | None = None
     sample_steps: torch.Tensor | None = None
+    evaluations: float | None = None
     inverse_jacobian: BroydenInverse | None = None
 
     @property
