@@ -47,7 +47,7 @@ def invoke(*args: object, **kwargs):
         (("kernel", "--dataset", "sphere", "--depth", "-2"),
          "error: `--depth` must be a non-negative integer or 'inf'; got '-2'"),
         (("kernel", "--dataset", "sphere", "--n", "5", "--sigma-w2", "1"),
-         "error: `sigma_w2` must be in (0, 1)"),
+         "error: `--sigma-w2` must be in (0, 1)"),
         (("kernel", "--dataset", "nope"), "error: `--dataset` must be one of 'sphere', 'mnist'"),
         (("kernel", "--input", "no-such.npy"), "error: `--input` 'no-such.npy': no such file"),
         (("data", "fetch", "nope"), "error: `name` must be one of 'mnist', 'fashion-mnist'"),

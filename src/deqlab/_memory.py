@@ -157,7 +157,7 @@ def check_square(
         return
     largest = largest_square(buffers, usable, itemsize=itemsize, per_point=per_point)
     kind = {8: "float64", 4: "float32"}.get(itemsize, f"{itemsize}-byte")
-    where = "" if device is None else f" on {device}"
+    where = "" if str(device or "cpu") == "cpu" else f" on {device}"
     raise MemoryRefusal(
         f"{subject}: n = {n} needs {nbytes(need)} for {what} ({buffers:g} n×n {kind} "
         f"array(s)), but {nbytes(available)} of memory is available{where}; the largest n "

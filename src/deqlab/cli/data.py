@@ -46,6 +46,7 @@ def list_datasets(
 
     from deqlab.data import catalog
 
+    _check_dir(data_dir)
     entries = catalog(data_dir, checksums=checksums)
     if as_json:
         echo_json([e.as_dict() for e in entries])
@@ -79,7 +80,14 @@ def fetch_dataset(
 ) -> None:
     """Download a data set, verify its checksums, and put it where the readers look."""
     from deqlab.data import DownloadError, fetch
+    from deqlab.data.registry import MANUAL_DATASETS
 
+    if name in MANUAL_DATASETS:
+        entry = MANUAL_DATASETS[name]
+        raise fail(
+            f"{name!r} is fetched by hand: get {entry.source}, and put it under "
+            f"<data root>/{name}/ as {entry.layout}; `deqlab data list` then finds it"
+        )
     try:
         paths = fetch(name, data_dir, base_url=base_url, show_progress=progress)
     except ValueError as err:
@@ -90,3 +98,10 @@ def fetch_dataset(
         raise fail(str(err), EXIT_FAILED) from None
     for path in paths:
         typer.echo(f"{path}")
+
+
+def _check_dir(data_dir: Path | None) -> None:
+    """Refuse a ``--dir`` that exists but is not a directory (nothing could be found or
+    fetched there)."""
+    if data_dir is not None and data_dir.exists() and not data_dir.is_dir():
+        raise fail(f"`--dir` {str(data_dir)!r} is not a directory; give the data root directory")

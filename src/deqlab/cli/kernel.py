@@ -12,8 +12,6 @@ from deqlab.data.registry import DATASETS
 
 #: Accuracy of K = K^(∞) (absolute, on the normalised entries): population_gram's tol.
 _K_TOL = 1e-14
-#: The first bytes of every .npy file (numpy.lib.format.MAGIC_PREFIX).
-_NPY_MAGIC = b"\x93NUMPY"
 
 
 def _parse_depth(text: str) -> int | None:
@@ -34,61 +32,29 @@ def _parse_depth(text: str) -> int | None:
 
 
 def _read_array(path: Path):
-    """X from a .npy file, as float64 torch; a file that is not one finite real 2-D array is
-    a one-line ValueError naming it. Pickled data is never loaded (``allow_pickle=False``)."""
+    """X (d, n) float64 from a .npy file holding (n, d), one sample per row (the layout of
+    ``verify --input``); :func:`deqlab.data.npy.read_npy` refuses what is not one finite real
+    array, here also one that is not 2-D, empty, or has an all-zero sample."""
     import numpy as np
     import torch
 
+    from deqlab.data.npy import read_npy
+
     where = f"`--input` {str(path)!r}"
-    if not path.exists():
-        raise ValueError(f"{where}: no such file")
-    if path.is_dir():
-        raise ValueError(f"{where} is a directory, not a .npy file")
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(len(_NPY_MAGIC))
-            if head.startswith(b"PK"):
-                raise ValueError(
-                    f"{where} is a .npz archive, not a .npy array file; save the one array X "
-                    "with numpy.save"
-                )
-            if head != _NPY_MAGIC:
-                raise ValueError(
-                    f"{where} is not a valid .npy array file (it does not start with the NumPy "
-                    "header; pickled data is never loaded); save X with numpy.save"
-                )
-            handle.seek(0)
-            array = np.load(handle, allow_pickle=False)
-    except OSError as err:
-        raise ValueError(f"{where} cannot be read: {err.strerror or err}") from None
-    except (ValueError, EOFError) as err:
-        if str(err).startswith(where):
-            raise
-        if "Object arrays" in str(err):
-            raise ValueError(
-                f"{where} holds Python objects (dtype object), not numbers; pickled data is "
-                "never loaded"
-            ) from None
-        detail = " ".join(str(err).split()) or "the file ends early"
-        raise ValueError(f"{where} is not a valid .npy array file: {detail}") from None
-    if array.dtype.kind not in "fiu":
+    array = read_npy(path, where)
+    if array.ndim != 2 or 0 in array.shape:
         raise ValueError(
-            f"{where} holds an array of dtype {array.dtype}; expected real numbers (float or int)"
+            f"{where} holds an array of shape {array.shape}; expected X of shape (n, d) with "
+            "n >= 1 samples (rows) and d >= 1 features"
         )
-    if array.ndim != 2:
+    zero = np.flatnonzero(~array.any(axis=1))
+    if zero.size:
+        shown = ", ".join(str(i) for i in zero[:5]) + (", ..." if zero.size > 5 else "")
         raise ValueError(
-            f"{where} holds an array of shape {array.shape}; expected X of shape (d, n), one "
-            "point per column"
+            f"{where} has {zero.size} all-zero row(s) (samples {shown}); the kernels need "
+            "nonzero inputs (Assumption 2 takes ‖x_i‖ = √d)"
         )
-    if 0 in array.shape:
-        raise ValueError(
-            f"{where} holds an array of shape {array.shape}; expected X of shape (d, n) with "
-            "d >= 1 features and n >= 1 columns (points)"
-        )
-    bad = int((~np.isfinite(array)).sum()) if array.dtype.kind == "f" else 0
-    if bad:
-        raise ValueError(f"{where} has {bad} NaN/Inf entries; X must be finite")
-    return torch.from_numpy(np.ascontiguousarray(array)).to(torch.float64)
+    return torch.from_numpy(np.ascontiguousarray(array.T)).to(torch.float64)
 
 
 def _check_save(save: Path) -> None:
@@ -134,18 +100,46 @@ def _load_inputs(
     d: int | None,
     seed: int,
     data_dir: Path | None,
+    device: str,
 ):
-    """(X (d, n) float64, description) from a registered data set or a .npy file."""
+    """(X (d, n) float64, description) from a registered data set or a .npy file; an n
+    whose matrices cannot fit is refused before the data are drawn or the file is read."""
     import torch
+
+    from deqlab.data import get_dataset
 
     if (dataset is None) == (input_file is None):
         raise ValueError("give exactly one of --dataset NAME or --input X.npy")
     if input_file is not None:
-        return _read_array(input_file), f"{input_file} (columns are points)"
-    from deqlab.data import get_dataset
-
+        X = _read_array(input_file)
+        _check_memory(f"`--input` {str(input_file)!r}", X.shape[1], device)
+        n_read, d_read = X.shape[1], X.shape[0]
+        return X, f"{input_file}, read as (n, d) = ({n_read}, {d_read}): one sample per row"
+    if n is not None:
+        _check_memory("`--n`", n, device)
     data = get_dataset(dataset, n=n, d=d, seed=seed, data_dir=data_dir)
+    if n is None:
+        _check_memory(f"`--dataset` {dataset}", data.X.shape[1], device)
     return data.X.to(torch.float64), f"{data.name} (seed {seed})"
+
+
+#: The library's argument names as this command's options, for its one-line errors.
+_OPTIONS = {"n": "--n", "d": "--d", "seed": "--seed", "sigma_w2": "--sigma-w2"}
+
+
+def _as_options(message: str) -> str:
+    """``message`` with the library's argument names (`n`) written as the options (`--n`)."""
+    for name, option in _OPTIONS.items():
+        message = message.replace(f"`{name}`", f"`{option}`")
+    return message
+
+
+def _check_memory(subject: str, n: int, device: str) -> None:
+    """Refuse an n whose matrix and its λ_min work array (2 n×n float64) cannot fit."""
+    from deqlab._memory import check_square
+
+    what = "the kernel matrix and the work array of its least eigenvalue"
+    check_square(subject, n, what, buffers=2, per_point=8 * 64, device=device)
 
 
 @app.command(
@@ -161,7 +155,9 @@ def kernel(
         None, "--dataset", metavar="NAME", help=f"A data set: {', '.join(DATASETS)}."
     ),
     input_file: Path | None = typer.Option(
-        None, "--input", help="A .npy file holding X of shape (d, n), one point per column."
+        None,
+        "--input",
+        help="A .npy file holding X of shape (n, d), one sample per row (as verify --input).",
     ),
     n: int | None = typer.Option(None, "--n", help="Number of points (data set default)."),
     d: int | None = typer.Option(None, "--d", help="Input dimension ('sphere' only)."),
@@ -183,32 +179,43 @@ def kernel(
     ),
     save: Path | None = typer.Option(None, "--save", help="Write the matrix here (.npy)."),
     data_dir: Path | None = typer.Option(None, "--data-dir", help="Data root for image sets."),
+    device: str = typer.Option(
+        "cpu",
+        "--device",
+        metavar="cpu|cuda|cuda:N",
+        help="Where the matrix is computed: cpu, cuda (the current GPU) or cuda:N.",
+    ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Print λ*, the condition number and the diagonal of K (Ling et al. 2023, Eq. (14))."""
-    from deqlab.theory.kernels import converged_depth, least_eigenvalue, population_gram
+    from deqlab.cli.progress import progress_bar
+    from deqlab.runs.devices import check_device
+    from deqlab.theory.kernels import converged_depth, population_gram
     from deqlab.theory.ntk import deq_ntk
+    from deqlab.theory.spectra import least_eigenvalue_large
 
     layers = _parse_depth(depth)
     if dataset is not None and dataset not in DATASETS:
         choices = ", ".join(repr(name) for name in DATASETS)
         raise fail(f"`--dataset` must be one of {choices}; got {dataset!r}")
     note = None
-    with warnings.catch_warnings(record=True) as caught:  # shown as one line each, below
-        warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as caught, progress_bar() as progress:
+        warnings.simplefilter("always")  # each shown as one line, below
         try:
+            device = check_device(device)
             if save is not None:
                 _check_save(save)
-            X, source = _load_inputs(dataset, input_file, n, d, seed, data_dir)
+            X, source = _load_inputs(dataset, input_file, n, d, seed, data_dir, device)
+            X = X.to(device)
             if ntk:
                 if layers is not None:
                     raise ValueError(
                         "--ntk is the infinite-depth kernel: drop --depth or use 'inf'"
                     )
-                M = deq_ntk(X, sigma_w2, parameterization=parameterization)
+                M = deq_ntk(X, sigma_w2, parameterization=parameterization, progress=progress)
                 what = f"DEQ NTK ({parameterization})"
             elif layers is not None and layers > (limit := converged_depth(sigma_w2, _K_TOL)):
-                M = population_gram(X, sigma_w2, None, tol=_K_TOL)
+                M = population_gram(X, sigma_w2, None, tol=_K_TOL, progress=progress)
                 what = f"K^({layers}) = K = K^(∞) (Eq. 14), to {_K_TOL:g}"
                 note = (
                     f"depth {layers} > {limit}: from l = {limit} on, |K^(l) - K| <= 2(l+1)σ_w^(2l) "
@@ -216,13 +223,14 @@ def kernel(
                     "of the layers"
                 )
             else:
-                M = population_gram(X, sigma_w2, layers)
+                M = population_gram(X, sigma_w2, layers, progress=progress)
                 what = "K = K^(∞) (Eq. 14)" if layers is None else f"K^({layers}) (Definition 1)"
-            lam = least_eigenvalue(M)
+            lam = least_eigenvalue_large(M, progress=progress)
         except (ValueError, TypeError, OSError) as err:  # a missing data set is an OSError
             about_file = input_file is not None and str(err).startswith("`X`")
+            message = _as_options(str(err))
             raise fail(
-                f"`--input` {str(input_file)!r}: {err}" if about_file else str(err)
+                f"`--input` {str(input_file)!r}: {message}" if about_file else message
             ) from None
     for warning in caught:
         warn(str(warning.message))
@@ -239,6 +247,7 @@ def kernel(
                 "d": int(X.shape[0]),
                 "n": int(X.shape[1]),
                 "sigma_w2": sigma_w2,
+                "device": device,
                 "kernel": what,
                 "depth": layers,
                 "note": note,
@@ -257,7 +266,7 @@ def kernel(
         )
         return
     typer.echo(f"data: {source}, d = {X.shape[0]}, n = {X.shape[1]}, σ_w² = {sigma_w2:g}")
-    typer.echo(f"kernel: {what}")
+    typer.echo(f"kernel: {what}" + ("" if device == "cpu" else f", on {device}"))
     if note:
         typer.echo(f"note: {note}")
     typer.echo(f"lambda_min (λ*): {lam.value:.10g}")

@@ -210,17 +210,43 @@ def fetch(
         if (target / file.filename).is_file()
         and file_digest(target / file.filename, file.algorithm) == file.digest.lower()
     }
-    if len(present) < len(source.files):
-        check_writable(target)
+    created = _missing_dirs(target)
     paths = []
-    with Progress(*columns, disable=not show_progress) as progress:
-        for file in source.files:
-            dest = target / file.filename
-            if file.filename in present:
-                paths.append(dest)
-                continue
-            paths.append(_fetch_one(file, mirrors, dest, timeout, progress))
+    try:
+        if len(present) < len(source.files):
+            check_writable(target)
+        with Progress(*columns, disable=not show_progress) as progress:
+            for file in source.files:
+                dest = target / file.filename
+                if file.filename in present:
+                    paths.append(dest)
+                    continue
+                paths.append(_fetch_one(file, mirrors, dest, timeout, progress))
+    except BaseException:
+        _remove_empty(created)  # a failed fetch leaves no empty data/<name>/ behind
+        raise
     return paths
+
+
+def _missing_dirs(directory: Path) -> list[Path]:
+    """``directory`` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    while not directory.exists() and directory != directory.parent:
+        missing.append(directory)
+        directory = directory.parent
+    return missing
+
+
+def _remove_empty(directories: list[Path]) -> None:
+    """Remove each of ``directories`` (deepest first) that exists and is empty; a directory
+    holding a partial download (``.part``, kept to resume) stays, and so do its parents."""
+    for directory in directories:
+        try:
+            directory.rmdir()
+        except FileNotFoundError:  # never created
+            continue
+        except OSError:  # not empty: it and its parents stay
+            return
 
 
 def check_writable(directory: Path) -> None:

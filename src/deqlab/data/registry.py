@@ -270,6 +270,41 @@ def _check_sizes(name: str, n: object, n_per_class: object, n_classes: int) -> i
     return n // n_classes
 
 
+def _check_class_sizes(raw: RawImages, classes: tuple[int, ...], k: int | None, asked: str) -> None:
+    """Refuse k per class beyond the smallest chosen class, naming the argument given
+    (``n``, split equally, or ``n_per_class``) and the largest n the file allows."""
+    if k is None:
+        return
+    counts = {c: int((raw.labels == c).sum()) for c in classes}
+    short = min(classes, key=counts.__getitem__)
+    if k <= counts[short]:
+        return
+    given = f"`n`={k * len(classes)} ({k} per class)" if asked == "n" else f"`n_per_class`={k}"
+    largest = f"n = {counts[short] * len(classes)}" if asked == "n" else f"{counts[short]}"
+    raise ValueError(
+        f"{given} exceeds the {counts[short]} samples of class {short} in {str(raw.source)!r}; "
+        f"at most {largest}"
+    )
+
+
+def _check_images(raw: RawImages, chosen: np.ndarray) -> None:
+    """Refuse images with no pixels, or chosen images that are all zero, naming the file."""
+    where = str(raw.source)
+    if 0 in raw.images.shape[1:]:
+        raise ValueError(
+            f"{where!r} holds images of shape {raw.images.shape[1:]} (channels, height, width): "
+            "they have no pixels"
+        )
+    zero = np.sort(chosen[~raw.images[chosen].reshape(len(chosen), -1).any(axis=1)])
+    if zero.size:
+        shown = ", ".join(str(int(i)) for i in zero[:5]) + (", ..." if zero.size > 5 else "")
+        raise ValueError(
+            f"{where!r}: {zero.size} of the {len(chosen)} images drawn are all zero (images "
+            f"{shown} of the file); a blank image cannot be scaled to norm √d (Assumption 2) "
+            "and gives the kernels nothing: is the file a valid copy?"
+        )
+
+
 def get_dataset(
     name: str,
     *,
@@ -329,8 +364,10 @@ def get_dataset(
     k = _check_sizes(name, n, n_per_class, len(classes))
     seed = check_int("seed", seed, min_value=0)
     raw = load_images(name, split, data_dir)
+    _check_class_sizes(raw, classes, k, asked=("n_per_class" if n_per_class is not None else "n"))
     generator = torch.Generator().manual_seed(seed)
     chosen = select_per_class(torch.tensor(raw.labels), classes, k, generator)  # (n,)
+    _check_images(raw, chosen.numpy())
     images = torch.from_numpy(raw.images[chosen.numpy()]).to(torch.float64) / raw.pixel_max
     if grayscale and images.shape[1] == 3:
         images = to_grayscale(images)

@@ -102,7 +102,7 @@ PAPER_SETTING: dict[str, PaperValue] = {
     "n_samples": not_given(f"{_NO_EXPERIMENT}; Lemma 3.3.10 needs n ≥ N"),
     "d": not_given(_NO_EXPERIMENT),
     "widths": not_given("Theorems 3.3.1 and 3.3.5: 'the width of hidden layer is O(N)'"),
-    "m": not_given("Eq. (3.3): any m > 0; Eq. (3.18) needs m < 1/√20 (Lemma 3.3.3)"),
+    "m": not_given("Eq. (3.3): any m > 0; Eq. (3.18) needs m²N < 1/20 (Lemma 3.3.3)"),
     "steps": not_given(_NO_EXPERIMENT),
     "eta_rule": paper("theorem", "Theorem 3.3.5: η ≤ min{4/λ₀², …}"),
     "eta_fraction": not_given("Theorem 3.3.5 allows any η up to its bound"),
