@@ -16,17 +16,20 @@ from deqlab.data.registry import RawImages
 from deqlab.experiments.base import TaskContext
 from deqlab.experiments.kawaguchi2021 import (
     appb_report,
-    corollaries,
     fig1,
     fig1_report,
     fig2,
     fig2_report,
     fig3,
     fig3_report,
+    statements,
     thm2_report,
 )
 from deqlab.experiments.kawaguchi2021.appb import AppBConfig, Kawaguchi2021AppB
-from deqlab.experiments.kawaguchi2021.corollaries import (
+from deqlab.experiments.kawaguchi2021.fig1 import Fig1Config, Kawaguchi2021Fig1
+from deqlab.experiments.kawaguchi2021.fig2 import Fig2Config, Kawaguchi2021Fig2
+from deqlab.experiments.kawaguchi2021.fig3 import Fig3Config, Kawaguchi2021Fig3
+from deqlab.experiments.kawaguchi2021.statements import (
     COROLLARY_1,
     COROLLARY_2,
     bound_checks,
@@ -35,9 +38,6 @@ from deqlab.experiments.kawaguchi2021.corollaries import (
     hypotheses,
     lambda_bound_check,
 )
-from deqlab.experiments.kawaguchi2021.fig1 import Fig1Config, Kawaguchi2021Fig1
-from deqlab.experiments.kawaguchi2021.fig2 import Fig2Config, Kawaguchi2021Fig2
-from deqlab.experiments.kawaguchi2021.fig3 import Fig3Config, Kawaguchi2021Fig3
 from deqlab.experiments.kawaguchi2021.thm2 import Kawaguchi2021Thm2, Thm2Config
 from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps
 from deqlab.statements import Kind, Source, Verdict
@@ -91,7 +91,7 @@ def _trajectory(rate, bound_rate, *, key="t", steps=11, loss_star=1.0, gap0=10.0
 
 
 def _checks(rows, corollary=COROLLARY_1, lr=0.01, gamma=0.5, **kw):
-    runs = corollaries.runs_by_task(rows)
+    runs = statements.runs_by_task(rows)
     guards = hypotheses(corollary, runs, lr=lr, gamma=gamma, **kw)
     return guards, bound_checks(corollary, runs, guards, lr=lr)
 
@@ -176,6 +176,24 @@ def test_corollary_2_has_the_radius_hypothesis():
     assert guards[3].verdict is Verdict.UNMET and all(c.verdict is NA for c in checks)
 
 
+def test_a_violation_beside_an_unmeasured_step_is_unmet_not_unmeasured():
+    """One rule over runs (deqlab.statements.worst): ‖B_t‖₁ above (1 − γ)R at one step and
+    NaN at another is UNMET (a measured violation is never hidden), and so is λ_T below
+    Theorem 1's bound next to a NaN; with no violation the NaN leaves it NOT MEASURED."""
+    rows = _trajectory(0.3, 0.2)
+    rows[2]["b_norm1"], rows[5]["b_norm1"] = math.nan, 9.0
+    guards, _ = _checks(rows, corollary=COROLLARY_2, radius=10.0)  # (1 − γ)R = 5
+    radius = next(g for g in guards if g.name.startswith("‖B_t‖₁"))
+    assert radius.verdict is Verdict.UNMET and radius.value == 9.0
+    rows[5]["b_norm1"] = 1.0
+    guards, _ = _checks(rows, corollary=COROLLARY_2, radius=10.0)
+    assert next(g for g in guards if g.name.startswith("‖B_t‖₁")).verdict is NM
+    low = _trajectory(0.3, 0.2, lambda_T=1.0)
+    low[1]["lambda_T"], low[4]["lambda_T"] = math.nan, 0.01
+    check = lambda_bound_check({"t": low}, [gamma_hypothesis(0.5)], m=4, gamma=0.5)
+    assert check.verdict is FAIL
+
+
 def test_an_unmeasured_hypothesis_leaves_the_corollary_not_measured():
     _, checks = _checks(_trajectory(0.3, 0.2, sharpness_end=math.nan))
     assert all(c.verdict is NM for c in checks)
@@ -183,8 +201,8 @@ def test_an_unmeasured_hypothesis_leaves_the_corollary_not_measured():
 
 def _accuracy(rows, *guards, eps_rel=math.exp(-2.5)):
     """Eq. (10) on ``rows`` with m = 1, γ = 0.5, η = 0.01: T_ε = 2.8125/κ (log(1/ε_rel) = 2.5)."""
-    runs = corollaries.runs_by_task(rows)
-    return corollaries.accuracy_time_check(
+    runs = statements.runs_by_task(rows)
+    return statements.accuracy_time_check(
         runs, list(guards), equation="Eq. (10)", lr=0.01, m=1, gamma=0.5, eps_rel=eps_rel
     )
 
@@ -217,17 +235,17 @@ def test_accuracy_time_check_in_both_directions(rate, kappa, verdict, value):
 def test_accuracy_time_needs_a_positive_kappa():
     """τ = 0 and R = ∞ give κ = 0: the hypothesis is unmet and Eqs. (11)–(12) not applicable."""
     rows = _trajectory(1.0, 1.0, kappa=0.0)
-    runs = corollaries.runs_by_task(rows)
-    positive = corollaries.kappa_hypothesis(runs, tau=0.0, radius=math.inf)
+    runs = statements.runs_by_task(rows)
+    positive = statements.kappa_hypothesis(runs, tau=0.0, radius=math.inf)
     assert positive.verdict is Verdict.UNMET and "τ > 0" in positive.needs
     assert _accuracy(rows, positive).verdict is NA
-    held = corollaries.kappa_hypothesis(corollaries.runs_by_task(_trajectory(1, 1, kappa=56.25)),
+    held = statements.kappa_hypothesis(statements.runs_by_task(_trajectory(1, 1, kappa=56.25)),
                                         tau=0.1, radius=math.inf)  # fmt: skip
     assert held.verdict is Verdict.HOLDS
-    assert corollaries.accuracy_equation("square", 0.0, math.inf) == "Eq. (10)"
-    assert corollaries.accuracy_equation("logistic", 0.1, math.inf) == "Eq. (11)"
-    assert corollaries.accuracy_equation("logistic", 0.0, 3.0) == "Eq. (12)"
-    assert corollaries.accuracy_equation("logistic", 0.1, 3.0).startswith("Eq. (9)")
+    assert statements.accuracy_equation("square", 0.0, math.inf) == "Eq. (10)"
+    assert statements.accuracy_equation("logistic", 0.1, math.inf) == "Eq. (11)"
+    assert statements.accuracy_equation("logistic", 0.0, 3.0) == "Eq. (12)"
+    assert statements.accuracy_equation("logistic", 0.1, 3.0).startswith("Eq. (9)")
 
 
 def test_lambda_bound_and_faster_rate_in_both_directions():

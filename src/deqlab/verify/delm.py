@@ -21,7 +21,7 @@ Measured at initialization:
   it takes at η.
 
 The hypotheses and theorems are those of the Figure 2–3 experiments
-(:mod:`deqlab.experiments.kawaguchi2021.corollaries`), fed one run's rows. With ``train``:
+(:mod:`deqlab.experiments.kawaguchi2021.statements`), fed one run's rows. With ``train``:
 GD (:class:`deqlab.train.delm_gd.DELMGradientDescent`), the corollary with both λ_T, and
 the time to ε against the run: T_ε predicted (worst-case λ_T) beside the first recorded
 T = τη with L − L* ≤ ε, the theorem decided on L_T − L* ≤ ε at every recorded T ≥ T_ε.
@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from deqlab.experiments.kawaguchi2021.corollaries import (
+from deqlab.experiments.kawaguchi2021.statements import (
     COROLLARY_1,
     COROLLARY_2,
     Corollary,

@@ -24,7 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.kawaguchi2021.corollaries import (
+from deqlab.experiments.kawaguchi2021.plots import (
+    legend_below,
+    plot_bounds,
+    setting_subtitle,
+)
+from deqlab.experiments.kawaguchi2021.statements import (
     COROLLARY_1,
     Runs,
     accuracy_equation,
@@ -35,11 +40,6 @@ from deqlab.experiments.kawaguchi2021.corollaries import (
     hypotheses,
     lambda_bound_check,
     runs_by_task,
-)
-from deqlab.experiments.kawaguchi2021.plots import (
-    legend_below,
-    plot_bounds,
-    setting_subtitle,
 )
 from deqlab.models.baselines import resnet_io_width
 from deqlab.statements import OURS, Kind, Source, Statement, Verdict, is_measured, measure

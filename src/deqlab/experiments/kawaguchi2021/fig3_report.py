@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.kawaguchi2021.corollaries import (
+from deqlab.experiments.kawaguchi2021.fig2_report import final_gap
+from deqlab.experiments.kawaguchi2021.plots import plot_bounds, setting_subtitle
+from deqlab.experiments.kawaguchi2021.statements import (
     COROLLARY_2,
     accuracy_equation,
     accuracy_time_check,
@@ -27,8 +29,6 @@ from deqlab.experiments.kawaguchi2021.corollaries import (
     lambda_bound_check,
     runs_by_task,
 )
-from deqlab.experiments.kawaguchi2021.fig2_report import final_gap
-from deqlab.experiments.kawaguchi2021.plots import plot_bounds, setting_subtitle
 from deqlab.statements import OURS, Kind, Source, Statement, measure
 
 if TYPE_CHECKING:

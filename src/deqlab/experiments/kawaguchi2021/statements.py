@@ -1,11 +1,12 @@
 """Corollaries 1–2 and Theorem 1's bound on λ_T, checked on measured DELM trajectories.
 
-Shared by Figures 2 and 3.  The corollaries are proven for every width and initialization,
-so they are theorem statements checked on every recorded trajectory, guarded by their
-hypotheses: γ ∈ (0, 1)
-(Eq. 4), the rank of Φ, the loss (through the PL inequality with the corollary's κ,
-Definition 1), ‖B_t‖₁ < (1 − γ)R (Corollary 2), and the gradient flow (Eq. 6), of which
-our runs are the GD discretization with the step η actually used.
+The statement builders of Kawaguchi (2021) shared by Figures 2 and 3.  The corollaries
+are proven for every width and initialization, so they are theorem statements checked on
+every recorded trajectory, guarded by their hypotheses: γ ∈ (0, 1) (Eq. 4), the rank of
+Φ, the loss (through the PL inequality with the corollary's κ, Definition 1), ‖B_t‖₁ <
+(1 − γ)R (Corollary 2), and the gradient flow (Eq. 6), of which our runs are the GD
+discretization with the step η actually used.  A value over several runs is decided by
+:func:`deqlab.statements.worst`: a measured violation is never hidden by a missing run.
 
 A bound B_τ = L* + (L₀ − L*) e^{−E_τ} holds at step τ iff the trajectory's decay exponent
 e_τ = log((L₀ − L*)/(L_τ − L*)) is at least E_τ.  The statement is decided on
@@ -24,15 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from deqlab.experiments.base import Row
-from deqlab.statements import (
-    Kind,
-    Source,
-    Statement,
-    is_measured,
-    measure,
-    not_measured,
-    theorem,
-)
+from deqlab.papers import KAWAGUCHI
+from deqlab.statements import Kind, Source, Statement, is_measured, number, theorem, worst
 from deqlab.theory.kawaguchi2021 import lambda_lower_bound, time_to_accuracy
 
 #: Relative slack of "loss ≤ bound" (float64 rounding of sums of up to ~10⁴-sized losses).
@@ -68,24 +62,35 @@ class Corollary:
 
 
 COROLLARY_1 = Corollary(
-    "Corollary 1", "Corollary 1 (Section 3.1.3, Appendix A.3)",
-    "the square loss ℓ(q, y) = ‖q − y‖² summed over the samples", "κ = 2σ_min(Φ)²",
-    "min(n, m)", False,
-)  # fmt: skip
+    "Corollary 1",
+    "Corollary 1 (Section 3.1.3, Appendix A.3)",
+    "the square loss ℓ(q, y) = ‖q − y‖² summed over the samples",
+    "κ = 2σ_min(Φ)²",
+    "min(n, m)",
+    False,
+)
 COROLLARY_2 = Corollary(
-    "Corollary 2", "Corollary 2 (Section 3.1.3, Appendix A.4)",
+    "Corollary 2",
+    "Corollary 2 (Section 3.1.3, Appendix A.4)",
     "the logistic loss + τq² (τ ≥ 0, y ∈ {0, 1}) summed over the samples",
-    "κ = (2τ + ρ(R))σ_min(Φ)²", "m", True,
-)  # fmt: skip
+    "κ = (2τ + ρ(R))σ_min(Φ)²",
+    "m",
+    True,
+)
 
 
 def gamma_hypothesis(gamma: float) -> Statement:
     """γ ∈ (0, 1) (Eq. 4): σ(A) is column-stochastic, so γσ(A) contracts in ‖·‖₁."""
-    return measure(
-        "γ ∈ (0, 1)", Kind.HYPOTHESIS, Source("kawaguchi2021", "Section 2.1, Eq. (4)"),
-        value=gamma, relation="<", threshold=1.0, measured=f"γ = {gamma:g}",
-        expected="γ < 1 (γ > 0 is checked by the config)", needs="γ < 1",
-    )  # fmt: skip
+    return KAWAGUCHI.hypothesis(
+        "Section 2.1, Eq. (4)",
+        name="γ ∈ (0, 1)",
+        value=gamma,
+        relation="<",
+        threshold=1.0,
+        measured=f"γ = {gamma:g}",
+        expected="γ < 1 (γ > 0 is checked by the config)",
+        needs="γ < 1",
+    )
 
 
 def hypotheses(
@@ -112,59 +117,69 @@ def _all(runs: Runs, column: str) -> list[object]:
 
 
 def _rank_hypothesis(corollary: Corollary, runs: Runs) -> Statement:
-    ratios, tols = _starts(runs, "rank_ratio"), _starts(runs, "rank_tol")
-    value, tol = _worst(ratios, min), _worst(tols, max)
-    return measure(
-        f"rank(Φ) = {corollary.rank}", Kind.HYPOTHESIS,
-        Source("kawaguchi2021", corollary.location), value=value, relation=">",
-        threshold=tol if tol is not None else 0.0,
-        measured=f"smallest σ_r(Φ)/σ_1(Φ) over {_runs(runs)} = {_g(value)}",
-        expected=f"> max(n, m)·ε = {_g(tol)} (numerically of rank {corollary.rank})",
+    tol = worst(_starts(runs, "rank_tol"), "<")
+    threshold = tol if tol is not None else 0.0
+    value = worst(_starts(runs, "rank_ratio"), ">", threshold)
+    return KAWAGUCHI.hypothesis(
+        corollary.location,
+        name=f"rank(Φ) = {corollary.rank}",
+        value=value,
+        relation=">",
+        threshold=threshold,
+        measured=f"smallest σ_r(Φ)/σ_1(Φ) over {_runs(runs)} = {number(value, 4)}",
+        expected=f"> max(n, m)·ε = {number(tol, 4)} (numerically of rank {corollary.rank})",
         needs=f"inputs whose feature matrix Φ has rank {corollary.rank} (generic inputs, at "
         "least m of them for rank m)",
-    )  # fmt: skip
+    )
 
 
 def _pl_hypothesis(corollary: Corollary, runs: Runs) -> Statement:
-    value = _worst(_starts(runs, "pl_ratio"), min)
-    return measure(
-        f"the loss is {corollary.loss}", Kind.HYPOTHESIS,
-        Source("kawaguchi2021", f"{corollary.location}; Definition 1 (PL inequality)"),
-        value=value, relation=">=", threshold=1.0,
-        measured=f"smallest ½‖∇L₀(Z₀)‖²/(κ(L₀(Z₀) − L*)) over {_runs(runs)} = {_g(value)}",
+    value = worst(_starts(runs, "pl_ratio"), ">=", 1.0)
+    return KAWAGUCHI.hypothesis(
+        f"{corollary.location}; Definition 1 (PL inequality)",
+        name=f"the loss is {corollary.loss}",
+        value=value,
+        relation=">=",
+        threshold=1.0,
+        measured=f"smallest ½‖∇L₀(Z₀)‖²/(κ(L₀(Z₀) − L*)) over {_runs(runs)} = {number(value, 4)}",
         expected=f"≥ 1: L₀ satisfies the PL inequality with {corollary.kappa} (what this loss "
         "gives), measured at each run's initial predictor Z₀ = B₀U₀⁻¹",
         needs=f"the loss of {corollary.name}, whose PL constant is {corollary.kappa}",
-    )  # fmt: skip
+    )
 
 
 def _radius_hypothesis(runs: Runs, gamma: float, radius: float) -> Statement:
     norms = _all(runs, "b_norm1")
-    value = _worst(norms, max)
-    return measure(
-        "‖B_t‖₁ < (1 − γ)R for all t ∈ [0, T]", Kind.HYPOTHESIS,
-        Source("kawaguchi2021", COROLLARY_2.location), value=value, relation="<",
+    value = worst(norms, "<", (1 - gamma) * radius)
+    return KAWAGUCHI.hypothesis(
+        COROLLARY_2.location,
+        name="‖B_t‖₁ < (1 − γ)R for all t ∈ [0, T]",
+        value=value,
+        relation="<",
         threshold=(1 - gamma) * radius,
-        measured=f"largest recorded ‖B_t‖₁ = {_g(value)} ({len(norms)} recorded steps)",
+        measured=f"largest recorded ‖B_t‖₁ = {number(value, 4)} ({len(norms)} recorded steps)",
         expected=f"< (1 − γ)R = {(1 - gamma) * radius:g} (R = {radius:g})",
         needs="a larger radius R (with L*_R in place of L*)",
-    )  # fmt: skip
+    )
 
 
 def _flow_hypothesis(corollary: Corollary, runs: Runs, lr: float) -> Statement:
-    sharpness = _worst(_starts(runs, "sharpness_start") + _starts(runs, "sharpness_end"), max)
+    ends = _starts(runs, "sharpness_start") + _starts(runs, "sharpness_end")
+    sharpness = worst(ends, "<=", 1.0 / lr)
     value = None if sharpness is None else lr * sharpness
     needs = f"η ≤ {1 / sharpness:.3g} (1/λ_max at the measured λ_max)" if sharpness else ""
-    return measure(
-        "gradient descent follows the gradient flow (Eq. 6)", Kind.HYPOTHESIS,
-        Source("kawaguchi2021", f"Eq. (6); {corollary.name} is stated for the gradient flow"),
-        value=value, relation="<=", threshold=1.0,
-        measured=f"η·λ_max(∇²L) = {lr:g} × {_g(sharpness)} = {_g(value)} (largest at the "
-        f"first and last parameters of {_runs(runs)})",
+    return KAWAGUCHI.hypothesis(
+        f"Eq. (6); {corollary.name} is stated for the gradient flow",
+        name="gradient descent follows the gradient flow (Eq. 6)",
+        value=value,
+        relation="<=",
+        threshold=1.0,
+        measured=f"η·λ_max(∇²L) = {lr:g} × {number(sharpness, 4)} = {number(value, 4)} "
+        f"(largest at the first and last parameters of {_runs(runs)})",
         expected="≤ 1 (our criterion: by the descent lemma each step then decreases L by at "
         "least half of what the flow does over the same time η)",
         needs=needs,
-    )  # fmt: skip
+    )
 
 
 def bound_checks(
@@ -174,9 +189,8 @@ def bound_checks(
     found = []
     for column, which in BOUNDS.items():
         where = "" if column == "bound_dependent" else ", with λ_T ≥ 1/(m(1+γ)²) (Eq. 33)"
-        source = Source("kawaguchi2021", corollary.location + where)
         name = f"{corollary.name}: L(A_T, B_T) ≤ its bound with {which}"
-        found.append(theorem(_bound_check(name, source, runs, column, lr), guards))
+        found.append(_bound_check(name, corollary.location + where, runs, column, lr, guards))
     return found
 
 
@@ -191,24 +205,37 @@ class _Worst:
     why: str = ""
 
 
-def _bound_check(name: str, source: Source, runs: Runs, column: str, lr: float) -> Statement:
+def _bound_check(
+    name: str, location: str, runs: Runs, column: str, lr: float, guards: Sequence[Statement]
+) -> Statement:
     expected = "≥ 1 at every step τ ≥ 1 (L_τ ≤ bound_τ; at τ = 0 both equal L₀, a tie not counted)"
-    worst = _Worst()
+    found = _Worst()
     for key, rows in runs.items():
-        worst = _combine(worst, _decay_ratio(key, rows, column))
-    if worst.ratio is None:
-        return not_measured(name, Kind.THEOREM, source, expected=expected,
-                            why=worst.why or "no recorded trajectory")  # fmt: skip
-    return measure(
-        name, Kind.THEOREM, source, value=worst.ratio, relation=">=", threshold=1.0,
+        found = _combine(found, _decay_ratio(key, rows, column))
+    if found.ratio is None:
+        check = KAWAGUCHI.not_measured(
+            Kind.THEOREM,
+            location,
+            name=name,
+            expected=expected,
+            why=found.why or "no recorded trajectory",
+        )
+        return theorem(check, guards)
+    return KAWAGUCHI.theorem(
+        location,
+        name=name,
+        value=found.ratio,
+        relation=">=",
+        threshold=1.0,
         measured=f"min over steps τ ≥ 1 of log((L₀ − L*)/(L_τ − L*)) / log((L₀ − L*)/"
-        f"(bound_τ − L*)) = {worst.ratio:.4g} ({worst.where}); {worst.counted} steps of "
+        f"(bound_τ − L*)) = {found.ratio:.4g} ({found.where}); {found.counted} steps of "
         f"{_runs(runs)}",
         expected=expected,
-        detail=f"GD with η = {lr:g}, flow time T = τη; {worst.skipped} steps where the loss "
+        detail=f"GD with η = {lr:g}, flow time T = τη; {found.skipped} steps where the loss "
         f"or the bound is within {BOUND_RTOL:g}·L₀ of L* (or the bound of L₀), the loss not "
         "above the bound, hold but are not resolvable in float64 and not counted",
-    )  # fmt: skip
+        given=guards,
+    )
 
 
 def _combine(a: _Worst, b: _Worst) -> _Worst:
@@ -255,17 +282,19 @@ def lambda_bound_check(
     """Theorem 1 (Eq. 33): λ_min(D_t) ≥ 1/(m(1+γ)²) for every (A_t, B_t), decided on the
     smallest λ_T·m(1+γ)² over all runs (λ_T is the running infimum over every GD step)."""
     lam = lambda_lower_bound(m, gamma)
-    smallest = _worst(_all(runs, "lambda_T"), min)
+    smallest = worst(_all(runs, "lambda_T"), ">=", lam)
     ratio = None if smallest is None else smallest / lam
-    check = measure(
-        "Theorem 1: λ_min(D_t) ≥ 1/(m(1+γ)²) at every step", Kind.THEOREM,
-        Source("kawaguchi2021", "Theorem 1, Eq. (33)"), value=ratio, relation=">=",
+    return KAWAGUCHI.theorem(
+        "Theorem 1, Eq. (33)",
+        name="Theorem 1: λ_min(D_t) ≥ 1/(m(1+γ)²) at every step",
+        value=ratio,
+        relation=">=",
         threshold=1.0,
-        measured=f"min_t λ_min(D_t) = {_g(smallest)} = {_g(ratio)} × 1/(m(1+γ)²) over "
-        f"{_runs(runs)}",
+        measured=f"min_t λ_min(D_t) = {number(smallest, 4)} = {number(ratio, 4)} × "
+        f"1/(m(1+γ)²) over {_runs(runs)}",
         expected=f"≥ 1/(m(1+γ)²) = {lam:.4g} (m = {m}, γ = {gamma:g})",
-    )  # fmt: skip
-    return theorem(check, guards)
+        given=guards,
+    )
 
 
 def accuracy_equation(loss: str, tau: float, radius: float) -> str:
@@ -280,13 +309,18 @@ def accuracy_equation(loss: str, tau: float, radius: float) -> str:
 
 def kappa_hypothesis(runs: Runs, *, tau: float, radius: float) -> Statement:
     """κ = (2τ + ρ(R))σ_min(Φ)² > 0: with τ = 0 and R = ∞ Eqs. (11)–(12) give no time."""
-    value = _worst(_starts(runs, "kappa"), min)
-    return measure(
-        "κ > 0 (τ > 0 for Eq. (11), R < ∞ for Eq. (12))", Kind.HYPOTHESIS,
-        Source("kawaguchi2021", "Section 3.1.3, Eqs. (11)–(12)"), value=value, relation=">",
-        threshold=0.0, measured=f"smallest κ over {_runs(runs)} = {_g(value)} (τ = {tau:g}, "
-        f"R = {radius:g})", expected="> 0", needs="τ > 0, or a finite radius R",
-    )  # fmt: skip
+    value = worst(_starts(runs, "kappa"), ">", 0.0)
+    return KAWAGUCHI.hypothesis(
+        "Section 3.1.3, Eqs. (11)–(12)",
+        name="κ > 0 (τ > 0 for Eq. (11), R < ∞ for Eq. (12))",
+        value=value,
+        relation=">",
+        threshold=0.0,
+        measured=f"smallest κ over {_runs(runs)} = {number(value, 4)} (τ = {tau:g}, "
+        f"R = {radius:g})",
+        expected="> 0",
+        needs="τ > 0, or a finite radius R",
+    )
 
 
 def accuracy_time_check(
@@ -303,36 +337,44 @@ def accuracy_time_check(
     ε = ``eps_rel``·(L₀ − L*) for each run; decided on the largest (L_T − L*)/ε over those
     steps of every run, guarded by the corollary's hypotheses."""
     name = f"{equation}: L(A_T, B_T) − L* ≤ ε for every T ≥ m(1+γ)²/(2κ)·log((L₀ − L*)/ε)"
-    source = Source("kawaguchi2021", f"Section 3.1.2–3.1.3, {equation}")
+    location = f"Section 3.1.2–3.1.3, {equation}"
     expected = f"≤ 1 at every recorded step with T = τη ≥ T_ε (ε = {eps_rel:g}·(L₀ − L*))"
     found = [_accuracy_time(key, rows, lr, m, gamma, eps_rel) for key, rows in runs.items()]
     why = next((f[3] for f in found if f[3]), "")
     counted = [f for f in found if f[0] is not None]
     if why or not counted:
-        why = why or "no run recorded a step at or after its T_ε: " + "; ".join(
-            f[2] for f in found)  # fmt: skip
-        return theorem(not_measured(name, Kind.THEOREM, source, expected=expected, why=why),
-                       guards)  # fmt: skip
-    worst = max(counted, key=lambda f: f[0])
+        why = why or "no run recorded a step at or after its T_ε: " + "; ".join(f[2] for f in found)
+        check = KAWAGUCHI.not_measured(
+            Kind.THEOREM, location, name=name, expected=expected, why=why
+        )
+        return theorem(check, guards)
+    largest = max(counted, key=lambda f: f[0])
     slack = min((f[4] for f in found if f[4] is not None), default=None)
-    check = measure(
-        name, Kind.THEOREM, source, value=worst[0], relation="<=", threshold=1.0,
-        measured=f"largest (L_T − L*)/ε at T ≥ T_ε = {worst[0]:.4g} ({worst[1]}); "
-        + "; ".join(f[2] for f in found), expected=expected,
+    return KAWAGUCHI.theorem(
+        location,
+        name=name,
+        value=largest[0],
+        relation="<=",
+        threshold=1.0,
+        measured=f"largest (L_T − L*)/ε at T ≥ T_ε = {largest[0]:.4g} ({largest[1]}); "
+        + "; ".join(f[2] for f in found),
+        expected=expected,
         detail=f"GD with η = {lr:g}, T = τη; T_ε is the time Theorem 1 predicts with the "
         "worst-case λ_T = 1/(m(1+γ)²); the measured time is the first recorded T with "
         "L_T − L* ≤ ε" + _slack(slack),
-    )  # fmt: skip
-    return theorem(check, guards)
+        given=guards,
+    )
 
 
 def _slack(slack: float | None) -> str:
     """The factor by which every run reached ε before T_ε: a loose bound, not a tight one."""
     if slack is None or slack <= 1.0:
         return ""
-    return (f"; slack: every run reached ε at least {slack:.3g}× earlier than T_ε (smallest "
-            "T_ε / measured time over the runs), so the pass says the bound is loose there, "
-            "not that it is tight")  # fmt: skip
+    return (
+        f"; slack: every run reached ε at least {slack:.3g}× earlier than T_ε (smallest "
+        "T_ε / measured time over the runs), so the pass says the bound is loose there, "
+        "not that it is tight"
+    )
 
 
 def _accuracy_time(
@@ -372,27 +414,20 @@ def faster_rate_observation(
     """The paper's observation that the initialization-dependent bound converges faster:
     its rate λ_T = inf λ_min(D_t) at the last step over 1/(m(1+γ)²)."""
     lam = lambda_lower_bound(m, gamma)
-    lam_T = _worst([rows[-1].get("lambda_T")] if rows else [], min)
+    lam_T = worst([rows[-1].get("lambda_T")] if rows else [], ">", lam)
     value = None if lam_T is None else lam_T / lam
-    return measure(
-        "the initialization-dependent bound converges faster than the independent one",
-        Kind.OBSERVATION, source, value=value, relation=">", threshold=1.0,
-        measured=f"λ_T = {_g(lam_T)} at step {rows[-1]['step'] if rows else '—'}, "
-        f"{_g(value)} × 1/(m(1+γ)²) = {lam:.4g}",
+    return KAWAGUCHI.observation(
+        source.location,
+        name="the initialization-dependent bound converges faster than the independent one",
+        value=value,
+        relation=">",
+        threshold=1.0,
+        measured=f"λ_T = {number(lam_T, 4)} at step {rows[-1]['step'] if rows else '—'}, "
+        f"{number(value, 4)} × 1/(m(1+γ)²) = {lam:.4g}",
         expected="> 1: a faster rate e^{−2κλ_T T} (both bounds start at L₀)",
-    )  # fmt: skip
-
-
-def _worst(values: Sequence[object], pick) -> float | None:
-    """``pick`` (min or max) of ``values``; None if empty or any is not a finite number."""
-    if not values or not all(is_measured(v) for v in values):
-        return None
-    return float(pick(float(v) for v in values))
+        quote=source.quote,
+    )
 
 
 def _runs(runs: Runs) -> str:
     return f"{len(runs)} run" + ("" if len(runs) == 1 else "s")
-
-
-def _g(x: float | None) -> str:
-    return "—" if x is None else f"{x:.4g}"
