@@ -266,13 +266,10 @@ def print_result(result) -> None:
 def header_lines(result) -> list[str]:
     """What verify read and its one-line answers, as printed (docs/verify.md quotes them)."""
     data = result.data
-    prep = [p for p, on in (("standardised", data["standardized"]),
-                            ("normalised", data["normalized"])) if on]  # fmt: skip
     samples = "N" if result.model == "mondeq" else "n"
     lines = [
-        f"{data['name']}: {samples} = {data['n']}, d = {data['d']}"
-        f"{' (' + ', then '.join(prep) + ')' if prep else ''} · model {result.model} "
-        f"({result.paper})",
+        f"{data['name']}: {samples} = {data['n']}, d = {data['d']}{data['preprocessing']} · "
+        f"model {result.model} ({result.paper})",
         f"{data['layout'].replace('(n, d)', f'({samples}, d)')}; labels: {data['labels']}",
         "answers (one line per theorem):",
         *(f"  {a.line()}" for a in result.answers),

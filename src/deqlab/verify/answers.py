@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from deqlab._format import number
 from deqlab.statements import Verdict
 from deqlab.theory.mondeq import eq_3_18_possible
 
@@ -55,12 +56,8 @@ class Answer:
 
 
 def _big(x: float) -> str:
-    if math.isinf(x):
-        return "∞"
-    exponent = math.floor(math.log10(x)) if x > 0 else 0
-    if abs(exponent) < 5:
-        return f"{x:.4g}"
-    return f"{x / 10**exponent:.2g}·10^{exponent}"
+    """A width: "∞", whole digits below 10⁵, else "3.2·10¹¹"."""
+    return "∞" if math.isinf(x) else number(x, 2, power=True)
 
 
 def relu_deq(init, numbers: dict, training: dict | None) -> list[Answer]:

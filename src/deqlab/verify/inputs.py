@@ -89,6 +89,13 @@ class Inputs:
         return self.X.shape[0]
 
     @property
+    def preprocessing(self) -> str:
+        """The preprocessing done, as " (standardised, then normalised)"; "" for none."""
+        steps = (("standardised", self.standardized), ("normalised", self.normalized))
+        done = [word for word, on in steps if on]
+        return f" ({', then '.join(done)})" if done else ""
+
+    @property
     def layout(self) -> str:
         """The layout read, as verify prints it."""
         return f"X read as (n, d) = ({self.n}, {self.d}): one sample per row"
@@ -101,6 +108,7 @@ class Inputs:
             "n": self.n,
             "d": self.d,
             "layout": self.layout,
+            "preprocessing": self.preprocessing,
             "labels": self.labels,
             "normalized": self.normalized,
             "standardized": self.standardized,

@@ -55,7 +55,8 @@ class Sweep:
         """The table and where each hypothesis starts to hold, as printed."""
         data = self.inputs
         out = [
-            f"{data.name}: n = {data.n}, d = {data.d}; {data.layout}; labels: {data.labels}",
+            f"{data.name}: n = {data.n}, d = {data.d}{data.preprocessing}; {data.layout}; "
+            f"labels: {data.labels}",
             f"width sweep, K computed once: λ* = {self.lambda_star:.4g}, σ_w² = {self.sigma_w2:g}",
             f"{'m':>8} {'λ_0':>11} " + " ".join(f"{v:>24}" for v in MARGINS.values()),
         ]
