@@ -14,8 +14,10 @@ import io
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -428,6 +430,55 @@ def test_executor_usage_errors_create_no_run(tmp_path, case):
     assert result.exit_code == 2
     assert one_error(result).startswith(says)
     assert not (tmp_path / "test-lsq-gd").exists()
+
+
+@pytest.mark.parametrize("answer", ["silent", "closes", "http/1"])
+def test_ray_address_that_accepts_tcp_but_is_no_ray_cluster(tmp_path, answer):
+    """Issue 26: a listener that is not Ray's GCS (silent, closing, or another protocol)
+    is one line and exit 2 within seconds, before any run is recorded."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    reply = {"silent": None, "closes": b"", "http/1": b"HTTP/1.1 400 Bad Request\r\n\r\n"}
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            if reply[answer] is not None:
+                connection.sendall(reply[answer])
+                connection.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    out = tmp_path / "res"
+    start = time.monotonic()
+    try:
+        result = invoke("reproduce", "test-lsq-gd", "--preset", "tiny", "--out", out,
+                        "--executor", "ray", "--address", f"127.0.0.1:{port}")  # fmt: skip
+    finally:
+        server.close()
+    assert time.monotonic() - start < 10
+    assert result.exit_code == 2
+    assert one_error(result) == (
+        f"error: 127.0.0.1:{port} is not a Ray cluster: it accepts TCP connections but gave no "
+        "gRPC (HTTP/2) answer within 2 s; give the head node's GCS address (`ray start --head` "
+        "prints it) or leave out --address to start a local cluster"
+    )
+    assert len(result.output.strip().splitlines()) == 1
+    assert not out.exists()  # nothing recorded
+
+
+def test_the_http2_probe_accepts_a_server_that_answers_with_settings():
+    """The other side of the probe: a peer that answers the preface with a SETTINGS frame
+    (what a gRPC server, Ray's GCS included, sends first) passes."""
+    from deqlab.runs.executors.ray import answers_http2
+
+    server = socket.create_server(("127.0.0.1", 0))
+    settings = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+    threading.Thread(target=lambda: server.accept()[0].sendall(settings), daemon=True).start()
+    with server, socket.create_connection(server.getsockname(), timeout=5) as connection:
+        assert answers_http2(connection, 5.0)
 
 
 @pytest.mark.parametrize("workers", [1, 2])

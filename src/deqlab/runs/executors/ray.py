@@ -44,6 +44,8 @@ class RayConnectionError(ValueError):
 
 #: Seconds to wait for a TCP connection to a cluster's address before ``ray.init``.
 RAY_PROBE_TIMEOUT_S = 5.0
+#: Seconds a reachable address has to answer as a gRPC server (Ray's GCS) does.
+RAY_HANDSHAKE_TIMEOUT_S = 2.0
 #: Seconds ``ray.init`` may take to connect to a reachable cluster.
 RAY_INIT_TIMEOUT_S = 30.0
 #: Seconds between two progress events of a Ray task (a checkpoint always goes through).
@@ -72,11 +74,13 @@ def ray_host_port(address: str) -> tuple[str, int] | None:
 
 
 def probe_ray_address(address: str, timeout: float | None = None) -> None:
-    """Open (and close) a TCP connection to the cluster at ``address`` within ``timeout``
-    seconds; raise :class:`RayConnectionError` naming the address and the error otherwise.
+    """Check that a Ray cluster answers at ``address``: a TCP connection within ``timeout``
+    seconds, then a gRPC (HTTP/2) handshake within :data:`RAY_HANDSHAKE_TIMEOUT_S`; raise
+    :class:`RayConnectionError` naming the address and what failed otherwise.
 
-    Ray itself retries an unreachable address for minutes; this fails in seconds (default
-    ``timeout``: :data:`RAY_PROBE_TIMEOUT_S`).
+    Ray itself retries an unreachable address for minutes, and waits as long on a port
+    where something else listens; this fails in seconds (default ``timeout``:
+    :data:`RAY_PROBE_TIMEOUT_S`).
     """
     timeout = RAY_PROBE_TIMEOUT_S if timeout is None else timeout
     where = ray_host_port(address)
@@ -84,8 +88,7 @@ def probe_ray_address(address: str, timeout: float | None = None) -> None:
         return
     host, port = where
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
+        connection = socket.create_connection((host, port), timeout=timeout)
     except OSError as err:
         why = "timed out" if isinstance(err, TimeoutError) else (err.strerror or str(err))
         raise RayConnectionError(
@@ -93,6 +96,38 @@ def probe_ray_address(address: str, timeout: float | None = None) -> None:
             f"{port} failed within {timeout:g} s ({why}); start it there (ray start --head "
             f"--port {port}) or leave out --address to start a local cluster"
         ) from None
+    with connection:
+        answered = answers_http2(connection, RAY_HANDSHAKE_TIMEOUT_S)
+    if not answered:
+        raise RayConnectionError(
+            f"{address} is not a Ray cluster: it accepts TCP connections but gave no gRPC "
+            f"(HTTP/2) answer within {RAY_HANDSHAKE_TIMEOUT_S:g} s; give the head node's GCS "
+            "address (`ray start --head` prints it) or leave out --address to start a local "
+            "cluster"
+        )
+
+
+#: What a gRPC client sends first: the HTTP/2 connection preface and an empty SETTINGS frame
+#: (RFC 9113, Section 3.4; a frame header is length (3 bytes), type, flags, stream id (4)).
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_HTTP2_SETTINGS = 4
+
+
+def answers_http2(connection: socket.socket, timeout: float) -> bool:
+    """Whether the peer of ``connection`` answers the HTTP/2 preface with a SETTINGS frame
+    within ``timeout`` seconds, as every gRPC server does (Ray's GCS and Ray Client's)."""
+    connection.settimeout(timeout)
+    head = b""
+    try:
+        connection.sendall(_HTTP2_PREFACE)
+        while len(head) < 9:
+            chunk = connection.recv(9 - len(head))
+            if not chunk:
+                return False
+            head += chunk
+    except OSError:
+        return False
+    return head[3] == _HTTP2_SETTINGS
 
 
 def init_ray_with_timeout(timeout: float | None = None, **kwargs: Any) -> None:
