@@ -177,6 +177,8 @@ def run_sub(out: Path, *extra: object, env: dict | None = None, timeout: float =
 
 
 def index_rows(out: Path) -> list[dict]:
+    if not (out / "index.sqlite").exists():
+        return []
     with sqlite3.connect(f"file:{out / 'index.sqlite'}?mode=ro", uri=True) as db:
         db.row_factory = sqlite3.Row
         return [dict(r) for r in db.execute("SELECT * FROM runs")]
@@ -1081,3 +1083,83 @@ def test_sigkill_at_ten_points_in_a_row_gives_the_uninterrupted_numbers(tmp_path
     (row,) = consistent(out)
     assert row["status"] == "finished"
     assert (run_dir(out).path / "report.html").is_file()
+
+
+# --- issue 26: a deleted run, a file for --out, runs index read-only, a refusal leaves nothing --
+
+
+def test_a_run_whose_directory_was_deleted_is_listed_missing(store):
+    run = run_dir(store)
+    shutil.rmtree(run.path)
+    listed = cli("runs", "list", "--out", store)
+    shown = cli("runs", "show", run.path.name, "--out", store)
+    as_json = cli("runs", "list", "--out", store, "--json")
+    assert (
+        listed.exit_code == 0 and " missing " in listed.stdout and "finished" not in listed.stdout
+    )
+    hint = one_line(listed.stdout, "missing: ")
+    assert hint == (
+        "missing: the run directory is gone (deleted or moved); "
+        f"`deqlab runs reindex --out {store}` drops it from the index"
+    )
+    assert shown.exit_code == 0 and "status=missing" in shown.stdout
+    assert one_line(shown.stdout, "error: ") == (
+        f"error: the run directory {str(run.path)!r} is missing; "
+        f"`deqlab runs reindex --out {store}` drops it from the index"
+    )
+    assert json.loads(as_json.stdout)[0]["status"] == "missing"
+    rebuilt = cli("runs", "reindex", "--out", store)  # no run directory left: said so
+    assert rebuilt.exit_code == 2 and "holds no run directories" in one_line(rebuilt.stderr)
+
+
+def test_a_run_whose_directory_is_there_is_not_missing(store):
+    listed = cli("runs", "list", "--out", store)
+    assert status_of(store, as_listed=True) == "finished" and "missing" not in listed.stdout
+
+
+def test_reproduce_out_a_regular_file_is_a_usage_error(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    result = reproduce(afile)
+    below = reproduce(afile / "sub")
+    listed = cli("runs", "list", "--out", afile)
+    assert result.exit_code == 2 and below.exit_code == 2 and listed.exit_code == 2
+    assert one_line(result.stderr) == (
+        f"error: output directory '{afile}' is a file, not a directory"
+    )
+    assert one_line(below.stderr) == (
+        f"error: output directory '{afile / 'sub'}' cannot be made: '{afile}' is a file, "
+        "not a directory"
+    )
+    assert one_line(listed.stderr) == result.stderr.strip()
+    assert afile.read_text() == "keep me"
+
+
+def test_runs_index_into_a_read_only_store_exits_2(store):
+    with read_only(store):
+        result = cli("runs", "index", "--out", store)
+        reindexed = cli("runs", "reindex", "--out", store)
+    assert result.exit_code == 2 and reindexed.exit_code == 2
+    line = one_line(result.stderr)
+    assert line.startswith(f"error: cannot write the index in '{store}': ")
+    assert "Read-only file system" in line or "Permission denied" in line
+    assert not (store / "index.html").exists()
+    assert one_line(reindexed.stderr) == (
+        f"error: cannot open the run index '{store / 'index.sqlite'}' (unable to open database "
+        "file)"
+    )
+    assert [r["status"] for r in index_rows(store)] == ["finished"]  # the old index is kept
+
+
+def test_a_missing_data_set_refusal_leaves_nothing(tmp_path, monkeypatch):
+    out = tmp_path / "res"
+    monkeypatch.setenv("DEQLAB_DATA", str(tmp_path / "nothing"))
+    monkeypatch.setenv("DEQLAB_TEST_DATASETS", "mnist")
+    result = reproduce(out)
+    assert result.exit_code == 2
+    assert one_line(result.stderr).startswith("error: data set 'mnist' (train split) not found")
+    assert not out.exists()  # no index.sqlite, no run directory, no store
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    assert reproduce(existing).exit_code == 2
+    assert list(existing.iterdir()) == []  # a store that was there stays, empty

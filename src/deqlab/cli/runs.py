@@ -26,6 +26,8 @@ runs_app = typer.Typer(
 app.add_typer(runs_app)
 
 OUT_HELP = "Root of the run store."
+#: The summary error of a run whose directory is gone.
+MISSING = "the run directory is missing"
 REF_HELP = "Config hash of the run (or a unique prefix of it, or its directory)."
 
 
@@ -96,6 +98,11 @@ def runs_list(
             "dead: the process computing the run is gone (killed, or its machine restarted); "
             "rerun its `deqlab reproduce` command to resume it from the checkpoints"
         )
+    if any(r["status"] == "missing" for r in rows):
+        typer.echo(
+            "missing: the run directory is gone (deleted or moved); "
+            f"`deqlab runs reindex --out {out}` drops it from the index"
+        )
 
 
 def run_document(store, row: dict[str, Any]) -> dict[str, Any]:
@@ -109,7 +116,9 @@ def run_document(store, row: dict[str, Any]) -> dict[str, Any]:
     path = Path(row["path"])
     summary: dict[str, Any] = {}
     run = RunDir(path)
-    if not run.summary_file.exists():
+    if row["status"] == "missing":
+        doc["summary_error"] = MISSING
+    elif not run.summary_file.exists():
         doc["summary_error"] = "summary.json not written yet"
     else:
         try:
@@ -175,7 +184,8 @@ def runs_show(
     row = _find(store, ref)
     doc = run_document(store, row)
     problem = doc.get("summary_error")
-    if problem and problem != "summary.json not written yet" and _repair(out, row, problem):
+    unreadable = problem not in (None, MISSING, "summary.json not written yet")
+    if unreadable and _repair(out, row, problem):
         doc = run_document(store, row)
     if as_json:
         echo_json(doc)
@@ -183,6 +193,11 @@ def runs_show(
     typer.echo(
         f"{doc['experiment']} {doc['config_hash']}  status={doc['status']}  path={doc['path']}"
     )
+    if problem == MISSING:
+        typer.echo(
+            f"error: the run directory {doc['path']!r} is missing; "
+            f"`deqlab runs reindex --out {out}` drops it from the index"
+        )
     if doc["error"]:
         typer.echo(f"error: {doc['error']}")
     typer.echo(f"config: {json.dumps(doc['config'])}")
@@ -323,7 +338,7 @@ def runs_index(out: Path = typer.Option(Path("results"), help=OUT_HELP)) -> None
     try:
         typer.echo(str(write_index(out)))
     except OSError as err:
-        raise fail(f"cannot write the index in {str(out)!r}: {err}", EXIT_FAILED) from None
+        raise fail(f"cannot write the index in {str(out)!r}: {err}") from None
 
 
 @runs_app.command(
@@ -337,6 +352,7 @@ def runs_reindex(out: Path = typer.Option(Path("results"), help=OUT_HELP)) -> No
     interrupted unless a live process holds its lock; an unreadable old index is kept as
     index.sqlite.corrupt.
     """
+    from deqlab.runs.rundir import RunStoreError
     from deqlab.runs.store import RunStore
 
     if not out.is_dir():
@@ -350,6 +366,8 @@ def runs_reindex(out: Path = typer.Option(Path("results"), help=OUT_HELP)) -> No
         done = store.reindex()
     except OSError as err:
         raise fail(f"cannot write the index in {str(out)!r}: {err}") from None
+    except RunStoreError as err:
+        raise fail(str(err)) from None
     for skipped in done["skipped"]:
         warn(f"skipped {skipped}")
     if done["set_aside"]:

@@ -34,7 +34,8 @@ import torch
 from deqlab._atomic import atomic_path, stale_temporaries, write_text_atomic
 from deqlab.runs.lock import LOCK_NAME, OWNER_ENV, OwnerGoneError, host_name, owner_state
 
-#: The statuses a run has in the index and summary.json (``dead`` is only ever shown).
+#: The statuses a run has in the index and summary.json (``dead`` and ``missing`` are only
+#: ever shown: a running run whose process is gone, a run whose directory is gone).
 STATUSES = ("running", "finished", "failed", "interrupted")
 #: The keys of a checkpoint.
 CHECKPOINT_KEYS = ("done", "rows", "state")

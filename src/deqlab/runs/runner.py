@@ -14,8 +14,9 @@ be read is set aside as ``*.corrupt`` and its task restarts from scratch.
 One process at a time computes a run: it holds the run directory's lock
 (:class:`~deqlab.runs.lock.RunLock`); a second ``reproduce`` of the same run waits for
 it, then reuses the finished run. SIGTERM (and SIGHUP) stop a run like Ctrl-C: it is
-recorded as ``interrupted`` (:class:`~deqlab.runs.signals.Terminated`). Data sets the tasks read are checked
-before anything is created (:func:`check_datasets`).
+recorded as ``interrupted`` (:class:`~deqlab.runs.signals.Terminated`). Data sets the
+tasks read are checked before anything is created (:func:`check_datasets`): a run refused
+there leaves nothing behind, not even an index.
 
 The deqlab version and git commit that computed a run are recorded in its summary
 (``environment``, :func:`deqlab.report.collect_environment`). A finished run computed by
@@ -175,6 +176,7 @@ def reproduce(
         finally:
             lock.remove_if_empty()  # a run that never began (a missing data set) leaves nothing
             lock.release()
+            store.remove_if_unused()
     for message in result.warnings:  # the reuse warnings (another deqlab version)
         if message not in warnings:
             warn(message)

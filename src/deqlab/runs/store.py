@@ -16,7 +16,7 @@ import sqlite3
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,14 @@ CREATE TABLE IF NOT EXISTS tasks (
 _ADDED_COLUMNS = {"pid": "INTEGER", "host": "TEXT", "pid_start": "TEXT"}
 
 
+def check_not_a_file(root: Path) -> None:
+    """Raise :class:`RunStoreError` when ``root``, or a directory above it, is a file."""
+    for path in (root, *root.parents):
+        if path.exists() and not path.is_dir():
+            where = "" if path == root else f" cannot be made: {str(path)!r}"
+            raise RunStoreError(f"output directory {str(root)!r}{where} is a file, not a directory")
+
+
 def _store_hint(root: Path) -> str:
     return f"`deqlab runs reindex --out {root}` rebuilds it from the run directories"
 
@@ -77,9 +85,13 @@ class RunStore:
     """Run directories under ``root`` and the SQLite index ``root/index.sqlite``."""
 
     def __init__(self, root: Path | str) -> None:
+        """Open (or make) the store at ``root`` for writing; the index is created by the
+        first write, so a run refused before it begins leaves no index behind."""
         self.root = Path(root)
         self.index = self.root / INDEX_NAME
         self.read_only = False
+        self.made_root = not self.root.exists()
+        check_not_a_file(self.root)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryFile(dir=self.root):
@@ -90,12 +102,18 @@ class RunStore:
             ) from None
         if not (self.index.is_file() and self.index.stat().st_size) and self.run_directories():
             self.reindex()  # a lost (or emptied) index is rebuilt from the run directories
-        with self._db(write=True) as db:
-            db.executescript(_SCHEMA)
-            have = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
-            for column, kind in _ADDED_COLUMNS.items():
-                if column not in have:
-                    db.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+        if self.index.is_file():
+            with self._db(write=True) as db:
+                have = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
+                for column, kind in _ADDED_COLUMNS.items():
+                    if column not in have:
+                        db.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+
+    def remove_if_unused(self) -> None:
+        """Remove the root when this store made it and nothing was written into it."""
+        if self.made_root:
+            with suppress(OSError):
+                self.root.rmdir()
 
     @classmethod
     def open_existing(cls, root: Path | str) -> RunStore:
@@ -106,6 +124,7 @@ class RunStore:
         """
         store = cls.unopened(root)
         store.read_only = True
+        check_not_a_file(store.root)
         if not store.index.is_file():
             found = store.run_directories()
             if found:
@@ -132,8 +151,13 @@ class RunStore:
         return store
 
     def _connect(self, write: bool = False) -> sqlite3.Connection:
-        if write or not self.read_only:
+        if not self.index.is_file() and not write:
+            db = sqlite3.connect(":memory:")  # no index yet: no runs
+            db.executescript(_SCHEMA)
+        elif write or not self.read_only:
             db = sqlite3.connect(self.index, timeout=30)
+            if write:
+                db.executescript(_SCHEMA)  # the first write creates the index
         else:
             uri = "file:" + str(self.index.absolute()).replace("?", "%3f").replace("#", "%23")
             db = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=30)
@@ -170,11 +194,13 @@ class RunStore:
         return RunDir(self.root / experiment / config_hash)
 
     def _present(self, row: sqlite3.Row) -> dict[str, Any]:
-        """An index row as callers see it: ``path`` under this root; a ``running`` run whose
-        process is gone is ``dead``."""
+        """An index row as callers see it: ``path`` under this root; a run whose directory
+        is gone is ``missing``; a ``running`` run whose process is gone is ``dead``."""
         out = dict(row)
         out["path"] = str(self.run_dir(out["experiment"], out["config_hash"]).path)
-        if out["status"] == "running":
+        if not Path(out["path"]).is_dir():
+            out["status"] = "missing"
+        elif out["status"] == "running":
             state = owner_state(out.get("pid"), out.get("host"), out.get("pid_start"))
             if state == "dead":
                 out["status"] = "dead"
@@ -314,7 +340,8 @@ class RunStore:
         summary says ``running`` is ``running`` only while a live process holds its lock,
         else ``interrupted`` (and its summary is rewritten to say so); a run without a
         readable summary is ``interrupted`` with the reason as its error. An unreadable old
-        index is kept as ``index.sqlite.corrupt``. Returns ``{"runs", "skipped", "set_aside"}``.
+        index is kept as ``index.sqlite.corrupt``. Returns ``{"runs", "skipped", "set_aside"}``;
+        raises :class:`RunStoreError` (one line) when the new index cannot be written.
         """
         entries, skipped = [], []
         for path in self.run_directories():
@@ -327,15 +354,19 @@ class RunStore:
             aside = self.index.with_name(INDEX_NAME + ".corrupt")
             shutil.copyfile(self.index, aside)
             set_aside = str(aside)
-        with atomic_path(self.index) as tmp, closing(sqlite3.connect(tmp)) as db, db:
-            db.executescript(_SCHEMA)
-            for run, tasks in entries:
-                db.execute(
-                    f"INSERT OR REPLACE INTO runs ({', '.join(run)}) VALUES "
-                    f"({', '.join('?' * len(run))})",
-                    tuple(run.values()),
-                )
-                db.executemany("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?)", tasks)
+        try:
+            with atomic_path(self.index) as tmp, closing(sqlite3.connect(tmp)) as db, db:
+                db.executescript(_SCHEMA)
+                for run, tasks in entries:
+                    db.execute(
+                        f"INSERT OR REPLACE INTO runs ({', '.join(run)}) VALUES "
+                        f"({', '.join('?' * len(run))})",
+                        tuple(run.values()),
+                    )
+                    db.executemany("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                   tasks)  # fmt: skip
+        except sqlite3.Error as err:  # e.g. a read-only directory: the new index cannot be made
+            raise self._index_error(err) from None
         return {"runs": len(entries), "skipped": skipped, "set_aside": set_aside}
 
 

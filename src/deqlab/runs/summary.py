@@ -52,7 +52,6 @@ def provenance_warning(run_path: Path, summary: dict[str, Any]) -> str | None:
     )
 
 
-
 def task_entry(r: TaskResult) -> dict[str, Any]:
     """A task as summary.json lists it."""
     return {
@@ -63,7 +62,6 @@ def task_entry(r: TaskResult) -> dict[str, Any]:
         "reused": r.reused,
         "traceback": r.traceback,
     }
-
 
 
 def derive_summary(experiment: Experiment, config: Any, run: RunDir, rows: list[Row]) -> dict:
@@ -86,7 +84,6 @@ def derive_summary(experiment: Experiment, config: Any, run: RunDir, rows: list[
 def caption(experiment: Experiment, figure: Path) -> str:
     """The experiment's caption of ``figure``, else its name in words."""
     return experiment.figure_captions.get(figure.stem, figure.stem.replace("_", " "))
-
 
 
 def rebuild_summary(store: RunStore, row: dict[str, Any]) -> str:
@@ -167,5 +164,3 @@ def rebuild_summary(store: RunStore, row: dict[str, Any]) -> str:
     finally:
         lock.release()
     return source
-
-
