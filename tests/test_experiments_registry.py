@@ -148,8 +148,8 @@ def test_a_toy_paper_is_one_folder_and_one_registry_line(toy_paper, tmp_path):
     assert experiment.citation == f"{toy_paper.full} (Figure 1)"
     run = reproduce("toy2099-line", "tiny", out=tmp_path / "results", workers=1)
     assert run.status == "finished" and not run.reused
-    assert [r["task"] for r in run.metrics] == ["seed0", "seed1"]
-    assert all(r["slope"] == pytest.approx(2.0, abs=1e-12) for r in run.metrics)
+    assert [r["task"] for r in run.rows] == ["seed0", "seed1"]
+    assert all(r["slope"] == pytest.approx(2.0, abs=1e-12) for r in run.rows)
     (s,) = run.statements
     assert s.verdict is Verdict.PASS and s.source.citation == "Toy 2099, Figure 1"
     assert run.summary()["paper"] == experiment.citation

@@ -51,8 +51,8 @@ def test_one_call_python_api(tmp_path):
     }
     assert run.counts.failed == 1 and not run.ok
     assert [d.setting for d in run.deviations] == ["n", "d", "steps", "lrs"]
-    assert len(run.metrics) == 2 * 20 and run.metrics[0] == {
-        "task": "lr0.05", "lr": 0.05, "step": 0, "loss": run.metrics[0]["loss"],
+    assert len(run.rows) == 2 * 20 and run.rows[0] == {
+        "task": "lr0.05", "lr": 0.05, "step": 0, "loss": run.rows[0]["loss"],
     }  # fmt: skip
     assert run.summary()["config_hash"] == run.config_hash
     assert run.as_dict()["verdict_sentence"] == "ours: 1 of 2 pass"
@@ -61,7 +61,7 @@ def test_one_call_python_api(tmp_path):
     assert same.reused and same.path == run.path  # "key=value" strings work too
     forced = deqlab.reproduce("test-lsq-gd", "tiny", overrides={"steps": 20}, out=tmp_path,
                               workers=1, force=True)  # fmt: skip
-    assert not forced.reused and forced.metrics == run.metrics
+    assert not forced.reused and forced.rows == run.rows
 
 
 def test_python_api_warns_on_a_run_of_another_version(tmp_path):

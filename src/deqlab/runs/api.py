@@ -9,7 +9,7 @@
     for s in run.statements:        # deqlab.statements.Statement
         print(s.verdict.value, s.name, s.measured, s.expected)
     run.deviations                  # differences from the paper's setting
-    run.metrics[:3]                 # the tidy metrics.csv as a list of row dicts
+    run.metrics.head()              # the tidy metrics.csv as a pandas DataFrame
     run.path, run.report            # the run directory and its HTML report
 
 It does what ``deqlab reproduce`` does (same run store, same reuse and resume), with the

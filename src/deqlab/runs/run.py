@@ -1,7 +1,9 @@
 """The :class:`Run` entity: a run of an experiment as :func:`deqlab.reproduce` left it.
 
 What the runner returns and the Python API hands to the user; it reads the run directory
-(``metrics.csv``, ``summary.json``) on demand and holds no connection to the store.
+(``metrics.csv``, ``summary.json``, ``report.html``, ``figures/``) on demand and holds no
+connection to the store. In Jupyter a run shows its HTML report (``_repr_html_``) and,
+where only images are shown, its first figure (``_repr_png_``).
 """
 
 from __future__ import annotations
@@ -9,12 +11,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
+from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deqlab.experiments.deviations import Deviation
 from deqlab.runs.tables import read_rows_csv
 from deqlab.statements import Counts, Statement
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @dataclass
@@ -24,9 +32,10 @@ class Run:
     ``status``: ``finished`` or ``failed`` (some tasks failed: ``failed_tasks``);
     ``reused``: an earlier finished run of the same config was returned as it is;
     ``statements``: the checked statements with their verdicts; ``deviations``: how the
-    config differs from the paper; ``metrics``: the rows of ``metrics.csv`` (read on first
-    use); ``report``: the HTML report; ``warnings``: e.g. a reused run computed by another
-    deqlab version; ``task_errors``: the whole error text of each failed task.
+    config differs from the paper; ``metrics``: ``metrics.csv`` as a pandas DataFrame
+    (``rows``: the same as a list of dicts, read on first use); ``figures``: its PNG files;
+    ``report``: the HTML report; ``warnings``: e.g. a reused run computed by another deqlab
+    version; ``task_errors``: the whole error text of each failed task.
     """
 
     experiment: str
@@ -53,9 +62,27 @@ class Run:
         return self.path / "metrics.csv"
 
     @cached_property
-    def metrics(self) -> list[dict[str, object]]:
+    def rows(self) -> list[dict[str, object]]:
         """The tidy rows of ``metrics.csv`` (ints, floats, bools parsed; blanks as None)."""
         return read_rows_csv(self.metrics_file) if self.metrics_file.is_file() else []
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        """``metrics.csv`` as a pandas DataFrame: one row per measurement, its columns in
+        the file's order (a blank cell is NaN in a numeric column, None elsewhere)."""
+        import pandas as pd
+
+        return pd.DataFrame.from_records(self.rows) if self.rows else pd.DataFrame()
+
+    @property
+    def figures(self) -> list[Path]:
+        """The PNG figures of the run, in the order its summary lists them."""
+        try:
+            listed = self.summary().get("figures", [])
+        except (OSError, ValueError):
+            return []
+        paths = [self.path / (f["path"] if isinstance(f, dict) else f) for f in listed]
+        return [p for p in paths if p.suffix == ".png" and p.is_file()]
 
     @property
     def counts(self) -> Counts:
@@ -91,6 +118,25 @@ class Run:
     def summary(self) -> dict[str, Any]:
         """The run's ``summary.json``."""
         return json.loads((self.path / "summary.json").read_text(encoding="utf-8"))
+
+    def _repr_html_(self) -> str:
+        """The run's HTML report, in an ``iframe`` (its styles stay inside), for Jupyter."""
+        report = self.report if self.report is not None else self.path / "report.html"
+        if not report.is_file():
+            return f"<pre>{escape(repr(self))}</pre>"
+        page = report.read_text(encoding="utf-8")
+        return (
+            f'<iframe srcdoc="{escape(page, quote=True)}" title="{escape(repr(self))}" '
+            'style="width: 100%; height: 640px; border: 0"></iframe>'
+        )
+
+    def _repr_png_(self) -> bytes | None:
+        """The run's first figure as PNG bytes (None without one), for Jupyter."""
+        for path in self.figures:
+            data = path.read_bytes()
+            if data.startswith(_PNG_MAGIC):
+                return data
+        return None
 
     def __repr__(self) -> str:
         return (
