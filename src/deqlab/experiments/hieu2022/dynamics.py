@@ -37,6 +37,7 @@ from deqlab.experiments.hieu2022 import dynamics_report
 from deqlab.experiments.hieu2022.training import train_classifier
 from deqlab.experiments.registry import register
 from deqlab.models.conv_deq import ConvDEQ
+from deqlab.papers import HIEU
 from deqlab.solvers import Anderson
 from deqlab.statements import Statement
 
@@ -167,7 +168,8 @@ class Hieu2022Dynamics(Experiment):
 
     name = "hieu2022-dynamics"
     title = "Forward dynamics of a convolutional DEQ (Figures 4.1–4.3)"
-    paper = "Nguyen Ngoc Hieu, An analysis of applying NTKs for DEQs (thesis, 2022), Section 4.1"
+    paper = HIEU
+    where = "Section 4.1"
     Config = DynamicsConfig
     presets: ClassVar = {
         "tiny": {

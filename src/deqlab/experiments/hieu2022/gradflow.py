@@ -40,6 +40,7 @@ from deqlab.experiments.hieu2022 import gradflow_report
 from deqlab.experiments.hieu2022.mondeq_gd import PAPER_SETTING as GD_SETTING
 from deqlab.experiments.hieu2022.setting import CONDITION_1_KEYS, MonDEQSetting, build_model
 from deqlab.experiments.registry import register
+from deqlab.papers import HIEU
 from deqlab.statements import Statement
 from deqlab.theory.mondeq import condition_1, gradient_flow_bound, mondeq_constants
 from deqlab.theory.mondeq_kernel import prediction_kernel
@@ -96,9 +97,9 @@ class Hieu2022GradFlow(Experiment):
 
     name = "hieu2022-gradflow"
     title = "Gradient flow on monotone DEQs vs Theorem 3.3.1, Proposition 4, Lemmas 3.3.2–3.3.4"
-    paper = (
-        "Nguyen Ngoc Hieu, An analysis of applying NTKs for DEQs (thesis, 2022), Section "
-        "3.3.1: Proposition 4, Condition 1 and Theorem 3.3.1 (no experiment in the thesis)"
+    paper = HIEU
+    where = (
+        "Section 3.3.1: Proposition 4, Condition 1 and Theorem 3.3.1; no experiment in the thesis"
     )
     Config = GradFlowConfig
     presets: ClassVar = {

@@ -38,6 +38,7 @@ from deqlab.experiments.hieu2022.training import train_classifier
 from deqlab.experiments.registry import register
 from deqlab.landscape import dataset_loss, loss_surface
 from deqlab.models.conv_deq import ConvDEQ, WeightTiedConvNet
+from deqlab.papers import HIEU
 from deqlab.solvers import Anderson
 from deqlab.statements import Statement
 
@@ -111,7 +112,8 @@ class Hieu2022Landscape(Experiment):
 
     name = "hieu2022-landscape"
     title = "Loss landscapes: conv DEQ vs weight-tied repeat-6/11/18 (Figure 4.4)"
-    paper = "Nguyen Ngoc Hieu, An analysis of applying NTKs for DEQs (thesis, 2022), Section 4.2"
+    paper = HIEU
+    where = "Section 4.2"
     Config = LandscapeConfig
     presets: ClassVar = {
         "tiny": {

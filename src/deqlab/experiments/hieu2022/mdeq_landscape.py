@@ -46,6 +46,7 @@ from deqlab.experiments.hieu2022.training import train_classifier
 from deqlab.experiments.registry import register
 from deqlab.landscape import dataset_loss, loss_surface
 from deqlab.models.mdeq import MDEQ
+from deqlab.papers import HIEU
 from deqlab.solvers import Anderson, Broyden
 from deqlab.statements import Statement
 
@@ -246,7 +247,8 @@ class Hieu2022LandscapeMDEQ(Experiment):
 
     name = "hieu2022-landscape-mdeq"
     title = "Loss landscape of a trained MDEQ (Figures 3.1 and 4.5)"
-    paper = "Nguyen Ngoc Hieu, An analysis of applying NTKs for DEQs (thesis, 2022), Section 4.2.2"
+    paper = HIEU
+    where = "Section 4.2.2"
     Config = MDEQLandscapeConfig
     presets: ClassVar = {
         "tiny": {

@@ -39,6 +39,7 @@ from deqlab.experiments.deviations import PaperValue, measurement, not_given, pa
 from deqlab.experiments.hieu2022 import mondeq_gd_report
 from deqlab.experiments.hieu2022.setting import CONDITION_KEYS, MonDEQSetting, build_model
 from deqlab.experiments.registry import register
+from deqlab.papers import HIEU
 from deqlab.statements import Statement
 from deqlab.theory.mondeq import lemma_columns, mondeq_constants, step_size_bound
 from deqlab.train.mondeq_gd import MonDEQGD
@@ -125,9 +126,9 @@ class Hieu2022MonDEQGD(Experiment):
 
     name = "hieu2022-mondeq-gd"
     title = "GD on monotone DEQs of several widths vs Theorem 3.3.5"
-    paper = (
-        "Nguyen Ngoc Hieu, An analysis of applying NTKs for DEQs (thesis, 2022), Chapter 3: "
-        "Condition 2, Theorem 3.3.5 and Propositions 5–6 (no experiment in the thesis)"
+    paper = HIEU
+    where = (
+        "Chapter 3: Condition 2, Theorem 3.3.5 and Propositions 5–6; no experiment in the thesis"
     )
     Config = MonDEQGDConfig
     presets: ClassVar = {
