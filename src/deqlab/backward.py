@@ -39,7 +39,9 @@ from deqlab.fixed_point_stats import (
     handle_failure,
 )
 from deqlab.solvers import Broyden, Solution, Solver
+from deqlab.solvers.rows import RowMap
 from deqlab.solvers.solution import resolve_tol
+from deqlab.vjp import VJP
 
 Map = Callable[[torch.Tensor], torch.Tensor]
 INITS = ("zero", "grad", "shine")
@@ -148,7 +150,7 @@ class Adjoint:
     """One backward pass's problem: ``vjp(u) = J_f(z*)ᵀ u``, the incoming ``g``, and what
     the forward solve left (its Solution, solver, the layer's stats, policy and hint)."""
 
-    vjp: Map
+    vjp: VJP | None
     grad: torch.Tensor
     forward: Solution
     solver: Solver
@@ -161,40 +163,52 @@ def adjoint(backward: Backward, problem: Adjoint) -> tuple[torch.Tensor, Backwar
     """The vector ``u`` that replaces ``g`` on the edge ``f(z*)``, and its record."""
     g = problem.grad
     if isinstance(backward, JacobianFree):
-        return g, _approximate(problem, "jacobian_free", 0, "Jacobian-free: u = g")
+        return g, _approximate(problem, "jacobian_free", "Jacobian-free: u = g")
     if isinstance(backward, Shine):
         u = -problem.forward.inverse_jacobian.rmatvec(g)
-        return u, _approximate(problem, "shine", 0, "SHINE: u = −Bᵀg (Broyden's estimate)")
+        return u, _approximate(problem, "shine", "SHINE: u = −Bᵀg (Broyden's estimate)")
     if isinstance(backward, Phantom):
         return _phantom(backward, problem)
     return _implicit(backward, problem)
 
 
-def _approximate(problem: Adjoint, method: str, vjps: int, reason: str) -> BackwardRecord:
+def _approximate(problem: Adjoint, method: str, reason: str) -> BackwardRecord:
     if not problem.forward.converged:
         reason += "; the forward solve did not converge"
-    return BackwardRecord(method, exact=False, reason=reason, vjps=vjps)
+    return BackwardRecord(method, False, reason, *_work(problem))
+
+
+def _work(problem: Adjoint) -> tuple[float, float]:
+    """VJPs and evaluations of ``f`` the backward pass spent, in full batches."""
+    return (0.0, 0.0) if problem.vjp is None else (problem.vjp.vjps, problem.vjp.evaluations)
 
 
 def _phantom(backward: Phantom, problem: Adjoint) -> tuple[torch.Tensor, BackwardRecord]:
-    lam, g = backward.damping, problem.grad
+    lam, g, vjp = backward.damping, problem.grad, problem.vjp
+    assert vjp is not None
     u = lam * g  # the first step from u = 0 (J_fᵀ0 = 0: no VJP)
     for _ in range(backward.steps - 1):
-        u = (1 - lam) * u + lam * (g + problem.vjp(u))
+        u = (1 - lam) * u + lam * (g + vjp(u))
     reason = f"phantom gradient: {backward.steps} damped steps (λ = {lam})"
-    return u, _approximate(problem, "phantom", backward.steps - 1, reason)
+    return u, _approximate(problem, "phantom", reason)
 
 
 def _implicit(backward: Implicit, problem: Adjoint) -> tuple[torch.Tensor, BackwardRecord]:
-    g = problem.grad
+    g, vjp = problem.grad, problem.vjp
+    assert vjp is not None
     solver = backward.solver or problem.solver
-    u0 = _start(backward, problem)
 
     def adjoint_map(u: torch.Tensor) -> torch.Tensor:  # u ↦ g + J_fᵀ u
-        return g + problem.vjp(u)
+        return g + vjp(u)
 
-    solution = solver if not solver.throw else replace(solver, throw=False)
-    solution = solution(adjoint_map, u0)
+    def adjoint_rows(u_sub: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return g.index_select(0, index) + vjp.rows(u_sub, index)
+
+    rows = solver.per_sample and isinstance(vjp.f, RowMap)
+    quiet = solver if not solver.throw else replace(solver, throw=False)
+    solution = quiet(
+        RowMap(adjoint_map, adjoint_rows) if rows else adjoint_map, _start(backward, problem)
+    )
     problem.stats.backward = solution
     if not solution.converged:
         policy = problem.on_failure or ("raise" if solver.throw else "record")
@@ -206,7 +220,7 @@ def _implicit(backward: Implicit, problem: Adjoint) -> tuple[torch.Tensor, Backw
         reasons.append("the forward solve did not converge (J_f taken at the best iterate)")
     if not solution.converged:
         reasons.append(f"the adjoint solve did not converge (residual {solution.residual:.1e})")
-    record = BackwardRecord("implicit", not reasons, "; ".join(reasons), solution.n_steps, solution)
+    record = BackwardRecord("implicit", not reasons, "; ".join(reasons), *_work(problem), solution)
     return solution.z, record
 
 

@@ -41,14 +41,17 @@ class BackwardRecord:
             ``"unrolled"``.
         exact: the implicit gradient up to the adjoint tolerance (see module docstring).
         reason: why it is not exact (``""`` when exact).
-        vjps: vector-Jacobian products ``J_fᵀu`` the backward pass evaluated.
+        vjps: vector-Jacobian products ``J_fᵀu`` the backward pass evaluated, in full
+            batches (rows backpropagated / batch size; :mod:`deqlab.vjp`).
+        evaluations: evaluations of ``f`` it spent (the graph at ``z*``), in full batches.
         solution: the adjoint solve's Solution (``Implicit``), else None.
     """
 
     method: str
     exact: bool
     reason: str
-    vjps: int
+    vjps: float
+    evaluations: float = 0.0
     solution: Solution | None = None
 
     @property
@@ -63,8 +66,8 @@ class BackwardRecord:
 
     @property
     def n_steps(self) -> int:
-        """Evaluations of the adjoint map (the VJPs), as ``Solution.n_steps``."""
-        return self.vjps
+        """Steps of the adjoint solve (``Solution.n_steps``); the VJPs without one."""
+        return round(self.vjps) if self.solution is None else self.solution.n_steps
 
     @property
     def residual(self) -> float | None:
@@ -73,7 +76,7 @@ class BackwardRecord:
     def __repr__(self) -> str:
         tail = "" if self.exact else f", not exact: {self.reason}"
         solve = "" if self.solution is None else f", adjoint {self.solution!r}"
-        return f"BackwardRecord({self.method}, vjps={self.vjps}{solve}{tail})"
+        return f"BackwardRecord({self.method}, vjps={self.vjps:.3g}{solve}{tail})"
 
 
 @dataclass
@@ -91,7 +94,8 @@ class FixedPointStats:
     ``unconverged_backward`` (adjoint solves that failed), ``inexact_gradients``
     (backward passes whose gradient is not exact, approximate methods included), and
     the work done: ``forward_evaluations`` (evaluations of ``f`` by the solver, in full
-    batches: rows evaluated / batch size) and ``backward_vjps``.
+    batches: rows evaluated / batch size), ``backward_vjps`` and ``backward_evaluations``
+    (also in full batches).
     """
 
     forward: Solution | None = None
@@ -103,22 +107,21 @@ class FixedPointStats:
     unconverged_backward: int = 0
     inexact_gradients: int = 0
     forward_evaluations: float = 0
-    backward_vjps: int = 0
+    backward_vjps: float = 0
+    backward_evaluations: float = 0
     warned: set[str] = field(default_factory=set)
 
     def reset_counts(self) -> None:
         """Zero the running counts (the last Solutions and the warned-once flags stay)."""
-        for name in ("forward_solves", "backward_passes", "forward_evaluations"):
+        for name in self.counts():
             setattr(self, name, 0)
-        for name in ("unconverged_forward", "unconverged_backward", "inexact_gradients"):
-            setattr(self, name, 0)
-        self.backward_vjps = 0
 
     def counts(self) -> dict[str, float]:
         """The running counts as a dict (e.g. for a training log)."""
         names = ("forward_solves", "unconverged_forward", "backward_passes")
         names += ("unconverged_backward", "inexact_gradients", "forward_evaluations")
-        return {name: getattr(self, name) for name in (*names, "backward_vjps")}
+        names += ("backward_vjps", "backward_evaluations")
+        return {name: getattr(self, name) for name in names}
 
     def record_forward(self, solution: Solution) -> None:
         self.forward = solution
@@ -131,6 +134,7 @@ class FixedPointStats:
         self.gradient = record
         self.backward_passes += 1
         self.backward_vjps += record.vjps
+        self.backward_evaluations += record.evaluations
         self.unconverged_backward += not record.converged
         self.inexact_gradients += not record.exact
 

@@ -59,6 +59,7 @@ from deqlab.packing import Packing
 from deqlab.solvers import Anderson, Solution, Solver, SolverError
 from deqlab.solvers.rows import RowMap
 from deqlab.solvers.solution import resolve_tol
+from deqlab.vjp import VJP
 
 __all__ = [
     "DEQ",
@@ -117,7 +118,7 @@ class _ImplicitGradient(torch.autograd.Function):
         if not isinstance(spec.backward, JacobianFree) and not bool(torch.isfinite(grad).all()):
             raise ValueError("the gradient reaching the fixed point z* must be finite; got NaN/Inf")
         (z_star,) = ctx.saved_tensors
-        vjp = _vjp_at(spec.f, z_star) if isinstance(spec.backward, Implicit | Phantom) else None
+        vjp = VJP(spec.f, z_star) if isinstance(spec.backward, Implicit | Phantom) else None
         problem = Adjoint(
             vjp, grad, spec.forward, spec.solver, spec.stats, spec.on_failure, spec.hint
         )
@@ -125,20 +126,6 @@ class _ImplicitGradient(torch.autograd.Function):
             u, record = adjoint(spec.backward, problem)
         spec.stats.record_gradient(record)
         return u, None, None
-
-
-def _vjp_at(f: Map, z_star: torch.Tensor) -> Map:
-    """``u ↦ J_f(z*)ᵀ u`` (one evaluation of ``f`` now, one VJP per call)."""
-    with torch.enable_grad():
-        z_leaf = z_star.detach().requires_grad_()
-        f_z = f(z_leaf)
-
-    def vjp(u: torch.Tensor) -> torch.Tensor:
-        with torch.enable_grad():
-            (out,) = torch.autograd.grad(f_z, z_leaf, u, retain_graph=True, allow_unused=True)
-        return torch.zeros_like(u) if out is None else out
-
-    return vjp
 
 
 def _resolve(solver: Solver | None, backward: Backward | None) -> tuple[Solver, Backward]:
