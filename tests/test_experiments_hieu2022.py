@@ -9,7 +9,7 @@ import torch
 from deqlab.experiments.config import ConfigError
 from deqlab.experiments.hieu2022 import dynamics_report, landscape_report
 from deqlab.experiments.hieu2022.dynamics import Hieu2022Dynamics, pca_2d
-from deqlab.experiments.hieu2022.gd_proof import GDTrace, implication, premise, theorem_3_3_5
+from deqlab.experiments.hieu2022.gd_proof import GDTrace, premise, theorem_3_3_5
 from deqlab.experiments.hieu2022.landscape import Hieu2022Landscape
 from deqlab.experiments.hieu2022.landscape_report import flat_areas, surfaces
 from deqlab.experiments.hieu2022.mondeq_gd import Hieu2022MonDEQGD
@@ -24,7 +24,7 @@ from deqlab.experiments.hieu2022.statements import (
     step_size_hypothesis,
     untrained,
 )
-from deqlab.statements import Kind, Source, Verdict, measure
+from deqlab.statements import Kind, Source, Verdict, implication, measure
 from deqlab.theory.mondeq import Inequality
 from test_experiments_kawaguchi2021 import MemoryCheckpoints
 
@@ -586,17 +586,17 @@ def test_implication_passes_fails_and_is_not_applicable_after_its_premise_fails(
         return build
 
     holds = premise(_sided([1.0, 0.9, 0.8, 0.7], {}), "13")
-    (passed,) = implication(check([0.5, 0.6, 0.7]), 3, holds)
+    (passed,) = implication(check([0.5, 0.6, 0.7]), 3, holds.statement, holds.first)
     assert passed.verdict is PASS and passed.value == 0.7
-    (failed,) = implication(check([0.5, 2.0, 0.7]), 3, holds)
+    (failed,) = implication(check([0.5, 2.0, 0.7]), 3, holds.statement, holds.first)
     assert failed.verdict is FAIL
     grows = premise(_sided([1.0, 2.0, 0.8, 0.7], {}), "13")  # fails at step 1
-    checked, rest = implication(check([0.5, 2.0, 3.0]), 3, grows)
+    checked, rest = implication(check([0.5, 2.0, 3.0]), 3, grows.statement, grows.first)
     assert checked.verdict is PASS and checked.value == 0.5  # step 0 → 1 only
     assert rest.name == "Q, from step 1" and rest.verdict is NA and rest.value == 3.0
     assert "Hypotheses 1 and 3 at every step" in rest.detail and "step 1" in rest.needs
     outer = condition_hypothesis(_ineq(1.0, 8.0), width=8, condition="Condition 2", fit=None, m=0.1)
-    (inside,) = implication(check([0.5, 0.6, 0.7]), 3, holds, [outer])
+    (inside,) = implication(check([0.5, 0.6, 0.7]), 3, holds.statement, holds.first, [outer])
     assert inside.verdict is NA  # an unmet condition of the theorem
 
 

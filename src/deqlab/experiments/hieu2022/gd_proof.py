@@ -6,7 +6,8 @@ Propositions 5 and 6 and Lemmas 3.3.7–3.3.9 say "if Hypotheses 1 and 3 hold fo
 Lemma 3.3.7 only Hypothesis 1, Lemma 3.3.6 nothing. Each is checked only where its premise
 held: on the steps ``k → k+1`` with ``k < f``, ``f`` the first step ``≥ 1`` where the premise
 fails (or is not measured). From ``f`` on it is NOT APPLICABLE, in a statement of its own
-that names the premise statement (a HYPOTHESIS with the failing step and its margin).
+that names the premise statement (a HYPOTHESIS with the failing step and its margin):
+:func:`deqlab.statements.implication`.
 
 Propositions 5–6 also use Condition 2 (Eqs. 3.16–3.17) and, like Theorem 3.3.5, the
 step-size condition: they are NOT APPLICABLE wherever those are unmet. The lemmas use
@@ -18,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from deqlab.experiments.hieu2022.statements import (
     PROPOSITION_5,
@@ -30,7 +32,7 @@ from deqlab.experiments.hieu2022.statements import (
     step_size_hypothesis,
 )
 from deqlab.papers import HIEU
-from deqlab.statements import Statement, is_measured, number, theorem
+from deqlab.statements import Statement, implication, is_measured, number, theorem
 from deqlab.theory.mondeq import PARAMETERS, Inequality, gd_rate, rate_defined
 from deqlab.theory.mondeq_step import STEP_KEYS
 
@@ -200,22 +202,16 @@ def premise(trace: GDTrace, which: str) -> Premise:
 
 # --- implications ------------------------------------------------------------------------
 
-Check = Callable[[range, str], Statement]
 
-
-def implication(
-    check: Check, steps: int, given: Premise | None, outer: Sequence[Statement] = ()
+def _implication(
+    check: Callable[[range, str], Statement],
+    steps: int,
+    given: Premise,
+    outer: Sequence[Statement] = (),
 ) -> list[Statement]:
-    """``check`` on the steps ``k → k+1`` (``k = 0, …, steps − 1``) where ``given`` held for
-    every ``k′ ≤ k``, and NOT APPLICABLE on the rest (a second statement, only when there is
-    a rest). ``check(ks, suffix)`` builds the statement over the steps ``ks``; ``outer`` are
-    hypotheses of the theorem the step belongs to (Condition 2, the step size)."""
-    end = steps if given is None or given.first is None else min(given.first, steps)
-    out = [theorem(check(range(end), ""), outer)]
-    if end < steps:
-        rest = check(range(end, steps), f", from step {end}")
-        out.append(theorem(rest, [*outer, given.statement]))
-    return out
+    """``check`` as an induction step with premise ``given``
+    (:func:`deqlab.statements.implication`)."""
+    return implication(check, steps, given.statement, given.first, outer)
 
 
 def _span(ks: range) -> str:
@@ -253,12 +249,14 @@ def step_lemma_check(trace: GDTrace, key: str, ks: range, suffix: str) -> Statem
 
 
 def step_lemma_statements(trace: GDTrace, premises: Mapping[str, Premise]) -> list[Statement]:
-    """Lemmas 3.3.6–3.3.10 as implications (:func:`implication`), from ``trace.sides``."""
+    """Lemmas 3.3.6–3.3.10 as implications (Lemma 3.3.6 has no premise), from
+    ``trace.sides``."""
     steps = len(trace.losses) - 1
     out = []
     for key, (_, _, which) in STEP_LEMMAS.items():
         given = premises[which] if which else None
-        out += implication(lambda ks, s, key=key: step_lemma_check(trace, key, ks, s), steps, given)
+        check = partial(step_lemma_check, trace, key)
+        out += [check(range(steps), "")] if given is None else _implication(check, steps, given)
     return out
 
 
@@ -313,8 +311,8 @@ def theorem_3_3_5(
             suffix=suffix,
         )
 
-    out += implication(balls, steps, premises["13"], hypotheses)
-    out += implication(sigma, steps, premises["13"], hypotheses)
+    out += _implication(balls, steps, premises["13"], hypotheses)
+    out += _implication(sigma, steps, premises["13"], hypotheses)
     if any(any(is_measured(x) for x in lhs) for lhs, _ in trace.sides.values()):
         out += step_lemma_statements(trace, premises)
     return out
