@@ -18,6 +18,9 @@ For ``z* = f(z*, θ)`` and a loss gradient ``g = ∂ℓ/∂z*``, every method re
 * :class:`Unrolled` — backpropagation through the solver's iterations: the derivative of
   the returned iterate, the test oracle; the implicit gradient only in the limit.
 
+:class:`ImplicitGradient` is the ``torch.autograd.Function`` that puts ``u`` in place of
+``g`` during ``.backward()`` (:func:`deqlab.fixed_point` applies it).
+
 ``Implicit(init="shine")`` starts the exact adjoint solve from SHINE's estimate and
 ``Implicit(warm_start=True)`` from the previous adjoint: both only move the starting
 point, so the gradient stays exact and fewer VJPs are needed when the start is good.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
@@ -236,3 +240,51 @@ def _start(backward: Implicit, problem: Adjoint) -> torch.Tensor:
     if backward.init == "shine":
         return -problem.forward.inverse_jacobian.rmatvec(g)
     return torch.zeros_like(g)
+
+
+@dataclass(frozen=True)
+class GradientSpec:
+    """Everything :class:`ImplicitGradient` needs besides tensors (built by ``fixed_point``)."""
+
+    f: Map
+    solver: Solver
+    backward: Backward
+    stats: FixedPointStats
+    hint: Hint
+    on_failure: str | None
+    forward: Solution
+
+
+class ImplicitGradient(torch.autograd.Function):
+    """Identity on values (returns ``z*``); backward maps ``g`` to the ``u`` of the
+    backward object (:func:`adjoint`), which autograd sends along the edge ``f(z*)``."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, z_out: torch.Tensor, z_star: torch.Tensor, spec: GradientSpec
+    ) -> torch.Tensor:
+        # z_out = f(z*) carries the graph to the closed-over tensors; z_star the values.
+        ctx.save_for_backward(z_star)
+        ctx.spec = spec
+        return z_star.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
+        spec: GradientSpec = ctx.spec
+        if torch.is_grad_enabled():  # backward(create_graph=True)
+            raise RuntimeError(
+                "fixed_point supports first-order gradients only with Implicit, Phantom, Shine "
+                "and JacobianFree (create_graph=True was requested); use backward=Unrolled() "
+                "for higher order"
+            )
+        if not isinstance(spec.backward, JacobianFree) and not bool(torch.isfinite(grad).all()):
+            raise ValueError("the gradient reaching the fixed point z* must be finite; got NaN/Inf")
+        (z_star,) = ctx.saved_tensors
+        vjp = VJP(spec.f, z_star) if isinstance(spec.backward, Implicit | Phantom) else None
+        problem = Adjoint(
+            vjp, grad, spec.forward, spec.solver, spec.stats, spec.on_failure, spec.hint
+        )
+        with torch.no_grad():
+            u, record = adjoint(spec.backward, problem)
+        spec.stats.record_gradient(record)
+        return u, None, None

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -35,14 +34,14 @@ from torch import nn
 
 from deqlab._checks import check_bool, check_choice
 from deqlab.backward import (
-    Adjoint,
     Backward,
+    GradientSpec,
     Implicit,
+    ImplicitGradient,
     JacobianFree,
     Phantom,
     Shine,
     Unrolled,
-    adjoint,
     check_backward,
 )
 from deqlab.fixed_point_diagnostics import FixedPointDiagnostics, fixed_point_diagnostics
@@ -59,7 +58,6 @@ from deqlab.packing import Packing
 from deqlab.solvers import Anderson, Solution, Solver, SolverError
 from deqlab.solvers.rows import RowMap
 from deqlab.solvers.solution import resolve_tol
-from deqlab.vjp import VJP
 
 __all__ = [
     "DEQ",
@@ -82,50 +80,6 @@ Map = Callable[[torch.Tensor], torch.Tensor]
 #: practice: torchdeq stops at 1e-3 within 40 iterations): Anderson per sample, relative
 #: tolerance 1e-3, at most 40 evaluations. The adjoint (exact ``Implicit``) uses it too.
 TRAINING_SOLVER = Anderson(tol=1e-3, max_iter=40, per_sample=True)
-
-
-@dataclass(frozen=True)
-class _Spec:
-    """Everything the autograd Function needs besides tensors."""
-
-    f: Map
-    solver: Solver
-    backward: Backward
-    stats: FixedPointStats
-    hint: Hint
-    on_failure: str | None
-    forward: Solution
-
-
-class _ImplicitGradient(torch.autograd.Function):
-    """Identity on values (returns ``z*``); backward maps ``g`` to the adjoint ``u``."""
-
-    @staticmethod
-    def forward(ctx: Any, z_out: torch.Tensor, z_star: torch.Tensor, spec: _Spec) -> torch.Tensor:
-        # z_out = f(z*) carries the graph to the closed-over tensors; z_star the values.
-        ctx.save_for_backward(z_star)
-        ctx.spec = spec
-        return z_star.clone()
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
-        spec: _Spec = ctx.spec
-        if torch.is_grad_enabled():  # backward(create_graph=True)
-            raise RuntimeError(
-                "fixed_point supports first-order gradients only with Implicit/JacobianFree "
-                "(create_graph=True was requested); use backward=Unrolled() for higher order"
-            )
-        if not isinstance(spec.backward, JacobianFree) and not bool(torch.isfinite(grad).all()):
-            raise ValueError("the gradient reaching the fixed point z* must be finite; got NaN/Inf")
-        (z_star,) = ctx.saved_tensors
-        vjp = VJP(spec.f, z_star) if isinstance(spec.backward, Implicit | Phantom) else None
-        problem = Adjoint(
-            vjp, grad, spec.forward, spec.solver, spec.stats, spec.on_failure, spec.hint
-        )
-        with torch.no_grad():
-            u, record = adjoint(spec.backward, problem)
-        spec.stats.record_gradient(record)
-        return u, None, None
 
 
 def _resolve(solver: Solver | None, backward: Backward | None) -> tuple[Solver, Backward]:
@@ -231,8 +185,8 @@ def fixed_point(
     z_out = f(z_star)  # one tracked step: the edge to every tensor f closes over
     if not z_out.requires_grad:
         return _unpack(z_star, packing)
-    spec = _Spec(f, solver, backward, stats, hint, on_failure, solution)
-    return _unpack(_ImplicitGradient.apply(z_out, z_star, spec), packing)
+    spec = GradientSpec(f, solver, backward, stats, hint, on_failure, solution)
+    return _unpack(ImplicitGradient.apply(z_out, z_star, spec), packing)
 
 
 def _record_unrolled(solution: Solution, stats: FixedPointStats) -> None:
