@@ -104,3 +104,42 @@ def test_a_width_sweep_prints_a_table_and_draws_a_figure(tmp_path):
     assert "width sweep, K computed once: λ* = " in out
     assert [line.split()[0] for line in out.splitlines()[3:6]] == ["8", "16", "64"]
     assert "λ_0/(mλ*/2) (Theorem 2): " in out and (tmp_path / "width_sweep.png").is_file()
+
+
+def test_a_file_of_zero_bytes_is_not_a_valid_npy_file(tmp_path):
+    path = tmp_path / "zeros.npy"
+    path.write_bytes(bytes(4096))  # stands in for 200 MB of zero bytes
+    assert one_error(invoke("verify", "--input", path)) == (
+        f"error: {str(path)!r} is not a valid .npy array file (it does not start with the NumPy "
+        "header; pickled data is never loaded); save the array with numpy.save"
+    )
+
+
+def test_an_npy_header_that_claims_more_than_the_file_holds_is_refused(tmp_path):
+    path = tmp_path / "liar.npy"
+    np.save(path, np.zeros(100))
+    raw = path.read_bytes().replace(b"(100,)", b"(1000000, 1000000)")
+    header_end = raw.index(b"\n") + 1
+    path.write_bytes(raw[:header_end] + bytes(800))
+    message = one_error(invoke("verify", "--input", path))
+    assert message.startswith(f"error: {str(path)!r} is not a valid .npy array file: its header "
+                              "claims shape (1000000, 1000000) float64 = 8 TB")  # fmt: skip
+
+
+def test_a_million_points_are_refused_within_seconds_with_the_largest_n_that_fits():
+    start = time.monotonic()
+    result = invoke("verify", "--dataset", "sphere", "--n", "1000000", "--d", "5", "--width", "50")
+    message = one_error(result)
+    assert message.startswith("error: `--n`: n = 1000000 needs 16 TB for K, the DEQ NTK over it")
+    largest = int(message.rsplit(" ", 1)[1])
+    assert 1000 < largest < 1_000_000 and time.monotonic() - start < 30
+    fits = invoke("verify", "--dataset", "sphere", "--n", "12", "--d", "5", "--width", "50")
+    assert fits.exit_code == 0, fits.output
+
+
+def test_the_python_api_refuses_in_the_same_line_naming_x():
+    from deqlab.verify import verify
+
+    X = np.lib.stride_tricks.as_strided(np.ones(1), shape=(10**6, 5), strides=(0, 0))
+    with pytest.raises(ValueError, match=r"^`X`: n = 1000000 needs 16 TB for K"):
+        verify(X, np.zeros(10**6))

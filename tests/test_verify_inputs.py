@@ -156,7 +156,7 @@ def test_a_non_numeric_label_names_the_column_and_the_value(tmp_path):
     [
         ("x.txt", b"1,2", "the extension must be one of .npy, .npz, .pt, .csv"),
         ("x.npz", b"not a zip file", "cannot read"),
-        ("x.npy", b"\x93NUMPY garbage", "cannot read"),
+        ("x.npy", b"\x93NUMPY garbage", "is not a valid .npy array file"),
         ("x.pt", b"garbage", "cannot read"),
         ("x.csv", b"a,b,y\n1,2,3\n4,5\n", "line 3: 2 columns, the first line has 3"),
         ("x.csv", b"a,y\n1,2\n3,oops\n", "line 3: the label column 'y' holds 'oops'"),

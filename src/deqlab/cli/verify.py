@@ -13,9 +13,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import typer
 
 from deqlab.cli.app import JSON_HELP, app, echo_json, fail
+from deqlab.cli.progress import progress_bar
 from deqlab.data.registry import DATASETS
 
 MODEL_METAVAR = "relu-deq|mondeq|delm"
@@ -114,7 +116,7 @@ def verify_command(
 ) -> None:
     """Check the papers' hypotheses and predictions on your data and model."""
     from deqlab.verify import load_dataset, load_file, verify
-    from deqlab.verify.checks import check_model
+    from deqlab.verify.checks import check_memory, check_model
 
     try:
         if (dataset is None) == (input_file is None):
@@ -130,17 +132,20 @@ def verify_command(
         if dataset is not None:
             X, y, name = load_dataset(dataset, n=n, d=d, classes=_classes(classes), seed=seed,
                                       data_dir=data_dir)  # fmt: skip
-            labels = "the data set's labels"
+            labels, subject = "the data set's labels", "`--n`"
         else:
             X, y, labels = load_file(input_file, label_column=label_column)
-            name = str(input_file)
+            name, subject = str(input_file), f"`--input` {str(input_file)!r}"
+        shape = np.shape(X)
+        check_memory(check, shape[0], shape[1] if len(shape) == 2 else 0, train=train,
+                     subject=subject)  # fmt: skip
         common = {"seed": seed, "train": train, "eta": eta, "normalize": normalize,
                   "standardize": standardize, "name": name, "labels": labels}  # fmt: skip
         if check.model == "delm" and widths[0] is not None and widths[0] != len(X[0]):
             raise ValueError(f"`width` of the DELM is d = {len(X[0])} (φ(x) = x); got {widths[0]}")
         if len(widths) > 1:
             return _sweep(X, y, check, widths, common, as_json, out)
-        with _progress_bar() as progress:
+        with progress_bar() as progress:
             result = verify(X, y, check, target_loss=target_loss, progress=progress, **common)
         page = None if out is None else result.write_html(out)
     except (ValueError, TypeError, OSError) as err:  # a missing data set is an OSError
@@ -186,7 +191,7 @@ def _sweep(X, y, check, widths, common: dict, as_json: bool, out: Path | None) -
 
     if check.model != "relu-deq" or common["train"]:
         raise ValueError("a width sweep (--width M,M,...) is for --model relu-deq without --train")
-    with _progress_bar() as progress:
+    with progress_bar() as progress:
         found = sweep(X, y, check, widths, progress=progress,
                       **{k: v for k, v in common.items() if k not in ("train", "eta")})  # fmt: skip
     figure = None if out is None else found.draw(out)
@@ -218,27 +223,6 @@ def _classes(text: str | None) -> tuple[int, ...] | None:
         return tuple(int(c) for c in text.split(","))
     except ValueError:
         raise ValueError(f"--classes must be integers separated by commas; got {text!r}") from None
-
-
-class _progress_bar:
-    """A rich progress bar on stderr (nothing on stdout), removed when done."""
-
-    def __enter__(self):
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                            TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                            console=Console(stderr=True), transient=True)  # fmt: skip
-        self.bar.start()
-        self.task = self.bar.add_task("verify", total=1)
-        return self.update
-
-    def update(self, what: str, done: int, total: int) -> None:
-        self.bar.update(self.task, description=what, completed=done, total=max(total, 1))
-
-    def __exit__(self, *exc: object) -> None:
-        self.bar.stop()
 
 
 def print_result(result) -> None:

@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import deqlab
 from deqlab._checks import check_int, check_positive
 from deqlab.statements import Counts, Statement
 from deqlab.verify.answers import Answer, StandIns, relu_standins
-from deqlab.verify.checks import Check, check_for, run_check
+from deqlab.verify.checks import Check, check_for, check_memory, run_check
 from deqlab.verify.inputs import prepare
 from deqlab.verify.progress import Progress, silent
 
@@ -150,6 +152,8 @@ def verify(
     train = check_int("train", train, min_value=0)
     eta = None if eta is None else check_positive("eta", eta)
     target_loss = None if target_loss is None else check_positive("target_loss", target_loss)
+    n, d = _shape(X)
+    check_memory(check, n, d, train=train, subject="`X`")
     inputs = prepare(X, y, name=name, normalize=normalize, standardize=standardize, labels=labels)
     found = run_check(check, inputs, seed=seed, train=train, eta=eta, progress=progress)
     settings = {
@@ -178,3 +182,10 @@ def verify(
         found.init,
         found.run,
     )
+
+
+def _shape(X: object) -> tuple[int, int]:
+    """(n, d) of an (n, d) array-like without copying it; (0, 0) when it is not 2-D (the
+    data checks then say what is wrong)."""
+    shape = tuple(getattr(X, "shape", None) or np.shape(X))
+    return (int(shape[0]), int(shape[1])) if len(shape) == 2 else (0, 0)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from deqlab._checks import check_choice, check_int, check_positive, check_real
+from deqlab._memory import check_square
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import check_radius
 from deqlab.verify import answers, delm, mondeq, relu_deq, relu_deq_train
@@ -184,6 +185,31 @@ def check_for(model: str | Check) -> Check:
     if isinstance(model, ReLUDEQCheck | MonDEQCheck | DELMCheck):
         return model
     return CHECKS[check_choice("model", model, CHECKS)]()
+
+
+def check_memory(check: Check, n: int, d: int, *, train: int, subject: str) -> None:
+    """Refuse, before anything n×n is computed, what would not fit in memory (one line with
+    the largest n that fits: :func:`deqlab._memory.check_square`); ``subject`` names the
+    argument ("`--n`", "`--input` 'file'", "`X`"); no points: nothing to check (the data
+    checks say what is wrong)."""
+    if n < 1:
+        return
+    if isinstance(check, ReLUDEQCheck):
+        m = check.width
+        stand_ins = n <= relu_deq.STANDIN_LIMIT or train
+        buffers = relu_deq.STANDIN_BUFFERS if stand_ins else relu_deq.KERNEL_BUFFERS
+        what = "K, the DEQ NTK over it and a work array" + (
+            ", then H(0) of Eq. (4)" if stand_ins else ""
+        )
+        # per point: X, Z(0), the adjoint and gradients (m each); W(0) and its solves spread
+        per_point = 8 * (d + 4 * m) + math.ceil(24 * m * m / n)
+    elif isinstance(check, MonDEQCheck):
+        top = 2 * max(check.width, mondeq.FIT_WIDTH_FACTOR * n)  # the widest fit network
+        buffers, per_point = 6 * (top / n) ** 2, 8 * (d + 4 * top)
+        what = f"the monotone DEQs up to width {top} (W, A, B, the splitting's inverse)"
+    else:
+        buffers, per_point, what = 0, 8 * 4 * d, "the DELM's inputs and equilibria"
+    check_square(subject, n, what, buffers=buffers, per_point=per_point)
 
 
 def check_model(model: str, settings: dict[str, Any]) -> Check:

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from deqlab.data.diagnostics import InputDiagnostics, input_diagnostics
+from deqlab.data.npy import read_npy
 from deqlab.data.preprocess import normalize_columns
 from deqlab.experiments.ling2023.statements import assumption2 as ling2023_assumption2
 from deqlab.statements import Statement
@@ -245,7 +246,12 @@ def load_file(path: str | os.PathLike[str], *, label_column: str | None = None) 
 
 
 def _read_npy(path: Path, _: str | None) -> DataFile:
-    array = np.load(path, allow_pickle=False)
+    """The one .npy reader of deqlab (:func:`deqlab.data.npy.read_npy`: the header checked
+    against the file's size, no pickles), its one line kept as it is."""
+    try:
+        array = read_npy(path, repr(str(path)))
+    except ValueError as err:
+        raise InputError(str(err)) from None
     if array.ndim != 2 or array.shape[1] < 2:
         raise InputError(
             f"{str(path)!r} must hold one (n, d + 1) array, the labels in its last column; "

@@ -1,15 +1,6 @@
-"""How verify reports progress: ``progress(what, done, total)`` before each stage or step.
+"""How verify reports progress: :data:`deqlab._progress.Progress` (``progress(what, done,
+total)``), silent by default in the Python API, a bar on stderr in the CLI."""
 
-The CLI draws it as a rich progress bar on stderr; the Python API is silent by default.
-"""
+from deqlab._progress import Progress, silent
 
-from __future__ import annotations
-
-from collections.abc import Callable
-
-#: ``progress(what, done, total)``: ``what`` is starting, ``done`` of ``total`` finished.
-Progress = Callable[[str, int, int], None]
-
-
-def silent(what: str, done: int, total: int) -> None:
-    """The default :data:`Progress`: reports nothing."""
+__all__ = ["Progress", "silent"]

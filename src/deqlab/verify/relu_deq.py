@@ -56,7 +56,12 @@ from deqlab.theory.ling2023 import (
     width_margin,
 )
 from deqlab.theory.ntk import deq_ntk, pl_gram
-from deqlab.theory.spectra import least_eigenvalue_large, spectral_norm, spectral_norm_lanczos
+from deqlab.theory.spectra import (
+    DENSE_LIMIT,
+    least_eigenvalue_large,
+    spectral_norm,
+    spectral_norm_lanczos,
+)
 from deqlab.verify.inputs import Inputs, assumption2
 from deqlab.verify.progress import Progress, silent
 
@@ -79,6 +84,11 @@ SOLVE_TOL = 1e-10
 EXACT_NORM_LIMIT = 2000
 #: Up to this n, H(0) of Eq. (4) is formed for the stand-ins (ours: its n×n blocks).
 STANDIN_LIMIT = 5000
+#: n×n float64 arrays held at once at initialization: K (then the NTK over it) and the work
+#: array of the eigenvalue solves (later Z(0)ᵀZ(0) and its work array).
+KERNEL_BUFFERS = 2
+#: n×n arrays of H(0) = H1 + H2 + H3 of the stand-ins (its blocks and their sum).
+STANDIN_BUFFERS = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,17 +138,16 @@ class Kernels:
 
 
 def kernels(inputs: Inputs, sigma_w2: float, progress: Progress = silent) -> Kernels:
-    """K (Eq. 14) and the DEQ NTK read off it (:func:`deqlab.theory.ntk.deq_ntk`), λ_min of each."""
+    """K (Eq. 14) and the DEQ NTK read off it (:func:`deqlab.theory.ntk.deq_ntk`), λ_min of
+    each, in two n×n buffers (:data:`KERNEL_BUFFERS`): K, then the NTK written over K once
+    λ* is taken, and one work array for both eigenvalue solves."""
     with warnings.catch_warnings():  # Assumption 1 is reported as a hypothesis statement
         warnings.simplefilter("ignore")
-        progress("population Gram matrix K (Eq. 14) and the DEQ NTK", 0, 4)
-        gram = population_gram(inputs.X, sigma_w2)
-        kernel = deq_ntk(inputs.X, sigma_w2, gram=gram)
-        progress("λ* = λ_min(K)", 1, 4)
-        K = least_eigenvalue_large(gram)
-        del gram
-        progress("λ_min of the DEQ NTK", 2, 4)
-        ntk = least_eigenvalue_large(kernel)
+        gram = population_gram(inputs.X, sigma_w2, progress=progress)
+        work = torch.empty_like(gram) if gram.shape[0] > DENSE_LIMIT else None
+        K = least_eigenvalue_large(gram, work=work, progress=progress)
+        kernel = deq_ntk(inputs.X, sigma_w2, gram=gram, out=gram, progress=progress)
+        ntk = least_eigenvalue_large(kernel, work=work, progress=progress)
     return Kernels(K, ntk)
 
 

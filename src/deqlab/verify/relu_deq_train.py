@@ -8,7 +8,8 @@ The statements are the Figure 1 experiment's builders, fed this one run:
   APPLICABLE outside Condition 1 and Eq. (10);
 - Eqs. (4)–(5) and λ_min(H(τ)) ≥ λ_τ of Section 2.3
   (:func:`~deqlab.experiments.ling2023.statements.pl_statements`) over τ ≥ 1, guarded by
-  Lemma 2's ‖W(τ)‖₂ < 1; H(τ) = H1 + H2 + H3 (:func:`deqlab.theory.ntk.pl_gram`) is formed
+  Lemma 2's ‖W(τ)‖₂ < 1; λ_min of H(τ) = H1 + H2 + H3
+  (:func:`deqlab.theory.ling2023.pl_gram_lambda_min`) is taken
   at :data:`H_CHECKS` evenly spread steps and at the last.
 
 The run records steps τ = 0, …, T (the record of τ = T is taken after the T-th update).
@@ -20,15 +21,15 @@ import copy
 import math
 from dataclasses import dataclass
 
-import torch
-
 from deqlab.experiments.ling2023.statements import pl_statements, theorem1_statements
-from deqlab.models.relu_deq import ReLUDEQ
-from deqlab.solvers import SolverError
 from deqlab.statements import Statement, is_measured
-from deqlab.theory.ling2023 import PLMargins, Theorem1Margins, pl_margins, theorem1_margins
-from deqlab.theory.ntk import pl_gram
-from deqlab.theory.spectra import least_eigenvalue_large
+from deqlab.theory.ling2023 import (
+    PLMargins,
+    Theorem1Margins,
+    pl_gram_lambda_min,
+    pl_margins,
+    theorem1_margins,
+)
 from deqlab.train.relu_deq import GDConfig, GDTrainer
 from deqlab.verify.progress import Progress, silent
 from deqlab.verify.relu_deq import SOLVE_TOL, ReLUDEQInit
@@ -68,7 +69,7 @@ def train(init: ReLUDEQInit, *, steps: int, eta: float, progress: Progress = sil
         tau = trainer.step_count
         progress("gradient descent", tau, steps)
         if tau % every == 0 or tau == steps:
-            gram[tau] = h_lambda_min(model, X)
+            gram[tau] = pl_gram_lambda_min(model, X, SOLVE_TOL)
         trainer.step()
     records = [{**r, "H_lambda_min": gram.get(r["step"], math.nan)} for r in trainer.records]
     try:
@@ -76,16 +77,6 @@ def train(init: ReLUDEQInit, *, steps: int, eta: float, progress: Progress = sil
     except ValueError:  # step 0 has no loss or λ_0: nothing to compare with
         margins = None
     return Training(eta, records, trainer.stop_reason or "ok", trainer.message, margins)
-
-
-def h_lambda_min(model: ReLUDEQ, X: torch.Tensor) -> float:
-    """λ_min(H) of Eq. (4) at the model's θ (as computed, round-off included); NaN where
-    a solve fails (‖W‖₂ ≥ 1)."""
-    try:
-        H = pl_gram(model, X, tol=SOLVE_TOL)
-    except SolverError:
-        return math.nan
-    return least_eigenvalue_large(H).computed
 
 
 def statements(init: ReLUDEQInit, run: Training, guards: list[Statement]) -> list[Statement]:
