@@ -19,6 +19,8 @@ from deqlab.experiments.hieu2022.statements import (
     WidthFit,
     ball_check,
     condition_hypothesis,
+    conjecture_1_check,
+    proposition_3_check,
     rate_check,
     sigma_check,
     step_size_hypothesis,
@@ -444,6 +446,8 @@ def test_mondeq_gd_theorem_preset_meets_the_hypotheses_and_the_theorem_fails():
     assert lemma.verdict is FAIL and lemma.value > 1e3 and "step 0" in lemma.measured
     assert rows[0]["lemma3_3_8_lhs"] > 20 and rows[0]["lemma3_3_8_rhs"] < 0.01
     assert named["Lemma 3.3.8 at every GD step at n = 200, from step 1"].verdict is NA
+    prop3 = named["Proposition 3: L[T_α] ≤ √(1 − 2αm + α²L[I − W]²) at n = 200"]
+    assert prop3.verdict is PASS and 0.9 < prop3.value <= 1  # ‖T_α‖₂ = 0.0554, bound 0.0557
 
 
 def test_mondeq_gd_theorem_at_a_quarter_of_the_bound_holds_with_its_propositions():
@@ -617,3 +621,20 @@ def test_step_lemmas_compare_each_step_with_its_printed_bound():
     (later,) = [s for s in theorem_3_3_5(_sided([1.0, 0.9, 0.8, 0.7], sides), [], fits={}, m=0.1)
                 if s.name == "Lemma 3.3.10 at every GD step at n = 8"]  # fmt: skip
     assert later.verdict is FAIL and later.value == pytest.approx(0.5)  # step 1: −0.5 > −1
+
+
+def test_conjecture_1_reads_a_linear_rate_and_rejects_a_sublinear_one():
+    linear = conjecture_1_check([0.9**k for k in range(41)], width=8)
+    assert linear.verdict is PASS and linear.value == pytest.approx(1.0)
+    assert linear.kind is Kind.OBSERVATION and "linear convergence rate" in linear.source.quote
+    sublinear = conjecture_1_check([1 / (k + 1) for k in range(401)], width=8)
+    assert sublinear.verdict is FAIL and sublinear.value < 0.2  # ln 2 / ln 201
+    assert conjecture_1_check([1.0, 2.0, 3.0, 0.1, 0.01], width=8).value == 0.0  # no fall first
+    assert conjecture_1_check([1.0, math.nan, 0.5], width=8).verdict is NM
+    assert conjecture_1_check([1.0], width=8).verdict is NM
+
+
+def test_proposition_3_compares_the_forward_backward_operator_with_its_bound():
+    assert proposition_3_check(0.9, 0.95, alpha=0.1, width=8).verdict is PASS
+    assert proposition_3_check(0.97, 0.95, alpha=0.1, width=8).verdict is FAIL
+    assert proposition_3_check(math.nan, 0.95, alpha=0.1, width=8).verdict is NM

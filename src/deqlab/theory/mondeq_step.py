@@ -25,6 +25,7 @@ from collections.abc import Mapping
 import torch
 
 from deqlab._checks import check_positive, check_real
+from deqlab.solvers.splitting import MonotoneOperator
 from deqlab.theory.mondeq import Inequality, MonDEQConstants, c11, inequality
 from deqlab.theory.spectra import spectral_norm
 
@@ -105,10 +106,12 @@ def lemma_3_3_10(c: MonDEQConstants, *, eta: float, loss: float, i3: float) -> I
 def proposition_3(W: torch.Tensor, *, alpha: float, m: float) -> Inequality:
     """Proposition 3: ``L[T_α] = ‖I − α(I − W)‖₂ ≤ √(1 − 2αm + α²‖I − W‖₂²)``.
 
-    ``T_α`` of Eq. (3.5) is linear, so its Lipschitz constant is its spectral norm.
+    ``T_α`` of Eq. (3.5) is linear, so its Lipschitz constant is its spectral norm; the
+    bound is :meth:`deqlab.solvers.splitting.MonotoneOperator.contraction_bound`.
     """
     alpha = check_positive("alpha", alpha)
     eye = torch.eye(W.shape[0], dtype=W.dtype, device=W.device)
-    lip = spectral_norm((eye - W).detach())
-    rhs = max(1 - 2 * alpha * m + alpha**2 * lip**2, 0.0) ** 0.5
-    return inequality("Proposition 3", spectral_norm((eye - alpha * (eye - W)).detach()), "<=", rhs)
+    bound = MonotoneOperator(W.detach(), m).contraction_bound(alpha)
+    return inequality(
+        "Proposition 3", spectral_norm((eye - alpha * (eye - W)).detach()), "<=", bound
+    )

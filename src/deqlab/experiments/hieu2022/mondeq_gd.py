@@ -40,8 +40,10 @@ from deqlab.experiments.hieu2022 import mondeq_gd_report
 from deqlab.experiments.hieu2022.setting import CONDITION_KEYS, MonDEQSetting, build_model
 from deqlab.experiments.registry import register
 from deqlab.papers import HIEU
+from deqlab.solvers.splitting import ForwardBackward, MonotoneOperator
 from deqlab.statements import Statement
 from deqlab.theory.mondeq import lemma_columns, mondeq_constants, step_size_bound
+from deqlab.theory.mondeq_step import proposition_3
 from deqlab.train.mondeq_gd import MonDEQGD
 from deqlab.train.resumable import run_resumable
 
@@ -81,6 +83,13 @@ def _lemma_columns(trainer: MonDEQGD, W0: torch.Tensor, Z0: torch.Tensor) -> Row
     return lemma_columns(
         trainer.X, m=trainer.model.m, current=current, initial=trainer.initial, W=(W, W0), Z=(Z, Z0)
     )
+
+
+def _proposition_3(W: torch.Tensor, m: float) -> Row:
+    """Both sides of Proposition 3 at ``W(0)``, at forward-backward's default α = m/L²."""
+    alpha = ForwardBackward().step_size(MonotoneOperator(W, m))
+    row = proposition_3(W, alpha=alpha, m=m)
+    return {"prop3_alpha": alpha, "prop3_lhs": row["lhs"], "prop3_rhs": row["rhs"]}
 
 
 def _learning_rate(config: MonDEQGDConfig, width: int, X: torch.Tensor, y: torch.Tensor) -> float:
@@ -185,6 +194,10 @@ class Hieu2022MonDEQGD(Experiment):
         "sigma_ok": "σ_min(Z(k)) ≥ λ_0/2 (Hypothesis 2 at step k)",
         "loss_ok": "loss <= loss_bound (Hypothesis 3 at step k)",
         "eq3_8_lhs": "left side of Eq. (3.8) at initialisation (likewise _rhs; eq3_9 … eq3_18)",
+        "prop3_lhs": "‖I − α(I − W(0))‖₂ at α = prop3_alpha = m/‖I − W(0)‖₂² (Proposition 3; "
+        "prop3_rhs: its bound √(1 − 2αm + α²‖I − W‖₂²))",
+        "lemma3_3_8_lhs": "I₁ = ½‖ŷ(k+1) − ŷ(k)‖² of the step k → k+1 (likewise _rhs, its printed "
+        "bound; lemma3_3_6, lemma3_3_7_<p>, lemma3_3_9 (I₂), lemma3_3_10 (I₃))",
         "lemma3_3_2_lhs": "left side of Lemma 3.3.2 at every lemma_every-th step (likewise _rhs; "
         "lemma3_3_3, lemma3_3_4 against step 0, lemma3_3_4_output for Eq. C.6)",
     }
@@ -222,6 +235,7 @@ class Hieu2022MonDEQGD(Experiment):
         }
         for key, row in zip(CONDITION_KEYS, trainer.conditions, strict=True):
             constant.update({f"{key}_lhs": row["lhs"], f"{key}_rhs": row["rhs"]})
+        constant.update(_proposition_3(start[0], config.m))
         at_step = {int(r["step"]): r for r in lemmas}
         return [{**constant, **at_step.get(int(r["step"]), {}), **r} for r in trainer.records]
 

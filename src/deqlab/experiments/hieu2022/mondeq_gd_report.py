@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
 from deqlab.experiments.hieu2022.gd_proof import GDTrace, theorem_3_3_5, trace_from_records
-from deqlab.experiments.hieu2022.statements import WidthFit, lemma_statements
+from deqlab.experiments.hieu2022.statements import (
+    WidthFit,
+    conjecture_1_check,
+    lemma_statements,
+    proposition_3_check,
+)
 from deqlab.statements import Statement, min_step_gap, ours
 from deqlab.theory.mondeq import PARAMETERS, Inequality
 
@@ -76,9 +81,22 @@ def trace(config: MonDEQGDConfig, run: list[Row]) -> GDTrace:
 
 
 def statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
-    """Every statement of the experiment: :func:`mondeq_gd_statements`, then Lemmas
-    3.3.2–3.3.4 at the measured steps."""
-    return mondeq_gd_statements(config, rows) + lemma_statements(rows, run="GD run")
+    """Every statement of the experiment: :func:`mondeq_gd_statements`, Lemmas 3.3.2–3.3.4
+    at the measured steps, Proposition 3 at each width and Conjecture 1 at the widest."""
+    runs = by_width(rows)
+    found = [
+        proposition_3_check(
+            _float(run[0].get("prop3_lhs")),
+            _float(run[0].get("prop3_rhs")),
+            alpha=_float(run[0].get("prop3_alpha")),
+            width=width,
+        )
+        for width, run in runs.items()
+    ]
+    widest = config.widths[-1]
+    losses = [_float(r.get("loss")) for r in runs.get(widest, [])]
+    found.append(conjecture_1_check(losses, width=widest))
+    return mondeq_gd_statements(config, rows) + lemma_statements(rows, run="GD run") + found
 
 
 def mondeq_gd_statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:

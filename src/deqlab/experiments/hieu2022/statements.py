@@ -310,6 +310,55 @@ def lemma_statements(rows: Sequence[Mapping[str, object]], *, run: str) -> list[
     return out
 
 
+#: Ours: Conjecture 1's linear rate, read on a finite run — the second half of the run
+#: keeps at least this share of the first half's decay of ln L (1 for an exact linear
+#: rate; a sublinear one, L ∝ 1/k, gives ln 2/ln(K/2) → 0).
+LINEAR_SHARE = 0.5
+
+
+def proposition_3_check(lhs: float, rhs: float, *, alpha: float, width: int) -> Statement:
+    """Proposition 3: ``L[T_α] = ‖I − α(I − W)‖₂ ≤ √(1 − 2αm + α²L[I − W]²)`` at W(0), at
+    the forward-backward step ``alpha``; the value is ``lhs/rhs`` (to rounding, 1e-10)."""
+    ratio = lhs / rhs if is_measured(lhs) and is_measured(rhs) and rhs > 0 else None
+    return HIEU.theorem(
+        "Proposition 3, Section 3.2.2",
+        name=f"Proposition 3: L[T_α] ≤ √(1 − 2αm + α²L[I − W]²) at n = {width}",
+        quote="L[T_α] ≤ √(1 − 2αm + α²L[I − W]²)",
+        value=ratio,
+        relation="<=",
+        threshold=1.0 + 1e-10,
+        measured=f"‖T_α‖₂ = {number(lhs, 6)}, bound {number(rhs, 6)} at α = {alpha:.3g} = m/L² "
+        f"(W(0), n = {width})",
+        expected="‖T_α‖₂/bound ≤ 1 (+1e-10, rounding)",
+    )
+
+
+def conjecture_1_check(losses: Sequence[float], *, width: int) -> Statement:
+    """Conjecture 1 (Section 3.1), "optimizing DEQ model using (S)GD algorithm attain linear
+    convergence rate", on one GD run: the loss falls over the first half of the run and the
+    second half keeps at least :data:`LINEAR_SHARE` of the first half's decay of ``ln L``
+    (ours: a finite run's reading of a linear rate). The value is that share (0 when the
+    loss did not fall over the first half)."""
+    K = len(losses) - 1
+    ends = (losses[0], losses[K // 2], losses[-1]) if K >= 2 else (math.nan,) * 3
+    share = None
+    if all(is_measured(x) and x > 0 for x in ends):
+        first = math.log(ends[1] / ends[0])
+        share = math.log(ends[2] / ends[1]) / first if first < 0 else 0.0  # 0: no fall at all
+    return HIEU.observation(
+        "Section 3.1, Conjecture 1",
+        name=f"Conjecture 1: GD converges at a linear rate at n = {width}",
+        quote="Under suitable conditions, optimizing DEQ model using (S)GD algorithm attain "
+        "linear convergence rate",
+        value=share,
+        relation=">=",
+        threshold=LINEAR_SHARE,
+        measured=f"ln(L(K)/L(K/2)) / ln(L(K/2)/L(0)) = {number(share)}; L(0), L(K/2), L(K) = "
+        f"{', '.join(number(x) for x in ends)} (K = {K}) at n = {width}",
+        expected=f"≥ {LINEAR_SHARE:g} (ours): the second half keeps the first half's rate",
+    )
+
+
 def untrained(accuracies: Mapping[str, float | None]) -> str:
     """Why a statement about trained models is not measured: ``""`` when every model's
     final training accuracy reached :data:`TRAINED_ACCURACY`, else the ones that did not."""
