@@ -206,3 +206,27 @@ def test_bad_on_failure():
         DEQ(ScaledRotation(), on_failure="ignore")
     with pytest.raises(ValueError, match=r"`on_failure` must be one of"):
         fixed_point(torch.tanh, torch.zeros(2), on_failure=True)
+
+
+def test_a_batchnorm_cell_is_solved_as_one_problem():
+    # batch statistics couple the samples: no per-sample solve, no compaction
+    inner = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3), torch.nn.Tanh())
+    deq = DEQ(CellWithBatchNorm(inner.double()), on_failure="record")
+    x = torch.randn(8, 3, dtype=torch.float64)
+    deq(x)
+    assert deq.last_forward.sample_residuals.shape == (1,)
+    plain = DEQ(lambda z, x: 0.5 * inner(z) + x, on_failure="record")  # not inspected
+    plain(x)
+    assert plain.last_forward.sample_residuals.shape == (8,)
+    inner.eval()  # running statistics: each sample alone again
+    deq(x)
+    assert deq.last_forward.sample_residuals.shape == (8,)
+
+
+class CellWithBatchNorm(torch.nn.Module):
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, z, x):
+        return 0.5 * self.inner(z) + x

@@ -253,9 +253,9 @@ class DEQ(nn.Module):
             autograd reaches every tensor it uses, but its modules are not registered:
             ``deq.parameters()``, ``.to()`` and ``state_dict()`` do not see them.
         solver: default :data:`TRAINING_SOLVER` (Anderson per sample, rel tol 1e-3, 40
-            evaluations; per sample assumes the cell treats each sample alone — no
-            BatchNorm inside — and falls back to one problem for a state without a common
-            batch dim 0).
+            evaluations; per sample assumes the cell treats each sample alone, and falls
+            back to one problem for a state without a common batch dim 0 or a cell module
+            holding a BatchNorm in training mode).
         backward: default ``Implicit(init="grad")``: the exact implicit gradient (to the
             adjoint solver's tolerance), its solve started at ``g``.
         hint: as in :func:`fixed_point`.
@@ -265,6 +265,8 @@ class DEQ(nn.Module):
         row_compaction: with a per-sample solver and an input ``x`` whose dim 0 is the
             batch, evaluate the cell only on the samples still to converge (the others are
             frozen at their iterate that met the tolerance; :mod:`deqlab.solvers.rows`).
+            Needs a cell that treats each sample alone, wherever it sits in the batch; off
+            for a cell module holding a BatchNorm in training mode.
 
     ``forward(x, z0=None)``: if ``z0`` is None the starting point is
     ``cell.initial_state(x)`` when the cell defines that method, else ``zeros_like(x)``
@@ -327,11 +329,12 @@ class DEQ(nn.Module):
             z0 = self.initial_state(x)
             if self._cell_init is None:
                 f = _explaining_zeros_z0(f, z0)
+        mixes = _mixes_samples(self.cell)
         solver = self.solver
-        if self._default_solver and not _has_batch(z0):
+        if self._default_solver and (mixes or not _has_batch(z0)):
             solver = dataclasses.replace(solver, per_sample=False)
         f_packed, z0_packed, packing = _packed(f, z0, solver.per_sample)
-        if solver.per_sample and self.row_compaction:
+        if solver.per_sample and self.row_compaction and not mixes:
             f_packed = _row_map(self.cell, x, f_packed, packing, z0_packed.shape[0])
         z = fixed_point(
             f_packed,
@@ -403,6 +406,16 @@ def _row_map(
         return sub.pack(cell(sub.unpack(z_sub), x_sub), "f(z)")
 
     return RowMap(f, rows)
+
+
+def _mixes_samples(cell: Any) -> bool:
+    """The cell holds a BatchNorm in training mode: its output for one sample depends on
+    the others (batch statistics), so it is solved as one problem, without compaction."""
+    if not isinstance(cell, nn.Module):
+        return False
+    return any(
+        isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training for m in cell.modules()
+    )
 
 
 def _has_batch(z0: State) -> bool:
