@@ -14,8 +14,9 @@ other step) so that load hits both alike:
 2. **matched**: Anderson (history 6, regularisation 1e-4), relative tolerance 1e-3, 30
    iterations, per-sample stopping, exact implicit backward (adjoint by the same Anderson)
    in both: ms per step (median).
-3. **peak memory** of a few steps of each setting alone: CUDA ``max_memory_allocated``, or on
-   the CPU the growth of the process's peak RSS (VmHWM, reset through /proc/self/clear_refs).
+3. **peak memory** of three steps of each library alone: CUDA ``max_memory_allocated``, or on
+   the CPU the growth of the peak RSS of a fresh process (VmHWM, reset through
+   /proc/self/clear_refs, after the data are loaded).
 
 Every step also counts its work: cell evaluations (rows evaluated / batch size, counted by a
 wrapper around the cell) and VJPs (calls of ``torch.autograd.grad``, which both libraries use
@@ -32,6 +33,7 @@ import argparse
 import contextlib
 import json
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -248,25 +250,43 @@ def per_step(runs: list[Run], data, args, sync) -> None:
 
 
 def peak_memory(name: str, matched: bool, data, args, device, sync) -> float:
-    """Peak memory growth (MiB) of a few steps of one library alone."""
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-        before = torch.cuda.memory_allocated(device)
-    else:
-        with open("/proc/self/clear_refs", "w") as clear:
-            clear.write("5")  # reset VmHWM to the current RSS
-        before = _status_kib("VmRSS") * 1024
+    """Peak memory growth (MiB) of three steps of one library alone: on CUDA in this process
+    (``max_memory_allocated``); on the CPU in a fresh process (:func:`memory_probe`), since
+    this one's heap already holds what the earlier phases freed."""
+    if device.type != "cuda":
+        options = ["--channels", str(args.channels), "--batch", str(args.batch), "--seed",
+                   str(args.seed), "--threads", str(args.threads)]  # fmt: skip
+        if args.n_train is not None:
+            options += ["--n-train", str(args.n_train)]
+        probe = [sys.executable, __file__, *options, "--memory-probe", name, str(int(matched))]
+        return float(subprocess.run(probe, capture_output=True, text=True, check=True).stdout)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    _three_steps(name, matched, data, args, device, sync)
+    return (torch.cuda.max_memory_allocated(device) - before) / 2**20
+
+
+def _three_steps(name: str, matched: bool, data, args, device, sync) -> None:
     (run,) = make_runs([name], matched, args, device)
     stream = batches(*data, args.batch, args.seed)
     for _ in range(3):
         run.step(*next(stream), sync)
-    peak = (
-        torch.cuda.max_memory_allocated(device)
-        if device.type == "cuda"
-        else _status_kib("VmHWM") * 1024
-    )
-    return (peak - before) / 2**20
+
+
+def memory_probe(name: str, matched: bool, args) -> float:
+    """Peak RSS growth (MiB) of three CPU steps after the data are loaded and one step on two
+    images has initialised torch's kernels (Linux: VmHWM, reset to the current RSS through
+    /proc/self/clear_refs)."""
+    data = digits(torch.device("cpu"), args.n_train)
+    (warm,) = make_runs([name], matched, args, torch.device("cpu"))
+    warm.step(data[0][:2], data[1][:2], lambda: None)  # torch's lazy initialisation, 2 images
+    del warm
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")
+    before = _status_kib("VmRSS")
+    _three_steps(name, matched, data, args, torch.device("cpu"), lambda: None)
+    return (_status_kib("VmHWM") - before) / 1024
 
 
 def _status_kib(key: str) -> int:
@@ -324,6 +344,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--memory-probe", nargs=2, metavar=("LIBRARY", "MATCHED"),
+                        help="(internal) print the peak RSS growth of 3 CPU steps")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -334,6 +356,10 @@ def main(argv=None) -> dict:
         print("error: --device cuda but CUDA is not available", file=sys.stderr)
         raise SystemExit(2)
     torch.set_num_threads(args.threads)
+    if args.memory_probe:
+        name, matched = args.memory_probe
+        print(memory_probe(name, matched == "1", args))
+        return {}
     # an unconverged solve is counted in the gradient labels; the warning would repeat it
     warnings.simplefilter("ignore", deqlab.ConvergenceWarning)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)

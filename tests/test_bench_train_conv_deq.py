@@ -38,7 +38,7 @@ def test_tiny_run_reports_work_and_labels(tmp_path):
         for r in rows:
             assert r["cell_evaluations_per_step"] >= 2 and r["ms_per_step_median"] > 0
             assert sum(r["gradient"].values()) == r["steps"]
-            assert r["peak_memory_mib"] is not None
+            assert r["peak_memory_mib"] >= 0  # CPU: a fresh process per library
     defaults = {r["library"]: r for r in results["defaults"]}
     # torchdeq's default is the 1-step gradient: no adjoint VJPs, never exact
     assert defaults["torchdeq"]["vjps_per_step"] == 0
