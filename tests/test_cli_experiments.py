@@ -115,4 +115,5 @@ def test_unwritable_output_directory(tmp_path):
     blocker.write_text("")
     result = invoke("reproduce", "test-lsq-gd", "--preset", "tiny", "--out", blocker / "out")
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
-    assert "error: output directory" in result.stderr and "is not writable" in result.stderr
+    assert "error: output directory" in result.stderr  # issue 26: says why it cannot be used
+    assert f"cannot be made: '{blocker}' is a file, not a directory" in result.stderr
