@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import statistics
 import subprocess
@@ -360,6 +361,10 @@ def main(argv=None) -> dict:
         name, matched = args.memory_probe
         print(memory_probe(name, matched == "1", args))
         return {}
+    if "torchdeq" in args.libraries and importlib.util.find_spec("torchdeq") is None:
+        print("torchdeq is not installed (pip install torchdeq==0.1.0, the `bench` extra): "
+              "deqlab alone", file=sys.stderr)  # fmt: skip
+        args.libraries = [name for name in args.libraries if name != "torchdeq"]
     # an unconverged solve is counted in the gradient labels; the warning would repeat it
     warnings.simplefilter("ignore", deqlab.ConvergenceWarning)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
