@@ -318,6 +318,14 @@ def show(
         Path("results"), help="Run store whose finished runs time the run-time estimate."
     ),
     data_dir: Path | None = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
+    measure: float | None = typer.Option(
+        None,
+        "--measure",
+        metavar="SECONDS",
+        min=1,
+        help="Time the preset's first steps here for about SECONDS (its own tasks at its "
+        "config, no checkpoints) and extrapolate the run time from them.",
+    ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Show an experiment's config, data, metrics, paper setting and run time, before a run.
@@ -325,7 +333,8 @@ def show(
     The config keys with their types, defaults and the preset's values; the data sets the
     preset reads and whether each is on this machine; the columns of metrics.csv and their
     meanings; the paper's setting and this preset's deviations from it; an estimated run
-    time (from finished runs of this preset in --out, else a generic estimate).
+    time (from finished runs of this preset in --out, or with --measure from its first
+    steps timed now on this machine, else a generic estimate).
     """
     from deqlab.experiments.registry import get_experiment
     from deqlab.runs.api import resolve
@@ -336,7 +345,9 @@ def show(
         resolved = resolve(experiment, preset, config_file=config, overrides=overrides)
     except (ValueError, TypeError) as err:
         raise fail(str(err)) from None
-    info = describe_experiment(experiment, preset, config=resolved, out=out, data_dir=data_dir)
+    info = describe_experiment(
+        experiment, preset, config=resolved, out=out, data_dir=data_dir, measure=measure
+    )
     if as_json:
         echo_json(info)
         return

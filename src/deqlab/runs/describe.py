@@ -173,8 +173,25 @@ def estimate_run_time(
         "seconds": None,
         "runs": 0,
         "text": f"{generic} (a generic estimate for the {preset!r} preset: no finished run "
-        f"of it{where} to time)",
+        f"of it{where} to time; `--measure 30` times its first steps here)",
     }
+
+
+def _run_time(
+    experiment: Experiment,
+    preset: str,
+    config: Any,
+    digest: str,
+    out: str | os.PathLike[str] | None,
+    measure: float | None,
+) -> dict[str, Any]:
+    """The estimate from earlier runs, or with ``measure`` seconds one timed now."""
+    estimate = estimate_run_time(experiment.name, preset, digest, out)
+    if measure is None or estimate["source"] == "this config":
+        return estimate
+    from deqlab.runs.costs import measure_run_time
+
+    return measure_run_time(experiment, config, measure)
 
 
 def describe_experiment(
@@ -184,11 +201,14 @@ def describe_experiment(
     config: Any = None,
     out: str | os.PathLike[str] | None = None,
     data_dir: str | os.PathLike[str] | None = None,
+    measure: float | None = None,
 ) -> dict[str, Any]:
     """Everything ``deqlab show NAME --preset P`` prints, as JSON values.
 
     ``config``: the resolved config (default: the preset's); ``out``: a run store whose
-    finished runs time the estimate.
+    finished runs time the estimate; ``measure``: seconds to spend timing the preset's
+    first steps here (:func:`deqlab.runs.costs.measure_run_time`), unless this very config
+    has finished in ``out``.
     """
     if config is None:
         config = experiment.resolve(preset)
@@ -217,6 +237,6 @@ def describe_experiment(
         },
         "deviations": [d.as_dict() for d in deviations],
         "deviations_sentence": one_line(deviations),
-        "run_time": estimate_run_time(experiment.name, preset, digest, out),
+        "run_time": _run_time(experiment, preset, config, digest, out, measure),
         "command": f"deqlab reproduce {experiment.name} --preset {preset}",
     }
