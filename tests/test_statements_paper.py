@@ -90,3 +90,10 @@ def test_bound_not_measured_and_round_trip():
     assert s.verdict is Verdict.NOT_MEASURED and s.detail == "the models are not trained"
     assert Statement.from_dict(s.as_dict()) == s
     assert s.as_dict()["citation"] == "Hieu 2022 (thesis), Figure 4.4"
+
+
+def test_a_mistyped_keyword_of_a_bound_builder_is_an_error():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'treshold'"):
+        LING.theorem("T", name="t", value=1.0, relation="<", treshold=2.0, measured="1")
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'measured'"):
+        LING.hypothesis("H", name="h", value=1.0, relation="<", threshold=2.0)

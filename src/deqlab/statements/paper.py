@@ -10,9 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 from deqlab.statements.decide import measure, not_measured, theorem
 from deqlab.statements.statement import OURS_KEY, Kind, Source, Statement, register
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class _Decided(TypedDict):
+    value: float | None
+    relation: str
+    threshold: float
+    measured: str
+
+
+class Measurement(_Decided, total=False):
+    """The keywords of :func:`measure` a bound builder passes on: ``value relation
+    threshold`` decides the verdict; ``measured``/``expected`` say it in words; ``needs``
+    (hypotheses only) what would satisfy it."""
+
+    expected: str
+    detail: str
+    needs: str
 
 
 @dataclass(frozen=True)
@@ -22,8 +43,8 @@ class Paper:
 
     The only place a paper is named. Its builders make statements cited to it:
     :meth:`theorem`, :meth:`hypothesis`, :meth:`observation` and :meth:`not_measured`
-    take the location in the paper first and the measurement as
-    keywords (see :func:`measure`).
+    take the location in the paper first and the measurement as keywords
+    (:class:`Measurement`, passed on to :func:`measure`; an unknown keyword is a TypeError).
     """
 
     key: str
@@ -49,85 +70,27 @@ class Paper:
         location: str,
         *,
         name: str,
-        value: float | None,
-        relation: str,
-        threshold: float,
-        measured: str,
-        expected: str = "",
-        detail: str = "",
         given: Sequence[Statement] = (),
         quote: str = "",
+        **measurement: Unpack[Measurement],
     ) -> Statement:
-        """A proven statement at ``location`` decided on ``value relation threshold``
-        (:func:`measure`), NOT APPLICABLE where one of ``given`` (its hypotheses) is unmet
-        (:func:`theorem`)."""
-        check = measure(
-            name,
-            Kind.THEOREM,
-            self.source(location, quote),
-            value=value,
-            relation=relation,
-            threshold=threshold,
-            measured=measured,
-            expected=expected,
-            detail=detail,
-        )
+        """A proven statement at ``location`` decided on its measurement (:func:`measure`),
+        NOT APPLICABLE where one of ``given`` (its hypotheses) is unmet (:func:`theorem`)."""
+        check = measure(name, Kind.THEOREM, self.source(location, quote), **measurement)
         return theorem(check, given)
 
     def hypothesis(
-        self,
-        location: str,
-        *,
-        name: str,
-        value: float | None,
-        relation: str,
-        threshold: float,
-        measured: str,
-        expected: str = "",
-        needs: str = "",
-        detail: str = "",
-        quote: str = "",
+        self, location: str, *, name: str, quote: str = "", **measurement: Unpack[Measurement]
     ) -> Statement:
         """A condition of a theorem: HOLDS or UNMET; ``needs`` (what would satisfy it) is
         kept where it is unmet."""
-        return measure(
-            name,
-            Kind.HYPOTHESIS,
-            self.source(location, quote),
-            value=value,
-            relation=relation,
-            threshold=threshold,
-            measured=measured,
-            expected=expected,
-            detail=detail,
-            needs=needs,
-        )
+        return measure(name, Kind.HYPOTHESIS, self.source(location, quote), **measurement)
 
     def observation(
-        self,
-        location: str,
-        *,
-        name: str,
-        value: float | None,
-        relation: str,
-        threshold: float,
-        measured: str,
-        expected: str = "",
-        detail: str = "",
-        quote: str = "",
+        self, location: str, *, name: str, quote: str = "", **measurement: Unpack[Measurement]
     ) -> Statement:
         """An empirical statement of the paper's experiment, quoted (``quote``) at its location."""
-        return measure(
-            name,
-            Kind.OBSERVATION,
-            self.source(location, quote),
-            value=value,
-            relation=relation,
-            threshold=threshold,
-            measured=measured,
-            expected=expected,
-            detail=detail,
-        )
+        return measure(name, Kind.OBSERVATION, self.source(location, quote), **measurement)
 
     def not_measured(
         self, kind: Kind, location: str, *, name: str, expected: str, why: str, quote: str = ""
