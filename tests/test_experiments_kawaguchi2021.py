@@ -768,7 +768,7 @@ def test_figure_8_reads_every_image_and_has_no_rank_statement(monkeypatch):
     found = fig1_report.statements(config, rows)
     assert len(found) == 4  # Linear and the three DNNs; no same-start, no rank statement
     assert {s.source.location for s in found} == {"Appendix D.2, Figure 8"}
-    with pytest.raises(ValueError, match="`n_train` and `n_test` must both be 0"):
+    with pytest.raises(ValueError, match="`n_train` must be 0 exactly when `n_test` is 0"):
         Fig1Config(n_train=0)
 
 
@@ -816,13 +816,22 @@ def test_log_spaced_steps():
             r"'gaussian', 'identity'; got 'zou'",
         ),
         (Fig2Config, "resnet_width", 19, r"`resnet_width` must be 0 or >= d \+ k = 20"),
-        (Fig2Config, "sweep_lrs", (1e-4,), r"`sweep_lrs` and `sweep_gammas` must both be"),
-        (Fig2Config, "sweep_gammas", (0.5, 1.0), r"`sweep_gammas` must be in \(0, 1\); got 1"),
+        (Fig2Config, "sweep_lrs", (1e-4,), r"`sweep_lrs` must be empty exactly when `sweep_gam"),
         (Fig3Config, "tau", -1.0, r"`tau` must be in \[0, inf\); got -1"),
         (Fig3Config, "records", 0, r"`records` must be >= 1; got 0"),
         (Thm2Config, "delta_fractions", (1.0,), r"`delta_fractions` must be in \(0, 1\)"),
-        (Thm2Config, "delta_fractions", (), r"`delta_fractions` must hold at least one"),
-        (AppBConfig, "gammas", (0.99, 0.9), r"`gammas` must be at least two increasing"),
+        (
+            Thm2Config,
+            "delta_fractions",
+            (),
+            r"`delta_fractions` must hold at least 1 value; got \[\]",
+        ),
+        (
+            AppBConfig,
+            "gammas",
+            (0.99, 0.9),
+            r"`gammas` must be strictly increasing; got \[0.99, 0.9\]",
+        ),
         (
             Fig1Config,
             "datasets",
@@ -830,9 +839,23 @@ def test_log_spaced_steps():
             r"`datasets` must be one of .*'sphere'; got 'blobs'",
         ),
         (Fig1Config, "momentum", 1.0, r"`momentum` must be in \[0, 1\); got 1"),
-        (Fig1Config, "lrs", (), r"`lrs` must hold at least one learning rate"),
+        (Fig1Config, "lrs", (), r"`lrs` must hold at least 1 value; got \[\]"),
     ],
 )
 def test_bad_config_values_are_rejected_naming_the_field(config_cls, field, value, message):
     with pytest.raises(ValueError, match=message):
         config_cls(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"sweep_lrs": (1e-4,), "sweep_gammas": (0.5, 1.0)}, r"`sweep_gammas` must be in \(0, 1\)"),
+        ({"sweep_lrs": (1e-4, 1e-4), "sweep_gammas": (0.5,)}, r"`sweep_lrs` must not repeat"),
+        ({"resnet_io": "gaussian", "resnet_width": -1}, r"`resnet_width` must be >= 0; got -1"),
+    ],
+)
+def test_fig2_sweep_and_width_constraints(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Fig2Config(**kwargs)
+    assert Fig2Config(resnet_io="gaussian", resnet_width=5).resnet_width == 5  # any width

@@ -23,15 +23,23 @@ from typing import ClassVar
 
 import torch
 
-from deqlab._checks import check_int, check_positive, check_real
 from deqlab.data import zou_synthetic
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.blocks import DELMSynthetic
+from deqlab.experiments.constraints import (
+    FRACTION,
+    INCREASING,
+    NONNEGATIVE,
+    POSITIVE,
+    Interval,
+    Length,
+)
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.kawaguchi2021 import appb_report
 from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps
 from deqlab.experiments.registry import register
-from deqlab.models.delm import DELM, check_gamma
-from deqlab.statements import Statement, strictly_increasing
+from deqlab.models.delm import DELM
+from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import (
     appendix_b_velocity,
     error_vector,
@@ -47,30 +55,18 @@ INITS = ("random", "a-zero")
 
 
 @dataclass(frozen=True)
-class AppBConfig:
-    n: int = 1000
-    d: int = 10
+class AppBConfig(DELMSynthetic):
     noise: float = 0.1
-    gamma: float = 0.8
-    lr: float = 1e-5
-    steps: int = 2000
     records: int = 6
     gammas: tuple[float, ...] = (0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999)
     tolerance: float = 1e-8
-    seed: int = 0
 
-    def __post_init__(self) -> None:
-        for name in ("n", "d", "steps", "records"):
-            check_int(name, getattr(self, name), min_value=1)
-        check_int("seed", self.seed, min_value=0)
-        check_real("noise", self.noise, low=0.0)
-        check_gamma(self.gamma)
-        check_positive("lr", self.lr)
-        check_positive("tolerance", self.tolerance)
-        for g in self.gammas:
-            check_gamma(g)
-        if len(self.gammas) < 2 or not strictly_increasing(self.gammas):
-            raise ValueError(f"`gammas` must be at least two increasing values; got {self.gammas}")
+    constraints: ClassVar = {
+        "noise": NONNEGATIVE,
+        "records": Interval(1),
+        "gammas": (Length(2), FRACTION, INCREASING),
+        "tolerance": POSITIVE,
+    }
 
 
 def _model(config: AppBConfig, init: str, dtype: torch.dtype) -> DELM:
@@ -98,11 +94,17 @@ def sweep_rows(model: DELM, X: torch.Tensor, Y: torch.Tensor, config: AppBConfig
         v = appendix_b_velocity(sigma, r, gamma)
         along, rest = ones_split(v)
         paper_rest = float((v + r.mean() / (1 - gamma)).norm())  # ‖vec V − (−P₁r/(1 − γ))‖
-        rows.append({
-            "sweep_gamma": gamma, "along": along, "rest": rest, "paper_rest": paper_rest,
-            "perron_gap": abs((1 - gamma) * float(v.mean()) + lead) / abs(lead),
-            "eq37_error": eq37, "delta": delta,
-        })  # fmt: skip
+        rows.append(
+            {
+                "sweep_gamma": gamma,
+                "along": along,
+                "rest": rest,
+                "paper_rest": paper_rest,
+                "perron_gap": abs((1 - gamma) * float(v.mean()) + lead) / abs(lead),
+                "eq37_error": eq37,
+                "delta": delta,
+            }
+        )
     return rows
 
 
@@ -130,11 +132,18 @@ class Kawaguchi2021AppB(Experiment):
     paper = "Kawaguchi, On the theory of implicit deep learning, ICLR 2021 (Appendix B)"
     Config = AppBConfig
     presets: ClassVar = {
-        "tiny": {"n": 30, "d": 3, "gamma": 0.5, "lr": 1e-3, "steps": 40, "records": 3,
-                 "gammas": (0.9, 0.99, 0.999, 0.9999)},
+        "tiny": {
+            "n": 30,
+            "d": 3,
+            "gamma": 0.5,
+            "lr": 1e-3,
+            "steps": 40,
+            "records": 3,
+            "gammas": (0.9, 0.99, 0.999, 0.9999),
+        },
         "quick": {"steps": 500, "records": 4},
         "paper": {},
-    }  # fmt: skip
+    }
     paper_setting: ClassVar = PAPER_SETTING
     figure_captions: ClassVar = {
         "appb": "Appendix B's split of Theorem 2's step vec V = −(I − γσ(A_t))⁻ᵀr_t as γ → 1 "

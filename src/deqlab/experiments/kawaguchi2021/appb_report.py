@@ -47,14 +47,17 @@ def statements(config: AppBConfig, rows: list[Row]) -> list[Statement]:
     states = _states(rows)
     return [
         _eq37(config, rows),
-        _growth(states, "along", "the component of V_t along 1 grows like 1/(1 − γ)", ">=",
-                GROWS),
-        _growth(states, "rest", "the rest (I − P₁)vec(V_t) stays bounded as γ → 1", "<=",
-                BOUNDED),
-        _growth(states, "paper_rest", "vec(V_t) = P₁r_t/(1 − γ) + g_γ with g_γ bounded as "
-                "γ → 1", "<=", BOUNDED),
+        _growth(states, "along", "the component of V_t along 1 grows like 1/(1 − γ)", ">=", GROWS),
+        _growth(states, "rest", "the rest (I − P₁)vec(V_t) stays bounded as γ → 1", "<=", BOUNDED),
+        _growth(
+            states,
+            "paper_rest",
+            "vec(V_t) = P₁r_t/(1 − γ) + g_γ with g_γ bounded as γ → 1",
+            "<=",
+            BOUNDED,
+        ),
         _perron(states),
-    ]  # fmt: skip
+    ]
 
 
 def _states(rows: Sequence[Row]) -> dict[tuple[str, int], list[Row]]:
@@ -87,22 +90,31 @@ def _growth(
     expected += "threshold is ours), worst over every task and recorded step"
     exponents = {k: growth_exponent(v, column) for k, v in states.items()}
     if not exponents or any(s is None for s in exponents.values()):
-        return not_measured(name, Kind.THEOREM, source, expected=expected,
-                            why="no sweep, or a sweep with fewer than 2 γ or a zero or "
-                            "non-finite norm")  # fmt: skip
+        return not_measured(
+            name,
+            Kind.THEOREM,
+            source,
+            expected=expected,
+            why="no sweep, or a sweep with fewer than 2 γ or a zero or non-finite norm",
+        )
     pick = min if relation == ">=" else max
     where, value = pick(exponents.items(), key=lambda kv: kv[1])
     by_task = {}
     for (task, _), s in exponents.items():
         by_task[task] = pick(by_task.get(task, s), s)
     return measure(
-        name, Kind.THEOREM, source, value=value, relation=relation, threshold=threshold,
+        name,
+        Kind.THEOREM,
+        source,
+        value=value,
+        relation=relation,
+        threshold=threshold,
         measured=f"{'smallest' if pick is min else 'largest'} exponent = {value:.3g} ({where[0]}, "
         f"step {where[1]}); per task: " + ", ".join(f"{t} {s:.3g}" for t, s in by_task.items()),
         expected=expected,
         detail="A_t and r_t = δ_tS_tU_t⁻¹∇L₀ held fixed from the trajectory while γ → 1 in "
         "vec V = −(I − γσ(A_t))⁻ᵀr_t, as Appendix B's argument does",
-    )  # fmt: skip
+    )
 
 
 def _eq37(config: AppBConfig, rows: Sequence[Row]) -> Statement:
@@ -110,17 +122,23 @@ def _eq37(config: AppBConfig, rows: Sequence[Row]) -> Statement:
     expected = f"≤ {config.tolerance:g} (agreement in float64; the tolerance is ours)"
     values = [r.get("eq37_error") for r in rows]
     if not values or not all(is_measured(v) for v in values):
-        return not_measured(name, Kind.THEOREM, EQ37, expected=expected,
-                            why="no recorded step, or a non-finite gap")  # fmt: skip
+        return not_measured(
+            name, Kind.THEOREM, EQ37, expected=expected, why="no recorded step, or a non-finite gap"
+        )
     worst = max(rows, key=lambda r: float(r["eq37_error"]))
     return measure(
-        name, Kind.THEOREM, EQ37, value=float(worst["eq37_error"]), relation="<=",
+        name,
+        Kind.THEOREM,
+        EQ37,
+        value=float(worst["eq37_error"]),
+        relation="<=",
         threshold=config.tolerance,
         measured=f"largest relative gap of −r_tᵀU_t⁻¹ and δ_t d/dt Z_t (autograd) = "
         f"{float(worst['eq37_error']):.3g} ({worst['task']}, step {worst['step']})",
-        expected=expected, detail="r_t = δ_tS_tU_t⁻¹∇L₀(Z_t), δ_t = δ̄_t/2: the error vector "
+        expected=expected,
+        detail="r_t = δ_tS_tU_t⁻¹∇L₀(Z_t), δ_t = δ̄_t/2: the error vector "
         "the proof of Theorem 2 implies (Appendix B gives no formula for r_t)",
-    )  # fmt: skip
+    )
 
 
 def _perron(states: dict[tuple[str, int], list[Row]]) -> Statement:
@@ -129,11 +147,16 @@ def _perron(states: dict[tuple[str, int], list[Row]]) -> Statement:
     last = [v[-1] for v in states.values() if v]
     values = [r.get("perron_gap") for r in last]
     if not last or not all(is_measured(v) for v in values):
-        return not_measured(name, Kind.OURS, OURS, expected=expected,
-                            why="no sweep, or a non-finite gap")  # fmt: skip
+        return not_measured(
+            name, Kind.OURS, OURS, expected=expected, why="no sweep, or a non-finite gap"
+        )
     worst = max(last, key=lambda r: float(r["perron_gap"]))
     return measure(
-        name, Kind.OURS, OURS, value=float(worst["perron_gap"]), relation="<=",
+        name,
+        Kind.OURS,
+        OURS,
+        value=float(worst["perron_gap"]),
+        relation="<=",
         threshold=PERRON_RTOL,
         measured=f"largest |(1 − γ)·mean(vec V) + πᵀr_t|/|πᵀr_t| = "
         f"{float(worst['perron_gap']):.3g} at γ = {float(worst['sweep_gamma']):g} "
@@ -141,7 +164,7 @@ def _perron(states: dict[tuple[str, int], list[Row]]) -> Statement:
         expected=expected,
         detail="(σᵀ)ᵏ → 1πᵀ, so (I − γσ)⁻ᵀr = (πᵀr)/(1 − γ)·1 + O(1): Appendix B's "
         "P₁r/(1 − γ) is this term only when πᵀr = 1ᵀr/m",
-    )  # fmt: skip
+    )
 
 
 def plot(config: AppBConfig, rows: list[Row], directory: Path) -> list[Path]:
@@ -154,21 +177,30 @@ def plot(config: AppBConfig, rows: list[Row], directory: Path) -> list[Path]:
     tasks = sorted({task for task, _ in states})
     with figure_style():
         fig, axes = plt.subplots(1, max(len(tasks), 1), figsize=(11.0, 5.0), squeeze=False)
-        styles = {"along": ("‖P₁ vec V‖ (along 1)", "-"), "rest": ("‖(I − P₁) vec V‖", "--"),
-                  "paper_rest": ("‖vec V + P₁r/(1 − γ)‖ (App. B's g_γ)", ":")}  # fmt: skip
+        styles = {
+            "along": ("‖P₁ vec V‖ (along 1)", "-"),
+            "rest": ("‖(I − P₁) vec V‖", "--"),
+            "paper_rest": ("‖vec V + P₁r/(1 − γ)‖ (App. B's g_γ)", ":"),
+        }
         for ax, task in zip(axes[0], tasks, strict=False):
             steps = sorted(step for t, step in states if t == task)
             for column, (label, line) in styles.items():
                 for i, step in enumerate(steps):
                     sweep = states[(task, step)]
                     x = [1 / (1 - float(r["sweep_gamma"])) for r in sweep]
-                    ax.loglog(x, [float(r[column]) for r in sweep], line, color=f"C{i}",
-                              label=f"{label}, step {step}")  # fmt: skip
+                    ax.loglog(
+                        x,
+                        [float(r[column]) for r in sweep],
+                        line,
+                        color=f"C{i}",
+                        label=f"{label}, step {step}",
+                    )
             ax.set(xlabel="1/(1 − γ)", ylabel="norm", title=f"A₀: {task}")
             legend_below(ax, ncol=2)
         setting_subtitle(
-            fig, "Appendix B: Theorem 2's step along 1 and the rest as γ → 1",
+            fig,
+            "Appendix B: Theorem 2's step along 1 and the rest as γ → 1",
             f"square loss, Gaussian inputs, n = {config.n}, d = m = {config.d}, m_y = 1; "
             f"trajectories at γ = {config.gamma:g}, GD η = {config.lr:g}; A_t, r_t held fixed",
-        )  # fmt: skip
+        )
         return save_figure(fig, directory, "appb")

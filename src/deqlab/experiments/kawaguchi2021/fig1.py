@@ -44,7 +44,6 @@ from typing import ClassVar
 
 import torch
 
-from deqlab._checks import check_bool, check_choice, check_int, check_positive, check_real
 from deqlab.data.inventory import check_split
 from deqlab.data.preprocess import to_grayscale
 from deqlab.data.registry import (
@@ -55,11 +54,22 @@ from deqlab.data.registry import (
     n_classes,
 )
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.constraints import (
+    DISTINCT,
+    FRACTION,
+    NONEMPTY,
+    POSITIVE,
+    SEED,
+    Config,
+    Interval,
+    OneOf,
+    Rule,
+)
 from deqlab.experiments.deviations import Deviation, deviations, measurement, not_given, paper
 from deqlab.experiments.kawaguchi2021 import fig1_report
 from deqlab.experiments.registry import register
 from deqlab.models.baselines import LinearModel, ReLUMLP
-from deqlab.models.delm import DELM, check_gamma
+from deqlab.models.delm import DELM
 from deqlab.statements import Statement
 from deqlab.train.sgd import HeavyBall, MinibatchTrainer
 
@@ -70,8 +80,14 @@ FIG4_DATASETS = ("mnist", "svhn", "semeion", "fashion-mnist")
 #: Figures 5–8's panels (a)–(g) (Appendix D.2).
 ALL_DATASETS = ("kmnist", "cifar10", "cifar100", "fashion-mnist", "mnist", "semeion", "svhn")
 #: The figures this experiment reproduces (Section 2.2; Appendix D.2) and their data sets.
-FIGURE_DATASETS = {1: PAPER_DATASETS, 4: FIG4_DATASETS, 5: ALL_DATASETS, 6: ALL_DATASETS,
-                   7: ALL_DATASETS, 8: ALL_DATASETS}  # fmt: skip
+FIGURE_DATASETS = {
+    1: PAPER_DATASETS,
+    4: FIG4_DATASETS,
+    5: ALL_DATASETS,
+    6: ALL_DATASETS,
+    7: ALL_DATASETS,
+    8: ALL_DATASETS,
+}
 #: The stand-in's train and test sizes when every image is used (Figure 8): MNIST's.
 WHOLE_STANDIN = (60_000, 10_000)
 #: The stand-in for the paper's sets that are missing, and its dimension (MNIST's pixels).
@@ -92,7 +108,7 @@ def paper_datasets(wanted: tuple[str, ...] = PAPER_DATASETS) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class Fig1Config:
+class Fig1Config(Config):
     datasets: tuple[str, ...] = PAPER_DATASETS
     n_train: int = 100
     n_test: int = 100
@@ -109,28 +125,28 @@ class Fig1Config:
     figure: int = 1
     seed: int = 0
 
-    def __post_init__(self) -> None:
-        check_choice("figure", self.figure, FIGURE_DATASETS)
-        if (self.n_train == 0) != (self.n_test == 0):
-            raise ValueError("`n_train` and `n_test` must both be 0 (every image) or both > 0")
-        if not self.datasets:
-            raise ValueError("`datasets` must name at least one data set")
-        for name in self.datasets:
-            check_choice("datasets", name, FIG1_DATASETS)
-        for name in ("m_x", "epochs", "batch_size", "trials", "record_every"):
-            check_int(name, getattr(self, name), min_value=1)
-        for name in ("n_train", "n_test"):
-            check_int(name, getattr(self, name), min_value=0)
-        check_int("seed", self.seed, min_value=0)
-        check_gamma(self.gamma)
-        check_real("momentum", self.momentum, low=0.0, high=1.0, high_inclusive=False)
-        if not self.lrs:
-            raise ValueError("`lrs` must hold at least one learning rate")
-        for lr in self.lrs:
-            check_positive("lrs", lr)
-        for depth in self.depths:
-            check_int("depths", depth, min_value=1)
-        check_bool("dnn_bias", self.dnn_bias)
+    constraints: ClassVar = {
+        "datasets": (NONEMPTY, OneOf(FIG1_DATASETS), DISTINCT),
+        "n_train": (
+            Interval(0),
+            Rule(
+                lambda c: (c.n_train == 0) == (c.n_test == 0),
+                "be 0 exactly when `n_test` is 0 (0: every image)",
+            ),
+        ),
+        "n_test": Interval(0),
+        "m_x": Interval(1),
+        "gamma": FRACTION,
+        "epochs": Interval(1),
+        "batch_size": Interval(1),
+        "momentum": Interval(0.0, 1.0, "left"),
+        "lrs": (NONEMPTY, POSITIVE, DISTINCT),
+        "trials": Interval(1),
+        "depths": (Interval(1), DISTINCT),
+        "record_every": Interval(1),
+        "figure": OneOf(FIGURE_DATASETS),
+        "seed": SEED,
+    }
 
 
 def teacher_data(config: Fig1Config, dataset: str, device: str) -> dict[str, torch.Tensor]:
@@ -160,13 +176,19 @@ def _pre_images(
     halved at random, the stand-in has MNIST's 60000 + 10000 points.
     """
     whole = config.n_train == 0
-    n_train, n_test = (WHOLE_STANDIN if dataset == STANDIN else (0, 0)) if whole else (
-        config.n_train, config.n_test)  # fmt: skip
+    n_train, n_test = (
+        (WHOLE_STANDIN if dataset == STANDIN else (0, 0))
+        if whole
+        else (config.n_train, config.n_test)
+    )
     if dataset == STANDIN:
         both = get_dataset(STANDIN, n=n_train + n_test, d=STANDIN_DIM, seed=config.seed).X
     elif dataset_splits(dataset) == ("train",):  # one split: draw both sets, halve at random
-        both = _whole(dataset, "train") if whole else get_dataset(
-            dataset, n=n_train + n_test, **_image_options(config, dataset)).X  # fmt: skip
+        both = (
+            _whole(dataset, "train")
+            if whole
+            else get_dataset(dataset, n=n_train + n_test, **_image_options(config, dataset)).X
+        )
         n_train = both.shape[1] // 2 if whole else n_train
     elif whole:
         return _whole(dataset, "train"), _whole(dataset, "test")
@@ -192,8 +214,13 @@ def _whole(dataset: str, split: str) -> torch.Tensor:
 def _image_options(config: Fig1Config, dataset: str) -> dict[str, object]:
     """Images drawn from every class, raw pixels in [0, 1]."""
     classes = tuple(range(n_classes(dataset)))
-    return {"n_per_class": None, "classes": classes, "labels": "index", "normalize": False,
-            "seed": config.seed}  # fmt: skip
+    return {
+        "n_per_class": None,
+        "classes": classes,
+        "labels": "index",
+        "normalize": False,
+        "seed": config.seed,
+    }
 
 
 def make_model(config: Fig1Config, model: str, trial: int, device: str) -> torch.nn.Module:
@@ -205,9 +232,13 @@ def make_model(config: Fig1Config, model: str, trial: int, device: str) -> torch
     else:
         depth = int(model.removeprefix("DNN-H"))
         built = ReLUMLP(
-            config.m_x, 1, depth=depth, bias=config.dnn_bias, generator=generator,
+            config.m_x,
+            1,
+            depth=depth,
+            bias=config.dnn_bias,
+            generator=generator,
             dtype=torch.float64,
-        )  # fmt: skip
+        )
     return built.to(device)
 
 
@@ -273,29 +304,47 @@ PAPER_SETTING = {
 }
 STAND_IN_NOTE = "; sphere: our stand-in for those not on this machine"
 D2 = "Appendix D.2"
-_ALL = paper(ALL_DATASETS, f"{D2}, Figures 5–8 (a)–(g): Kuzushiji-MNIST, CIFAR-10, CIFAR-100, "
-             f"Fashion-MNIST, MNIST, SEMEION, SVHN{STAND_IN_NOTE}", substitute=True)  # fmt: skip
+_ALL = paper(
+    ALL_DATASETS,
+    f"{D2}, Figures 5–8 (a)–(g): Kuzushiji-MNIST, CIFAR-10, CIFAR-100, "
+    f"Fashion-MNIST, MNIST, SEMEION, SVHN{STAND_IN_NOTE}",
+    substitute=True,
+)
 _NO_BIAS = paper(False, f"{D2}, 'DNNs without bias terms': Figures 5 and 6 (DNN-NB)")
 _DEEP = paper((10, 100, 200), f"{D2}, 'DNNs with deeper networks': H = 10, 100, 200")
 #: Each figure's paper setting: Figure 1's with what Appendix D.2 changes.
 FIGURE_SETTINGS = {
     1: PAPER_SETTING,
-    4: PAPER_SETTING | {"datasets": paper(
-        FIG4_DATASETS, f"{D2}, 'Additional datasets', Figure 4: MNIST, SVHN, SEMEION, "
-        f"Fashion-MNIST{STAND_IN_NOTE}", substitute=True)},
+    4: PAPER_SETTING
+    | {
+        "datasets": paper(
+            FIG4_DATASETS,
+            f"{D2}, 'Additional datasets', Figure 4: MNIST, SVHN, SEMEION, "
+            f"Fashion-MNIST{STAND_IN_NOTE}",
+            substitute=True,
+        )
+    },
     5: PAPER_SETTING | {"datasets": _ALL, "dnn_bias": _NO_BIAS},
     6: PAPER_SETTING | {"datasets": _ALL, "dnn_bias": _NO_BIAS, "depths": _DEEP},
-    7: PAPER_SETTING | {"datasets": _ALL, "depths": _DEEP,
-                        "dnn_bias": paper(True, f"{D2}, Figure 7: DNNs with ReLU (bias)")},
-    8: PAPER_SETTING | {
+    7: PAPER_SETTING
+    | {
         "datasets": _ALL,
-        "n_train": paper(0, f"{D2}, 'Larger datasets': all data points of each data set, e.g. "
-                         "60000 for MNIST (0 = every image of the split)"),
+        "depths": _DEEP,
+        "dnn_bias": paper(True, f"{D2}, Figure 7: DNNs with ReLU (bias)"),
+    },
+    8: PAPER_SETTING
+    | {
+        "datasets": _ALL,
+        "n_train": paper(
+            0,
+            f"{D2}, 'Larger datasets': all data points of each data set, e.g. "
+            "60000 for MNIST (0 = every image of the split)",
+        ),
         "n_test": paper(0, f"{D2}, 'Larger datasets': e.g. 10000 test points for MNIST"),
         "epochs": paper(100, f"{D2}, Figure 8: best learning rates at epoch = 100"),
         "trials": paper(3, "Figure 8 caption: three random trials"),
     },
-}  # fmt: skip
+}
 
 
 @register
@@ -307,19 +356,38 @@ class Kawaguchi2021Fig1(Experiment):
     paper = "Kawaguchi, On the theory of implicit deep learning, ICLR 2021 (Figure 1, App. D)"
     Config = Fig1Config
     presets: ClassVar = {
-        "tiny": {"datasets": ("digits",), "n_train": 20, "n_test": 20, "m_x": 24, "epochs": 6,
-                 "batch_size": 8, "lrs": (0.001, 0.0001), "trials": 1, "depths": (2,),
-                 "record_every": 2},
+        "tiny": {
+            "datasets": ("digits",),
+            "n_train": 20,
+            "n_test": 20,
+            "m_x": 24,
+            "epochs": 6,
+            "batch_size": 8,
+            "lrs": (0.001, 0.0001),
+            "trials": 1,
+            "depths": (2,),
+            "record_every": 2,
+        },
         "quick": {"epochs": 300, "trials": 2, "record_every": 10},
         "paper": {},
         "fig4": {"figure": 4, "datasets": FIG4_DATASETS},
         "fig5": {"figure": 5, "datasets": ALL_DATASETS, "dnn_bias": False},
-        "fig6": {"figure": 6, "datasets": ALL_DATASETS, "dnn_bias": False,
-                 "depths": (10, 100, 200)},
+        "fig6": {
+            "figure": 6,
+            "datasets": ALL_DATASETS,
+            "dnn_bias": False,
+            "depths": (10, 100, 200),
+        },
         "fig7": {"figure": 7, "datasets": ALL_DATASETS, "depths": (10, 100, 200)},
-        "fig8": {"figure": 8, "datasets": ALL_DATASETS, "n_train": 0, "n_test": 0,
-                 "epochs": 100, "trials": 3},
-    }  # fmt: skip
+        "fig8": {
+            "figure": 8,
+            "datasets": ALL_DATASETS,
+            "n_train": 0,
+            "n_test": 0,
+            "epochs": 100,
+            "trials": 3,
+        },
+    }
     paper_setting: ClassVar = PAPER_SETTING
     figure_captions: ClassVar = {
         f"fig1-{dataset}": f"Test and train loss (mean ± one standard deviation over trials) "
@@ -381,8 +449,13 @@ class Kawaguchi2021Fig1(Experiment):
             lr = config.lrs[index]
             model = make_model(config, model_name, trial, ctx.device)
             seed = (config.seed * 1000 + trial) * 100 + index
-            base = {"task": task.key, "dataset": dataset, "model": model_name, "trial": trial,
-                    "train_rank": rank}  # fmt: skip
+            base = {
+                "task": task.key,
+                "dataset": dataset,
+                "model": model_name,
+                "trial": trial,
+                "train_rank": rank,
+            }
             rows += [
                 {**base, "lr": lr, "epoch": epoch, "train_loss": train, "test_loss": test}
                 for epoch, train, test in train_sgd(config, model, data, lr, seed)

@@ -38,36 +38,97 @@ TRAINS = 0.99
 #: Figure -> (same-start source or None, outperform source, compared with Linear too,
 #: the figure of the deeper-DNN observations or None).
 OBSERVATIONS = {
-    1: (Source("kawaguchi2021", "Section 2.2, Figure 1", "all models preformed approximately "
-               "the same at initial points"),
-        Source("kawaguchi2021", "Section 2.2, Figure 1", "deep equilibrium linear models "
-               "outperformed both linear models and DNNs in test errors after training"),
-        True, None),
-    4: (Source("kawaguchi2021", "Appendix D.2, Figure 4", "all models preformed "
-               "approximately the same at initial points"),
-        Source("kawaguchi2021", "Appendix D.2, Figure 4", "deep equilibrium linear models "
-               "outperformed both linear models and nonlinear DNNs in test errors after "
-               "training"), True, None),
-    5: (None, Source("kawaguchi2021", "Appendix D.2, Figure 5", "deep equilibrium linear "
-                     "models outperformed nonlinear DNNs in test errors"), False, None),
-    6: (None, Source("kawaguchi2021", "Appendix D.2, Figure 6", "deep equilibrium linear "
-                     "models outperformed nonlinear DNNs in test errors"), False, 6),
-    7: (None, Source("kawaguchi2021", "Appendix D.2, Figure 7", "deep equilibrium linear "
-                     "models outperformed nonlinear DNNs in test errors"), False, 7),
-    8: (None, Source("kawaguchi2021", "Appendix D.2, Figure 8", "deep equilibrium linear "
-                     "models outperformed both linear models and nonlinear DNNs in test "
-                     "errors"), True, None),
-}  # fmt: skip
+    1: (
+        Source(
+            "kawaguchi2021",
+            "Section 2.2, Figure 1",
+            "all models preformed approximately the same at initial points",
+        ),
+        Source(
+            "kawaguchi2021",
+            "Section 2.2, Figure 1",
+            "deep equilibrium linear models "
+            "outperformed both linear models and DNNs in test errors after training",
+        ),
+        True,
+        None,
+    ),
+    4: (
+        Source(
+            "kawaguchi2021",
+            "Appendix D.2, Figure 4",
+            "all models preformed approximately the same at initial points",
+        ),
+        Source(
+            "kawaguchi2021",
+            "Appendix D.2, Figure 4",
+            "deep equilibrium linear models "
+            "outperformed both linear models and nonlinear DNNs in test errors after "
+            "training",
+        ),
+        True,
+        None,
+    ),
+    5: (
+        None,
+        Source(
+            "kawaguchi2021",
+            "Appendix D.2, Figure 5",
+            "deep equilibrium linear models outperformed nonlinear DNNs in test errors",
+        ),
+        False,
+        None,
+    ),
+    6: (
+        None,
+        Source(
+            "kawaguchi2021",
+            "Appendix D.2, Figure 6",
+            "deep equilibrium linear models outperformed nonlinear DNNs in test errors",
+        ),
+        False,
+        6,
+    ),
+    7: (
+        None,
+        Source(
+            "kawaguchi2021",
+            "Appendix D.2, Figure 7",
+            "deep equilibrium linear models outperformed nonlinear DNNs in test errors",
+        ),
+        False,
+        7,
+    ),
+    8: (
+        None,
+        Source(
+            "kawaguchi2021",
+            "Appendix D.2, Figure 8",
+            "deep equilibrium linear "
+            "models outperformed both linear models and nonlinear DNNs in test "
+            "errors",
+        ),
+        True,
+        None,
+    ),
+}
 
 
 def _deep_sources(figure: int) -> tuple[Source, Source]:
     where = f"Appendix D.2, Figure {figure}"
     return (
-        Source("kawaguchi2021", where, "DNNs can reduce training errors faster than deep "
-               "equilibrium linear models"),
-        Source("kawaguchi2021", where, "We experienced gradient explosion and gradient "
-               "vanishing for DNNs with depth H = 100 and H = 200."),
-    )  # fmt: skip
+        Source(
+            "kawaguchi2021",
+            where,
+            "DNNs can reduce training errors faster than deep equilibrium linear models",
+        ),
+        Source(
+            "kawaguchi2021",
+            where,
+            "We experienced gradient explosion and gradient "
+            "vanishing for DNNs with depth H = 100 and H = 200.",
+        ),
+    )
 
 
 def statements(config: Fig1Config, rows: list[Row]) -> list[Statement]:
@@ -83,8 +144,10 @@ def statements(config: Fig1Config, rows: list[Row]) -> list[Statement]:
         found += [_outperforms(config, dataset, summary, m, outperform) for m in others]
         if deep is not None:
             faster, stuck = _deep_sources(deep)
-            found += [_trains_faster(config, dataset, mine, summary, faster),
-                      _deep_do_not_train(config, dataset, mine, stuck)]  # fmt: skip
+            found += [
+                _trains_faster(config, dataset, mine, summary, faster),
+                _deep_do_not_train(config, dataset, mine, stuck),
+            ]
     return found if config.n_train == 0 else [*found, _full_rank(config, rows)]
 
 
@@ -113,17 +176,28 @@ def _trains_faster(
             losses[model] = _mean_curve(rows, model, best[0], "train_loss").get(epoch)
     dnn = {m: v for m, v in losses.items() if m != "DELM" and is_measured(v) and v > 0}
     if not is_measured(losses.get("DELM")) or not dnn:
-        return not_measured(name, Kind.OBSERVATION, source, expected=expected,
-                            why=f"no finished DELM or DNN train loss at epoch {epoch}")  # fmt: skip
+        return not_measured(
+            name,
+            Kind.OBSERVATION,
+            source,
+            expected=expected,
+            why=f"no finished DELM or DNN train loss at epoch {epoch}",
+        )
     fastest = min(dnn, key=dnn.get)
     value = float(losses["DELM"]) / dnn[fastest]
     return measure(
-        name, Kind.OBSERVATION, source, value=value, relation=">", threshold=1.0,
+        name,
+        Kind.OBSERVATION,
+        source,
+        value=value,
+        relation=">",
+        threshold=1.0,
         measured=f"DELM {losses['DELM']:.4g} / {fastest} {dnn[fastest]:.4g} = {value:.3g} at "
-        f"epoch {epoch}", expected=expected,
+        f"epoch {epoch}",
+        expected=expected,
         detail=f"train losses at epoch {epoch}: "
         + ", ".join(f"{m} {v:.4g}" for m, v in dnn.items()),
-    )  # fmt: skip
+    )
 
 
 def _deep_do_not_train(
@@ -135,8 +209,10 @@ def _deep_do_not_train(
     :data:`TRAINS` × the initial one); decided on the number of such depths with neither
     at any lr, which must be 0.  (The paper does not say that they train at no lr.)"""
     name = f"{dataset}: DNNs with H ≥ 100 show gradient explosion or vanishing"
-    expected = (f"0 depths H ≥ 100 at which every lr trains (mean final / initial train loss "
-                f"< {TRAINS:g}, no diverged run)")  # fmt: skip
+    expected = (
+        f"0 depths H ≥ 100 at which every lr trains (mean final / initial train loss "
+        f"< {TRAINS:g}, no diverged run)"
+    )
     deep = [h for h in config.depths if h >= 100]
     ratios = {}
     for h in deep:
@@ -149,13 +225,23 @@ def _deep_do_not_train(
             finished = 0 in curve and len(ends) == config.trials
             ratios[(h, lr)] = curve[config.epochs] / curve[0] if finished else math.inf
     if not deep or len(ratios) < len(deep) * len(config.lrs):
-        return not_measured(name, Kind.OBSERVATION, source, expected=expected,
-                            why="no depth H ≥ 100, or a depth and lr without runs")  # fmt: skip
+        return not_measured(
+            name,
+            Kind.OBSERVATION,
+            source,
+            expected=expected,
+            why="no depth H ≥ 100, or a depth and lr without runs",
+        )
     exploded = [k for k, v in ratios.items() if v == math.inf]
     vanished = [k for k, v in ratios.items() if TRAINS <= v < math.inf]
     healthy = [h for h in deep if all(ratios[(h, lr)] < TRAINS for lr in config.lrs)]
     return measure(
-        name, Kind.OBSERVATION, source, value=len(healthy), relation="<=", threshold=0.0,
+        name,
+        Kind.OBSERVATION,
+        source,
+        value=len(healthy),
+        relation="<=",
+        threshold=0.0,
         measured=f"{len(healthy)} of {len(deep)} depths train at every lr"
         + (f" (H = {', '.join(map(str, healthy))})" if healthy else "")
         + f"; (H, lr) pairs: {len(exploded)} explode (a diverged run), {len(vanished)} vanish "
@@ -164,7 +250,7 @@ def _deep_do_not_train(
         detail=f"explosion read as a diverged run and vanishing as a train loss that does not "
         f"fall (the threshold {TRAINS:g} is ours; no gradient norms are recorded); the "
         "paper says it experienced them, not that these depths train at no learning rate",
-    )  # fmt: skip
+    )
 
 
 def _full_rank(config: Fig1Config, rows: list[Row]) -> Statement:
@@ -176,18 +262,28 @@ def _full_rank(config: Fig1Config, rows: list[Row]) -> Statement:
         ranks.setdefault(str(r["dataset"]), r.get("train_rank"))
     missing = [d for d in config.datasets if not is_measured(ranks.get(d))]
     if missing:
-        return not_measured(name, Kind.OURS, OURS, expected=expected,
-                            why=f"no rank recorded for {', '.join(missing)}")  # fmt: skip
+        return not_measured(
+            name,
+            Kind.OURS,
+            OURS,
+            expected=expected,
+            why=f"no rank recorded for {', '.join(missing)}",
+        )
     worst = min(config.datasets, key=lambda d: float(ranks[d]))
     value = float(ranks[worst]) / config.n_train
     return measure(
-        name, Kind.OURS, OURS, value=value, relation=">=", threshold=1.0,
+        name,
+        Kind.OURS,
+        OURS,
+        value=value,
+        relation=">=",
+        threshold=1.0,
         measured=f"smallest rank(Φ_train)/n_train = {ranks[worst]}/{config.n_train} ({worst}); "
         + ", ".join(f"{d} {ranks[d]}" for d in config.datasets),
         expected=expected,
         detail="Φ_train = R X_pre (m_x × n_train): below full rank the models cannot "
         "interpolate the training points, which the 200-point design relies on (Appendix D.2)",
-    )  # fmt: skip
+    )
 
 
 def _same_start(config: Fig1Config, dataset: str, rows: list[Row], source: Source) -> Statement:
@@ -200,14 +296,18 @@ def _same_start(config: Fig1Config, dataset: str, rows: list[Row], source: Sourc
     value = max(means.values()) / min(means.values()) if finite else None
     shown = ", ".join(f"{m} {v:.4g}" for m, v in means.items())
     return measure(
-        f"{dataset}: all models start at about the same test loss", Kind.OBSERVATION,
-        source, value=value, relation="<=", threshold=INITIAL_FACTOR,
+        f"{dataset}: all models start at about the same test loss",
+        Kind.OBSERVATION,
+        source,
+        value=value,
+        relation="<=",
+        threshold=INITIAL_FACTOR,
         measured=f"largest/smallest mean initial test loss = "
         f"{'—' if value is None else f'{value:.3g}'} ({shown or 'no rows'})",
         expected=f"≤ {INITIAL_FACTOR:g}",
         detail=f"mean over {config.trials} trials at epoch 0; the factor {INITIAL_FACTOR:g} is "
         "our reading of 'approximately the same'",
-    )  # fmt: skip
+    )
 
 
 def _outperforms(
@@ -218,16 +318,27 @@ def _outperforms(
     delm, other = summary.get("DELM", {}).get("best"), summary.get(model, {}).get("best")
     if delm is None or other is None:
         missing = "DELM" if delm is None else model
-        return not_measured(name, Kind.OBSERVATION, source, expected=expected,
-                            why=f"no learning rate of {missing} finished all trials")  # fmt: skip
+        return not_measured(
+            name,
+            Kind.OBSERVATION,
+            source,
+            expected=expected,
+            why=f"no learning rate of {missing} finished all trials",
+        )
     (delm_lr, delm_loss), (lr, loss) = delm, other
     return measure(
-        name, Kind.OBSERVATION, source, value=delm_loss / loss, relation="<", threshold=1.0,
+        name,
+        Kind.OBSERVATION,
+        source,
+        value=delm_loss / loss,
+        relation="<",
+        threshold=1.0,
         measured=f"DELM {delm_loss:.4g} (lr {delm_lr:g}) / {model} {loss:.4g} (lr {lr:g}) = "
-        f"{delm_loss / loss:.3g}", expected=expected,
+        f"{delm_loss / loss:.3g}",
+        expected=expected,
         detail=f"mean over {config.trials} trials at epoch {config.epochs}; diverged runs: "
         f"{summary[model]['diverged']} ({model}), {summary['DELM']['diverged']} (DELM)",
-    )  # fmt: skip
+    )
 
 
 def final_test_losses(config: Fig1Config, rows: list[Row]) -> dict[str, dict]:
@@ -284,16 +395,20 @@ def plot(config: Fig1Config, rows: list[Row], directory: Path) -> list[Path]:
                     ax.set_title(f"{title} vs DELM")
                 row_axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
             bias = "" if config.dnn_bias else " (no bias)"
-            sizes = "all images" if config.n_train == 0 else (
-                f"n_train = {config.n_train}, n_test = {config.n_test}")  # fmt: skip
+            sizes = (
+                "all images"
+                if config.n_train == 0
+                else (f"n_train = {config.n_train}, n_test = {config.n_test}")
+            )
             setting_subtitle(
-                fig, f"Figure {config.figure}: DELM vs linear model vs ReLU DNNs{bias}, "
+                fig,
+                f"Figure {config.figure}: DELM vs linear model vs ReLU DNNs{bias}, "
                 f"{dataset} (teacher targets)",
                 f"{sizes}, m_x = m = {config.m_x}, "
                 f"γ = {config.gamma:g}; SGD: batch {config.batch_size}, momentum "
                 f"{config.momentum:g}, {config.epochs} epochs; mean ± sd over {config.trials} "
                 "trials",
-            )  # fmt: skip
+            )
             paths += save_figure(fig, directory, f"fig{config.figure}-{dataset}")
     return paths
 
@@ -306,8 +421,10 @@ def _plot_mean_std(
     if choice is None:
         return
     lr = choice[0]
-    runs = [[r for r in rows if r["model"] == model and r["lr"] == lr and r["trial"] == t]
-            for t in dict.fromkeys(r["trial"] for r in rows)]  # fmt: skip
+    runs = [
+        [r for r in rows if r["model"] == model and r["lr"] == lr and r["trial"] == t]
+        for t in dict.fromkeys(r["trial"] for r in rows)
+    ]
     epochs = [r["epoch"] for r in runs[0]]
     values = torch.tensor([[float(r[column]) for r in run] for run in runs])  # (trials, records)
     mean, std = values.mean(dim=0), values.std(dim=0, correction=0)

@@ -38,9 +38,18 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from deqlab._checks import check_choice, check_int, check_positive, check_real
 from deqlab.data import zou_synthetic
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.blocks import DELMSynthetic
+from deqlab.experiments.constraints import (
+    DISTINCT,
+    FRACTION,
+    NONNEGATIVE,
+    POSITIVE,
+    Interval,
+    OneOf,
+    Rule,
+)
 from deqlab.experiments.deviations import measurement, not_given, paper
 from deqlab.experiments.kawaguchi2021 import fig2_report
 from deqlab.experiments.kawaguchi2021.fig2_report import sweep_key
@@ -51,7 +60,7 @@ from deqlab.experiments.kawaguchi2021.trajectory import (
 )
 from deqlab.experiments.registry import register
 from deqlab.models.baselines import RESNET_IO, LinearResNet
-from deqlab.models.delm import DELM, check_gamma
+from deqlab.models.delm import DELM
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import square_loss, square_loss_optimum
 from deqlab.theory.spectra import lanczos_largest
@@ -64,13 +73,8 @@ DATA_OF_PANEL = {"a": "gaussian", "b": "uniform", "c": "gaussian"}
 
 
 @dataclass(frozen=True)
-class Fig2Config:
-    n: int = 1000
-    d: int = 10
+class Fig2Config(DELMSynthetic):
     noise: float = 0.1
-    gamma: float = 0.8
-    lr: float = 1e-5
-    steps: int = 2000
     record_every: int = 10
     n_random: int = 3
     resnet_depth: int = 10
@@ -80,39 +84,36 @@ class Fig2Config:
     bound_records: int = 200
     optimum_rtol: float = 1e-4
     epsilon: float = 1e-3
-    seed: int = 0
     sweep_lrs: tuple[float, ...] = ()
     sweep_gammas: tuple[float, ...] = ()
 
-    def __post_init__(self) -> None:
-        for lr in self.sweep_lrs:
-            check_positive("sweep_lrs", lr)
-        for gamma in self.sweep_gammas:
-            check_real("sweep_gammas", gamma, low=0.0, high=1.0, low_inclusive=False,
-                       high_inclusive=False)  # fmt: skip
-        if bool(self.sweep_lrs) != bool(self.sweep_gammas):
-            raise ValueError(
-                "`sweep_lrs` and `sweep_gammas` must both be empty or both non-empty; got "
-                f"{list(self.sweep_lrs)} and {list(self.sweep_gammas)}"
-            )
-        for name in ("n", "d", "steps", "record_every", "resnet_depth", "bound_steps",
-                     "bound_records"):  # fmt: skip
-            check_int(name, getattr(self, name), min_value=1)
-        check_int("n_random", self.n_random, min_value=0)
-        check_int("resnet_width", self.resnet_width, min_value=0)
-        check_int("seed", self.seed, min_value=0)
-        check_real("noise", self.noise, low=0.0)
-        check_gamma(self.gamma)
-        check_positive("lr", self.lr)
-        check_choice("resnet_io", self.resnet_io, RESNET_IO)
-        if self.resnet_io == "modified_identity" and 0 < self.resnet_width < 2 * self.d:
-            raise ValueError(
-                f"`resnet_width` must be 0 or >= d + k = {2 * self.d} for the modified "
-                f"identity; got {self.resnet_width}"
-            )
-        check_positive("optimum_rtol", self.optimum_rtol)
-        check_real("epsilon", self.epsilon, low=0.0, high=1.0, low_inclusive=False,
-                   high_inclusive=False)  # fmt: skip
+    constraints: ClassVar = {
+        "noise": NONNEGATIVE,
+        "record_every": Interval(1),
+        "n_random": Interval(0),
+        "resnet_depth": Interval(1),
+        "resnet_io": OneOf(RESNET_IO),
+        "resnet_width": (
+            Interval(0),
+            Rule(
+                lambda c: c.resnet_io != "modified_identity" or not 0 < c.resnet_width < 2 * c.d,
+                lambda c: f"be 0 or >= d + k = {2 * c.d} for the modified identity",
+            ),
+        ),
+        "bound_steps": Interval(1),
+        "bound_records": Interval(1),
+        "optimum_rtol": POSITIVE,
+        "epsilon": FRACTION,
+        "sweep_lrs": (
+            POSITIVE,
+            DISTINCT,
+            Rule(
+                lambda c: bool(c.sweep_lrs) == bool(c.sweep_gammas),
+                "be empty exactly when `sweep_gammas` is (both or neither)",
+            ),
+        ),
+        "sweep_gammas": (FRACTION, DISTINCT),
+    }
 
 
 def _data(config: Fig2Config, panel: str, device: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -126,9 +127,14 @@ def resnet_model(config: Fig2Config, X: torch.Tensor) -> LinearResNet:
     """The linear ResNet of ``config`` (``resnet_width`` 0: the construction's own width)."""
     generator = torch.Generator().manual_seed(config.seed * 1000 + 999)
     return LinearResNet(
-        config.d, config.d, depth=config.resnet_depth, io=config.resnet_io,
-        width=config.resnet_width or None, generator=generator, dtype=X.dtype,
-    ).to(X.device)  # fmt: skip
+        config.d,
+        config.d,
+        depth=config.resnet_depth,
+        io=config.resnet_io,
+        width=config.resnet_width or None,
+        generator=generator,
+        dtype=X.dtype,
+    ).to(X.device)
 
 
 def resnet_sharpness(model: LinearResNet, X: torch.Tensor, Y: torch.Tensor) -> float:
@@ -161,10 +167,12 @@ def _train_resnet(
     if not trainer.stopped:
         trainer.evaluate()  # the record of step `steps`
     records = [
-        (r["step"], r["loss"]) for r in trainer.records
-        if r["step"] % config.record_every == 0 or r["step"] == config.steps
+        (r["step"], r["loss"])
+        for r in trainer.records
+        if r["step"] % config.record_every == 0
+        or r["step"] == config.steps
         or not math.isfinite(r["loss"])
-    ]  # fmt: skip
+    ]
     return records, step_ratio
 
 
@@ -214,18 +222,35 @@ class Kawaguchi2021Fig2(Experiment):
     Config = Fig2Config
     presets: ClassVar = {
         "tiny": {
-            "n": 40, "d": 3, "gamma": 0.5, "lr": 2.5e-3, "steps": 150, "n_random": 1,
-            "resnet_depth": 3, "bound_steps": 60, "bound_records": 12, "optimum_rtol": 1e-3,
+            "n": 40,
+            "d": 3,
+            "gamma": 0.5,
+            "lr": 2.5e-3,
+            "steps": 150,
+            "n_random": 1,
+            "resnet_depth": 3,
+            "bound_steps": 60,
+            "bound_records": 12,
+            "optimum_rtol": 1e-3,
         },
         "quick": {"bound_steps": 10_000, "bound_records": 60},
         "paper": {},
         "sweep": {"bound_steps": 10_000, "bound_records": 60, **SWEEP},
         "tiny-sweep": {
-            "n": 40, "d": 3, "gamma": 0.5, "lr": 2.5e-3, "steps": 150, "n_random": 1,
-            "resnet_depth": 3, "bound_steps": 60, "bound_records": 12, "optimum_rtol": 1e-3,
-            "sweep_lrs": (2.5e-3, 0.2), "sweep_gammas": (0.5,),
+            "n": 40,
+            "d": 3,
+            "gamma": 0.5,
+            "lr": 2.5e-3,
+            "steps": 150,
+            "n_random": 1,
+            "resnet_depth": 3,
+            "bound_steps": 60,
+            "bound_records": 12,
+            "optimum_rtol": 1e-3,
+            "sweep_lrs": (2.5e-3, 0.2),
+            "sweep_gammas": (0.5,),
         },
-    }  # fmt: skip
+    }
     paper_setting: ClassVar = PAPER_SETTING
     figure_captions: ClassVar = {
         "fig2_sweep": "Final relative gap (L − L*)/L* after the configured steps against the "
@@ -280,18 +305,27 @@ class Kawaguchi2021Fig2(Experiment):
         tasks = []
         for lr in config.sweep_lrs:
             tasks += [
-                Task(f"{sweep_key(lr)}-{panel}-resnet",
-                     {"panel": panel, "model": "LinearResNet", "init": "identity", "sweep_lr": lr})
+                Task(
+                    f"{sweep_key(lr)}-{panel}-resnet",
+                    {"panel": panel, "model": "LinearResNet", "init": "identity", "sweep_lr": lr},
+                )
                 for panel in ("a", "b")
-            ]  # fmt: skip
+            ]
             tasks += [
-                Task(f"{sweep_key(lr, gamma)}-{panel}-delm-{init}",
-                     {"panel": panel, "model": "DELM", "init": init, "sweep_lr": lr,
-                      "sweep_gamma": gamma})
+                Task(
+                    f"{sweep_key(lr, gamma)}-{panel}-delm-{init}",
+                    {
+                        "panel": panel,
+                        "model": "DELM",
+                        "init": init,
+                        "sweep_lr": lr,
+                        "sweep_gamma": gamma,
+                    },
+                )
                 for gamma in config.sweep_gammas
                 for panel in ("a", "b")
                 for init in inits
-            ]  # fmt: skip
+            ]
         return tasks
 
     def run_task(self, config: Fig2Config, task: Task, ctx: TaskContext) -> list[Row]:
@@ -304,10 +338,15 @@ class Kawaguchi2021Fig2(Experiment):
             loss_star = _loss_star(X, Y)
             records, step_ratio = _train_resnet(config, X, Y, ctx)
             return [
-                {**base, "step": step, "loss": loss, "loss_star": loss_star,
-                 "step_sharpness": step_ratio}
+                {
+                    **base,
+                    "step": step,
+                    "loss": loss,
+                    "loss_star": loss_star,
+                    "step_sharpness": step_ratio,
+                }
                 for step, loss in records
-            ]  # fmt: skip
+            ]
         model = _delm(config, init, X)
         if panel == "c":
             gd = DELMGDConfig(lr=config.lr, record_every=10**12)
@@ -335,9 +374,13 @@ def _delm(config: Fig2Config, init: str, X: torch.Tensor) -> DELM:
     trial = 0 if init == "identity" else int(init.removeprefix("random"))
     generator = torch.Generator().manual_seed(config.seed * 1000 + trial)
     return DELM(
-        config.d, config.d, gamma=config.gamma, generator=generator, dtype=X.dtype,
+        config.d,
+        config.d,
+        gamma=config.gamma,
+        generator=generator,
+        dtype=X.dtype,
         init="identity" if init == "identity" else "normal",
-    ).to(X.device)  # fmt: skip
+    ).to(X.device)
 
 
 def _chunks(steps: int, ctx: TaskContext) -> list[int]:
@@ -357,10 +400,15 @@ def _sweep_task(
         loss_star = _loss_star(X, Y)
         records, step_ratio = _train_resnet(dataclasses.replace(config, lr=lr), X, Y, ctx)
         return [
-            {**base, "step": step, "loss": loss, "loss_star": loss_star,
-             "step_sharpness": step_ratio}
+            {
+                **base,
+                "step": step,
+                "loss": loss,
+                "loss_star": loss_star,
+                "step_sharpness": step_ratio,
+            }
             for step, loss in records
-        ]  # fmt: skip
+        ]
     gamma = float(task.params["sweep_gamma"])
     model = _delm(dataclasses.replace(config, gamma=gamma), str(base["init"]), X)
     trainer = DELMGradientDescent(model, X, Y, DELMGDConfig(lr=lr, record_every=10**12))
@@ -370,7 +418,12 @@ def _sweep_task(
     except DivergenceError:
         records = [{"step": trainer.step_count, "loss": math.inf}]
     return [
-        {**base, "sweep_gamma": gamma, "step": r["step"], "loss": r["loss"],
-         "loss_star": trainer.loss_star}
+        {
+            **base,
+            "sweep_gamma": gamma,
+            "step": r["step"],
+            "loss": r["loss"],
+            "loss_star": trainer.loss_star,
+        }
         for r in [*trainer.records, *records]
-    ]  # fmt: skip
+    ]

@@ -42,32 +42,48 @@ from deqlab.experiments.kawaguchi2021.statements import (
     runs_by_task,
 )
 from deqlab.models.baselines import resnet_io_width
-from deqlab.statements import OURS, Kind, Source, Statement, Verdict, is_measured, measure
+from deqlab.papers import KAWAGUCHI
+from deqlab.statements import Statement, Verdict, is_measured, number, ours, worst
 
 if TYPE_CHECKING:
     from deqlab.experiments.kawaguchi2021.fig2 import Fig2Config
 
 PANELS = {"a": "Gaussian", "b": "uniform"}
+#: panel -> (location, the paper's words) of "DELMs reach the global minimum value".
 DELM_REACH = {
-    "a": Source("kawaguchi2021", "Section 4, Figure 2 (a)", "deep equilibrium linear models "
-                "converges to the global minimum value with all initialization and random "
-                "trials"),
-    "b": Source("kawaguchi2021", "Section 4, Figure 2 (b)", "confirm the global convergence of "
-                "deep equilibrium linear models again with all initialization and random trials"),
-}  # fmt: skip
-#: panel -> (relation of the final gap to the tolerance, what the ResNet does, source)
+    "a": (
+        "Section 4, Figure 2 (a)",
+        "deep equilibrium linear models converges to the global minimum value with all "
+        "initialization and random trials",
+    ),
+    "b": (
+        "Section 4, Figure 2 (b)",
+        "confirm the global convergence of deep equilibrium linear models again with all "
+        "initialization and random trials",
+    ),
+}
+#: panel -> (relation of the final gap to the tolerance, what the ResNet does, location,
+#: the paper's words)
 RESNET = {
-    "a": (">", "stays above", Source("kawaguchi2021", "Section 4, Figure 2 (a)", "linear "
-          "ResNet converges to a suboptimal value with identity initialization")),
-    "b": ("<=", "reaches", Source("kawaguchi2021", "Section 4, Figure 2 (b)", "In this case, "
-          "linear ResNet with identity initialization also converged to the global minimum "
-          "value.")),
-}  # fmt: skip
-FASTER = Source(
-    "kawaguchi2021", "Section 4, Figure 2 (c)",
+    "a": (
+        ">",
+        "stays above",
+        "Section 4, Figure 2 (a)",
+        "linear ResNet converges to a suboptimal value with identity initialization",
+    ),
+    "b": (
+        "<=",
+        "reaches",
+        "Section 4, Figure 2 (b)",
+        "In this case, linear ResNet with identity initialization also converged to the "
+        "global minimum value.",
+    ),
+}
+FASTER = KAWAGUCHI.source(
+    "Section 4, Figure 2 (c)",
     "the theoretical bound with initialization-dependent λT demonstrates a faster and more "
     "accurate convergence rate",
-)  # fmt: skip
+)
 #: What each ``resnet_io`` is, for the statements and the subtitle.
 CONSTRUCTION = {
     "modified_identity": "Zou et al.'s modified identity input/output transformations",
@@ -101,19 +117,24 @@ def _figure_statements(config: Fig2Config, rows: list[Row]) -> list[Statement]:
     delm = runs_by_task([r for r in rows if r["model"] == "DELM"])
     resnet = runs_by_task([r for r in rows if r["model"] == "LinearResNet"])
     guards = hypotheses(COROLLARY_1, delm, lr=config.lr, gamma=config.gamma)
+    m, gamma = config.d, config.gamma
     return [
         *(_delm_reach(config, delm, panel) for panel in PANELS),
         *(_resnet(config, resnet.get(f"{panel}-resnet", []), panel) for panel in PANELS),
-        faster_rate_observation(delm.get("c-delm-random1", []), FASTER, m=config.d,
-                                gamma=config.gamma),
+        faster_rate_observation(delm.get("c-delm-random1", []), FASTER, m=m, gamma=gamma),
         *guards,
-        lambda_bound_check(delm, [gamma_hypothesis(config.gamma)], m=config.d,
-                           gamma=config.gamma),
+        lambda_bound_check(delm, [gamma_hypothesis(gamma)], m=m, gamma=gamma),
         *bound_checks(COROLLARY_1, delm, guards, lr=config.lr),
-        accuracy_time_check(delm, guards, equation=accuracy_equation("square", 0.0, math.inf),
-                            lr=config.lr, m=config.d, gamma=config.gamma,
-                            eps_rel=config.epsilon),
-    ]  # fmt: skip
+        accuracy_time_check(
+            delm,
+            guards,
+            equation=accuracy_equation("square", 0.0, math.inf),
+            lr=config.lr,
+            m=m,
+            gamma=gamma,
+            eps_rel=config.epsilon,
+        ),
+    ]
 
 
 def final_gap(rows: Sequence[Row], steps: int) -> float | None:
@@ -126,20 +147,28 @@ def final_gap(rows: Sequence[Row], steps: int) -> float | None:
 
 
 def _delm_reach(config: Fig2Config, delm: Runs, panel: str) -> Statement:
-    gaps = {k: final_gap(rows, config.steps) for k, rows in delm.items()
-            if k.startswith(f"{panel}-delm")}  # fmt: skip
-    known = [g for g in gaps.values() if g is not None]
-    value = max(known) if gaps and len(known) == len(gaps) else None
-    worst = next((k for k, g in gaps.items() if g == value), "—")
-    return measure(
-        f"DELMs reach the global minimum value on {PANELS[panel]} data from every "
-        "initialization", Kind.OBSERVATION, DELM_REACH[panel], value=value, relation="<=",
+    gaps = {
+        k: final_gap(rows, config.steps)
+        for k, rows in delm.items()
+        if k.startswith(f"{panel}-delm")
+    }
+    value = worst(list(gaps.values()), "<=", config.optimum_rtol)
+    where = next((k for k, g in gaps.items() if g == value), "—")
+    location, quote = DELM_REACH[panel]
+    return KAWAGUCHI.observation(
+        location,
+        name=f"DELMs reach the global minimum value on {PANELS[panel]} data from every "
+        "initialization",
+        value=value,
+        relation="<=",
         threshold=config.optimum_rtol,
-        measured=f"worst final (L − L*)/L* = {_g(value)} ({worst}) over {len(gaps)} runs "
+        measured=f"worst final (L − L*)/L* = {number(value)} ({where}) over {len(gaps)} runs "
         f"after {config.steps} steps",
         expected=f"≤ {config.optimum_rtol:g} for the identity and {config.n_random} random "
-        "initializations", detail=TOLERANCE,
-    )  # fmt: skip
+        "initializations",
+        detail=TOLERANCE,
+        quote=quote,
+    )
 
 
 def resnet_setting(config: Fig2Config) -> str:
@@ -149,27 +178,28 @@ def resnet_setting(config: Fig2Config) -> str:
 
 
 def _resnet(config: Fig2Config, rows: Sequence[Row], panel: str, suffix: str = "") -> Statement:
-    relation, does, source = RESNET[panel]
+    relation, does, location, quote = RESNET[panel]
     value = final_gap(rows, config.steps)
     ratio = rows[0].get("step_sharpness") if rows else None
     last = rows[-1] if rows else {}
     diverged = "loss" in last and not is_measured(last["loss"])
     ended = f"diverged: the loss is {last.get('loss')} at step {last.get('step')}"
-    return measure(
-        f"linear ResNet (identity init) {does} the global minimum value on {PANELS[panel]} "
-        f"data{suffix}", Kind.OBSERVATION, source, value=value, relation=relation,
+    return KAWAGUCHI.observation(
+        location,
+        name=f"linear ResNet (identity init) {does} the global minimum value on "
+        f"{PANELS[panel]} data{suffix}",
+        value=value,
+        relation=relation,
         threshold=config.optimum_rtol,
-        measured=ended if diverged else f"final (L − L*)/L* = {_g(value)} after {config.steps} "
-        "steps",
+        measured=ended
+        if diverged
+        else f"final (L − L*)/L* = {number(value)} after {config.steps} steps",
         expected=f"{relation} {config.optimum_rtol:g}",
         detail=f"{resnet_setting(config)}, zero-initialized blocks, GD with η = {config.lr:g}; "
-        f"η·λ_max(∇²L(W₀)) = {_g(ratio if is_measured(ratio) else None)} (GD is unstable at "
-        f"the start where this exceeds 2); {TOLERANCE}",
-    )  # fmt: skip
-
-
-def _g(x: float | None) -> str:
-    return "—" if x is None else f"{x:.3g}"
+        f"η·λ_max(∇²L(W₀)) = {number(ratio)} (GD is unstable at the start where this "
+        f"exceeds 2); {TOLERANCE}",
+        quote=quote,
+    )
 
 
 def sweep_statements(config: Fig2Config, rows: list[Row]) -> list[Statement]:
@@ -201,23 +231,27 @@ def _sweep_reach(config: Fig2Config, runs: Runs, panel: str, lr: float, gamma: f
     diverged = {k: v[-1]["step"] for k, v in mine.items() if v and not is_measured(v[-1]["loss"])}
     failed = [k for k, g in gaps.items() if g is not None and g > config.optimum_rtol]
     failed += list(diverged)
-    complete = len(mine) == expected and all(g is not None or k in diverged
-                                             for k, g in gaps.items())  # fmt: skip
-    value = len(failed) if failed or complete else None
+    complete = len(mine) == expected and all(
+        g is not None or k in diverged for k, g in gaps.items()
+    )
     known = [g for g in gaps.values() if g is not None]
-    worst = max(known, default=None)
     said = "; ".join(f"{k} diverged at step {s}" for k, s in diverged.items())
-    return measure(
-        f"DELMs reach the global minimum value on {PANELS[panel]} data from every "
-        f"initialization at η = {lr:g}, γ = {gamma:g} (sweep)", Kind.OBSERVATION,
-        DELM_REACH[panel], value=value, relation="<=", threshold=0.0,
+    location, quote = DELM_REACH[panel]
+    return KAWAGUCHI.observation(
+        location,
+        name=f"DELMs reach the global minimum value on {PANELS[panel]} data from every "
+        f"initialization at η = {lr:g}, γ = {gamma:g} (sweep)",
+        value=len(failed) if failed or complete else None,
+        relation="<=",
+        threshold=0.0,
         measured=f"{len(failed)} of {len(mine)} runs end above (L − L*)/L* = "
-        f"{config.optimum_rtol:g} or diverge; worst finite final gap {_g(worst)}"
-        + (f"; {said}" if said else ""),
+        f"{config.optimum_rtol:g} or diverge; worst finite final gap "
+        f"{number(max(known, default=None))}" + (f"; {said}" if said else ""),
         expected=f"0 of {expected} runs (identity and {config.n_random} random "
         f"initializations) after {config.steps} steps",
         detail=f"{TOLERANCE}; a diverged run is a measured failure",
-    )  # fmt: skip
+        quote=quote,
+    )
 
 
 def _reproduces(lr: float, gamma: float, observed: Sequence[Statement]) -> Statement:
@@ -226,16 +260,17 @@ def _reproduces(lr: float, gamma: float, observed: Sequence[Statement]) -> State
     passed = sum(s.verdict is Verdict.PASS for s in observed)
     failed = [s for s in observed if s.verdict is Verdict.FAIL]
     unmeasured = any(s.verdict is Verdict.NOT_MEASURED for s in observed)
-    value = None if unmeasured and not failed else passed
-    return measure(
-        f"Figure 2 (a)–(b) reproduces at η = {lr:g}, γ = {gamma:g} (sweep)", Kind.OURS, OURS,
-        value=value, relation=">=", threshold=float(len(observed)),
+    return ours(
+        f"Figure 2 (a)–(b) reproduces at η = {lr:g}, γ = {gamma:g} (sweep)",
+        value=None if unmeasured and not failed else passed,
+        relation=">=",
+        threshold=float(len(observed)),
         measured=f"{passed} of {len(observed)} observations pass"
         + "".join(f"; fails: {s.name}" for s in failed),
         expected=f"all {len(observed)}: DELMs reach L* on both data sets, the ResNet stays "
         "above it on the Gaussian data and reaches it on the uniform data",
         detail=f"the step size is not given by Section 4; {FINDING}",
-    )  # fmt: skip
+    )
 
 
 def plot(config: Fig2Config, rows: list[Row], directory: Path) -> list[Path]:
@@ -263,17 +298,18 @@ def plot(config: Fig2Config, rows: list[Row], directory: Path) -> list[Path]:
         plot_bounds(axes[2], [r for r in rows if r["panel"] == "c"])
         axes[2].set_title("(c) theoretical bounds (Corollary 1)")
         setting_subtitle(
-            fig, "Figure 2: DELMs vs a linear ResNet, and Corollary 1's bounds",
+            fig,
+            "Figure 2: DELMs vs a linear ResNet, and Corollary 1's bounds",
             f"Zou et al.'s data, n = {config.n}, d = m = {config.d}, noise {config.noise:g}; "
             f"DELM γ = {config.gamma:g}; full-batch GD, η = {config.lr:g}; linear ResNet: "
             f"{resnet_setting(config)}",
-        )  # fmt: skip
+        )
         paths = save_figure(fig, directory, "fig2")
     return paths + (plot_sweep(config, sweep, directory) if config.sweep_lrs else [])
 
 
-#: Where a diverged run is drawn in the sweep figure (above every finite gap).
-DIVERGED_AT = 10.0
+#: A diverged run is drawn this factor above the largest finite gap of its panel (≥ 10).
+DIVERGED_ABOVE = 10.0
 
 
 def plot_sweep(config: Fig2Config, rows: list[Row], directory: Path) -> list[Path]:
@@ -286,25 +322,39 @@ def plot_sweep(config: Fig2Config, rows: list[Row], directory: Path) -> list[Pat
     with figure_style():
         fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.8))
         for ax, (panel, data) in zip(axes, PANELS.items(), strict=True):
-            lines = {"linear ResNet": [(lr, [f"{sweep_key(lr)}-{panel}-resnet"])
-                                       for lr in config.sweep_lrs]}  # fmt: skip
+            lines = {
+                "linear ResNet": [
+                    (lr, [f"{sweep_key(lr)}-{panel}-resnet"]) for lr in config.sweep_lrs
+                ]
+            }
             for gamma in config.sweep_gammas:
                 lines[f"DELMs (worst), γ = {gamma:g}"] = [
                     (lr, [k for k in runs if k.startswith(f"{sweep_key(lr, gamma)}-{panel}-")])
                     for lr in config.sweep_lrs
                 ]
-            for label, points in lines.items():
-                _sweep_line(ax, label, [(lr, _worst_gap(runs, keys, config.steps))
-                                        for lr, keys in points])  # fmt: skip
+            gaps = {
+                label: [(lr, _worst_gap(runs, keys, config.steps)) for lr, keys in points]
+                for label, points in lines.items()
+            }
+            finite = [g for p in gaps.values() for _, g in p if g is not None and g < math.inf]
+            top = DIVERGED_ABOVE * max([1.0, *finite])
+            for label, points in gaps.items():
+                _sweep_line(ax, label, points, top)
             add_reference_line(ax, config.optimum_rtol, "tolerance optimum_rtol")
-            ax.set(xscale="log", yscale="log", xlabel="step size η",
-                   ylabel="final (L − L*)/L*", title=f"({panel}) {data} data")  # fmt: skip
+            ax.set(
+                xscale="log",
+                yscale="log",
+                xlabel="step size η",
+                ylabel="final (L − L*)/L*",
+                title=f"({panel}) {data} data",
+            )
             legend_below(ax)
         setting_subtitle(
-            fig, "Figure 2 (a)–(b) across step sizes (our sweep)",
+            fig,
+            "Figure 2 (a)–(b) across step sizes (our sweep)",
             f"n = {config.n}, d = {config.d}, {config.steps} GD steps; crosses at the top: "
             f"diverged; linear ResNet: {resnet_setting(config)}",
-        )  # fmt: skip
+        )
         return save_figure(fig, directory, "fig2_sweep")
 
 
@@ -320,9 +370,9 @@ def _worst_gap(runs: Runs, keys: Sequence[str], steps: int) -> float | None:
     return None if not gaps or None in gaps else max(max(gaps), 1e-16)
 
 
-def _sweep_line(ax, label: str, points: Sequence[tuple[float, float | None]]) -> None:
+def _sweep_line(ax, label: str, points: Sequence[tuple[float, float | None]], top: float) -> None:
     finite = [(lr, g) for lr, g in points if g is not None and math.isfinite(g)]
     (line,) = ax.plot([p[0] for p in finite], [p[1] for p in finite], "o-", label=label)
     blown = [lr for lr, g in points if g == math.inf]
     if blown:
-        ax.plot(blown, [DIVERGED_AT] * len(blown), "x", color=line.get_color(), markersize=9)
+        ax.plot(blown, [top] * len(blown), "x", color=line.get_color(), markersize=9)

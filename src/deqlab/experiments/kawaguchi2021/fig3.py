@@ -28,49 +28,42 @@ from typing import ClassVar
 
 import torch
 
-from deqlab._checks import check_int, check_positive, check_real
 from deqlab.data import zou_synthetic
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.blocks import DELMSynthetic
+from deqlab.experiments.constraints import FRACTION, NONNEGATIVE, POSITIVE, Interval
 from deqlab.experiments.deviations import measurement, not_given, paper
 from deqlab.experiments.kawaguchi2021 import fig3_report
 from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps, run_trajectory
 from deqlab.experiments.registry import register
-from deqlab.models.delm import DELM, check_gamma
+from deqlab.models.delm import DELM
 from deqlab.statements import Statement
-from deqlab.theory.kawaguchi2021 import check_radius
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 
 NOT_IN_PAPER = "Appendix D.2 does not give Figure 3's data or settings"
 
 
 @dataclass(frozen=True)
-class Fig3Config:
-    n: int = 1000
-    d: int = 10
+class Fig3Config(DELMSynthetic):
     label_noise: float = 0.5
     input_scale: float = 1.0
     tau: float = 0.01
-    gamma: float = 0.8
     lr: float = 1e-4
     steps: int = 100_000
     records: int = 200
     optimum_rtol: float = 1e-4
     radius: float = math.inf
     epsilon: float = 1e-3
-    seed: int = 0
 
-    def __post_init__(self) -> None:
-        for name in ("n", "d", "steps", "records"):
-            check_int(name, getattr(self, name), min_value=1)
-        check_int("seed", self.seed, min_value=0)
-        check_real("label_noise", self.label_noise, low=0.0)
-        check_gamma(self.gamma)
-        check_real("tau", self.tau, low=0.0)
-        for name in ("input_scale", "lr", "optimum_rtol"):
-            check_positive(name, getattr(self, name))
-        check_radius(self.radius)
-        check_real("epsilon", self.epsilon, low=0.0, high=1.0, low_inclusive=False,
-                   high_inclusive=False)  # fmt: skip
+    constraints: ClassVar = {
+        "label_noise": NONNEGATIVE,
+        "input_scale": POSITIVE,
+        "tau": NONNEGATIVE,
+        "records": Interval(1),
+        "optimum_rtol": POSITIVE,
+        "radius": Interval(0.0, math.inf, "right"),
+        "epsilon": FRACTION,
+    }
 
 
 def logistic_data(config: Fig3Config, device: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -114,13 +107,30 @@ class Kawaguchi2021Fig3(Experiment):
     paper = "Kawaguchi, On the theory of implicit deep learning, ICLR 2021 (Figure 3, App. D.2)"
     Config = Fig3Config
     presets: ClassVar = {
-        "tiny": {"n": 40, "d": 3, "gamma": 0.5, "lr": 5e-3, "steps": 200, "records": 12,
-                 "optimum_rtol": 1e-3},
+        "tiny": {
+            "n": 40,
+            "d": 3,
+            "gamma": 0.5,
+            "lr": 5e-3,
+            "steps": 200,
+            "records": 12,
+            "optimum_rtol": 1e-3,
+        },
         "quick": {"steps": 20_000, "records": 80},
         "paper": {},
-        "eq12": {"n": 200, "d": 3, "label_noise": 10.0, "input_scale": 0.2, "tau": 0.0,
-                 "radius": 2.5, "gamma": 0.2, "lr": 0.05, "steps": 2000, "records": 60},
-    }  # fmt: skip
+        "eq12": {
+            "n": 200,
+            "d": 3,
+            "label_noise": 10.0,
+            "input_scale": 0.2,
+            "tau": 0.0,
+            "radius": 2.5,
+            "gamma": 0.2,
+            "lr": 0.05,
+            "steps": 2000,
+            "records": 60,
+        },
+    }
     paper_setting: ClassVar = PAPER_SETTING
     figure_captions: ClassVar = {
         "fig3": "Training loss of a random-initialized DELM with the logistic loss plus τq² "
@@ -153,8 +163,9 @@ class Kawaguchi2021Fig3(Experiment):
         X, y = logistic_data(config, ctx.device)
         generator = torch.Generator().manual_seed(config.seed * 1000 + 1)
         model = DELM(config.d, 1, gamma=config.gamma, generator=generator, dtype=X.dtype)
-        gd = DELMGDConfig(lr=config.lr, loss="logistic", tau=config.tau, radius=config.radius,
-                          record_every=10**12)  # fmt: skip
+        gd = DELMGDConfig(
+            lr=config.lr, loss="logistic", tau=config.tau, radius=config.radius, record_every=10**12
+        )
         trainer = DELMGradientDescent(model.to(ctx.device), X, y, gd)
         targets = log_spaced_steps(config.steps, config.records)
         return run_trajectory(trainer, targets, ctx, {"task": task.key})

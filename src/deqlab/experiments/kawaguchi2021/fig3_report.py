@@ -29,46 +29,55 @@ from deqlab.experiments.kawaguchi2021.statements import (
     lambda_bound_check,
     runs_by_task,
 )
-from deqlab.statements import OURS, Kind, Source, Statement, measure
+from deqlab.papers import KAWAGUCHI
+from deqlab.statements import Statement, number, ours
 
 if TYPE_CHECKING:
     from deqlab.experiments.kawaguchi2021.fig3 import Fig3Config
 
-FASTER = Source(
-    "kawaguchi2021", "Appendix D.2, Figure 3",
+FASTER = KAWAGUCHI.source(
+    "Appendix D.2, Figure 3",
     "the theoretical upper bound with initialization-dependent λT demonstrates a faster "
     "convergence rate",
-)  # fmt: skip
+)
 
 
 def statements(config: Fig3Config, rows: list[Row]) -> list[Statement]:
     """The observation, Corollary 2's hypotheses and theorems, and ours."""
     runs = runs_by_task(rows)
-    guards = hypotheses(COROLLARY_2, runs, lr=config.lr, gamma=config.gamma,
-                        radius=config.radius)  # fmt: skip
+    m, gamma = config.d, config.gamma
+    guards = hypotheses(COROLLARY_2, runs, lr=config.lr, gamma=gamma, radius=config.radius)
     positive = kappa_hypothesis(runs, tau=config.tau, radius=config.radius)
     equation = accuracy_equation("logistic", config.tau, config.radius)
     return [
-        faster_rate_observation(rows, FASTER, m=config.d, gamma=config.gamma),
+        faster_rate_observation(rows, FASTER, m=m, gamma=gamma),
         *guards,
         positive,
-        lambda_bound_check(runs, [gamma_hypothesis(config.gamma)], m=config.d,
-                           gamma=config.gamma),
+        lambda_bound_check(runs, [gamma_hypothesis(gamma)], m=m, gamma=gamma),
         *bound_checks(COROLLARY_2, runs, guards, lr=config.lr),
-        accuracy_time_check(runs, [*guards, positive], equation=equation, lr=config.lr,
-                            m=config.d, gamma=config.gamma, eps_rel=config.epsilon),
+        accuracy_time_check(
+            runs,
+            [*guards, positive],
+            equation=equation,
+            lr=config.lr,
+            m=m,
+            gamma=gamma,
+            eps_rel=config.epsilon,
+        ),
         _reaches(config, rows),
-    ]  # fmt: skip
+    ]
 
 
 def _reaches(config: Fig3Config, rows: list[Row]) -> Statement:
     value = final_gap(rows, config.steps)
-    return measure(
-        "the DELM reaches the global minimum value of the logistic loss", Kind.OURS, OURS,
-        value=value, relation="<=", threshold=config.optimum_rtol,
-        measured=f"final (L − L*)/L* = {'—' if value is None else f'{value:.3g}'} after "
-        f"{config.steps} steps", expected=f"≤ {config.optimum_rtol:g}",
-    )  # fmt: skip
+    return ours(
+        "the DELM reaches the global minimum value of the logistic loss",
+        value=value,
+        relation="<=",
+        threshold=config.optimum_rtol,
+        measured=f"final (L − L*)/L* = {number(value)} after {config.steps} steps",
+        expected=f"≤ {config.optimum_rtol:g}",
+    )
 
 
 def plot(config: Fig3Config, rows: list[Row], directory: Path) -> list[Path]:
@@ -80,9 +89,10 @@ def plot(config: Fig3Config, rows: list[Row], directory: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(5.5, 4.6))
         plot_bounds(ax, rows)
         setting_subtitle(
-            fig, f"Figure 3: logistic loss and Corollary 2's bounds (R = {config.radius:g})",
+            fig,
+            f"Figure 3: logistic loss and Corollary 2's bounds (R = {config.radius:g})",
             f"Gaussian inputs, n = {config.n}, d = m = {config.d}, label noise "
             f"{config.label_noise:g}, inputs × {config.input_scale:g}, τ = {config.tau:g}; "
             f"γ = {config.gamma:g}; GD, η = {config.lr:g}",
-        )  # fmt: skip
+        )
         return save_figure(fig, directory, "fig3")

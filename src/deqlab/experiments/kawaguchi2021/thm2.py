@@ -30,14 +30,22 @@ from typing import ClassVar
 
 import torch
 
-from deqlab._checks import check_int, check_positive, check_real
 from deqlab.data import zou_synthetic
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.blocks import DELMSynthetic
+from deqlab.experiments.constraints import (
+    DISTINCT,
+    FRACTION,
+    NONEMPTY,
+    NONNEGATIVE,
+    POSITIVE,
+    Interval,
+)
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.kawaguchi2021 import thm2_report
 from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps
 from deqlab.experiments.registry import register
-from deqlab.models.delm import DELM, check_gamma
+from deqlab.models.delm import DELM
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import (
     flow_velocities,
@@ -51,34 +59,22 @@ LOSSES = ("square", "logistic")
 
 
 @dataclass(frozen=True)
-class Thm2Config:
-    n: int = 1000
-    d: int = 10
+class Thm2Config(DELMSynthetic):
     noise: float = 0.1
     label_noise: float = 0.5
     tau: float = 0.01
-    gamma: float = 0.8
-    lr: float = 1e-5
-    steps: int = 2000
     records: int = 12
     delta_fractions: tuple[float, ...] = (0.01, 0.5, 0.9)
     tolerance: float = 1e-8
-    seed: int = 0
 
-    def __post_init__(self) -> None:
-        for name in ("n", "d", "steps", "records"):
-            check_int(name, getattr(self, name), min_value=1)
-        check_int("seed", self.seed, min_value=0)
-        for name in ("noise", "label_noise", "tau"):
-            check_real(name, getattr(self, name), low=0.0)
-        check_gamma(self.gamma)
-        check_positive("lr", self.lr)
-        check_positive("tolerance", self.tolerance)
-        if not self.delta_fractions:
-            raise ValueError("`delta_fractions` must hold at least one fraction of δ̄_t")
-        for c in self.delta_fractions:
-            check_real("delta_fractions", c, low=0.0, high=1.0, low_inclusive=False,
-                       high_inclusive=False)  # fmt: skip
+    constraints: ClassVar = {
+        "noise": NONNEGATIVE,
+        "label_noise": NONNEGATIVE,
+        "tau": NONNEGATIVE,
+        "records": Interval(1),
+        "delta_fractions": (NONEMPTY, FRACTION, DISTINCT),
+        "tolerance": POSITIVE,
+    }
 
 
 def thm2_data(config: Thm2Config, loss: str, device: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -107,13 +103,18 @@ def trust_region_rows(
         radius = delta * math.sqrt(float(zdot @ G @ zdot))
         v, multiplier = solve_trust_region(terms.gradient, terms.hessian, G, radius)
         predicted = (v @ X) / delta  # (1/δ) V φ(x_i), (n,)
-        rows.append({
-            "delta_fraction": fraction, "delta_bar": delta_bar, "delta": delta,
-            "velocity_error": float((predicted - fdot[0]).abs().max()) / scale,
-            "multiplier_error": abs(multiplier * delta - 1.0),
-            "closed_form_error": closed, "g_min_eig": float(torch.linalg.eigvalsh(G)[0]),
-            "fdot_max": scale,
-        })  # fmt: skip
+        rows.append(
+            {
+                "delta_fraction": fraction,
+                "delta_bar": delta_bar,
+                "delta": delta,
+                "velocity_error": float((predicted - fdot[0]).abs().max()) / scale,
+                "multiplier_error": abs(multiplier * delta - 1.0),
+                "closed_form_error": closed,
+                "g_min_eig": float(torch.linalg.eigvalsh(G)[0]),
+                "fdot_max": scale,
+            }
+        )
     return rows
 
 
@@ -128,11 +129,12 @@ PAPER_SETTING = {
     "lr": not_given("Theorem 2 is for the gradient flow; GD gives its points"),
     "steps": not_given(NO_EXPERIMENT),
     "records": measurement(),
-    "delta_fractions": not_given("Theorem 2: every δ_t ∈ (0, δ̄_t]; ours: fractions of "
-                                 "δ̄_t = sup{δ : G_t ≻ 0}"),
+    "delta_fractions": not_given(
+        "Theorem 2: every δ_t ∈ (0, δ̄_t]; ours: fractions of δ̄_t = sup{δ : G_t ≻ 0}"
+    ),
     "tolerance": not_given("agreement in float64 (ours)"),
     "seed": not_given(),
-}  # fmt: skip
+}
 
 
 @register
@@ -147,7 +149,7 @@ class Kawaguchi2021Thm2(Experiment):
         "tiny": {"n": 30, "d": 3, "gamma": 0.5, "lr": 1e-2, "steps": 50, "records": 4},
         "quick": {"steps": 1000, "records": 8},
         "paper": {},
-    }  # fmt: skip
+    }
     paper_setting: ClassVar = PAPER_SETTING
     figure_captions: ClassVar = {
         "thm2": "Theorem 2 along GD trajectories of random-initialized DELMs (square and "

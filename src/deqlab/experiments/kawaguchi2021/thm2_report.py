@@ -54,17 +54,24 @@ def _check(config: Thm2Config, rows: Sequence[Row], column: str) -> Statement:
     source = Source("kawaguchi2021", location)
     expected = f"≤ {config.tolerance:g} (agreement in float64; the tolerance is ours)"
     if not rows:
-        return not_measured(name, Kind.THEOREM, source, expected=expected,
-                            why="no recorded step")  # fmt: skip
+        return not_measured(name, Kind.THEOREM, source, expected=expected, why="no recorded step")
     bad = [r for r in rows if not is_measured(r.get(column))]
     if bad:
-        return not_measured(name, Kind.THEOREM, source, expected=expected,
-                            why=f"non-finite {column} at step {bad[0].get('step')} of "
-                            f"{bad[0].get('task')}")  # fmt: skip
+        return not_measured(
+            name,
+            Kind.THEOREM,
+            source,
+            expected=expected,
+            why=f"non-finite {column} at step {bad[0].get('step')} of {bad[0].get('task')}",
+        )
     worst = max(rows, key=lambda r: float(r[column]))
     fractions = sorted({float(r["delta_fraction"]) for r in rows})
     return measure(
-        name, Kind.THEOREM, source, value=float(worst[column]), relation="<=",
+        name,
+        Kind.THEOREM,
+        source,
+        value=float(worst[column]),
+        relation="<=",
         threshold=config.tolerance,
         measured=f"largest {what} = {float(worst[column]):.3g} ({worst['task']}, step "
         f"{worst['step']}, δ_t = {float(worst['delta_fraction']):g}·δ̄_t)",
@@ -72,7 +79,7 @@ def _check(config: Thm2Config, rows: Sequence[Row], column: str) -> Statement:
         detail=f"{len(rows)} checks: {len({(r['task'], r['step']) for r in rows})} recorded "
         f"steps of {len({r['task'] for r in rows})} runs × δ_t/δ̄_t ∈ "
         f"{{{', '.join(f'{c:g}' for c in fractions)}}}, δ̄_t = sup{{δ : G_t ≻ 0}}",
-    )  # fmt: skip
+    )
 
 
 def plot(config: Thm2Config, rows: list[Row], directory: Path) -> list[Path]:
@@ -84,8 +91,10 @@ def plot(config: Thm2Config, rows: list[Row], directory: Path) -> list[Path]:
 
     with figure_style():
         fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.8))
-        panels = {"velocity_error": "(a) Eq. (13): d/dt f vs (1/δ)Vφ",
-                  "multiplier_error": "(b) KKT multiplier: |2μδ − 1|"}  # fmt: skip
+        panels = {
+            "velocity_error": "(a) Eq. (13): d/dt f vs (1/δ)Vφ",
+            "multiplier_error": "(b) KKT multiplier: |2μδ − 1|",
+        }
         curves = sorted({(str(r["loss"]), float(r["delta_fraction"])) for r in rows})
         for ax, (column, title) in zip(axes, panels.items(), strict=True):
             for loss, fraction in curves:
@@ -97,13 +106,17 @@ def plot(config: Thm2Config, rows: list[Row], directory: Path) -> list[Path]:
             ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
             ax.set_yscale("log")
             add_reference_line(ax, config.tolerance, "tolerance (ours)")
-            ax.set(xlabel="# of iterations", ylabel="relative gap (exact 0 drawn at 10⁻¹⁸)",
-                   title=title)  # fmt: skip
+            ax.set(
+                xlabel="# of iterations",
+                ylabel="relative gap (exact 0 drawn at 10⁻¹⁸)",
+                title=title,
+            )
             legend_below(ax)
         setting_subtitle(
-            fig, "Theorem 2: the DELM's flow is a trust-region Newton step",
+            fig,
+            "Theorem 2: the DELM's flow is a trust-region Newton step",
             f"Gaussian inputs, n = {config.n}, d = m = {config.d}, m_y = 1; γ = "
             f"{config.gamma:g}; square loss and logistic loss (τ = {config.tau:g}); GD, "
             f"η = {config.lr:g}",
-        )  # fmt: skip
+        )
         return save_figure(fig, directory, "thm2")

@@ -21,8 +21,14 @@ from deqlab.train.delm_gd import DELMGradientDescent
 
 #: The trainer's history columns kept in the rows.
 HISTORY_COLUMNS = (
-    "step", "loss", "lambda_min", "lambda_T", "bound_independent", "bound_dependent", "b_norm1",
-)  # fmt: skip
+    "step",
+    "loss",
+    "lambda_min",
+    "lambda_T",
+    "bound_independent",
+    "bound_dependent",
+    "b_norm1",
+)
 
 
 def log_spaced_steps(total: int, count: int) -> list[int]:
@@ -67,8 +73,12 @@ def run_trajectory(
         "sharpness_start": _sharpness(trainer),
     }
     history = train_delm_with_bounds(trainer, targets, ctx)
-    constants = {**start, "sharpness_end": _sharpness(trainer), "loss_star": trainer.loss_star,
-                 "kappa": trainer.kappa}  # fmt: skip
+    constants = {
+        **start,
+        "sharpness_end": _sharpness(trainer),
+        "loss_star": trainer.loss_star,
+        "kappa": trainer.kappa,
+    }
     return [
         {**base, **{c: history[c][i].item() for c in HISTORY_COLUMNS}, **constants}
         for i in range(len(history["step"]))
@@ -95,12 +105,24 @@ def _pl_ratio(trainer: DELMGradientDescent) -> float:
     with torch.no_grad():
         W = trainer.model.linear_weight()  # (m_y, m) = B U⁻¹
     return pl_ratio(
-        W, _features(trainer), trainer.Y, kappa=trainer.kappa, loss_star=trainer.loss_star,
-        loss=trainer.config.loss, tau=trainer.config.tau,
-    )  # fmt: skip
+        W,
+        _features(trainer),
+        trainer.Y,
+        kappa=trainer.kappa,
+        loss_star=trainer.loss_star,
+        loss=trainer.config.loss,
+        tau=trainer.config.tau,
+    )
 
 
 def _sharpness(trainer: DELMGradientDescent) -> float:
     model = trainer.model
-    return objective_sharpness(model.A, model.B, _features(trainer), trainer.Y, model.gamma,
-                               loss=trainer.config.loss, tau=trainer.config.tau)  # fmt: skip
+    return objective_sharpness(
+        model.A,
+        model.B,
+        _features(trainer),
+        trainer.Y,
+        model.gamma,
+        loss=trainer.config.loss,
+        tau=trainer.config.tau,
+    )

@@ -106,8 +106,14 @@ class Fig1Config:
         check_real("sigma_w2", self.sigma_w2, low=0.0, high=1.0, high_inclusive=False)
         check_int("steps", self.steps, min_value=1)
         check_choice("eta_rule", self.eta_rule, ETA_RULES)
-        check_real("eta_fraction", self.eta_fraction, low=0.0, high=1.0, low_inclusive=False,
-                   high_inclusive=False)  # fmt: skip
+        check_real(
+            "eta_fraction",
+            self.eta_fraction,
+            low=0.0,
+            high=1.0,
+            low_inclusive=False,
+            high_inclusive=False,
+        )
         if self.eta is not None:
             check_real("eta", self.eta, low=0.0, low_inclusive=False)
         check_choice("dtype", self.dtype, DTYPES)
@@ -126,13 +132,25 @@ class Ling2023Fig1(Experiment):
     )
     Config = Fig1Config
     presets: ClassVar = {
-        "tiny": {"datasets": ("sphere",), "n": 8, "d": 8, "widths": (32, 128),
-                 "steps": 30, "spectral_every": 5},
+        "tiny": {
+            "datasets": ("sphere",),
+            "n": 8,
+            "d": 8,
+            "widths": (32, 128),
+            "steps": 30,
+            "spectral_every": 5,
+        },
         # ~2 min on 2 cores: panel (a) and, for the image panels, the bundled digits 0/1
-        "quick": {"datasets": ("sphere", "digits"), "n": 100, "d": 100,
-                  "widths": (200, 400, 800, 1600), "steps": 300, "metrics_every": 2},
+        "quick": {
+            "datasets": ("sphere", "digits"),
+            "n": 100,
+            "d": 100,
+            "widths": (200, 400, 800, 1600),
+            "steps": 300,
+            "metrics_every": 2,
+        },
         "paper": {},
-    }  # fmt: skip
+    }
     metric_columns: ClassVar = {
         "dataset": "data set name",
         "n": "number of training points",
@@ -179,7 +197,7 @@ class Ling2023Fig1(Experiment):
             "(ii): |y_i| = O(1)); the authors' official code draws y_i ~ U[0, 1); ours: ±1 by "
             "class (image data sets only; the sphere's labels are N(0, 1) as Section 5 says)",
         ),
-    }  # fmt: skip
+    }
     figure_captions: ClassVar = {
         "loss": "Training loss Φ(τ) of full-batch gradient descent against the step τ, one "
         "line per width m and one panel per data set, as in Figure 1 of Ling et al. (2023); "
@@ -204,8 +222,9 @@ class Ling2023Fig1(Experiment):
         dtype, device = DTYPES[config.dtype], torch.device(ctx.device)
         name, m = str(task.params["dataset"]), int(task.params["m"])
         data = _load(config, name, dtype, device)
-        model = ReLUDEQ.init(data.d, m, sigma_w2=config.sigma_w2, seed=config.seed,
-                             dtype=dtype, device=device)  # fmt: skip
+        model = ReLUDEQ.init(
+            data.d, m, sigma_w2=config.sigma_w2, seed=config.seed, dtype=dtype, device=device
+        )
         cond = condition1(model, data.X, data.y, tol=config.tol)
         eta = _learning_rate(config, data, cond, dtype, device)
         trainer = GDTrainer(
@@ -230,10 +249,18 @@ class Ling2023Fig1(Experiment):
         run_resumable(trainer, config.steps, ctx, before_step=before_step, rows=measured)
         gram = {int(r["step"]): float(r["H_lambda_min"]) for r in measured}
         initial = {f"cond1_{key}": value for key, value in cond.as_dict().items()}
-        constant = {"dataset": name, "n": data.X.shape[1], "d": data.d, "m": m, "eta": eta,
-                    **initial}  # fmt: skip
-        return [{**constant, **record, "H_lambda_min": gram.get(record["step"], math.nan)}
-                for record in trainer.records]  # fmt: skip
+        constant = {
+            "dataset": name,
+            "n": data.X.shape[1],
+            "d": data.d,
+            "m": m,
+            "eta": eta,
+            **initial,
+        }
+        return [
+            {**constant, **record, "H_lambda_min": gram.get(record["step"], math.nan)}
+            for record in trainer.records
+        ]
 
     def statements(self, config: Fig1Config, rows: list[Row]) -> list[Statement]:
         runs = by_dataset(rows)
@@ -269,8 +296,14 @@ def _learning_rate(config, data, cond: Condition1, dtype, device) -> float:
         return config.eta
     if config.eta_rule == "theorem1":
         return learning_rate(cond, config.eta_fraction)
-    widest = ReLUDEQ.init(data.d, config.widths[-1], sigma_w2=config.sigma_w2,
-                          seed=config.seed, dtype=dtype, device=device)  # fmt: skip
+    widest = ReLUDEQ.init(
+        data.d,
+        config.widths[-1],
+        sigma_w2=config.sigma_w2,
+        seed=config.seed,
+        dtype=dtype,
+        device=device,
+    )
     Z = widest.equilibrium(data.X, tol=config.tol).raise_if_failed("forward").Z  # (m, n)
     Z64 = Z.to(torch.float64)
     lambda_max = float(torch.linalg.eigvalsh(Z64.T @ Z64)[-1])

@@ -27,8 +27,14 @@ Panel = Callable[[Axes, WidthRun, str], None]
 def _loss(ax: Axes, run: WidthRun, color: str) -> None:
     ax.semilogy(run.steps, run.loss, color=color, label=f"m = {run.m}")
     if run.condition1 is not None and run.condition1.holds and run.lambda_0 > 0:
-        ax.semilogy(run.steps, run.theorem1_bound(), color=color, linestyle="--", linewidth=1.0,
-                    label=f"Thm 1 (iii) bound, m = {run.m}")  # fmt: skip
+        ax.semilogy(
+            run.steps,
+            run.theorem1_bound(),
+            color=color,
+            linestyle="--",
+            linewidth=1.0,
+            label=f"Thm 1 (iii) bound, m = {run.m}",
+        )
 
 
 def _w_gap(ax: Axes, run: WidthRun, color: str) -> None:
@@ -78,15 +84,39 @@ def _figure(
 def plot_fig1(datasets: dict[str, list[WidthRun]], sigma_w2: float, directory: Path) -> list[Path]:
     """Write the three figures; return their PNG and PDF paths."""
     setting = rf"full-batch GD, $\sigma_w^2$ = {sigma_w2:g}"
-    fits = [r.m for runs in datasets.values() for r in runs
-            if r.condition1 is not None and r.condition1.holds]  # fmt: skip
+    fits = [
+        r.m
+        for runs in datasets.values()
+        for r in runs
+        if r.condition1 is not None and r.condition1.holds
+    ]
     note = "" if fits else "\n(Condition 1 holds for no width: no Theorem 1 (iii) bound drawn)"
     return [
-        *_figure(datasets, _loss, f"Training loss, {setting}{note}", r"loss $\Phi(\tau)$", None,
-                 directory, "loss"),
-        *_figure(datasets, _w_gap, rf"Distance of $\|W(\tau)\|_2$ from 1, {setting}",
-                 r"$1 - \|W(\tau)\|_2$", None, directory, "w_norm"),
-        *_figure(datasets, _lambda_ratio, rf"Least Gram eigenvalue, {setting}",
-                 r"$\lambda_\tau/\lambda_0$", (0.5, "1/2 (Theorem 1 (ii))"), directory,
-                 "lambda_ratio"),
-    ]  # fmt: skip
+        *_figure(
+            datasets,
+            _loss,
+            f"Training loss, {setting}{note}",
+            r"loss $\Phi(\tau)$",
+            None,
+            directory,
+            "loss",
+        ),
+        *_figure(
+            datasets,
+            _w_gap,
+            rf"Distance of $\|W(\tau)\|_2$ from 1, {setting}",
+            r"$1 - \|W(\tau)\|_2$",
+            None,
+            directory,
+            "w_norm",
+        ),
+        *_figure(
+            datasets,
+            _lambda_ratio,
+            rf"Least Gram eigenvalue, {setting}",
+            r"$\lambda_\tau/\lambda_0$",
+            (0.5, "1/2 (Theorem 1 (ii))"),
+            directory,
+            "lambda_ratio",
+        ),
+    ]

@@ -179,37 +179,50 @@ def observations(prefix: str, runs: Sequence[WidthRun]) -> list[Statement]:
     section = "Section 5, Figure 1"
     return [
         measure(
-            f"{prefix}convergence is faster for larger m", Kind.OBSERVATION,
+            f"{prefix}convergence is faster for larger m",
+            Kind.OBSERVATION,
             source(section, "the convergence speed becomes faster as m increases"),
-            value=gap, relation=">", threshold=0.0,
+            value=gap,
+            relation=">",
+            threshold=0.0,
             measured=f"speed −d ln Φ/dτ = {numbers(rates)}{where}",
             expected=f"increases with m (least-squares slope of ln Φ(τ), τ ≤ {budget})",
             detail="needs two widths and a step τ ≥ 1 reached by every width",
         ),
         measure(
-            f"{prefix}the final training loss is smaller for larger m", Kind.OBSERVATION,
+            f"{prefix}the final training loss is smaller for larger m",
+            Kind.OBSERVATION,
             source(section, "and the final training loss becomes smaller"),
-            value=drop, relation=">", threshold=0.0,
+            value=drop,
+            relation=">",
+            threshold=0.0,
             measured=f"Φ({budget}) = {numbers(final)}{where}",
             expected=f"decreases with m at step {budget}, the last step every width reached",
             detail="needs two widths and a step τ ≥ 1 reached by every width",
         ),
         measure(
-            f"{prefix}‖W(τ)‖₂ < 1 throughout training", Kind.OBSERVATION,
-            source(section, "The second experiment verifies that ‖W(τ)‖₂ is smaller than 1 "
-                   "throughout the training"),
-            value=combine(w_max, "<", 1.0), relation="<", threshold=1.0,
+            f"{prefix}‖W(τ)‖₂ < 1 throughout training",
+            Kind.OBSERVATION,
+            source(
+                section,
+                "The second experiment verifies that ‖W(τ)‖₂ is smaller than 1 "
+                "throughout the training",
+            ),
+            value=combine(w_max, "<", 1.0),
+            relation="<",
+            threshold=1.0,
             measured=f"max over τ ≥ 1 of ‖W(τ)‖₂ = {numbers(w_max)}{where}"
             + (f"; {stops}" if stops else ""),
             expected="< 1 at every step τ ≥ 1 (Lanczos every spectral_every steps and wherever "
             "the trainer's Weyl bound reaches 1)",
         ),
-    ]  # fmt: skip
+    ]
 
 
 def _rate(run: WidthRun, budget: int) -> float | None:
-    pairs = [(t, math.log(v)) for t, v in zip(run.steps, run.loss, strict=True)
-             if t <= budget and v > 0]  # fmt: skip
+    pairs = [
+        (t, math.log(v)) for t, v in zip(run.steps, run.loss, strict=True) if t <= budget and v > 0
+    ]
     if len(pairs) < 2:
         return None
     return -linear_fit([t for t, _ in pairs], [v for _, v in pairs])[0]
@@ -222,9 +235,13 @@ def completed(prefix: str, runs: Sequence[WidthRun], steps: int, ms: Sequence[in
     stops = [r.stop() for r in runs if r.stop()]
     stops += [f"no rows for m = {m}" for m in ms if m not in done]
     return measure(
-        f"{prefix}GD ran all {steps} steps at every width", Kind.OURS, OURS,
-        value=min(fractions, default=0.0), relation=">=", threshold=1.0,
+        f"{prefix}GD ran all {steps} steps at every width",
+        Kind.OURS,
+        OURS,
+        value=min(fractions, default=0.0),
+        relation=">=",
+        threshold=1.0,
         measured="; ".join(stops) if stops else f"{widths(ms)}: all ran {steps} steps",
         expected="no stop (‖W‖₂ ≥ 1, a failed solve, a non-finite loss) at any width",
         detail=f"steps run / steps: {numbers(fractions)}",
-    )  # fmt: skip
+    )

@@ -80,8 +80,9 @@ class InitConfig:
         check_choice("dataset", self.dataset, DATASETS)
         check_int("n", self.n, min_value=2)
         check_int("d", self.d, min_value=1)
-        check_real("sigma_w2", self.sigma_w2, low=0.0, high=1.0, low_inclusive=False,
-                   high_inclusive=False)  # fmt: skip
+        check_real(
+            "sigma_w2", self.sigma_w2, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False
+        )
         _check_increasing("widths", self.widths, 1)
         _check_increasing("seeds", self.seeds, 0)
         _check_increasing("depths", self.depths, 1)
@@ -100,11 +101,16 @@ class Ling2023Init(Experiment):
     )
     Config = InitConfig
     presets: ClassVar = {
-        "tiny": {"n": 12, "d": 12, "widths": (64, 128, 256), "seeds": (0, 1),
-                 "depths": (1, 2, 3, 4, 5, 6)},
+        "tiny": {
+            "n": 12,
+            "d": 12,
+            "widths": (64, 128, 256),
+            "seeds": (0, 1),
+            "depths": (1, 2, 3, 4, 5, 6),
+        },
         "quick": {"seeds": (0, 1, 2)},  # ~2.5 min with --workers 2 on 2 CPU cores
         "paper": {"n": 1000, "d": 1000},
-    }  # fmt: skip
+    }
     metric_columns: ClassVar = {
         "theorem": "lemma1, theorem2, theorem3, theorem4 or theorem5",
         "quantity": "W_spectral_norm, K_minus_Kl_fro, G_minus_Gl_fro_over_m, "
@@ -116,8 +122,10 @@ class Ling2023Init(Experiment):
         "theory": "the theory's value: bound, rate or threshold (module docstring)",
     }
     paper_setting: ClassVar = {
-        "dataset": paper_value("sphere", "Section 5 (synthetic data); no experiment of the "
-                               "paper measures initialization"),
+        "dataset": paper_value(
+            "sphere",
+            "Section 5 (synthetic data); no experiment of the paper measures initialization",
+        ),
         "n": paper_value(1000, "Section 5"),
         "d": paper_value(1000, "Section 5"),
         "sigma_w2": paper_value(0.08, "Section 5 (Assumption 1: σ_w² < 1/8)"),
@@ -126,7 +134,7 @@ class Ling2023Init(Experiment):
         "depths": not_given("Theorems 3–5 hold for every depth l"),
         "data_seed": not_given("Section 5 samples the sphere at random"),
         "tol": measurement(),
-    }  # fmt: skip
+    }
     figure_captions: ClassVar = {
         "init_theorems": "Lemma 1 and Theorems 2–5 at initialization: ‖W(0)‖₂ against its "
         "bound, the depth decays of ‖K − K^(l)‖_F, ‖G − G^(l)‖_F/m and ‖G^(l)/m − K^(l)‖_F "
@@ -147,8 +155,9 @@ class Ling2023Init(Experiment):
             rows = measure_assumption2(X) + measure_theorem3(X, config.sigma_w2, config.depths)
         else:
             m, seed = int(task.params["m"]), int(task.params["seed"])
-            rows = measure_width_sweep(X, config.sigma_w2, [m], [seed], config.depths, y=y,
-                                       tol=config.tol)  # fmt: skip
+            rows = measure_width_sweep(
+                X, config.sigma_w2, [m], [seed], config.depths, y=y, tol=config.tol
+            )
         ctx.progress(1, 1)  # one indivisible measurement: the executor checkpoints its rows
         return rows
 

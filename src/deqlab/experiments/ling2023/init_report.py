@@ -91,12 +91,19 @@ def init_statements(rows: Sequence[dict], sigma_w2: float) -> list[Statement]:
     a1, a2 = assumption1(sigma_w2), assumption2(rows)
     both = [a1, *a2]
     return [
-        a1, *a2, lemma1_finite_m(rows, sigma_w2), theorem(lemma1_well_posed(rows), [a1]),
-        theorem(theorem3(rows, sigma_w2), both), theorem(theorem3_ii(rows), both),
-        theorem(theorem4(rows, sigma_w2), both), theorem(theorem5(rows), both),
-        theorem(theorem2(rows), both), theorem(u_norm(rows), [a1]),
-        theorem(initial_loss(rows), [a1]), concentration(rows),
-    ]  # fmt: skip
+        a1,
+        *a2,
+        lemma1_finite_m(rows, sigma_w2),
+        theorem(lemma1_well_posed(rows), [a1]),
+        theorem(theorem3(rows, sigma_w2), both),
+        theorem(theorem3_ii(rows), both),
+        theorem(theorem4(rows, sigma_w2), both),
+        theorem(theorem5(rows), both),
+        theorem(theorem2(rows), both),
+        theorem(u_norm(rows), [a1]),
+        theorem(initial_loss(rows), [a1]),
+        concentration(rows),
+    ]
 
 
 def assumption2(rows: Sequence[dict]) -> list[Statement]:
@@ -105,9 +112,10 @@ def assumption2(rows: Sequence[dict]) -> list[Statement]:
     (norm,) = select(rows, "x_norm_deviation") or [None]
     (cos,) = select(rows, "max_abs_cos") or [None]
     return shared_assumption2(
-        None if norm is None else norm["measured"], None if cos is None else cos["measured"],
+        None if norm is None else norm["measured"],
+        None if cos is None else cos["measured"],
         how_to_normalize="inputs scaled to ‖x_i‖ = √d (the data sets of deqlab.data are)",
-    )  # fmt: skip
+    )
 
 
 def _largest(rows: Sequence[dict]) -> int | None:
@@ -118,13 +126,18 @@ def lemma1_well_posed(rows: Sequence[dict]) -> Statement:
     norms = [r["measured"] for r in select(rows, "W_spectral_norm")]
     worst = max(norms, default=None)
     return measure(
-        "Lemma 1: ‖W(0)‖₂ < 1 at initialization", Kind.THEOREM,
-        source("Lemma 1, Section 2.2",
-               "From Lemma 1, we know that ‖W(0)‖₂ < 1 holds with a high probability"),
-        value=worst, relation="<", threshold=1.0,
+        "Lemma 1: ‖W(0)‖₂ < 1 at initialization",
+        Kind.THEOREM,
+        source(
+            "Lemma 1, Section 2.2",
+            "From Lemma 1, we know that ‖W(0)‖₂ < 1 holds with a high probability",
+        ),
+        value=worst,
+        relation="<",
+        threshold=1.0,
         measured=f"max ‖W(0)‖₂ = {numbers([worst])} over {len(norms)} draws",
         expected="< 1 for every width and seed",
-    )  # fmt: skip
+    )
 
 
 def lemma1_finite_m(rows: Sequence[dict], sigma_w2: float) -> Statement:
@@ -135,8 +148,12 @@ def lemma1_finite_m(rows: Sequence[dict], sigma_w2: float) -> Statement:
     raw = max((r["measured"] / edge for r in norms if r["m"] == m_max), default=None)
     slack = math.sqrt(math.log(1 / FAILURE_PROBABILITY) / (2 * m_max)) if m_max else math.nan
     return measure(
-        "Lemma 1: ‖W(0)‖₂ ≤ 2√2σ_w, finite-m form", Kind.THEOREM, source("Lemma 1"),
-        value=max(ratios, default=None), relation="<=", threshold=1.0,
+        "Lemma 1: ‖W(0)‖₂ ≤ 2√2σ_w, finite-m form",
+        Kind.THEOREM,
+        source("Lemma 1"),
+        value=max(ratios, default=None),
+        relation="<=",
+        threshold=1.0,
         measured=f"max ‖W(0)‖₂ / (2√2σ_w(1 + ε_m)) = {numbers([max(ratios, default=None)])}; "
         f"at m = {m_max}: max ‖W(0)‖₂ / 2√2σ_w = {numbers([raw])}",
         expected=f"≤ 1 for every draw, ε_m = √(ln(1/p)/(2m)), p = {FAILURE_PROBABILITY:g} "
@@ -144,7 +161,7 @@ def lemma1_finite_m(rows: Sequence[dict], sigma_w2: float) -> Statement:
         detail="2√2σ_w is the edge of the spectrum as m → ∞, which a finite-m draw may "
         "exceed; by Gaussian concentration (Davidson & Szarek 2001, Theorem II.13) a draw "
         "exceeds 2√2σ_w(1 + ε_m) with probability at most p",
-    )  # fmt: skip
+    )
 
 
 def theorem3(rows: Sequence[dict], sigma_w2: float) -> Statement:
@@ -153,14 +170,27 @@ def theorem3(rows: Sequence[dict], sigma_w2: float) -> Statement:
     kept = [(r["depth"], r["measured"]) for r in k3 if r["measured"] > floor]
     name, where = "Theorem 3 (i): ‖K − K^(l)‖_F = O(n l σ_w^(2l))", source("Theorem 3 (i)")
     if len(kept) < 2:
-        return measure(name, Kind.THEOREM, where, value=None, relation="<=", threshold=sigma_w2,
-                       measured="—", expected="two depths above round-off")  # fmt: skip
+        return measure(
+            name,
+            Kind.THEOREM,
+            where,
+            value=None,
+            relation="<=",
+            threshold=sigma_w2,
+            measured="—",
+            expected="two depths above round-off",
+        )
     (l1, e1), (l2, e2) = kept[-2:]
     decay = (e2 / e1) ** (1 / (l2 - l1))
     allowed = sigma_w2 * (l2 / l1) ** (1 / (l2 - l1))
     steps = [(b / a) ** (1 / (lb - la)) for (la, a), (lb, b) in itertools.pairwise(kept)]
     return measure(
-        name, Kind.THEOREM, where, value=decay, relation="<=", threshold=allowed,
+        name,
+        Kind.THEOREM,
+        where,
+        value=decay,
+        relation="<=",
+        threshold=allowed,
         measured=f"raw per-layer decay (‖K − K^(l₂)‖_F/‖K − K^(l₁)‖_F)^(1/(l₂ − l₁)) = "
         f"{decay:.4g} per layer between l₁ = {l1} and l₂ = {l2}, against σ_w² = {sigma_w2:g} "
         f"(ratio {decay / sigma_w2:.4g})",
@@ -169,7 +199,7 @@ def theorem3(rows: Sequence[dict], sigma_w2: float) -> Statement:
         detail="the deepest two depths whose errors are above round-off "
         f"({THEOREM3_FLOOR:g} × the largest); raw per-layer decays from l = {kept[0][0]} on: "
         f"{', '.join(f'{q:.4g}' for q in steps)}",
-    )  # fmt: skip
+    )
 
 
 def theorem3_ii(rows: Sequence[dict]) -> Statement:
@@ -185,43 +215,58 @@ def theorem4(rows: Sequence[dict], sigma_w2: float) -> Statement:
     depths, errors = seed_mean(select(rows, "G_minus_Gl_fro_over_m", m=m_max), "depth")
     decay = geometric_decay(depths, errors, THEOREM4_FLOOR * max(errors, default=0.0))
     return measure(
-        "Theorem 4: ‖G − G^(l)‖_F/m = O(n (2√2σ_w)^l)", Kind.THEOREM, source("Theorem 4"),
-        value=decay, relation="<=", threshold=rate,
+        "Theorem 4: ‖G − G^(l)‖_F/m = O(n (2√2σ_w)^l)",
+        Kind.THEOREM,
+        source("Theorem 4"),
+        value=decay,
+        relation="<=",
+        threshold=rate,
         measured=f"per-layer decay of the seed-mean ‖G − G^(l)‖_F/m = {numbers([decay])} at "
         f"m = {m_max}",
         expected=f"≤ 2√2σ_w = {rate:.4g}",
         detail=f"least-squares fit of ln error against l over the errors above "
         f"{THEOREM4_FLOOR:g} × the largest (round-off of the equilibrium solve)",
-    )  # fmt: skip
+    )
 
 
 def theorem5(rows: Sequence[dict]) -> Statement:
     m_max = _largest(select(rows, "Gl_over_m_minus_Kl_fro"))
     ratios = [r["measured"] / r["theory"] for r in select(rows, "Gl_over_m_minus_Kl_fro", m=m_max)]
     return measure(
-        "Theorem 5: ‖G^(l)/m − K^(l)‖_F ≤ n (2√2σ_w)^l", Kind.THEOREM, source("Theorem 5"),
-        value=max(ratios, default=None), relation="<=", threshold=1.0,
+        "Theorem 5: ‖G^(l)/m − K^(l)‖_F ≤ n (2√2σ_w)^l",
+        Kind.THEOREM,
+        source("Theorem 5"),
+        value=max(ratios, default=None),
+        relation="<=",
+        threshold=1.0,
         measured=f"max ‖G^(l)/m − K^(l)‖_F / (n (2√2σ_w)^l) = "
         f"{numbers([max(ratios, default=None)])} at m = {m_max}",
         expected="≤ 1 for every depth and seed at the largest width",
         detail="the theorem's probability 1 − n² exp(−Ω(m 8^l σ_w^(2l)) + O(l²)) grows with m",
-    )  # fmt: skip
+    )
 
 
 def theorem2(rows: Sequence[dict]) -> Statement:
     lam = select(rows, "lambda0")
     m_max = _largest(lam)
-    ratios = [r["measured"] / r["theory"] if r["theory"] > 0 else math.inf  # λ* = 0: no bound
-              for r in lam if r["m"] == m_max]  # fmt: skip
+    ratios = [
+        r["measured"] / r["theory"] if r["theory"] > 0 else math.inf  # λ* = 0: no bound
+        for r in lam
+        if r["m"] == m_max
+    ]
     fractions = ", ".join(f"m={m}: {f:.2g}" for m, f in theorem2_fractions(rows).items())
     return measure(
-        "Theorem 2: λ_0 ≥ mλ*/2", Kind.THEOREM, source("Theorem 2"),
-        value=min(ratios, default=None), relation=">=", threshold=1.0,
+        "Theorem 2: λ_0 ≥ mλ*/2",
+        Kind.THEOREM,
+        source("Theorem 2"),
+        value=min(ratios, default=None),
+        relation=">=",
+        threshold=1.0,
         measured=f"min λ_0 / (mλ*/2) = {numbers([min(ratios, default=None)])} at m = {m_max}",
         expected="≥ 1 for every seed at the largest width",
         detail=f"fraction of seeds with λ_0 ≥ mλ*/2 per width: {fractions}; the theorem's "
         "width m = Ω(n²/λ*² log(n/(λ*t))) has unstated constants and is not checked",
-    )  # fmt: skip
+    )
 
 
 def u_norm(rows: Sequence[dict]) -> Statement:
@@ -233,9 +278,12 @@ def u_norm(rows: Sequence[dict]) -> Statement:
     bound = u_norm_ratio_bound(m0, d, FAILURE_PROBABILITY) if norms else math.nan
     t = math.sqrt(2 * math.log(1 / FAILURE_PROBABILITY))
     return measure(
-        "Section 3.2: ‖U(0)‖₂ = O(√(m/d))", Kind.THEOREM,
+        "Section 3.2: ‖U(0)‖₂ = O(√(m/d))",
+        Kind.THEOREM,
         source("Section 3.2", "‖U(0)‖₂ = O(√(m/d)) under Assumption 1"),
-        value=max(per_width, default=None), relation="<=", threshold=bound,
+        value=max(per_width, default=None),
+        relation="<=",
+        threshold=bound,
         measured=f"max over seeds of ‖U(0)‖₂/√(m/d) = {numbers(per_width)} (m = "
         f"{', '.join(map(str, widths))}; d = {d})",
         expected=f"≤ {bound:.4g} = √2(1 + √(d/m₀) + t/√m₀) at every width, m₀ = {m0}, "
@@ -244,7 +292,7 @@ def u_norm(rows: Sequence[dict]) -> Statement:
         "(Gaussian concentration, Davidson & Szarek 2001, Theorem II.13); divided by √(m/d) "
         "the bound falls with m, so its value at the smallest width m₀ is one constant for "
         "every width ≥ m₀ (it tends to √2 as m → ∞)",
-    )  # fmt: skip
+    )
 
 
 def initial_loss(rows: Sequence[dict]) -> Statement:
@@ -252,16 +300,23 @@ def initial_loss(rows: Sequence[dict]) -> Statement:
     features = {(r["m"], r["seed"]): r["measured"] for r in select(rows, "feature_norm_sq")}
     limit = {r["theory"] for r in select(rows, "feature_norm_sq")}
     widths = sorted({r["m"] for r in losses})
-    bounds = {(r["m"], r["seed"]): initial_loss_bound(r["theory"], features[r["m"], r["seed"]],
-                                                      FAILURE_PROBABILITY)
-              for r in losses}  # fmt: skip
+    bounds = {
+        (r["m"], r["seed"]): initial_loss_bound(
+            r["theory"], features[r["m"], r["seed"]], FAILURE_PROBABILITY
+        )
+        for r in losses
+    }
     ratios = [r["measured"] / bounds[r["m"], r["seed"]] for r in losses]
     per_width = [max(r["measured"] for r in losses if r["m"] == m) for m in widths]
     c = [bounds[k] for k in sorted(bounds)]
     s = sorted(features.values())
     return measure(
-        "Section 3.2: Φ(0) = O(n)", Kind.THEOREM, source("Section 3.2", "Φ(0) = O(n)"),
-        value=max(ratios, default=None), relation="<=", threshold=1.0,
+        "Section 3.2: Φ(0) = O(n)",
+        Kind.THEOREM,
+        source("Section 3.2", "Φ(0) = O(n)"),
+        value=max(ratios, default=None),
+        relation="<=",
+        threshold=1.0,
         measured=f"max over seeds of Φ(0)/n = {numbers(per_width)} (m = "
         f"{', '.join(map(str, widths))}); max Φ(0)/(n C) = {numbers([max(ratios, default=None)])}",
         expected="Φ(0)/n ≤ C = ½(√(s + ‖y‖²/n) + t√s)² for every draw, t = √(2 ln(1/p)), "
@@ -271,19 +326,23 @@ def initial_loss(rows: Sequence[dict]) -> Statement:
         f"{numbers(sorted(limit)[:1])} as m → ∞, so C tends to a constant); a ~ N(0, I/m) is "
         "independent of Z(0), so given Z(0), ‖ŷ(0) − y‖₂ is √(ns)-Lipschitz in √m·a with mean "
         "≤ √(n(s + ‖y‖²/n)) (Gaussian concentration)",
-    )  # fmt: skip
+    )
 
 
 def concentration(rows: Sequence[dict]) -> Statement:
     ms, errors = seed_mean(select(rows, "G_over_m_minus_K_fro"), "m")
     slope = fit_loglog_slope(ms, errors) if len(ms) >= 2 and min(errors) > 0 else None
     return measure(
-        "‖G/m − K‖_F falls like m^(−1/2)", Kind.OURS, OURS,
-        value=None if slope is None else abs(slope + 0.5), relation="<=", threshold=0.25,
+        "‖G/m − K‖_F falls like m^(−1/2)",
+        Kind.OURS,
+        OURS,
+        value=None if slope is None else abs(slope + 0.5),
+        relation="<=",
+        threshold=0.25,
         measured=f"log-log slope of the seed-mean ‖G/m − K‖_F against m = {numbers([slope])}",
         expected="within 1/4 of −1/2 (averages of m independent units)",
         detail="the concentration the proof of Theorem 2 (Section 4.4) needs to reach λ*/2",
-    )  # fmt: skip
+    )
 
 
 def plot_initialization(
@@ -311,8 +370,13 @@ def plot_initialization(
     with figure_style():
         fig, axes = plt.subplots(2, 3, figsize=(15, 9.5))
         ax = axes[0, 0]
-        ax.semilogx([r["m"] for r in norms], [r["measured"] for r in norms], "o", alpha=0.7,
-                    label=r"$\|W(0)\|_2$ (seeds)")  # fmt: skip
+        ax.semilogx(
+            [r["m"] for r in norms],
+            [r["measured"] for r in norms],
+            "o",
+            alpha=0.7,
+            label=r"$\|W(0)\|_2$ (seeds)",
+        )
         finite = [lemma1_bound(sigma_w**2, m, FAILURE_PROBABILITY) for m in widths]
         ax.semilogx(widths, finite, "k:", label=r"$2\sqrt{2}\sigma_w(1+\varepsilon_m)$")
         add_reference_line(ax, norms[0]["theory"], r"$2\sqrt{2}\sigma_w$ (Lemma 1)")
@@ -322,16 +386,30 @@ def plot_initialization(
         depths3 = [r["depth"] for r in k3]
         ax.semilogy(depths3, [r["measured"] for r in k3], "o-", label=r"$\|K - K^{(l)}\|_F$")
         ax.semilogy(depths3, [r["theory"] for r in k3], "k--", label=r"$\sigma_w^{2l}$")
-        ax.semilogy(depths3, [n * l * r["theory"] for l, r in zip(depths3, k3, strict=True)],
-                    "k:", label=r"$n\,l\,\sigma_w^{2l}$ (Theorem 3)")  # fmt: skip
+        ax.semilogy(
+            depths3,
+            [n * l * r["theory"] for l, r in zip(depths3, k3, strict=True)],
+            "k:",
+            label=r"$n\,l\,\sigma_w^{2l}$ (Theorem 3)",
+        )
         ax.set(xlabel="depth l", title="Theorem 3")
         colors = sequential_colors(len(widths))
         panels = (
-            ("G_minus_Gl_fro_over_m", axes[0, 2], "Theorem 4", r"$(2\sqrt{2}\sigma_w)^l$",
-             r"$\|G - G^{(l)}\|_F / m$"),
-            ("Gl_over_m_minus_Kl_fro", axes[1, 0], "Theorem 5", r"$n (2\sqrt{2}\sigma_w)^l$",
-             r"$\|G^{(l)}/m - K^{(l)}\|_F$"),
-        )  # fmt: skip
+            (
+                "G_minus_Gl_fro_over_m",
+                axes[0, 2],
+                "Theorem 4",
+                r"$(2\sqrt{2}\sigma_w)^l$",
+                r"$\|G - G^{(l)}\|_F / m$",
+            ),
+            (
+                "Gl_over_m_minus_Kl_fro",
+                axes[1, 0],
+                "Theorem 5",
+                r"$n (2\sqrt{2}\sigma_w)^l$",
+                r"$\|G^{(l)}/m - K^{(l)}\|_F$",
+            ),
+        )
         for quantity, ax, title, ref_label, ylabel in panels:
             for color, m in zip(colors, widths, strict=True):
                 depths, mean = seed_mean(select(rows, quantity, m=m), "depth")
@@ -341,19 +419,26 @@ def plot_initialization(
             ax.set(xlabel="depth l", ylabel=f"{ylabel} (seed mean)", title=title)
         ax = axes[1, 1]
         conc = select(rows, "G_over_m_minus_K_fro")
-        ax.loglog([r["m"] for r in conc], [r["measured"] for r in conc], "o", alpha=0.6,
-                  label="seeds")  # fmt: skip
+        ax.loglog(
+            [r["m"] for r in conc], [r["measured"] for r in conc], "o", alpha=0.6, label="seeds"
+        )
         ms, mean = seed_mean(conc, "m")
         if len(ms) >= 2:
             coef = np.polyfit(np.log(ms), np.log(mean), 1)
-            ax.loglog(ms, np.exp(np.polyval(coef, np.log(ms))), "-",
-                      label=f"fit: slope {coef[0]:.2f}")  # fmt: skip
+            ax.loglog(
+                ms, np.exp(np.polyval(coef, np.log(ms))), "-", label=f"fit: slope {coef[0]:.2f}"
+            )
         add_reference_line(ax, conc[0]["theory"], r"$\lambda_*/2$ (enough for Weyl)")
         ax.set(xlabel="width m", ylabel=r"$\|G/m - K\|_F$", title="Proof of Theorem 2")
         ax = axes[1, 2]
         lam = select(rows, "lambda0")
-        ax.loglog([r["m"] for r in lam], [r["measured"] for r in lam], "o", alpha=0.7,
-                  label=r"$\lambda_0$ (seeds)")  # fmt: skip
+        ax.loglog(
+            [r["m"] for r in lam],
+            [r["measured"] for r in lam],
+            "o",
+            alpha=0.7,
+            label=r"$\lambda_0$ (seeds)",
+        )
         ref = sorted({(r["m"], r["theory"]) for r in lam})
         ax.loglog(*zip(*ref, strict=True), "k--", label=r"$m \lambda_* / 2$")
         ax.set(xlabel="width m", ylabel=r"$\lambda_0 = \lambda_{min}(G)$", title="Theorem 2")

@@ -109,10 +109,16 @@ def power_of_ten(x: float) -> str:
 def assumption1(sigma_w2: float) -> Statement:
     """σ_w² < 1/8 (Assumption 1; Lemma 1 then gives ‖W(0)‖₂ <= 2√2σ_w < 1)."""
     return measure(
-        "Assumption 1: σ_w² < 1/8", Kind.HYPOTHESIS, source("Assumption 1"),
-        value=sigma_w2, relation="<", threshold=SIGMA_W2_LIMIT, measured=f"σ_w² = {sigma_w2:g}",
-        expected=f"< {SIGMA_W2_LIMIT:g}", needs=f"σ_w² < {SIGMA_W2_LIMIT:g}",
-    )  # fmt: skip
+        "Assumption 1: σ_w² < 1/8",
+        Kind.HYPOTHESIS,
+        source("Assumption 1"),
+        value=sigma_w2,
+        relation="<",
+        threshold=SIGMA_W2_LIMIT,
+        measured=f"σ_w² = {sigma_w2:g}",
+        expected=f"< {SIGMA_W2_LIMIT:g}",
+        needs=f"σ_w² < {SIGMA_W2_LIMIT:g}",
+    )
 
 
 def assumption2(
@@ -135,8 +141,12 @@ def assumption2(
     parallel = "a parallel pair" if pair is None else f"inputs {pair[0]} and {pair[1]}"
     return [
         measure(
-            "Assumption 2 (i): ‖x_i‖ = √d", Kind.HYPOTHESIS, where, value=norm_error,
-            relation="<=", threshold=NORM_RTOL,
+            "Assumption 2 (i): ‖x_i‖ = √d",
+            Kind.HYPOTHESIS,
+            where,
+            value=norm_error,
+            relation="<=",
+            threshold=NORM_RTOL,
             measured=f"max_i |‖x_i‖ − √d|/√d = {numbers([norm_error])}{note}",
             expected=f"≤ {NORM_RTOL:g} (rounding of a normalised input)",
             detail="K is defined for any norms (deqlab.theory.kernels completes Eq. (14) off "
@@ -144,15 +154,19 @@ def assumption2(
             needs=how_to_normalize,
         ),
         measure(
-            "Assumption 2 (i): no two inputs parallel", Kind.HYPOTHESIS, where,
-            value=max_abs_cos, relation="<", threshold=1.0 - PARALLEL_TOL,
+            "Assumption 2 (i): no two inputs parallel",
+            Kind.HYPOTHESIS,
+            where,
+            value=max_abs_cos,
+            relation="<",
+            threshold=1.0 - PARALLEL_TOL,
             measured=f"max_(i≠j) |cos θ_ij| = {_digits(max_abs_cos)}{names}",
             expected=f"< 1 − {PARALLEL_TOL:g} (|cos θ_ij| = 1 is a parallel or antiparallel "
             "pair; the proof of Theorem 3 (ii) needs |cos θ_ij| < 1)",
             needs=f"no two inputs parallel: drop or perturb one of {parallel} (e.g. a repeated "
             "image)",
         ),
-    ]  # fmt: skip
+    ]
 
 
 def _digits(x: float | None) -> str:
@@ -166,13 +180,17 @@ def theorem3_ii(lambda_star: float | None, tolerance: float | None, context: str
     (e.g. λ_max and cond(K), or why λ* counts as 0) goes into the detail."""
     tol = "—" if tolerance is None else f"{tolerance:.2g}"
     return measure(
-        "Theorem 3 (ii): λ* > 0 (K strictly positive definite)", Kind.THEOREM,
-        source("Theorem 3 (ii)"), value=lambda_star, relation=">", threshold=0.0,
+        "Theorem 3 (ii): λ* > 0 (K strictly positive definite)",
+        Kind.THEOREM,
+        source("Theorem 3 (ii)"),
+        value=lambda_star,
+        relation=">",
+        threshold=0.0,
         measured=f"λ* = λ_min(K) = {'—' if lambda_star is None else f'{lambda_star:.6g}'}",
         expected=f"> 0 beyond round-off (λ* is reported as 0 within n·eps·‖K‖₂ = {tol})",
         detail="K of Eq. (14) for these inputs; the proof needs |cos θ_ij| < 1 for i ≠ j, "
         "which Assumption 2 gives" + (f"; {context}" if context else ""),
-    )  # fmt: skip
+    )
 
 
 def condition1_hypotheses(prefix: str, ms: Sequence[int], conds: Sequence[Condition1 | None]):
@@ -186,18 +204,23 @@ def condition1_hypotheses(prefix: str, ms: Sequence[int], conds: Sequence[Condit
     for key in EQUATIONS:
         margins = [None if c is None else getattr(c, key).margin for c in conds]
         deltas = numbers([None if c is None else c.delta for c in conds])
-        out.append(measure(
-            f"{prefix}Condition 1, Eq. ({key[2:]}) at initialization", Kind.HYPOTHESIS,
-            source(f"Condition 1, Eq. ({key[2:]})"),
-            value=combine(margins, ">=", 1.0), relation=">=", threshold=1.0,
-            measured=f"lhs/rhs = {numbers(margins)} ({widths(ms)})",
-            expected="lhs/rhs ≥ 1 at every width",
-            detail=f"δ = {deltas} (the δ maximizing Condition 1's smallest margin); the width "
-            f"needed is carried from the widest width, m = {ms[-1] if ms else '—'}, under "
-            f"{SCALING} (Section 3.2), the other "
-            "constants as measured, δ free",
-            needs=_width_needed(key, ms, conds),
-        ))  # fmt: skip
+        out.append(
+            measure(
+                f"{prefix}Condition 1, Eq. ({key[2:]}) at initialization",
+                Kind.HYPOTHESIS,
+                source(f"Condition 1, Eq. ({key[2:]})"),
+                value=combine(margins, ">=", 1.0),
+                relation=">=",
+                threshold=1.0,
+                measured=f"lhs/rhs = {numbers(margins)} ({widths(ms)})",
+                expected="lhs/rhs ≥ 1 at every width",
+                detail=f"δ = {deltas} (the δ maximizing Condition 1's smallest margin); the width "
+                f"needed is carried from the widest width, m = {ms[-1] if ms else '—'}, under "
+                f"{SCALING} (Section 3.2), the other "
+                "constants as measured, δ free",
+                needs=_width_needed(key, ms, conds),
+            )
+        )
     return out
 
 
@@ -224,8 +247,12 @@ def eq9_unreachable(prefix: str, ms: Sequence[int], conds: Sequence[Condition1 |
     scaled = [None if c is None else 2 * math.sqrt(n) * c.constants.a_norm for c in conds]
     return measure(
         f"{prefix}Condition 1, Eq. (9) holds at no width (its margin ≤ (1 − ‖W(0)‖₂)²/"
-        "(4n‖a(0)‖₂²) < 1)", Kind.OURS, OURS,
-        value=combine(ceilings, "<", 1.0), relation="<", threshold=1.0,
+        "(4n‖a(0)‖₂²) < 1)",
+        Kind.OURS,
+        OURS,
+        value=combine(ceilings, "<", 1.0),
+        relation="<",
+        threshold=1.0,
         measured=f"ceiling (1 − ‖W(0)‖₂)²/(4n‖a(0)‖₂²) = {numbers(ceilings)}; Eq. (9)'s "
         f"lhs/rhs = {numbers(margins)}; 2√n‖a(0)‖₂ = {numbers(scaled)} ({widths(ms)}, n = {n})",
         expected="< 1 at every width: then no width and no δ satisfies Eq. (9)",
@@ -234,7 +261,7 @@ def eq9_unreachable(prefix: str, ms: Sequence[int], conds: Sequence[Condition1 |
         "(λ_0 ∝ m, ‖U(0)‖₂² ∝ m) leaves the ratio unchanged, so the width m = Ω(n³/λ*²·log) "
         "the paper claims does not deliver Eq. (9) unless ‖a(0)‖₂ < 1/(2√n); see "
         "docs/findings.md#ling-eq9",
-    )  # fmt: skip
+    )
 
 
 def learning_rate_hypothesis(
@@ -249,12 +276,16 @@ def learning_rate_hypothesis(
         b, m = min(known)
         needs = f"η < {b:.3g} (Eq. (10) at m = {m}; run: η = {etas[0]:.3g})"
     return measure(
-        f"{prefix}learning rate below Eq. (10)", Kind.HYPOTHESIS, source("Theorem 1, Eq. (10)"),
-        value=combine(ratios, "<", 1.0), relation="<", threshold=1.0,
+        f"{prefix}learning rate below Eq. (10)",
+        Kind.HYPOTHESIS,
+        source("Theorem 1, Eq. (10)"),
+        value=combine(ratios, "<", 1.0),
+        relation="<",
+        threshold=1.0,
         measured=f"η / bound = {numbers(ratios)} ({widths(ms)})",
         expected="η < min(2/λ_0, 2(c_w²+c_u²)/((c_w²+c_u²+c_a²)² ‖X‖_F²)) at every width",
         needs=needs,
-    )  # fmt: skip
+    )
 
 
 def theorem1_statements(
@@ -279,35 +310,75 @@ def theorem1_statements(
     factors = get("bound_factor")
     where = f" ({widths(ms)})"
     checks = [
-        _check(prefix + "Theorem 1 (i): ‖W(τ)‖₂ < 1 for τ ≥ 1", "Theorem 1 (i)",
-               get("max_W_norm"), "<", 1.0, "max ‖W(τ)‖₂", where,
-               f"Weyl bound between Lanczos steps ≤ {numbers(get('max_W_norm_bound'))}"),
-        _check(prefix + "Theorem 1 (ii): λ_τ > λ_0/2 for τ ≥ 1", "Theorem 1 (ii)",
-               get("min_lambda_ratio"), ">", 0.5, "min λ_τ/λ_0", where,
-               f"λ_0 = {numbers(get('lambda0'))}"),
-        _check(prefix + "Theorem 1 (iii): Φ(τ) ≤ (1 − ηλ_0/2)^τ Φ(0) for τ ≥ 1",
-               "Theorem 1 (iii)", get("max_loss_ratio"), "<=", 1.0, "max Φ(τ)/bound", where,
-               f"ηλ_0/2 = {numbers(rates)}: by the last step the bound has only fallen to "
-               f"{numbers(factors)} × Φ(0)"),
-        _check(prefix + "proof of Theorem 1 (iii): Φ(τ+1) ≤ (1 − ηλ_0/2) Φ(τ)",
-               "Theorem 1, proof (Appendix B.1, step (3))", get("max_step_ratio"), "<=", 1.0,
-               "max Φ(τ+1)/((1 − ηλ_0/2)Φ(τ))", where, "over consecutive steps"),
-        _check(prefix + "proof of Theorem 1: ‖θ(τ) − θ(0)‖ within its drift bound",
-               "Theorem 1, proof (Appendix B.1, step (1))", drift, "<=", 1.0,
-               "max ‖θ(τ) − θ(0)‖/bound", where,
-               "bound (4/λ_0)√(c_w²+c_u²+c_a²)‖X‖_F‖ŷ(0) − y‖₂ = "
-               f"{numbers([None if c is None else c.drift_bound for c in conds])}"),
-    ]  # fmt: skip
+        _check(
+            prefix + "Theorem 1 (i): ‖W(τ)‖₂ < 1 for τ ≥ 1",
+            "Theorem 1 (i)",
+            get("max_W_norm"),
+            "<",
+            1.0,
+            "max ‖W(τ)‖₂",
+            where,
+            f"Weyl bound between Lanczos steps ≤ {numbers(get('max_W_norm_bound'))}",
+        ),
+        _check(
+            prefix + "Theorem 1 (ii): λ_τ > λ_0/2 for τ ≥ 1",
+            "Theorem 1 (ii)",
+            get("min_lambda_ratio"),
+            ">",
+            0.5,
+            "min λ_τ/λ_0",
+            where,
+            f"λ_0 = {numbers(get('lambda0'))}",
+        ),
+        _check(
+            prefix + "Theorem 1 (iii): Φ(τ) ≤ (1 − ηλ_0/2)^τ Φ(0) for τ ≥ 1",
+            "Theorem 1 (iii)",
+            get("max_loss_ratio"),
+            "<=",
+            1.0,
+            "max Φ(τ)/bound",
+            where,
+            f"ηλ_0/2 = {numbers(rates)}: by the last step the bound has only fallen to "
+            f"{numbers(factors)} × Φ(0)",
+        ),
+        _check(
+            prefix + "proof of Theorem 1 (iii): Φ(τ+1) ≤ (1 − ηλ_0/2) Φ(τ)",
+            "Theorem 1, proof (Appendix B.1, step (3))",
+            get("max_step_ratio"),
+            "<=",
+            1.0,
+            "max Φ(τ+1)/((1 − ηλ_0/2)Φ(τ))",
+            where,
+            "over consecutive steps",
+        ),
+        _check(
+            prefix + "proof of Theorem 1: ‖θ(τ) − θ(0)‖ within its drift bound",
+            "Theorem 1, proof (Appendix B.1, step (1))",
+            drift,
+            "<=",
+            1.0,
+            "max ‖θ(τ) − θ(0)‖/bound",
+            where,
+            "bound (4/λ_0)√(c_w²+c_u²+c_a²)‖X‖_F‖ŷ(0) − y‖₂ = "
+            f"{numbers([None if c is None else c.drift_bound for c in conds])}",
+        ),
+    ]
     return [theorem(c, hypotheses) for c in checks]
 
 
 def _check(name, location, values, relation, threshold, what, where, detail) -> Statement:
     expected = f"{relation} {threshold:g} at every width and every step τ ≥ 1"
     return measure(
-        name, Kind.THEOREM, source(location), value=combine(values, relation, threshold),
-        relation=relation, threshold=threshold, measured=f"{what} = {numbers(values)}{where}",
-        expected=expected, detail=detail,
-    )  # fmt: skip
+        name,
+        Kind.THEOREM,
+        source(location),
+        value=combine(values, relation, threshold),
+        relation=relation,
+        threshold=threshold,
+        measured=f"{what} = {numbers(values)}{where}",
+        expected=expected,
+        detail=detail,
+    )
 
 
 def pl_statements(prefix: str, ms: Sequence[int], margins: Sequence[PLMargins]) -> list[Statement]:
@@ -322,28 +393,51 @@ def pl_statements(prefix: str, ms: Sequence[int], margins: Sequence[PLMargins]) 
     bounds = get("max_W_norm_bound")
     lemma2 = measure(
         f"{prefix}Lemma 2: J(τ) invertible (‖W(τ)‖₂ < 1) where Eqs. (4)–(5) are checked",
-        Kind.HYPOTHESIS, source("Section 2.2, Lemma 2", "J(τ) is invertible if ‖W(τ)‖₂ < 1"),
-        value=combine(bounds, "<", 1.0), relation="<", threshold=1.0,
+        Kind.HYPOTHESIS,
+        source("Section 2.2, Lemma 2", "J(τ) is invertible if ‖W(τ)‖₂ < 1"),
+        value=combine(bounds, "<", 1.0),
+        relation="<",
+        threshold=1.0,
         measured="max upper bound of ‖W(τ)‖₂ = "
-        + ", ".join(f"{b:.4g}" if is_measured(b) else "—" for b in bounds) + where,
+        + ", ".join(f"{b:.4g}" if is_measured(b) else "—" for b in bounds)
+        + where,
         expected="< 1 at every step of Eq. (5) (the trainer's Lanczos value or Weyl bound)",
         detail=f"max Lanczos ‖W(τ)‖₂ at those steps = {numbers(get('max_W_norm'))}",
         needs="‖W(τ)‖₂ < 1 at the checked steps (a smaller η keeps W(τ) near W(0))",
-    )  # fmt: skip
+    )
     checks = [
-        _check(prefix + "Eq. (4): ‖∇_θΦ(τ)‖² ≥ 2λ_min(H(τ))Φ(τ) for τ ≥ 1",
-               "Section 2.3, Eq. (4)", get("min_eq4"), ">=", 1.0,
-               "min ‖∇_θΦ‖²/(2λ_min(H)Φ)", where,
-               f"H(τ) = H1 + H2 + H3 from the exact implicit Jacobian, at {_steps(h_steps)}; "
-               f"‖∇_θΦ(τ)‖ from the trainer's own solves; {IDENTITY}"),
-        _check(prefix + "Section 2.3: λ_min(H(τ)) ≥ λ_τ for τ ≥ 1",
-               "Section 2.3, before Eq. (5)", get("min_h_ratio"), ">=", 1.0,
-               "min λ_min(H(τ))/λ_τ", where,
-               f"at {_steps(h_steps)}; λ_τ from the trainer's Z(τ); {IDENTITY}"),
-        _check(prefix + "Eq. (5): ‖∇_θΦ(τ)‖² ≥ 2λ_τΦ(τ) for τ ≥ 1",
-               "Section 2.3, Eq. (5)", get("min_eq5"), ">=", 1.0,
-               "min ‖∇_θΦ‖²/(2λ_τΦ)", where, f"at {_steps(eq5_steps)}; {IDENTITY}"),
-    ]  # fmt: skip
+        _check(
+            prefix + "Eq. (4): ‖∇_θΦ(τ)‖² ≥ 2λ_min(H(τ))Φ(τ) for τ ≥ 1",
+            "Section 2.3, Eq. (4)",
+            get("min_eq4"),
+            ">=",
+            1.0,
+            "min ‖∇_θΦ‖²/(2λ_min(H)Φ)",
+            where,
+            f"H(τ) = H1 + H2 + H3 from the exact implicit Jacobian, at {_steps(h_steps)}; "
+            f"‖∇_θΦ(τ)‖ from the trainer's own solves; {IDENTITY}",
+        ),
+        _check(
+            prefix + "Section 2.3: λ_min(H(τ)) ≥ λ_τ for τ ≥ 1",
+            "Section 2.3, before Eq. (5)",
+            get("min_h_ratio"),
+            ">=",
+            1.0,
+            "min λ_min(H(τ))/λ_τ",
+            where,
+            f"at {_steps(h_steps)}; λ_τ from the trainer's Z(τ); {IDENTITY}",
+        ),
+        _check(
+            prefix + "Eq. (5): ‖∇_θΦ(τ)‖² ≥ 2λ_τΦ(τ) for τ ≥ 1",
+            "Section 2.3, Eq. (5)",
+            get("min_eq5"),
+            ">=",
+            1.0,
+            "min ‖∇_θΦ‖²/(2λ_τΦ)",
+            where,
+            f"at {_steps(eq5_steps)}; {IDENTITY}",
+        ),
+    ]
     return [lemma2, *(theorem(c, [lemma2]) for c in checks)]
 
 
