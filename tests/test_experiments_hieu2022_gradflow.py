@@ -11,6 +11,7 @@ from deqlab.data import get_dataset
 from deqlab.experiments.config import ConfigError
 from deqlab.experiments.hieu2022.flow_statements import (
     FlowTrace,
+    feature_learning_check,
     flow_rate_check,
     kernel_floor_check,
     proposition_4_check,
@@ -81,6 +82,13 @@ def test_proposition_4_passes_on_a_removed_first_order_error_and_leaves_out_kink
                                rtol=1e-2, width=8)  # fmt: skip
     assert kink.verdict is PASS and "1 of 2 probes left out" in kink.detail
     assert proposition_4_check([0.5], [0.6], [0.5], [2], rtol=1e-2, width=8).verdict is NM
+
+
+def test_feature_learning_check_needs_the_inner_parameters_in_the_kernel():
+    assert feature_learning_check([1.0, 4.4], [1.0, 2.0], width=8).verdict is PASS  # +10%
+    flat = feature_learning_check([1.00003, 4.0], [1.0, 2.0], width=8)
+    assert flat.verdict is FAIL and flat.value == pytest.approx(3e-5)
+    assert feature_learning_check([1.0, math.nan], [1.0, 2.0], width=8).verdict is NM
 
 
 def test_kernel_floor_check():
@@ -232,7 +240,7 @@ def test_tiny_rows_and_statements(tiny):
     exp, config, rows = tiny
     assert len(rows) == len(config.widths) * (config.steps + 1 + 2 * config.steps + 1)
     found = _by_name(exp.statements(config, rows))
-    assert len(found) == len(config.widths) * (2 + 3 + 3 + 4)
+    assert len(found) == len(config.widths) * (2 + 3 + 4 + 4)
     for width in config.widths:  # Condition 1 fails by orders of magnitude at these widths
         rate = found[f"Theorem 3.3.1: L(θ(t)) ≤ exp(−λ₀²t/2)·L(θ(0)) at n = {width}"]
         assert rate.verdict is NA and "a sweep over widths n ≥ 4N" in rate.needs  # N = 4: one width
@@ -268,6 +276,11 @@ def test_theorem_preset_meets_condition_1_and_the_flow_obeys_theorem_3_3_1():
     assert {s.verdict for s in found if s.kind is Kind.HYPOTHESIS} == {HOLDS}
     rate = _by_name(found)["Theorem 3.3.1: L(θ(t)) ≤ exp(−λ₀²t/2)·L(θ(0)) at n = 200"]
     assert rate.verdict is PASS and rate.value < 1
+    # ... but only u moves: A, B, U add 3e-5 to the kernel (weak evidence, ours)
+    linear = _by_name(found)[
+        "A, B and U add to the kernel: the flow is not linear regression on u at n = 200"
+    ]
+    assert linear.verdict is FAIL and linear.value < 1e-4
 
 
 def test_mondeq_gd_measures_the_lemmas_along_its_gd_runs():

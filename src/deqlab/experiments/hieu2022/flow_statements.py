@@ -111,6 +111,35 @@ def kernel_floor_check(
     )
 
 
+#: Ours: the inner parameters count as learning features when they raise the kernel's
+#: smallest eigenvalue by this share over the readout's ``σ_min(Z)²``.
+FEATURE_SHARE = 0.01
+
+
+def feature_learning_check(
+    lambda_mins: Sequence[float], sigmas: Sequence[float], *, width: int
+) -> Statement:
+    """Ours: the flow is more than linear regression on u — A, B and U raise ``λ_min(K(t))``
+    above ``σ_min(Z(t))²`` (the part of u alone, ``ZᵀZ``) by at least :data:`FEATURE_SHARE`
+    at some probe. The value is the largest ``λ_min(K)/σ_min(Z)² − 1``. It tells how much a
+    PASS of Theorem 3.3.1 says about training a DEQ rather than its output layer."""
+    found = [
+        a / b**2 - 1
+        for a, b in zip(lambda_mins, sigmas, strict=True)
+        if is_measured(a) and is_measured(b) and b > 0
+    ]
+    value = max(found, default=None) if len(found) == len(lambda_mins) else None
+    return ours(
+        f"A, B and U add to the kernel: the flow is not linear regression on u at n = {width}",
+        value=value,
+        relation=">=",
+        threshold=FEATURE_SHARE,
+        measured=f"max λ_min(K)/σ_min(Z)² − 1 = {number(value)} over {len(found)} probes at "
+        f"n = {width}",
+        expected=f"≥ {FEATURE_SHARE:g} at some probe (ours)",
+    )
+
+
 @dataclass(frozen=True)
 class FlowTrace:
     """The flow at one width, integrated with steps ``h`` and ``h/2``, at the times ``t``

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from deqlab.experiments.base import Row
 from deqlab.experiments.hieu2022.flow_statements import (
     FlowTrace,
+    feature_learning_check,
     kernel_floor_check,
     proposition_4_check,
     step_error_check,
@@ -106,6 +107,7 @@ def _probe_statements(config: GradFlowConfig, width: int, coarse: list[Row]) -> 
             steps=[float(r["prop4_step"]) for r in probes],
         ),
         kernel_floor_check(column["kernel_lambda_min"], column["sigma_min"], width=width),
+        feature_learning_check(column["kernel_lambda_min"], column["sigma_min"], width=width),
     ]
 
 
