@@ -638,3 +638,25 @@ def test_proposition_3_compares_the_forward_backward_operator_with_its_bound():
     assert proposition_3_check(0.9, 0.95, alpha=0.1, width=8).verdict is PASS
     assert proposition_3_check(0.97, 0.95, alpha=0.1, width=8).verdict is FAIL
     assert proposition_3_check(math.nan, 0.95, alpha=0.1, width=8).verdict is NM
+
+
+def test_lemmas_3_3_6_3_3_7_and_3_3_9_pass_and_fail_on_made_up_sides():
+    nan = math.nan
+    sides = {
+        "lemma3_3_6": ([1.0 + 1e-13, 2.0, nan], [1.0, 2.0, nan]),  # equality to rounding
+        **{f"lemma3_3_7_{p}": ([0.1, 0.1, nan], [1.0, 1.0, nan]) for p in "UuAB"},
+        "lemma3_3_7_W": ([0.1, 3.0, nan], [1.0, 1.0, nan]),
+        "lemma3_3_9": ([-0.5, 0.2, nan], [0.1, 0.1, nan]),  # I₂ may be negative
+    }
+    trace = _sided([1.0, 0.9, 0.8], sides)
+    named = _by_name(theorem_3_3_5(trace, [], fits={}, m=0.1))
+    assert named["Lemma 3.3.6 at every GD step at n = 8"].verdict is PASS
+    seven = named["Lemma 3.3.7 at every GD step at n = 8"]
+    assert seven.verdict is FAIL and seven.value == 3.0 and "worst (W)" in seven.measured
+    nine = named["Lemma 3.3.9 at every GD step at n = 8"]
+    assert nine.verdict is FAIL and nine.value == pytest.approx(2.0)
+    sides["lemma3_3_6"] = ([1.01, 2.0, nan], [1.0, 2.0, nan])
+    sides["lemma3_3_9"] = ([-0.5, 0.05, nan], [0.1, 0.1, nan])
+    named = _by_name(theorem_3_3_5(_sided([1.0, 0.9, 0.8], sides), [], fits={}, m=0.1))
+    assert named["Lemma 3.3.6 at every GD step at n = 8"].verdict is FAIL
+    assert named["Lemma 3.3.9 at every GD step at n = 8"].verdict is PASS
