@@ -17,6 +17,7 @@ from deqlab import (
     Phantom,
     Picard,
     Shine,
+    Unrolled,
     fixed_point,
 )
 
@@ -199,3 +200,13 @@ def test_row_compacted_adjoint_is_exact_per_sample_with_less_work():
     assert full.vjps == full.n_steps and full.evaluations == 1
     assert compact.vjps < 0.6 * full.vjps  # the easy samples stopped early
     assert compact.evaluations > 1  # the graph was rebuilt on the pending samples
+
+
+def test_unrolled_gradient_is_recorded_at_backward_and_labelled():
+    deq = DEQ(TanhCell(), solver=Picard(tol=1e-10, max_iter=200), backward=Unrolled())
+    z = deq(torch.randn(4, 3, dtype=torch.float64))
+    assert deq.last_backward is None  # nothing recorded before .backward()
+    z.sum().backward()
+    record = deq.last_backward
+    assert record.method == "unrolled" and not record.exact
+    assert record.vjps == deq.last_forward.n_steps and deq.stats.backward_passes == 1
