@@ -1,7 +1,7 @@
 """Theorem 3.3.5 of the thesis (Hieu 2022) and the steps of its proof, on one GD run.
 
 The proof (Section 3.3.3) is an induction over the GD steps. Its steps are implications:
-Propositions 5 and 6 and Lemmas 3.3.7–3.3.9 say "if Hypotheses 1 and 3 hold for
+Propositions 5 and 6 and Lemmas 3.3.8–3.3.9 say "if Hypotheses 1 and 3 hold for
 ``k′ = 1, …, k``, then … at step ``k`` (or ``k + 1``)"; Lemma 3.3.10 also needs Hypothesis 2,
 Lemma 3.3.7 only Hypothesis 1, Lemma 3.3.6 nothing. Each is checked only where its premise
 held: on the steps ``k → k+1`` with ``k < f``, ``f`` the first step ``≥ 1`` where the premise
