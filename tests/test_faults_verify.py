@@ -91,7 +91,7 @@ def test_the_answers_labels_and_layout_are_printed(tmp_path):
     assert lines[0].startswith(f"{path}: n = 8, d = 3 (standardised, then normalised)")
     assert lines[1] == "X read as (n, d) = (8, 3): one sample per row; labels: column 'target'"
     assert lines[2] == "answers (one line per theorem):"
-    assert lines[4].startswith("  Theorem 2 (Ling et al. 2023): λ_0 ≥ mλ*/2: cannot be decided")
+    assert lines[4].startswith("  Ling et al. 2023, Theorem 2: λ_0 ≥ mλ*/2: cannot be decided")
     assert "FAIL" not in next(x for x in lines if x.startswith("│ Theorem 2: λ_0"))
     assert "symbols: n samples, d features, m width (--width)" in result.stdout
 

@@ -131,8 +131,9 @@ def test_bad_arguments_name_themselves(sphere, kwargs, error, message):
 
 def test_one_answer_per_theorem_and_theorem2_is_never_a_fail(result):
     lines = [a.line() for a in result.answers]
-    assert [a.theorem.split(" (")[0] for a in result.answers] == [
-        "Theorem 3", "Theorem 2", "Theorem 1"]  # fmt: skip
+    assert [a.theorem.split(": ")[0] for a in result.answers] == [
+        "Ling et al. 2023, Theorem 3 (ii)", "Ling et al. 2023, Theorem 2",
+        "Ling et al. 2023, Theorem 1"]  # fmt: skip
     assert result.answers[1].status == "cannot be decided" and "Ω(" in lines[1]
     theorem2 = next(s for s in result.statements if s.name == "Theorem 2: λ_0 ≥ mλ*/2")
     assert theorem2.verdict.value in ("PASS", "NOT APPLICABLE")

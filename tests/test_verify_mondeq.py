@@ -176,7 +176,7 @@ def test_answers_say_why_theorem_3_3_5_applies_at_no_width(init, inputs):
     flow, gd = answers_for("mondeq", init, k, None)
     assert gd.status == "applies at no width" and "m²N = 0.24 ≥ 1/20" in gd.why
     assert f"m < 1/√(20N) = {(20 * 6) ** -0.5:.3g}" in gd.why
-    assert flow.theorem.startswith("Theorem 3.3.1")
+    assert flow.theorem.startswith("Hieu 2022 (thesis), Theorem 3.3.1: gradient flow")
     holding = md.initialize(inputs, width=24, monotonicity=0.05, radius=1.0, seed=0)
     gd = answers_for("mondeq", holding, md.numbers(holding, None), None)[1]
     assert "1/20" not in gd.why  # m²N = 0.015: Eq. (3.18) is possible, the fit decides

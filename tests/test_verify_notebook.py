@@ -22,7 +22,7 @@ def test_the_notebook_checks_a_data_set_and_trains(tmp_path):
     client.execute()  # raises CellExecutionError on any error
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
-    assert "Theorem 2 (Ling et al. 2023): λ_0 ≥ mλ*/2: cannot be decided" in text
+    assert "Ling et al. 2023, Theorem 2: λ_0 ≥ mλ*/2: cannot be decided" in text
     assert "ours: measured rate (Φ(T)/Φ(0))^(1/T) at the η trained with" in text
     shown = [o.data for o in outputs if o.output_type == "execute_result"]
     assert "Theorem 1 (iii)" in shown[0]["text/html"] and "<table" in shown[0]["text/html"]

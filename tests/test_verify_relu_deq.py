@@ -28,6 +28,7 @@ from deqlab.theory.ling2023 import (
 from deqlab.theory.ntk import pl_gram
 from deqlab.theory.spectra import gram_lambda_min
 from deqlab.verify import relu_deq as rd
+from deqlab.verify import relu_deq_statements as rs
 from deqlab.verify import relu_deq_train as rt
 from deqlab.verify.inputs import load_dataset, prepare
 
@@ -217,7 +218,7 @@ NTK = "DEQ NTK: λ_min(NTK) ≥ λ*"
 
 def test_statements_that_hold_or_pass_on_a_good_setting(small):
     good = _holding(small)
-    found = verdicts(rd.statements(good, rd.theorem_eta(good)))
+    found = verdicts(rs.statements(good, rd.theorem_eta(good)))
     for name in (A1, WELL_POSED, WIDTH, *EQS, LR):
         assert found[name] is Verdict.HOLDS, name
     for name in (THM3, LEMMA1, NTK):
@@ -226,7 +227,7 @@ def test_statements_that_hold_or_pass_on_a_good_setting(small):
 
 
 def test_condition1_and_eq10_unmet_with_the_width_they_need(small):
-    statements = rd.statements(small, 2 * small.cond.lr_bound)
+    statements = rs.statements(small, 2 * small.cond.lr_bound)
     found = {s.name: s for s in statements}
     for name in EQS:
         assert found[name].verdict is Verdict.UNMET
@@ -237,7 +238,7 @@ def test_condition1_and_eq10_unmet_with_the_width_they_need(small):
 def test_assumption1_and_well_posedness_unmet_for_a_large_sigma():
     x, y, _ = load_dataset("sphere", n=4, d=3)
     init = rd.initialize(prepare(x, y), width=200, sigma_w2=0.3, seed=0)
-    found = {s.name: s for s in rd.statements(init, None)}
+    found = {s.name: s for s in rs.statements(init, None)}
     assert found[A1].verdict is Verdict.UNMET and found[WELL_POSED].verdict is Verdict.UNMET
     assert init.cond is None and found[EQS[0]].verdict is Verdict.NOT_MEASURED
     assert found[THM2].verdict is Verdict.NOT_APPLICABLE  # Assumption 1 unmet
@@ -245,11 +246,11 @@ def test_assumption1_and_well_posedness_unmet_for_a_large_sigma():
 
 def test_theorem3_fails_on_a_singular_k_within_the_hypotheses(small):
     singular = LeastEigenvalue(0.0, 1e-20, 10.0, 1e-12, True, "singular")
-    assert verdicts(rd.statements(replace(small, K=singular), None))[THM3] is Verdict.FAIL
+    assert verdicts(rs.statements(replace(small, K=singular), None))[THM3] is Verdict.FAIL
 
 
 def test_lemma1_fails_on_a_large_norm(small):
-    assert verdicts(rd.statements(replace(small, W_norm=0.99), None))[LEMMA1] is Verdict.FAIL
+    assert verdicts(rs.statements(replace(small, W_norm=0.99), None))[LEMMA1] is Verdict.FAIL
 
 
 def _wide_enough(init, ratio: float):
@@ -262,20 +263,20 @@ def _wide_enough(init, ratio: float):
 
 
 def test_theorem2_passes_at_its_width_and_is_never_a_fail(small):
-    found = verdicts(rd.statements(_wide_enough(small, 1.5), None))
+    found = verdicts(rs.statements(_wide_enough(small, 1.5), None))
     assert found[SCALE] is Verdict.HOLDS and found[THM2] is Verdict.PASS
-    below = {s.name: s for s in rd.statements(_wide_enough(small, 0.1), None)}
+    below = {s.name: s for s in rs.statements(_wide_enough(small, 0.1), None)}
     assert below[THM2].verdict is Verdict.NOT_APPLICABLE  # the constant is not given
     assert below[THM2].detail.startswith("the width hypothesis cannot be decided")
     low = replace(small.cond.constants, lambda0=0.1 * small.predicted_lambda0)
-    found = verdicts(rd.statements(replace(small, cond=rd.evaluate_condition1(low)), None))
+    found = verdicts(rs.statements(replace(small, cond=rd.evaluate_condition1(low)), None))
     assert found[SCALE] is Verdict.UNMET and found[THM2] is Verdict.NOT_APPLICABLE
 
 
 def test_theorem2_is_not_applicable_below_n(small):
     x, y, _ = load_dataset("sphere", n=6, d=5, seed=1)
     narrow = rd.initialize(prepare(x, y), width=4, sigma_w2=SIGMA_W2, seed=0)
-    found = {s.name: s for s in rd.statements(narrow, None)}
+    found = {s.name: s for s in rs.statements(narrow, None)}
     assert narrow.lambda0 == 0.0 and found[WIDTH].verdict is Verdict.UNMET
     assert found[THM2].verdict is Verdict.NOT_APPLICABLE and found[WIDTH].needs == "m ≥ 6"
     assert "λ_0 > 0, so m ≥ n = 6" in found[EQS[0]].needs  # solved under Theorem 2's scaling
@@ -284,7 +285,7 @@ def test_theorem2_is_not_applicable_below_n(small):
 
 def test_ntk_statement_fails_below_lambda_star(small):
     low = LeastEigenvalue(small.lambda_star / 2, small.lambda_star / 2, 1.0, 1e-14, False, "")
-    assert verdicts(rd.statements(replace(small, ntk=low), None))[NTK] is Verdict.FAIL
+    assert verdicts(rs.statements(replace(small, ntk=low), None))[NTK] is Verdict.FAIL
 
 
 # ---- training ---------------------------------------------------------------------------
@@ -341,7 +342,7 @@ def test_h_is_formed_at_spread_steps_and_the_last(small, monkeypatch):
 
 
 def test_training_statements_pass_inside_their_hypotheses(small, trained):
-    guards = [s for s in rd.guards(small, trained.eta) if s.name == A1]  # only what holds
+    guards = [s for s in rs.guards(small, trained.eta) if s.name == A1]  # only what holds
     found = verdicts(rt.statements(small, trained, guards))
     assert found[LEMMA2] is Verdict.HOLDS
     for name in (*THEOREM1, *PL):
@@ -349,7 +350,7 @@ def test_training_statements_pass_inside_their_hypotheses(small, trained):
 
 
 def test_training_statements_not_applicable_outside_condition1(small, trained):
-    found = verdicts(rt.statements(small, trained, rd.guards(small, trained.eta)))
+    found = verdicts(rt.statements(small, trained, rs.guards(small, trained.eta)))
     assert all(found[name] is Verdict.NOT_APPLICABLE for name in THEOREM1)
 
 
@@ -365,7 +366,7 @@ def _run(records, eta=0.1):
 def test_training_statements_fail_on_a_violating_run(small):
     records = [_record(0, 1.0, 1.0, 0.5, 0.0, 2.0, 1.0),
                _record(1, 2.0, 0.1, 0.99, 1e9, 0.1, 0.05)]  # fmt: skip
-    guards = [s for s in rd.guards(small, 0.1) if s.name == A1]
+    guards = [s for s in rs.guards(small, 0.1) if s.name == A1]
     found = verdicts(rt.statements(small, _run(records), guards))
     for name in (*THEOREM1[1:], *PL):  # ‖W(τ)‖₂ = 0.99 keeps Lemma 2's hypothesis
         assert found[name] is Verdict.FAIL, name

@@ -11,7 +11,7 @@ followed by the call, so it stays until that is decided).
 import sys
 import types
 
-from deqlab.verify.api import PAPERS, Verification, verify
+from deqlab.verify.api import Verification, verify
 from deqlab.verify.checks import DEFAULT_WIDTH, DELMCheck, MonDEQCheck, ReLUDEQCheck
 from deqlab.verify.inputs import FORMATS, InputError, load_dataset, load_file
 
@@ -28,7 +28,6 @@ sys.modules[__name__].__class__ = _CallablePackage
 __all__ = [
     "DEFAULT_WIDTH",
     "FORMATS",
-    "PAPERS",
     "DELMCheck",
     "InputError",
     "MonDEQCheck",

@@ -25,8 +25,10 @@ import math
 from dataclasses import asdict, dataclass
 
 from deqlab._format import number
+from deqlab.papers import HIEU, KAWAGUCHI, LING
 from deqlab.statements import Verdict
 from deqlab.theory.mondeq import eq_3_18_possible
+from deqlab.verify.delm import statements as delm_statements
 
 #: A target loss of this fraction of Φ(0) when none is given.
 TARGET_FRACTION = 1e-3
@@ -66,7 +68,7 @@ def relu_deq(init, numbers: dict, training: dict | None) -> list[Answer]:
 
 
 def _theorem3(k: dict) -> Answer:
-    name = "Theorem 3 (ii) (Ling et al. 2023): λ* > 0"
+    name = f"{LING.cite('Theorem 3 (ii)')}: λ* > 0"
     if k["lambda_star_singular"]:
         return Answer(
             name,
@@ -80,7 +82,7 @@ def _theorem3(k: dict) -> Answer:
 
 
 def _theorem2(init, k: dict) -> Answer:
-    name = "Theorem 2 (Ling et al. 2023): λ_0 ≥ mλ*/2"
+    name = f"{LING.cite('Theorem 2')}: λ_0 ≥ mλ*/2"
     scale = k["theorem2_width"]["scale"]
     if not math.isfinite(scale):
         return Answer(name, AT_NO_WIDTH, "λ* = 0: m = Ω(n²/λ*² log(n/(λ*t))) is no width")
@@ -97,7 +99,7 @@ def _theorem2(init, k: dict) -> Answer:
 
 
 def _theorem1(init, k: dict) -> Answer:
-    name = "Theorem 1 (Ling et al. 2023): GD converges, Φ(τ) ≤ (1 − ηλ_0/2)^τ Φ(0)"
+    name = f"{LING.cite('Theorem 1')}: GD converges, Φ(τ) ≤ (1 − ηλ_0/2)^τ Φ(0)"
     if "condition1" not in k:
         return Answer(
             name,
@@ -142,8 +144,16 @@ def mondeq(init, numbers: dict, training: dict | None) -> list[Answer]:
     notation: n the width, N the samples."""
     out = []
     for theorem, condition, key in (
-        ("Theorem 3.3.1 (Hieu 2022): gradient flow converges", "Condition 1", "condition1_holds"),
-        ("Theorem 3.3.5 (Hieu 2022): GD converges, Eq. (3.20)", "Condition 2", "condition2_holds"),
+        (
+            f"{HIEU.cite('Theorem 3.3.1')}: gradient flow converges",
+            "Condition 1",
+            "condition1_holds",
+        ),
+        (
+            f"{HIEU.cite('Theorem 3.3.5')}: GD converges, Eq. (3.20)",
+            "Condition 2",
+            "condition2_holds",
+        ),
     ):
         out.append(_mondeq_answer(init, numbers, theorem, condition, key))
     return out
@@ -200,10 +210,9 @@ def _rows_of(init, condition: str) -> list[str]:
 def delm(init, numbers: dict, training: dict | None) -> list[Answer]:
     """Theorem 1 / the corollary of Kawaguchi (2021): the DELM's width is d; the answer is
     whether the corollary's hypotheses hold on these data."""
-    name = f"Theorem 1, {numbers['corollary']} (Kawaguchi 2021): L − L* ≤ (L₀ − L*)e^(−2κλ_T T)"
-    from deqlab.verify.delm import statements
-
-    unmet = [s.name for s in statements(init, None) if s.verdict is Verdict.UNMET]
+    where = KAWAGUCHI.cite(f"Theorem 1, {numbers['corollary']}")
+    name = f"{where}: L − L* ≤ (L₀ − L*)e^(−2κλ_T T)"
+    unmet = [s.name for s in delm_statements(init, None) if s.verdict is Verdict.UNMET]
     if unmet:
         return [
             Answer(

@@ -24,16 +24,10 @@ import deqlab
 from deqlab._checks import check_int, check_positive
 from deqlab.statements import Counts, Statement
 from deqlab.verify.answers import Answer, StandIns, relu_standins
-from deqlab.verify.checks import Check, check_for, check_memory, run_check
+from deqlab.verify.checks import CHECKS, Check, check_for, check_memory, run_check
 from deqlab.verify.inputs import prepare
 from deqlab.verify.progress import Progress, silent
 
-#: The paper each model checks (the header line).
-PAPERS = {
-    "relu-deq": "Ling et al. (2023): ReLU DEQ, Condition 1, Theorems 1–3",
-    "mondeq": "Hieu (2022), Chapter 3: monotone DEQ, Conditions 1–2, Theorem 3.3.5",
-    "delm": "Kawaguchi (2021): deep equilibrium linear model, Theorem 1, Corollaries 1–2",
-}
 #: Each model's symbols and the options they come from (one notation per model).
 LEGENDS = {
     "relu-deq": "symbols: n samples, d features, m width (--width), σ_w² (--sigma-w2), "
@@ -68,7 +62,9 @@ class Verification:
 
     @property
     def paper(self) -> str:
-        return PAPERS[self.model]
+        """ "Ling et al. 2023: ReLU DEQ, Condition 1, Theorems 1–3"-like (the header line)."""
+        check = CHECKS[self.model]
+        return f"{check.paper.short}: {check.covers}"
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON document: model, data, settings, answers, stand-ins, numbers, training,
@@ -78,6 +74,7 @@ class Verification:
             "deqlab_version": deqlab.__version__,
             "model": self.model,
             "paper": self.paper,
+            "citation": CHECKS[self.model].paper.full,
             "legend": LEGENDS[self.model],
             "data": self.data,
             "settings": self.settings,

@@ -21,9 +21,10 @@ from typing import Any, ClassVar
 
 from deqlab._checks import check_choice, check_int, check_positive, check_real
 from deqlab._memory import check_square
-from deqlab.statements import Statement
+from deqlab.papers import HIEU, KAWAGUCHI, LING
+from deqlab.statements import Paper, Statement
 from deqlab.theory.kawaguchi2021 import check_radius
-from deqlab.verify import answers, delm, mondeq, relu_deq, relu_deq_train
+from deqlab.verify import answers, delm, mondeq, relu_deq, relu_deq_statements, relu_deq_train
 from deqlab.verify.inputs import InputError, Inputs
 from deqlab.verify.progress import Progress
 
@@ -55,6 +56,8 @@ class ReLUDEQCheck:
     width: int = DEFAULT_WIDTH
     sigma_w2: float = 0.08
     model: ClassVar[str] = "relu-deq"
+    paper: ClassVar[Paper] = LING
+    covers: ClassVar[str] = "ReLU DEQ, Condition 1, Theorems 1–3"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "width", check_width(self.width))
@@ -72,11 +75,11 @@ class ReLUDEQCheck:
         return eta
 
     def statements(self, init, eta: float | None) -> list[Statement]:
-        return relu_deq.statements(init, eta)
+        return relu_deq_statements.statements(init, eta)
 
     def train(self, init, steps: int, eta: float, progress: Progress):
         run = relu_deq_train.train(init, steps=steps, eta=eta, progress=progress)
-        found = relu_deq_train.statements(init, run, relu_deq.guards(init, eta))
+        found = relu_deq_train.statements(init, run, relu_deq_statements.guards(init, eta))
         return run, found, relu_deq_train.numbers(init, run)
 
     def numbers(self, init, eta: float | None) -> dict[str, Any]:
@@ -95,6 +98,8 @@ class MonDEQCheck:
     monotonicity: float = 0.2
     radius: float = 1.0
     model: ClassVar[str] = "mondeq"
+    paper: ClassVar[Paper] = HIEU
+    covers: ClassVar[str] = "Chapter 3, monotone DEQ, Conditions 1–2, Theorems 3.3.1, 3.3.5"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "width", check_width(self.width))
@@ -140,6 +145,8 @@ class DELMCheck:
     logistic_radius: float = math.inf
     epsilon: float | None = None
     model: ClassVar[str] = "delm"
+    paper: ClassVar[Paper] = KAWAGUCHI
+    covers: ClassVar[str] = "deep equilibrium linear model, Theorem 1, Corollaries 1–2"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gamma", _open_unit("gamma", self.gamma))

@@ -36,11 +36,11 @@ from deqlab.experiments.hieu2022.statements import (
     WidthFit,
     condition_hypothesis,
     step_size_hypothesis,
-    thesis,
 )
 from deqlab.models.mondeq import MonDEQ
+from deqlab.papers import HIEU
 from deqlab.solvers.splitting import PeacemanRachford
-from deqlab.statements import Kind, Statement, measure
+from deqlab.statements import Statement
 from deqlab.theory.mondeq import (
     PARAMETERS,
     Inequality,
@@ -189,24 +189,36 @@ def _fit_width(fit: WidthFit | None) -> dict[str, object] | None:
 def statements(init: MonDEQInit, eta: float | None) -> list[Statement]:
     """The width hypothesis, Conditions 1–2, Lemma 3.3.3 and, with ``eta``, the step size."""
     n = init.inputs.n
-    out = [measure(
-        "the width n ≥ N (λ_0 = σ_min(Z(0)) > 0 needs it)", Kind.HYPOTHESIS,
-        thesis("Section 3.3 (n ≥ N, Eq. (3.14)); Theorems 3.3.1, 3.3.5: width O(N)"),
-        value=init.width / n, relation=">=", threshold=1.0,
-        measured=f"n/N = {init.width}/{n}", expected="≥ 1", needs=f"width n ≥ N = {n}",
-    )]  # fmt: skip
+    out = [
+        HIEU.hypothesis(
+            "Section 3.3 (n ≥ N, Eq. (3.14)); Theorems 3.3.1, 3.3.5: width O(N)",
+            name="the width n ≥ N (λ_0 = σ_min(Z(0)) > 0 needs it)",
+            value=init.width / n,
+            relation=">=",
+            threshold=1.0,
+            measured=f"n/N = {init.width}/{n}",
+            expected="≥ 1",
+            needs=f"width n ≥ N = {n}",
+        )
+    ]
     for condition, rows in init.conditions.items():
-        out += [condition_hypothesis(row, width=init.width, condition=condition,
-                                     fit=init.fits.get(row["name"]), m=init.monotonicity,
-                                     n_samples=n)
-                for row in rows]  # fmt: skip
+        out += [
+            condition_hypothesis(row, width=init.width, condition=condition,
+                                 fit=init.fits.get(row["name"]), m=init.monotonicity, n_samples=n)
+            for row in rows
+        ]  # fmt: skip
     lemma = init.lemma
-    out.append(measure(
-        "Lemma 3.3.3: ‖Z(0)‖_F ≤ ‖X‖_F‖U(0)‖₂/m", Kind.THEOREM, thesis("Lemma 3.3.3"),
-        value=lemma["lhs"] / lemma["rhs"], relation="<=", threshold=1.0,
-        measured=f"‖Z(0)‖_F = {lemma['lhs']:.6g}, ‖X‖_F‖U(0)‖₂/m = {lemma['rhs']:.6g}",
-        expected="ratio ≤ 1 (for every parameter value: W ⪯ (1 − m)I)",
-    ))  # fmt: skip
+    out.append(
+        HIEU.theorem(
+            "Lemma 3.3.3",
+            name="Lemma 3.3.3: ‖Z(0)‖_F ≤ ‖X‖_F‖U(0)‖₂/m",
+            value=lemma["lhs"] / lemma["rhs"],
+            relation="<=",
+            threshold=1.0,
+            measured=f"‖Z(0)‖_F = {lemma['lhs']:.6g}, ‖X‖_F‖U(0)‖₂/m = {lemma['rhs']:.6g}",
+            expected="ratio ≤ 1 (for every parameter value: W ⪯ (1 − m)I)",
+        )
+    )
     if eta is not None:
         out.append(step_size_hypothesis(eta, init.eta_max, width=init.width))
     return out

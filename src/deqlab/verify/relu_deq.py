@@ -1,4 +1,5 @@
-"""Ling et al. (2023) on the user's data and a ReLU DEQ of width m, at initialization.
+"""Ling et al. (2023) on the user's data and a ReLU DEQ of width m: what is measured at
+initialization (the statements built from it: :mod:`deqlab.verify.relu_deq_statements`).
 
 - λ* = λ_min(K) (Eq. 14), cond(K), and the DEQ NTK's λ_min beside it (that of
   :func:`deqlab.theory.ntk.deq_ntk`, standard parameterization: lim Θ/m = K + P⊙K, read
@@ -31,16 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from deqlab.experiments.ling2023.statements import (
-    assumption1,
-    condition1_hypotheses,
-    learning_rate_hypothesis,
-    power_of_ten,
-    source,
-    theorem3_ii,
-)
 from deqlab.models.relu_deq import ReLUDEQ
-from deqlab.statements import OURS, Kind, Statement, Verdict, measure, not_measured, theorem
 from deqlab.theory.init_theorems import lemma1_bound
 from deqlab.theory.kernels import LeastEigenvalue, population_gram
 from deqlab.theory.ling2023 import (
@@ -62,7 +54,7 @@ from deqlab.theory.spectra import (
     spectral_norm,
     spectral_norm_lanczos,
 )
-from deqlab.verify.inputs import Inputs, assumption2
+from deqlab.verify.inputs import Inputs
 from deqlab.verify.progress import Progress, silent
 
 #: The scaling under which the width Condition 1 needs is solved (Theorem 2, Section 3.2).
@@ -242,6 +234,14 @@ def theorem2_depth(n: int, lambda_star: float, sigma_w2: float) -> float:
     return math.log(2 * n / lambda_star) / math.log(1 / rate)
 
 
+def lemma1_value(init: ReLUDEQInit) -> float:
+    """2√2σ_w(1 + √(ln(1/p)/(2m))), Lemma 1's bound at width m failing with probability p
+    (:data:`LEMMA1_P`)."""
+    with warnings.catch_warnings():  # Assumption 1 is its own statement
+        warnings.simplefilter("ignore")
+        return lemma1_bound(init.sigma_w2, init.width, LEMMA1_P)
+
+
 def theorem_eta(init: ReLUDEQInit) -> float | None:
     """η = :data:`ETA_FRACTION` × Eq. (10)'s bound (None when Condition 1 is not defined)."""
     return None if init.cond is None else learning_rate(init.cond, ETA_FRACTION)
@@ -255,7 +255,7 @@ def numbers(init: ReLUDEQInit, eta: float | None) -> dict[str, object]:
         "lambda_star": K.value, "lambda_star_singular": K.singular,
         "lambda_max_K": K.max_eigenvalue, "condition_number_K": K.condition_number,
         "ntk_lambda_min": init.ntk.value, "ntk_parameterization": "standard: lim Θ/m = K + P⊙K",
-        "W_norm": init.W_norm, "lemma1_bound": _lemma1_bound(init),
+        "W_norm": init.W_norm, "lemma1_bound": lemma1_value(init),
         "lambda0": init.lambda0, "lambda0_theorem2": init.predicted_lambda0,
         "theorem2_width": {
             "scale": theorem2_scale(n, K.value), "t": THEOREM2_T,
@@ -295,161 +295,3 @@ def _condition_numbers(init: ReLUDEQInit, cond: Condition1, eta: float | None) -
         "curvature": init.curvature, "pl_ratio0": init.pl_ratio0,
         "H_lambda_min0": init.h_lambda_min0,
     }  # fmt: skip
-
-
-def statements(init: ReLUDEQInit, eta: float | None) -> list[Statement]:
-    """The hypotheses and theorems at initialization (module docstring), each with a
-    margin; ``eta`` adds the Eq. (10) hypothesis."""
-    a1 = assumption1(init.sigma_w2)
-    a2 = assumption2(init.inputs)
-    out = [a1, *a2, theorem(_theorem3(init), [a1, *a2]), _lemma1(init), _well_posed(init)]
-    widths = [_width_hypothesis(init), _scale_hypothesis(init)]
-    out += [*widths, _undecided(theorem(_theorem2(init), [a1, *a2, *widths]))]
-    out += guards(init, eta)[1:]
-    return [*out, _ntk(init)]
-
-
-def guards(init: ReLUDEQInit, eta: float | None) -> list[Statement]:
-    """The hypotheses of Theorem 1: Assumption 1, Eqs. (7)–(9) and, with ``eta``, Eq. (10)."""
-    out = [assumption1(init.sigma_w2), *condition_hypotheses(init)]
-    if eta is not None and init.cond is not None:
-        out.append(learning_rate_hypothesis("", [init.width], [init.cond], [eta]))
-    return out
-
-
-def _theorem3(init: ReLUDEQInit) -> Statement:
-    K = init.K
-    context = f"λ_max(K) = {K.max_eigenvalue:.6g}, cond(K) = {K.condition_number:.4g}"
-    return theorem3_ii(K.value, K.tolerance, context + (f"; {K.reason}" if K.reason else ""))
-
-
-def _lemma1_bound(init: ReLUDEQInit) -> float:
-    with warnings.catch_warnings():  # Assumption 1 is its own statement
-        warnings.simplefilter("ignore")
-        return lemma1_bound(init.sigma_w2, init.width, LEMMA1_P)
-
-
-def _lemma1(init: ReLUDEQInit) -> Statement:
-    bound = _lemma1_bound(init)
-    return measure(
-        "Lemma 1: ‖W(0)‖₂ ≤ 2√2σ_w", Kind.THEOREM, source("Lemma 1"),
-        value=init.W_norm, relation="<=", threshold=bound,
-        measured=f"‖W(0)‖₂ = {init.W_norm:.6g} (m = {init.width}, seed {init.seed})",
-        expected=f"≤ 2√2σ_w(1 + √(ln(1/p)/(2m))) = {bound:.6g}",
-        detail=f"finite-m form of Lemma 1's w.h.p. bound, failing with probability ≤ p = "
-        f"{LEMMA1_P:g} (Gaussian concentration of ‖W‖₂)",
-    )  # fmt: skip
-
-
-def _well_posed(init: ReLUDEQInit) -> Statement:
-    return measure(
-        "‖W(0)‖₂ < 1 (a δ of Section 3.1 exists)", Kind.HYPOTHESIS,
-        source("Section 3.1 (δ with ‖W(0)‖₂ + δ < 1); Section 2.2"),
-        value=init.W_norm, relation="<", threshold=1.0,
-        measured=f"‖W(0)‖₂ = {init.W_norm:.6g}", expected="< 1: Eq. (1) contracts, Condition "
-        "1 is defined", needs="σ_w² < 1/8 (Assumption 1 and Lemma 1 give ‖W(0)‖₂ < 1 w.h.p.)",
-    )  # fmt: skip
-
-
-def _width_hypothesis(init: ReLUDEQInit) -> Statement:
-    n, m = init.inputs.n, init.width
-    scale = theorem2_scale(n, init.lambda_star)
-    return measure(
-        "Theorem 2's width m = Ω(n²/λ*² log(n/(λ*t))): at least m ≥ n", Kind.HYPOTHESIS,
-        source("Theorem 2"), value=m / n, relation=">=", threshold=1.0,
-        measured=f"m/n = {m}/{n} = {m / n:.4g}",
-        expected="≥ 1: below, λ_0 = 0 (Z(0)ᵀZ(0) has rank ≤ m), so the width the theorem "
-        "asks for is at least n",
-        detail=f"n²/λ*² log(n/(λ*t)) = {_big(scale)} at t = {THEOREM2_T:g}, times a constant "
-        "the paper does not give: not checked beyond m ≥ n",
-        needs=f"m ≥ {n}",
-    )  # fmt: skip
-
-
-def _scale_hypothesis(init: ReLUDEQInit) -> Statement:
-    m, scale = init.width, theorem2_scale(init.inputs.n, init.lambda_star)
-    return measure(
-        "Theorem 2's width m = Ω(n²/λ*² log(n/(λ*t))), its constant taken as 1",
-        Kind.HYPOTHESIS, source("Theorem 2"), value=m / scale, relation=">=", threshold=1.0,
-        measured=f"m / (n²/λ*² log(n/(λ*t))) = {m}/{_big(scale)} = {m / scale:.3g} "
-        f"(t = {THEOREM2_T:g})", expected="≥ 1 at the least: the paper's Ω hides a constant "
-        "it does not give (Bernstein's inequality, an ε-net)",
-        needs=f"m ≥ C·{_big(scale)} for the paper's unknown constant C",
-    )  # fmt: skip
-
-
-def _undecided(check: Statement) -> Statement:
-    """Theorem 2 at a width that meets its hypotheses with the constant taken as 1: a
-    FAIL there cannot be told from a too small constant (DESIGN: a width hypothesis with a
-    constant the paper does not give cannot make a theorem FAIL)."""
-    if check.verdict is not Verdict.FAIL:
-        return check
-    return replace(check, verdict=Verdict.NOT_APPLICABLE, needs="a width C·n²/λ*² log(n/(λ*t)) "
-                   "with the paper's constant C, which it does not give",
-                   detail="the width hypothesis cannot be decided: " + check.detail)  # fmt: skip
-
-
-def _theorem2(init: ReLUDEQInit) -> Statement:
-    name, where = "Theorem 2: λ_0 ≥ mλ*/2", source("Theorem 2")
-    expected = "≥ 1 (holds with probability ≥ 1 − t at the theorem's width)"
-    if init.lambda0 is None:
-        return not_measured(name, Kind.THEOREM, where, expected=expected,
-                            why="‖W(0)‖₂ ≥ 1: no equilibrium is solved")  # fmt: skip
-    pred = init.predicted_lambda0
-    ratio = init.lambda0 / pred if pred > 0 else None
-    return measure(
-        name, Kind.THEOREM, where, value=ratio, relation=">=", threshold=1.0,
-        measured=f"λ_0 = {init.lambda0:.6g}, mλ*/2 = {pred:.6g}: λ_0/(mλ*/2) = "
-        f"{'—' if ratio is None else f'{ratio:.4g}'} (m = {init.width}, seed {init.seed})",
-        expected=expected, detail=_theorem2_detail(init) if pred > 0 else "λ* = 0: the ratio "
-        "is not defined",
-    )  # fmt: skip
-
-
-def _theorem2_detail(init: ReLUDEQInit) -> str:
-    scale = theorem2_scale(init.inputs.n, init.lambda_star)
-    return (
-        f"m = {init.width} is {init.width / scale:.2g} × n²/λ*² log(n/(λ*t)) = {_big(scale)} "
-        f"(t = {THEOREM2_T:g}); the theorem asks for a constant multiple of that width and "
-        "does not give the constant, so a FAIL well below it may mean the width is too small"
-    )
-
-
-def condition_hypotheses(init: ReLUDEQInit) -> list[Statement]:
-    """Eqs. (7)–(9) (the experiments' builder), ``needs`` solved under :data:`SCALING`, the
-    scaling of the "width needed" number (:func:`widths_needed`), so both say the same."""
-    expected = "lhs/rhs ≥ 1"
-    if init.cond is None:
-        return [not_measured(f"Condition 1, Eq. ({key[2:]}) at initialization", Kind.HYPOTHESIS,
-                             source(f"Condition 1, Eq. ({key[2:]})"), expected=expected,
-                             why="‖W(0)‖₂ ≥ 1: no δ with ‖W(0)‖₂ + δ < 1")
-                for key in EQUATIONS]  # fmt: skip
-    with np.errstate(divide="ignore"):  # λ_0 = 0: Eq. (10)'s 2/λ_0 is inf
-        found = condition1_hypotheses("", [init.width], [init.cond])
-    needed = widths_needed(init.scaled_constants(), init.width)
-    detail = f"δ = {init.cond.delta:.3g}; the width needed is solved under {SCALING}, δ free"
-    floor = f"λ_0 > 0, so m ≥ n = {init.inputs.n}; " if init.cond.lambda0 <= 0 else ""
-    return [
-        replace(s, detail=detail, needs=f"{floor}Eq. ({key[2:]}) alone: m ≥ {_big(needed[key])}"
-                f"; Condition 1 (one δ): m ≥ {_big(needed['condition1'])}")
-        if s.needs else replace(s, detail=detail)
-        for s, key in zip(found, EQUATIONS, strict=True)
-    ]  # fmt: skip
-
-
-def _ntk(init: ReLUDEQInit) -> Statement:
-    ntk, K = init.ntk, init.K
-    slack = ntk.tolerance + K.tolerance
-    return measure(
-        "DEQ NTK: λ_min(NTK) ≥ λ*", Kind.OURS, OURS,
-        value=ntk.value - K.value, relation=">=", threshold=-slack,
-        measured=f"λ_min(NTK) = {ntk.value:.6g}, λ* = {K.value:.6g}",
-        expected=f"λ_min(NTK) − λ* ≥ −{slack:.2g} (round-off of both)",
-        detail="NTK = K + P⊙K with P ⪰ 0 (Schur product: P⊙K ⪰ 0), the infinite-width limit "
-        "of Θ/m for the Assumption 1 network (deqlab.theory.ntk); the kernel of the whole "
-        "training dynamics, of which G = ZᵀZ (λ_0) is one term",
-    )  # fmt: skip
-
-
-def _big(x: float) -> str:
-    return "∞ (no width)" if math.isinf(x) else power_of_ten(math.ceil(x))
