@@ -82,11 +82,23 @@ def test_condition_hypothesis_holds_or_says_what_width_would_satisfy_it():
     )
     assert big_m.needs.startswith("no width: m²N = 0.09 ≥ 1/20")
     # m = 0.2 < 1/√20 but N = 30: m²N = 1.2, as at `quick` — no width either (was "n ≥ …")
-    many = condition_hypothesis(_ineq(1.0, 8.0, "Eq. (3.18)"), width=40, condition="Condition 2",
-                                fit=fit, m=0.2, n_samples=30)  # fmt: skip
+    many = condition_hypothesis(
+        _ineq(1.0, 8.0, "Eq. (3.18)"),
+        width=40,
+        condition="Condition 2",
+        fit=fit,
+        m=0.2,
+        n_samples=30,
+    )
     assert many.needs.startswith("no width: m²N = 1.2 ≥ 1/20") and "n ≥" not in many.needs
-    few = condition_hypothesis(_ineq(1.0, 8.0, "Eq. (3.18)"), width=40, condition="Condition 2",
-                               fit=fit, m=0.1, n_samples=4)  # fmt: skip
+    few = condition_hypothesis(
+        _ineq(1.0, 8.0, "Eq. (3.18)"),
+        width=40,
+        condition="Condition 2",
+        fit=fit,
+        m=0.1,
+        n_samples=4,
+    )
     assert few.needs.startswith("n ≥ 100, if lhs/rhs ∝ n^2.00")  # m²N = 0.04 < 1/20
     nothing = condition_hypothesis(_ineq(1.0, 0.0), width=4, condition="Condition 2", fit=None, m=1)
     assert nothing.verdict is NM
@@ -137,10 +149,15 @@ def test_ball_and_sigma_checks_use_the_steps_after_the_start():
 
 def _trace(eta, losses):
     return GDTrace(
-        width=8, eta=eta, eta_max=1e-2, lambda0=2.0, radii=dict.fromkeys("ABUu", 1.0),
-        losses=losses, sigmas=[2.0] * len(losses),
+        width=8,
+        eta=eta,
+        eta_max=1e-2,
+        lambda0=2.0,
+        radii=dict.fromkeys("ABUu", 1.0),
+        losses=losses,
+        sigmas=[2.0] * len(losses),
         distances={p: [0.1 * k for k in range(len(losses))] for p in "ABUu"},
-    )  # fmt: skip
+    )
 
 
 def test_theorem_3_3_5_is_checked_only_inside_its_hypotheses():
@@ -177,9 +194,16 @@ def test_untrained_names_the_models_below_the_accuracy():
 def _gd_rows(width, losses, *, eta=1e-3, lhs=2.0, lam0=2.0, sigma=None):
     rows = []
     for k, loss in enumerate(losses):
-        row = {"width": width, "step": k, "loss": loss, "eta": eta, "eta_max": 1e-2,
-               "lambda0": lam0, "sigma_min": lam0 if sigma is None else sigma[k],
-               **{f"dist_{p}": 0.1 * k for p in "ABUu"}}  # fmt: skip
+        row = {
+            "width": width,
+            "step": k,
+            "loss": loss,
+            "eta": eta,
+            "eta_max": 1e-2,
+            "lambda0": lam0,
+            "sigma_min": lam0 if sigma is None else sigma[k],
+            **{f"dist_{p}": 0.1 * k for p in "ABUu"},
+        }
         row.update({f"{key}_lhs": lhs * width for key in CONDITION_KEYS})
         row.update({f"{key}_rhs": 1.0 for key in CONDITION_KEYS})
         rows.append(row)
@@ -188,9 +212,9 @@ def _gd_rows(width, losses, *, eta=1e-3, lhs=2.0, lam0=2.0, sigma=None):
 
 def _gd_config(**overrides):
     defaults = {"n_samples": 2, "d": 2, "widths": [4, 8], "steps": 2, "loss_rtol": 0.5}
-    return Hieu2022MonDEQGD().resolve("tiny", overrides=[
-        f"{k}={v}" for k, v in {**defaults, **overrides}.items()
-    ])  # fmt: skip
+    return Hieu2022MonDEQGD().resolve(
+        "tiny", overrides=[f"{k}={v}" for k, v in {**defaults, **overrides}.items()]
+    )
 
 
 def test_mondeq_gd_statements_pass_inside_the_hypotheses_and_fail_on_a_violating_run():
@@ -256,10 +280,20 @@ def test_mondeq_gd_statements_without_data_are_not_measured():
 
 def _init_rows(std, residuals, samples=3):
     return [
-        {"panel": "init", "init_std": std, "epoch": 0, "sample": b, "label": b, "step": s,
-         "residual": r, "pc1": 0.0, "pc2": 0.0}
-        for b in range(samples) for s, r in enumerate(residuals)
-    ]  # fmt: skip
+        {
+            "panel": "init",
+            "init_std": std,
+            "epoch": 0,
+            "sample": b,
+            "label": b,
+            "step": s,
+            "residual": r,
+            "pc1": 0.0,
+            "pc2": 0.0,
+        }
+        for b in range(samples)
+        for s, r in enumerate(residuals)
+    ]
 
 
 def _snapshot(epoch, steps, spread):
@@ -285,8 +319,10 @@ def _snapshot(epoch, steps, spread):
 
 
 def _train_rows(accuracy, epochs=(1,)):
-    return [{"panel": "train", "init_std": 0.01, "epoch": e, "train_loss": 1.0,
-             "train_acc": accuracy} for e in epochs]  # fmt: skip
+    return [
+        {"panel": "train", "init_std": 0.01, "epoch": e, "train_loss": 1.0, "train_acc": accuracy}
+        for e in epochs
+    ]
 
 
 def _dyn_config():
@@ -299,8 +335,13 @@ def test_dynamics_statements_pass_and_fail():
     trained = _snapshot(0, 3, 1.0) + _snapshot(1, 5, 4.0) + _train_rows(0.9)
     found = _by_name(dynamics_report.statements(config, steady + trained))
     names = list(found)
-    assert [found[n].kind for n in names] == [Kind.OBSERVATION, Kind.OURS, Kind.OURS,
-                                              Kind.OBSERVATION, Kind.OBSERVATION]  # fmt: skip
+    assert [found[n].kind for n in names] == [
+        Kind.OBSERVATION,
+        Kind.OURS,
+        Kind.OURS,
+        Kind.OBSERVATION,
+        Kind.OBSERVATION,
+    ]
     assert all(s.verdict is PASS for s in found.values()), found
     assert found[names[0]].source.quote.startswith("the sequence of z^[i] is more chaos")
     assert found[names[3]].source.location == "Section 4.1.2, Fig. 4.3"
@@ -331,8 +372,11 @@ def test_dynamics_statements_not_measured_untrained_saturated_or_missing():
 def _bowl(model, curvature, grid=5, accuracy=0.9):
     """``L = curvature · (α² + β²)`` on a ``grid²`` lattice over [−1, 1]², and a trained row."""
     points = torch.linspace(-1, 1, grid).tolist()
-    rows = [{"model": model, "alpha": a, "beta": b, "loss": curvature * (a * a + b * b)}
-            for a in points for b in points]  # fmt: skip
+    rows = [
+        {"model": model, "alpha": a, "beta": b, "loss": curvature * (a * a + b * b)}
+        for a in points
+        for b in points
+    ]
     return [*rows, {"model": model, "epoch": 1, "train_loss": 0.1, "train_acc": accuracy}]
 
 
@@ -374,8 +418,9 @@ def test_landscape_deq_statement_not_measured_when_its_solves_stop_at_max_iter()
     good = _bowl("deq", 0.9) + _bowl("repeat1", 4.0) + _bowl("repeat2", 2.0)
     steps = [dict(r, solver_steps=9 if r["model"] == "deq" else 0) for r in good]
     assert [s.verdict for s in landscape_report.statements(config, steps)] == [PASS, PASS]
-    capped = [dict(r, solver_steps=10 if r.get("beta") == 1.0 else r["solver_steps"])
-              for r in steps]  # fmt: skip
+    capped = [
+        dict(r, solver_steps=10 if r.get("beta") == 1.0 else r["solver_steps"]) for r in steps
+    ]
     grows, largest = landscape_report.statements(config, capped)
     assert grows.verdict is PASS and largest.verdict is NM
     assert "all max_iter = 10 evaluations at 5 of 25 grid points" in largest.detail
@@ -434,11 +479,14 @@ def test_mondeq_gd_theorem_preset_meets_the_hypotheses_and_the_theorem_fails():
     assert rate.verdict is FAIL and rate.value > 9  # the residual grows ≥ 3× (|1 − ηλ²| ≥ 3)
     assert rate.threshold == pytest.approx(0.0, abs=1e-12)  # η = 4/λ₀²: L(1) ≤ 0 promised
     # Hypothesis 3 fails at step 1: Propositions 5–6 hold at step 1, NOT APPLICABLE from step 2
-    premise = named["Hypotheses 1 and 3 at every step k′ ≥ 1 at n = 200 (the premise of the "
-                    "induction's steps)"]  # fmt: skip
+    premise = named[
+        "Hypotheses 1 and 3 at every step k′ ≥ 1 at n = 200 (the premise of the induction's steps)"
+    ]
     assert premise.verdict is UNMET and "first fails at step 1: Hypothesis 3" in premise.measured
-    for prop in ("Proposition 5 (Hypothesis 1): the parameters stay in their balls at n = 200",
-                 "Proposition 6 (Hypothesis 2): σ_min(Z(k)) ≥ λ₀/2 at n = 200"):  # fmt: skip
+    for prop in (
+        "Proposition 5 (Hypothesis 1): the parameters stay in their balls at n = 200",
+        "Proposition 6 (Hypothesis 2): σ_min(Z(k)) ≥ λ₀/2 at n = 200",
+    ):
         assert named[prop].verdict is PASS and "over steps 1–1" in named[prop].measured
         assert named[f"{prop}, from step 2"].verdict is NA
     # Lemma 3.3.8 at step 0 (its premise is empty): I₁ is thousands of times the printed bound
@@ -460,10 +508,12 @@ def test_mondeq_gd_theorem_at_a_quarter_of_the_bound_holds_with_its_propositions
     (task,) = experiment.tasks(config)
     rows = experiment.run_task(config, task, MemoryCheckpoints().context(100))
     named = _by_name(experiment.statements(config, rows))
-    for name in ("Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = 200",
-                 "Proposition 5 (Hypothesis 1): the parameters stay in their balls at n = 200",
-                 "Proposition 6 (Hypothesis 2): σ_min(Z(k)) ≥ λ₀/2 at n = 200",
-                 "Lemma 3.3.10 at every GD step at n = 200"):  # fmt: skip
+    for name in (
+        "Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = 200",
+        "Proposition 5 (Hypothesis 1): the parameters stay in their balls at n = 200",
+        "Proposition 6 (Hypothesis 2): σ_min(Z(k)) ≥ λ₀/2 at n = 200",
+        "Lemma 3.3.10 at every GD step at n = 200",
+    ):
         assert named[name].verdict is PASS, named[name]
     assert (
         "over steps 1–30"
@@ -561,10 +611,16 @@ def test_thesis_configs_reject_non_positive_sizes(experiment, override, message)
 def _sided(losses, sides, *, radius=1.0, eta=1e-3):
     """A trace with λ₀ = 2, η = 1e-3 (factor 0.999), the distances 0.1·k and ``sides``."""
     return GDTrace(
-        width=8, eta=eta, eta_max=1e-2, lambda0=2.0, radii=dict.fromkeys("ABUu", radius),
-        losses=losses, sigmas=[2.0] * len(losses),
-        distances={p: [0.1 * k for k in range(len(losses))] for p in "ABUu"}, sides=sides,
-    )  # fmt: skip
+        width=8,
+        eta=eta,
+        eta_max=1e-2,
+        lambda0=2.0,
+        radii=dict.fromkeys("ABUu", radius),
+        losses=losses,
+        sigmas=[2.0] * len(losses),
+        distances={p: [0.1 * k for k in range(len(losses))] for p in "ABUu"},
+        sides=sides,
+    )
 
 
 def test_premise_states_the_first_step_where_hypotheses_1_and_3_fail():
@@ -584,8 +640,16 @@ def test_implication_passes_fails_and_is_not_applicable_after_its_premise_fails(
     def check(values):
         def build(ks, suffix):
             found = [values[k] for k in ks]
-            return measure(f"Q{suffix}", Kind.THEOREM, OURS_THEOREM, value=max(found, default=None),
-                           relation="<=", threshold=1.0, measured="", expected="")  # fmt: skip
+            return measure(
+                f"Q{suffix}",
+                Kind.THEOREM,
+                OURS_THEOREM,
+                value=max(found, default=None),
+                relation="<=",
+                threshold=1.0,
+                measured="",
+                expected="",
+            )
 
         return build
 
@@ -618,8 +682,11 @@ def test_step_lemmas_compare_each_step_with_its_printed_bound():
     three = named["Lemma 3.3.10 at every GD step at n = 8"]  # I₃ = −3 ≤ −1: ratio 3 ≥ 1
     assert three.verdict is PASS and three.value == pytest.approx(3.0)
     assert named["Lemma 3.3.10 at every GD step at n = 8, from step 1"].value == pytest.approx(0.5)
-    (later,) = [s for s in theorem_3_3_5(_sided([1.0, 0.9, 0.8, 0.7], sides), [], fits={}, m=0.1)
-                if s.name == "Lemma 3.3.10 at every GD step at n = 8"]  # fmt: skip
+    (later,) = [
+        s
+        for s in theorem_3_3_5(_sided([1.0, 0.9, 0.8, 0.7], sides), [], fits={}, m=0.1)
+        if s.name == "Lemma 3.3.10 at every GD step at n = 8"
+    ]
     assert later.verdict is FAIL and later.value == pytest.approx(0.5)  # step 1: −0.5 > −1
 
 

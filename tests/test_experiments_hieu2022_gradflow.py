@@ -61,9 +61,11 @@ def test_lemma_check_takes_the_worst_ratio_and_skips_empty_pairs():
 
 
 def test_lemma_statements_read_the_columns_of_the_measured_steps():
-    rows = [{"width": 8, "lemma3_3_3_lhs": 1.0, "lemma3_3_3_rhs": 2.0},
-            {"width": 8},  # a step without lemma columns is not measured
-            {"width": 16, "lemma3_3_3_lhs": 3.0, "lemma3_3_3_rhs": 2.0}]  # fmt: skip
+    rows = [
+        {"width": 8, "lemma3_3_3_lhs": 1.0, "lemma3_3_3_rhs": 2.0},
+        {"width": 8},  # a step without lemma columns is not measured
+        {"width": 16, "lemma3_3_3_lhs": 3.0, "lemma3_3_3_rhs": 2.0},
+    ]
     found = _by_name(lemma_statements(rows, run="flow"))
     assert len(found) == 2 * 4
     assert found["Lemma 3.3.3 along the flow at n = 8"].verdict is PASS
@@ -72,14 +74,14 @@ def test_lemma_statements_read_the_columns_of_the_measured_steps():
 
 
 def test_proposition_4_passes_on_a_removed_first_order_error_and_leaves_out_kinks():
-    passed = proposition_4_check([1e-5, 2e-5], [0.04, 0.02], [0.02, 0.01], [0, 0],
-                                 rtol=1e-2, width=8)  # fmt: skip
+    passed = proposition_4_check(
+        [1e-5, 2e-5], [0.04, 0.02], [0.02, 0.01], [0, 0], rtol=1e-2, width=8
+    )
     assert passed.verdict is PASS and passed.value == pytest.approx(2e-5)
     assert "median observed order 1" in passed.measured
     failed = proposition_4_check([0.3], [0.31], [0.3], [0], rtol=1e-2, width=8)
     assert failed.verdict is FAIL  # not shrinking with h: the kernel is wrong
-    kink = proposition_4_check([1e-5, 0.5], [0.04, 0.6], [0.02, 0.5], [0, 3],
-                               rtol=1e-2, width=8)  # fmt: skip
+    kink = proposition_4_check([1e-5, 0.5], [0.04, 0.6], [0.02, 0.5], [0, 3], rtol=1e-2, width=8)
     assert kink.verdict is PASS and "1 of 2 probes left out" in kink.detail
     assert proposition_4_check([0.5], [0.6], [0.5], [2], rtol=1e-2, width=8).verdict is NM
 
@@ -101,12 +103,16 @@ def test_kernel_floor_check():
 def _trace(loss_h, loss_h2, lambda0=1.0):
     times = [0.1 * k for k in range(len(loss_h))]
     return FlowTrace(
-        width=8, lambda0=lambda0, radii=dict.fromkeys("ABUu", 1.0), times=times,
-        loss_h=loss_h, loss_h2=loss_h2,
+        width=8,
+        lambda0=lambda0,
+        radii=dict.fromkeys("ABUu", 1.0),
+        times=times,
+        loss_h=loss_h,
+        loss_h2=loss_h2,
         bound=[loss_h2[0] * math.exp(-(lambda0**2) * t / 2) for t in times],
         sigmas=[lambda0] * len(times),
         distances={p: [0.1 * k for k in range(len(times))] for p in "ABUu"},
-    )  # fmt: skip
+    )
 
 
 def test_flow_rate_check_counts_the_step_error_against_the_bound():
@@ -134,8 +140,10 @@ def test_theorem_3_3_1_applies_only_under_condition_1():
     fast = [math.exp(-t) for t in (0.0, 0.1, 0.2)]
 
     def conditions(lhs):
-        return [Inequality(name=n, lhs=lhs, relation=">=", rhs=1.0, holds=lhs >= 1.0)
-                for n in ("Eq. (3.8)", "Eq. (3.9)")]  # fmt: skip
+        return [
+            Inequality(name=n, lhs=lhs, relation=">=", rhs=1.0, holds=lhs >= 1.0)
+            for n in ("Eq. (3.8)", "Eq. (3.9)")
+        ]
 
     fits = {"Eq. (3.8)": WidthFit.of([8, 32], [0.01, 0.16]), "Eq. (3.9)": None}
     inside = theorem_3_3_1(_trace(fast, fast), conditions(2.0), fits=fits, m=0.2)
@@ -231,8 +239,11 @@ def test_registered_with_its_paper_setting():
 def tiny():
     exp = Hieu2022GradFlow()
     config = exp.resolve("tiny")
-    rows = [r for t in exp.tasks(config)
-            for r in exp.run_task(config, t, MemoryCheckpoints().context(10))]  # fmt: skip
+    rows = [
+        r
+        for t in exp.tasks(config)
+        for r in exp.run_task(config, t, MemoryCheckpoints().context(10))
+    ]
     return exp, config, rows
 
 
@@ -270,8 +281,11 @@ def test_tiny_task_resumes_bit_exact(tiny):
 def test_theorem_preset_meets_condition_1_and_the_flow_obeys_theorem_3_3_1():
     exp = Hieu2022GradFlow()
     config = exp.resolve("theorem", overrides=["widths=[200]", "steps=20", "probe_every=10"])
-    rows = [r for t in exp.tasks(config)
-            for r in exp.run_task(config, t, MemoryCheckpoints().context(100))]  # fmt: skip
+    rows = [
+        r
+        for t in exp.tasks(config)
+        for r in exp.run_task(config, t, MemoryCheckpoints().context(100))
+    ]
     found = exp.statements(config, rows)
     assert {s.verdict for s in found if s.kind is Kind.HYPOTHESIS} == {HOLDS}
     rate = _by_name(found)["Theorem 3.3.1: L(θ(t)) ≤ exp(−λ₀²t/2)·L(θ(0)) at n = 200"]

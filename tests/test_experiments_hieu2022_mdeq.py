@@ -37,8 +37,11 @@ def rows_of(loss, *, acc=0.9, residual=1e-4, grid=21):
     rows.append({"model": "mdeq", "epoch": 1, "train_loss": 0.3, "train_acc": acc})
     rows.append({"model": "mdeq", "epoch": 1, "residual": residual})
     axis = np.linspace(-1, 1, grid)
-    return rows + [{"model": "mdeq", "alpha": float(a), "beta": float(b), "loss": float(loss(a, b))}
-                   for a in axis for b in axis]  # fmt: skip
+    return rows + [
+        {"model": "mdeq", "alpha": float(a), "beta": float(b), "loss": float(loss(a, b))}
+        for a in axis
+        for b in axis
+    ]
 
 
 def by_name(rows):
@@ -124,8 +127,11 @@ def test_capped_solves_counts_the_grid_evaluations_whose_solve_hit_max_iter():
 def test_local_minima_match_a_brute_force_count():
     losses = torch.rand(9, 9, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     axis = np.linspace(-1, 1, 9)
-    rows = [{"model": "mdeq", "alpha": float(a), "beta": float(b), "loss": float(losses[i, j])}
-            for i, a in enumerate(axis) for j, b in enumerate(axis)]  # fmt: skip
+    rows = [
+        {"model": "mdeq", "alpha": float(a), "beta": float(b), "loss": float(losses[i, j])}
+        for i, a in enumerate(axis)
+        for j, b in enumerate(axis)
+    ]
     mask = local_minima(surfaces(rows)["mdeq"])
     for i in range(9):
         for j in range(9):
@@ -137,8 +143,18 @@ def test_local_minima_match_a_brute_force_count():
 
 
 def test_tiny_preset_runs_and_writes_its_report(tmp_path):
-    result = CliRunner().invoke(app, ["reproduce", "hieu2022-landscape-mdeq", "--preset", "tiny",
-                                      "--out", str(tmp_path), "--quiet"])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "reproduce",
+            "hieu2022-landscape-mdeq",
+            "--preset",
+            "tiny",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 0, result.output
     run = next((tmp_path / "hieu2022-landscape-mdeq").iterdir())
     summary = json.loads((run / "summary.json").read_text())
@@ -158,8 +174,17 @@ def test_quick_preset_reads_cifar10_or_its_stand_in():
 
 def test_paper_preset_refuses_in_one_line_without_imagenet(tmp_path, monkeypatch):
     monkeypatch.setenv("DEQLAB_DATA", str(tmp_path / "data"))
-    result = CliRunner().invoke(app, ["reproduce", "hieu2022-landscape-mdeq", "--preset", "paper",
-                                      "--out", str(tmp_path / "runs")])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "reproduce",
+            "hieu2022-landscape-mdeq",
+            "--preset",
+            "paper",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+    )
     assert result.exit_code == 2
     assert result.stderr.startswith("error: data set 'imagenet' not found")
     assert result.stderr.count("\n") == 1 and "need a GPU (--device cuda)" in result.stderr

@@ -82,8 +82,13 @@ def test_conditions_by_hand():
 
 def test_inequalities_are_plain_numbers():
     (row,) = condition_2(unit_constants(lambda0=100.0))[:1]
-    assert row == {"name": "Eq. (3.16)", "lhs": 1e4, "relation": ">=", "rhs": 8 * 16.0,
-                   "holds": True}  # fmt: skip
+    assert row == {
+        "name": "Eq. (3.16)",
+        "lhs": 1e4,
+        "relation": ">=",
+        "rhs": 8 * 16.0,
+        "holds": True,
+    }
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -109,8 +114,10 @@ def test_gd_rate_reaches_zero_at_the_bound_and_rejects_larger_steps():
     assert gd_rate(2.0, 0.5) == pytest.approx(0.5)
     assert gd_rate(3.0, 4 / 3.0**2) == 0.0  # η = 4/λ_0² (a rounding error below 0 is 0)
     assert gd_bound(unit_constants(lambda0=2.0), torch.tensor([0, 1, 2]), eta=1.0).tolist() == [
-        0.5, 0.0, 0.0,
-    ]  # fmt: skip
+        0.5,
+        0.0,
+        0.0,
+    ]
     with pytest.raises(ValueError, match="negative"):
         gd_rate(2.0, 1.01)
 
@@ -189,8 +196,11 @@ def test_lemma_rows_at_a_step_against_the_start():
         Z2, W = other.equilibrium(X), (other.weight(), model.weight())
     rows = lemma_rows(X, m=model.m, current=current, initial=initial, W=W, Z=(Z2, Z))
     assert [r["name"] for r in rows] == [
-        "Lemma 3.3.2", "Lemma 3.3.3", "Lemma 3.3.4", "Lemma 3.3.4 (Eq. C.6)",
-    ]  # fmt: skip
+        "Lemma 3.3.2",
+        "Lemma 3.3.3",
+        "Lemma 3.3.4",
+        "Lemma 3.3.4 (Eq. C.6)",
+    ]
     assert rows[0] == lemma_3_3_2(W[0], current["u"], (Z2 > 0).double(), model.m)
     assert rows[1] == lemma_3_3_3(Z2, X, current["U"], model.m)
     assert rows[2] == lemma_3_3_4(X, Z=(Z2, Z), W=W, U=(current["U"], initial["U"]), m=model.m)

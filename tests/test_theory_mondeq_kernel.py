@@ -21,8 +21,12 @@ def instance(n=7, N=4, d=3, m=0.5, seed=0, scale=0.6):
     def normal(*shape, std):
         return torch.randn(*shape, generator=g, dtype=torch.float64) * std
 
-    params = {"A": normal(n, n, std=scale / n**0.5), "B": normal(n, n, std=scale / n**0.5),
-              "U": normal(n, d, std=1 / d**0.5), "u": normal(n, std=1 / n**0.5)}  # fmt: skip
+    params = {
+        "A": normal(n, n, std=scale / n**0.5),
+        "B": normal(n, n, std=scale / n**0.5),
+        "U": normal(n, d, std=1 / d**0.5),
+        "u": normal(n, std=1 / n**0.5),
+    }
     return params, normal(d, N, std=1.0), m
 
 

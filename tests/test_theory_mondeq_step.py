@@ -117,8 +117,13 @@ def test_the_three_terms_add_up_to_the_change_of_the_loss_along_a_gd_run():
 def test_the_step_lemmas_can_be_left_out():
     torch.manual_seed(0)
     model = MonDEQ(3, 10, m=0.5, solver=TIGHT, dtype=torch.float64)
-    trainer = MonDEQGD(model, torch.randn(3, 5, dtype=torch.float64),
-                       torch.randn(5, dtype=torch.float64), lr=0.05, step_lemmas=False)  # fmt: skip
+    trainer = MonDEQGD(
+        model,
+        torch.randn(3, 5, dtype=torch.float64),
+        torch.randn(5, dtype=torch.float64),
+        lr=0.05,
+        step_lemmas=False,
+    )
     trainer.step()
     trainer.evaluate()
     assert not any(key.startswith("lemma") for key in trainer.records[0])

@@ -52,8 +52,12 @@ def test_a_step_is_an_exact_gradient_step_and_the_records_read_the_hypotheses():
     assert second["loss_bound"] == pytest.approx(bound, rel=1e-12)
     assert second["loss"] < first["loss"] and trainer.step_count == 1
     assert [r["name"] for r in trainer.conditions] == [
-        "Eq. (3.8)", "Eq. (3.9)", "Eq. (3.16)", "Eq. (3.17)", "Eq. (3.18)",
-    ]  # fmt: skip
+        "Eq. (3.8)",
+        "Eq. (3.9)",
+        "Eq. (3.16)",
+        "Eq. (3.17)",
+        "Eq. (3.18)",
+    ]
     assert trainer.eta_max == pytest.approx(step_size_bound(c))
 
 
