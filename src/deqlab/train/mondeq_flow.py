@@ -118,8 +118,9 @@ class MonDEQFlow:
         smallest ``s`` tried (``flips > 0``: the ReLU derivatives that changed)."""
         s = self.h
         for _ in range(MAX_HALVINGS + 1):
-            (D_s, flips_s), (D_s2, flips_s2) = (self._difference(grads, yhat, t)
-                                                for t in (s, s / 2))  # fmt: skip
+            (D_s, flips_s), (D_s2, flips_s2) = (
+                self._difference(grads, yhat, t) for t in (s, s / 2)
+            )
             if flips_s + flips_s2 == 0:
                 break
             s /= 2

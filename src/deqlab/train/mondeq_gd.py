@@ -148,8 +148,9 @@ class MonDEQGD(Trainer):
         dW = self.model.weight() - W  # W(k+1) − W(k)
         norms = {k: float(torch.linalg.vector_norm(d)) for k, d in delta.items()}
         rows = [lemma_3_3_6(A, delta["A"], delta["B"], dW)]
-        rows += lemma_3_3_7(self.constants, eta=self.lr, loss=loss,
-                            steps={**norms, "W": spectral_norm(dW)})  # fmt: skip
+        rows += lemma_3_3_7(
+            self.constants, eta=self.lr, loss=loss, steps={**norms, "W": spectral_norm(dW)}
+        )
         keys = ["lemma3_3_6", *(f"lemma3_3_7_{p}" for p in STEP_KEYS)]
         return _sides(keys, rows)
 
@@ -201,8 +202,15 @@ class MonDEQGD(Trainer):
 
     def _hypotheses(self, Z: torch.Tensor, loss: float) -> Record:
         """Hypotheses 1–3 of the proof of Theorem 3.3.5 at step ``k``, read by name."""
-        rows = hypotheses(self.constants, initial=self.initial, current=self.params, Z=Z,
-                          loss=loss, k=self.step_count, eta=self.lr)  # fmt: skip
+        rows = hypotheses(
+            self.constants,
+            initial=self.initial,
+            current=self.params,
+            Z=Z,
+            loss=loss,
+            k=self.step_count,
+            eta=self.lr,
+        )
         named = {row["name"]: row for row in rows}
         balls = {p: named[BALL.format(p)] for p in PARAMETERS}
         bound = named.get(LOSS)  # absent where η > 4/λ_0²: Eq. (3.20) is not defined
