@@ -42,10 +42,6 @@ PROPOSITION_6 = (
     "Proposition 6 (Hypothesis 2)",
     "Proposition 6 (Hypothesis 2), proof of Theorem 3.3.5",
 )
-#: The thesis as a :class:`~deqlab.statements.Source` (kept for ``deqlab.verify.mondeq``;
-#: the builders here use ``HIEU.theorem`` / ``HIEU.hypothesis``).
-thesis = HIEU.source
-
 #: Ours: the width fits of :class:`WidthFit` use only widths ``n ≥ FIT_WIDTH_FACTOR · N``.
 FIT_WIDTH_FACTOR = 4
 
