@@ -160,9 +160,7 @@ def test_the_repository_stands_alone() -> None:
 
 def test_the_readme_lists_every_registered_experiment_and_preset() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert with_table(readme) == readme, (
-        "README.md's experiment table is stale: run `make readme`"
-    )
+    assert with_table(readme) == readme, "README.md's experiment table is stale: run `make readme`"
     for name in experiment_names():
         assert f"| `{name}` |" in readme
 
@@ -172,3 +170,29 @@ def test_a_stale_readme_table_is_caught() -> None:
     assert with_table(stale) != stale
     with pytest.raises(ValueError, match="markers"):
         with_table("no markers here")
+
+
+def _findings() -> list[tuple[str, str]]:
+    text = (ROOT / "docs" / "findings.md").read_text(encoding="utf-8")
+    return re.findall(r"^## (.+?)\n(.*?)(?=^## |\Z)", text, re.DOTALL | re.MULTILINE)
+
+
+@pytest.mark.parametrize(("title", "body"), _findings(), ids=[t[:40] for t, _ in _findings()])
+def test_each_finding_quotes_the_paper_and_is_shown_by_a_command_and_pinned_by_a_test(
+    title: str, body: str
+) -> None:
+    assert "**The statement**" in body and "**What the runs show.**" in body, title
+    commands = re.findall(r"^```bash\n(.*?)^```", body, re.DOTALL | re.MULTILINE)
+    assert commands and all(line.startswith("deqlab ") for c in commands for line in c.splitlines())
+    pinned = re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", body)
+    assert pinned, f"{title}: no test pins this finding"
+    for path, name in pinned:
+        source = (ROOT / path).read_text(encoding="utf-8")
+        assert re.search(rf"^def {name}\(", source, re.MULTILINE), (
+            f"{title}: {path}::{name} is gone"
+        )
+
+
+def test_the_readme_links_the_findings_at_its_top() -> None:
+    head = (ROOT / "README.md").read_text(encoding="utf-8").split("## Quick start")[0]
+    assert "(docs/findings.md)" in head
