@@ -25,13 +25,12 @@ from deqlab.experiments.hieu2022.statements import (
     step_size_hypothesis,
     untrained,
 )
-from deqlab.statements import Kind, Source, Verdict
+from deqlab.statements import Kind, Verdict
 from deqlab.theory.mondeq import Inequality
 from test_experiments_kawaguchi2021 import MemoryCheckpoints
 
 PASS, FAIL, NA, NM = Verdict.PASS, Verdict.FAIL, Verdict.NOT_APPLICABLE, Verdict.NOT_MEASURED
 HOLDS, UNMET = Verdict.HOLDS, Verdict.UNMET
-OURS_THEOREM = Source("hieu2022", "a made-up implication")
 
 
 def _ineq(lhs, rhs, name="Eq. (3.16)"):
