@@ -168,7 +168,7 @@ def implicit_ntk(
     if trainable.head:
         rows = _head_rows(head, trainable.head, z_star, chunk)
         blocks += [r.reshape(n, k, -1) for r in rows.values()]
-    names = [f"cell.{k}" for k in trainable.cell] + [f"head.{k}" for k in trainable.head]
+    names = [f"cell.{p}" for p in trainable.cell] + [f"head.{p}" for p in trainable.head]
     shapes = [p.shape for p in (*trainable.cell.values(), *trainable.head.values())]
     theta = torch.zeros(n * k, n * k, dtype=torch.float64, device=z_star.device)
     gradient = {} if cotangent is not None else None
