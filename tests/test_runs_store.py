@@ -238,8 +238,8 @@ def test_config_hash_depends_on_config_and_device():
 def test_unwritable_output_directory_is_a_clear_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(RunStoreError, match=r"output directory .* is not writable"):
-        RunStore(blocker / "results")
+    with pytest.raises(RunStoreError, match=r"output directory .* is a file, not a directory$"):
+        RunStore(blocker / "results")  # issue 26: it says why, not "not writable: Not a dir…"
 
 
 def test_force_recomputes_a_finished_run_from_scratch(tmp_path):
