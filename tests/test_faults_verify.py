@@ -143,3 +143,26 @@ def test_the_python_api_refuses_in_the_same_line_naming_x():
     X = np.lib.stride_tricks.as_strided(np.ones(1), shape=(10**6, 5), strides=(0, 0))
     with pytest.raises(ValueError, match=r"^`X`: n = 1000000 needs 16 TB for K"):
         verify(X, np.zeros(10**6))
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--device", "gpu"), "error: `device` must be cpu, cuda or cuda:N (N a CUDA device"),
+        (("--device", "cuda:7", "--model", "delm"), "error: device 'cuda:7' "),
+    ],
+)
+def test_a_bad_device_is_one_line(args, says):
+    result = invoke("verify", "--dataset", "sphere", "--n", "6", *args)
+    assert one_error(result).startswith(says)
+
+
+def test_the_monotone_dEQ_and_the_delm_run_on_the_cpu_only():
+    from deqlab.verify import DELMCheck, verify
+    from deqlab.verify.checks import _cpu_only
+
+    with pytest.raises(ValueError, match=r"^`device` 'cuda' applies to --model relu-deq"):
+        _cpu_only(DELMCheck(), "cuda")
+    x = np.random.default_rng(0).standard_normal((6, 3))
+    cpu = verify(x, np.arange(6.0), DELMCheck(), device="cpu")
+    assert cpu.settings["device"] == "cpu"

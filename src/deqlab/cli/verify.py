@@ -109,12 +109,19 @@ def verify_command(
     target_loss: float | None = typer.Option(
         None, "--target-loss", help="The loss the stand-ins count steps to (default 10⁻³ Φ(0))."
     ),
+    device: str = typer.Option(
+        "cpu",
+        "--device",
+        metavar="cpu|cuda|cuda:N",
+        help="Where the ReLU DEQ's K, NTK and their least eigenvalues are computed.",
+    ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
     out: Path | None = typer.Option(
         None, "--out", metavar="DIR", help="Write an HTML page with figures here."
     ),
 ) -> None:
     """Check the papers' hypotheses and predictions on your data and model."""
+    from deqlab.runs.devices import check_device
     from deqlab.verify import load_dataset, load_file, verify
     from deqlab.verify.checks import check_memory, check_model
 
@@ -128,6 +135,7 @@ def verify_command(
                     "epsilon": epsilon, "loss": loss, "tau": tau,
                     "logistic_radius": logistic_radius}  # fmt: skip
         check = check_model(model, settings)
+        device = check_device(device)
         _check_out(out)
         if dataset is not None:
             X, y, name = load_dataset(dataset, n=n, d=d, classes=_classes(classes), seed=seed,
@@ -138,9 +146,10 @@ def verify_command(
             name, subject = str(input_file), f"`--input` {str(input_file)!r}"
         shape = np.shape(X)
         check_memory(check, shape[0], shape[1] if len(shape) == 2 else 0, train=train,
-                     subject=subject)  # fmt: skip
+                     subject=subject, device=device)  # fmt: skip
         common = {"seed": seed, "train": train, "eta": eta, "normalize": normalize,
-                  "standardize": standardize, "name": name, "labels": labels}  # fmt: skip
+                  "standardize": standardize, "device": device, "name": name,
+                  "labels": labels}  # fmt: skip
         if check.model == "delm" and widths[0] is not None and widths[0] != len(X[0]):
             raise ValueError(f"`width` of the DELM is d = {len(X[0])} (φ(x) = x); got {widths[0]}")
         if len(widths) > 1:

@@ -22,6 +22,7 @@ import numpy as np
 
 import deqlab
 from deqlab._checks import check_int, check_positive
+from deqlab.runs.devices import check_device
 from deqlab.statements import Counts, Statement
 from deqlab.verify.answers import Answer, StandIns, relu_standins
 from deqlab.verify.checks import CHECKS, Check, check_for, check_memory, run_check
@@ -124,6 +125,7 @@ def verify(
     target_loss: float | None = None,
     normalize: bool = False,
     standardize: bool = False,
+    device: str = "cpu",
     name: str = "data",
     labels: str = "y",
     progress: Progress = silent,
@@ -139,6 +141,8 @@ def verify(
         target_loss: the loss the stand-ins' steps are counted to (default 10⁻³ Φ(0)).
         normalize: scale every input to norm √d (Assumption 2, what the theorems assume).
         standardize: each feature to zero mean and unit variance first (ours).
+        device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``: where the ReLU DEQ's K, NTK and
+            their least eigenvalues are computed (the network stays on the CPU, float64).
         name, labels: what the data are called and where the labels came from.
 
     Raises :class:`~deqlab.verify.inputs.InputError` (a ValueError) for unusable data and
@@ -149,13 +153,16 @@ def verify(
     train = check_int("train", train, min_value=0)
     eta = None if eta is None else check_positive("eta", eta)
     target_loss = None if target_loss is None else check_positive("target_loss", target_loss)
+    device = check_device(device)
     n, d = _shape(X)
-    check_memory(check, n, d, train=train, subject="`X`")
+    check_memory(check, n, d, train=train, subject="`X`", device=device)
     inputs = prepare(X, y, name=name, normalize=normalize, standardize=standardize, labels=labels)
-    found = run_check(check, inputs, seed=seed, train=train, eta=eta, progress=progress)
+    found = run_check(check, inputs, seed=seed, train=train, eta=eta, progress=progress,
+                      device=device)  # fmt: skip
     settings = {
         "model": check.model,
         **vars(check),
+        "device": device,
         "seed": seed,
         "train": train,
         "eta": eta,

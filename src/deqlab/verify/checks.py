@@ -63,10 +63,10 @@ class ReLUDEQCheck:
         object.__setattr__(self, "width", check_width(self.width))
         object.__setattr__(self, "sigma_w2", _open_unit("sigma_w2", self.sigma_w2))
 
-    def initialize(self, inputs: Inputs, seed: int, progress: Progress):
-        return relu_deq.initialize(
-            inputs, width=self.width, sigma_w2=self.sigma_w2, seed=seed, progress=progress
-        )
+    def initialize(self, inputs: Inputs, seed: int, progress: Progress, device: str = "cpu"):
+        known = relu_deq.kernels(inputs, self.sigma_w2, progress, device=device)
+        return relu_deq.initialize(inputs, width=self.width, sigma_w2=self.sigma_w2, seed=seed,
+                                   progress=progress, known=known)  # fmt: skip
 
     def default_eta(self, init) -> float:
         eta = relu_deq.theorem_eta(init)
@@ -106,7 +106,8 @@ class MonDEQCheck:
         object.__setattr__(self, "monotonicity", check_positive("monotonicity", self.monotonicity))
         object.__setattr__(self, "radius", check_positive("radius", self.radius))
 
-    def initialize(self, inputs: Inputs, seed: int, progress: Progress):
+    def initialize(self, inputs: Inputs, seed: int, progress: Progress, device: str = "cpu"):
+        _cpu_only(self, device)
         return mondeq.initialize(
             inputs,
             width=self.width,
@@ -156,7 +157,8 @@ class DELMCheck:
         if self.epsilon is not None:
             object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon))
 
-    def initialize(self, inputs: Inputs, seed: int, progress: Progress):
+    def initialize(self, inputs: Inputs, seed: int, progress: Progress, device: str = "cpu"):
+        _cpu_only(self, device)
         loss = delm.Loss(self.loss, self.tau, self.logistic_radius)
         label_map = None
         if loss.name == "logistic":
@@ -194,7 +196,9 @@ def check_for(model: str | Check) -> Check:
     return CHECKS[check_choice("model", model, CHECKS)]()
 
 
-def check_memory(check: Check, n: int, d: int, *, train: int, subject: str) -> None:
+def check_memory(
+    check: Check, n: int, d: int, *, train: int, subject: str, device: str = "cpu"
+) -> None:
     """Refuse, before anything n×n is computed, what would not fit in memory (one line with
     the largest n that fits: :func:`deqlab._memory.check_square`); ``subject`` names the
     argument ("`--n`", "`--input` 'file'", "`X`"); no points: nothing to check (the data
@@ -216,6 +220,10 @@ def check_memory(check: Check, n: int, d: int, *, train: int, subject: str) -> N
         what = f"the monotone DEQs up to width {top} (W, A, B, the splitting's inverse)"
     else:
         buffers, per_point, what = 0, 8 * 4 * d, "the DELM's inputs and equilibria"
+    if device != "cpu":  # K and the NTK on the device; H(0) and the network on the CPU
+        check_square(subject, n, "K, the DEQ NTK over it and a work array",
+                     buffers=relu_deq.KERNEL_BUFFERS, per_point=8 * d, device=device)  # fmt: skip
+        buffers = relu_deq.STANDIN_BUFFERS if buffers == relu_deq.STANDIN_BUFFERS else 0
     check_square(subject, n, what, buffers=buffers, per_point=per_point)
 
 
@@ -244,13 +252,29 @@ class Outcome:
     answers: list[answers.Answer]
 
 
+def _cpu_only(check: Check, device: str) -> None:
+    if device != "cpu":
+        raise ValueError(
+            f"`device` {device!r} applies to --model relu-deq (its n×n kernels); the "
+            f"{check.model} check runs on the CPU"
+        )
+
+
 def run_check(
-    check: Check, inputs: Inputs, *, seed: int, train: int, eta: float | None, progress: Progress
+    check: Check,
+    inputs: Inputs,
+    *,
+    seed: int,
+    train: int,
+    eta: float | None,
+    progress: Progress,
+    device: str = "cpu",
 ) -> Outcome:
-    """The flow of the module docstring."""
+    """The flow of the module docstring (``device``: where the ReLU DEQ's K and NTK and their
+    least eigenvalues are computed; the network and its training stay on the CPU)."""
     if isinstance(check, DELMCheck) and inputs.d > MAX_WIDTH:
         raise InputError(f"the DELM's width is d = {inputs.d}; at most {MAX_WIDTH} is drawn")
-    init = check.initialize(inputs, seed, progress)
+    init = check.initialize(inputs, seed, progress, device)
     if train and eta is None:
         eta = check.default_eta(init)
     found = check.statements(init, eta)

@@ -129,16 +129,19 @@ class Kernels:
     ntk: LeastEigenvalue
 
 
-def kernels(inputs: Inputs, sigma_w2: float, progress: Progress = silent) -> Kernels:
+def kernels(
+    inputs: Inputs, sigma_w2: float, progress: Progress = silent, *, device: str = "cpu"
+) -> Kernels:
     """K (Eq. 14) and the DEQ NTK read off it (:func:`deqlab.theory.ntk.deq_ntk`), λ_min of
-    each, in two n×n buffers (:data:`KERNEL_BUFFERS`): K, then the NTK written over K once
-    λ* is taken, and one work array for both eigenvalue solves."""
+    each, in two n×n buffers (:data:`KERNEL_BUFFERS`) on ``device``: K, then the NTK written
+    over K once λ* is taken, and one work array for both eigenvalue solves."""
+    X = inputs.X.to(device)
     with warnings.catch_warnings():  # Assumption 1 is reported as a hypothesis statement
         warnings.simplefilter("ignore")
-        gram = population_gram(inputs.X, sigma_w2, progress=progress)
+        gram = population_gram(X, sigma_w2, progress=progress)
         work = torch.empty_like(gram) if gram.shape[0] > DENSE_LIMIT else None
         K = least_eigenvalue_large(gram, work=work, progress=progress)
-        kernel = deq_ntk(inputs.X, sigma_w2, gram=gram, out=gram, progress=progress)
+        kernel = deq_ntk(X, sigma_w2, gram=gram, out=gram, progress=progress)
         ntk = least_eigenvalue_large(kernel, work=work, progress=progress)
     return Kernels(K, ntk)
 

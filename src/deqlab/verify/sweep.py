@@ -117,14 +117,16 @@ def sweep(
     seed: int = 0,
     normalize: bool = False,
     standardize: bool = False,
+    device: str = "cpu",
     name: str = "data",
     labels: str = "y",
     progress: Progress = silent,
 ) -> Sweep:
-    """The rows of the module docstring at each of ``widths`` (σ_w² from ``check``)."""
+    """The rows of the module docstring at each of ``widths`` (σ_w² from ``check``; K on
+    ``device``)."""
     widths = [check_width(w) for w in widths]
     inputs = prepare(X, y, name=name, normalize=normalize, standardize=standardize, labels=labels)
-    known = kernels(inputs, check.sigma_w2, progress)
+    known = kernels(inputs, check.sigma_w2, progress, device=device)
     rows = []
     for i, width in enumerate(widths):
         progress(f"width {width} ({i + 1} of {len(widths)})", i, len(widths))
