@@ -464,13 +464,13 @@ def test_cli_kernel_reads_npy_inputs_reports_singularity_and_ntk(tmp_path):
 
     X = sphere(5, 4)
     path = tmp_path / "X.npy"
-    np.save(path, torch.cat([X, X[:, :1]], dim=1).numpy())  # a duplicate point
+    np.save(path, torch.cat([X, X[:, :1]], dim=1).T.numpy())  # (n, d), a duplicate point
     runner = CliRunner()
     result = runner.invoke(app, ["kernel", "--input", str(path), "--depth", "2"])
     assert result.exit_code == 0, result.output
     assert "K^(2) (Definition 1)" in result.output and "lambda_min (λ*): 0\n" in result.output
     assert "duplicate or parallel inputs" in result.output
-    np.save(path, X.numpy())
+    np.save(path, X.T.numpy())  # (n, d): one sample per row
     result = runner.invoke(app, ["kernel", "--input", str(path), "--ntk"])
     assert result.exit_code == 0 and "DEQ NTK (standard)" in result.output
     lam = least_eigenvalue(deq_ntk(X, 0.08))

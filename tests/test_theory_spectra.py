@@ -68,7 +68,8 @@ def test_cholesky_factor_reproduces_the_shifted_matrix_or_is_none():
     K = A @ A.T + torch.eye(30, dtype=torch.float64)
     work = torch.empty_like(K)
     L = cholesky_lower(K, work, 0.5)
-    assert L is work and torch.allclose(L @ L.T, K - 0.5 * torch.eye(30, dtype=K.dtype))
+    assert L.data_ptr() == work.data_ptr()  # in place, no n×n copy
+    assert torch.allclose(L @ L.T, K - 0.5 * torch.eye(30, dtype=K.dtype))
     assert torch.equal(L, torch.tril(L))
     assert cholesky_lower(K, work, float(torch.linalg.eigvalsh(K)[0]) + 1e-6) is None
 
@@ -100,3 +101,18 @@ def test_a_wrong_work_array_is_refused(iterative):
     K = population_gram(get_dataset("sphere", n=20, d=5, seed=0).X, 0.08)
     with pytest.raises(ValueError, match=r"`work` must be a \(20, 20\) float64 CPU tensor"):
         least_eigenvalue_large(K, work=torch.empty(20, 19, dtype=torch.float64))
+
+
+def test_a_non_finite_entry_is_found_in_any_block(monkeypatch):
+    from deqlab import _checks
+
+    monkeypatch.setattr(_checks, "_FINITE_BLOCK", 7)  # 2 rows of 3 a block
+    K = torch.eye(10, dtype=torch.float64)
+    for where in ((0, 0), (9, 2), (5, 9)):
+        bad = K.clone()
+        bad[where] = float("nan")
+        with pytest.raises(ValueError, match="`K` must be finite; got 1 NaN/Inf entries"):
+            least_eigenvalue_large(bad)
+        with pytest.raises(ValueError, match="`K` must be finite"):
+            least_eigenvalue_large(bad.T)  # a transposed view: blocks of its rows too
+    assert least_eigenvalue_large(K).value == 1.0
