@@ -29,7 +29,7 @@ point, so the gradient stays exact and fewer VJPs are needed when the start is g
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -37,14 +37,12 @@ import torch
 from deqlab._checks import check_bool, check_choice, check_int, check_real
 from deqlab.fixed_point_stats import (
     BackwardRecord,
-    Failure,
     FixedPointStats,
     Hint,
-    handle_failure,
+    solve,
 )
 from deqlab.solvers import Broyden, Solution, Solver
 from deqlab.solvers.rows import RowMap
-from deqlab.solvers.solution import resolve_tol
 from deqlab.vjp import VJP
 
 Map = Callable[[torch.Tensor], torch.Tensor]
@@ -209,16 +207,9 @@ def _implicit(backward: Implicit, problem: Adjoint) -> tuple[torch.Tensor, Backw
         return g.index_select(0, index) + vjp.rows(u_sub, index)
 
     rows = solver.per_sample and isinstance(vjp.f, RowMap)
-    quiet = solver if not solver.throw else replace(solver, throw=False)
-    solution = quiet(
-        RowMap(adjoint_map, adjoint_rows) if rows else adjoint_map, _start(backward, problem)
-    )
-    problem.stats.backward = solution
-    if not solution.converged:
-        policy = problem.on_failure or ("raise" if solver.throw else "record")
-        tol = resolve_tol(solver.tol, g.dtype)
-        failure = Failure("adjoint", solver.name, solution, tol, solver.stop)
-        handle_failure(failure, policy, problem.stats, problem.hint)
+    f = RowMap(adjoint_map, adjoint_rows) if rows else adjoint_map
+    u0, stats = _start(backward, problem), problem.stats
+    solution = solve(solver, f, u0, "adjoint", stats, problem.on_failure, problem.hint)
     reasons = []
     if not problem.forward.converged:
         reasons.append("the forward solve did not converge (J_f taken at the best iterate)")

@@ -18,11 +18,15 @@ converged. :class:`BackwardRecord` says which gradient was computed and whether 
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from deqlab.solvers import Solution, SolverError, Status
+import torch
+
+from deqlab.solvers import Solution, Solver, SolverError, Status
+from deqlab.solvers.solution import resolve_tol
 
 ON_FAILURE = ("warn", "raise", "record")
 Hint = str | Callable[[], str] | None
@@ -148,6 +152,31 @@ class Failure:
     solution: Solution
     tol: float
     stop: str
+
+
+def solve(
+    solver: Solver,
+    f: Callable[[torch.Tensor], torch.Tensor],
+    z0: torch.Tensor,
+    which: str,
+    stats: FixedPointStats,
+    on_failure: str | None,
+    hint: Hint,
+) -> Solution:
+    """``solver(f, z0)`` without raising inside the solver, recorded in ``stats`` as the
+    ``which`` (``"forward"`` / ``"adjoint"``) solve; then the policy on failure (None: the
+    solver's own ``throw`` decides, ``"raise"`` if set else ``"record"``)."""
+    quiet = dataclasses.replace(solver, throw=False) if solver.throw else solver
+    solution = quiet(f, z0)
+    if which == "forward":
+        stats.record_forward(solution)
+    else:
+        stats.backward = solution
+    if not solution.converged:
+        policy = on_failure or ("raise" if solver.throw else "record")
+        tol = resolve_tol(solver.tol, z0.dtype)
+        handle_failure(Failure(which, solver.name, solution, tol, solver.stop), policy, stats, hint)
+    return solution
 
 
 def handle_failure(failure: Failure, on_failure: str, stats: FixedPointStats, hint: Hint) -> None:

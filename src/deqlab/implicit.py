@@ -48,16 +48,14 @@ from deqlab.fixed_point_diagnostics import FixedPointDiagnostics, fixed_point_di
 from deqlab.fixed_point_stats import (
     ON_FAILURE,
     BackwardRecord,
-    Failure,
     FixedPointStats,
     Hint,
-    handle_failure,
+    solve,
 )
 from deqlab.jacobian import jacobian_penalty
 from deqlab.packing import Packing
 from deqlab.solvers import Anderson, Solution, Solver, SolverError
 from deqlab.solvers.rows import RowMap
-from deqlab.solvers.solution import resolve_tol
 
 __all__ = [
     "DEQ",
@@ -104,23 +102,6 @@ def _packed(
 
 def _unpack(z: torch.Tensor, packing: Packing | None) -> State:
     return z if packing is None else packing.unpack(z)
-
-
-def _solve(
-    solver: Solver, f: Map, z0: torch.Tensor, stats: FixedPointStats, hint: Hint, policy: str | None
-) -> Solution:
-    """The forward solve (never raising inside the solver), recorded; then the policy
-    (None: the solver's own ``throw``) on failure."""
-    quiet = dataclasses.replace(solver, throw=False) if solver.throw else solver
-    solution = quiet(f, z0)
-    stats.record_forward(solution)
-    if not solution.converged:
-        policy = policy or ("raise" if solver.throw else "record")
-        failure = Failure(
-            "forward", solver.name, solution, resolve_tol(solver.tol, z0.dtype), solver.stop
-        )
-        handle_failure(failure, policy, stats, hint)
-    return solution
 
 
 def fixed_point(
@@ -174,11 +155,11 @@ def fixed_point(
     if isinstance(backward, Unrolled):
         if backward.steps is not None:
             solver = dataclasses.replace(solver, max_iter=backward.steps)
-        solution = _solve(solver, f, z0, stats, hint, on_failure)
+        solution = solve(solver, f, z0, "forward", stats, hint=hint, on_failure=on_failure)
         _record_unrolled(solution, stats)
         return _unpack(solution.z, packing)
     with torch.no_grad():
-        solution = _solve(solver, f, z0.detach(), stats, hint, on_failure)
+        solution = solve(solver, f, z0.detach(), "forward", stats, hint=hint, on_failure=on_failure)
     z_star = solution.z
     if not torch.is_grad_enabled():
         return _unpack(z_star, packing)
