@@ -75,6 +75,15 @@ def test_a_read_only_out_is_refused_before_computing(tmp_path):
         locked.chmod(0o700)
 
 
+def test_an_out_under_a_file_is_refused_before_computing(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    result = invoke("verify", "--dataset", "sphere", "--n", "5", "--out", afile / "page")
+    assert one_error(result) == (
+        f"error: --out {str(afile / 'page')!r} cannot be created: {str(afile)!r} is a file"
+    )
+
+
 def test_a_width_listed_twice_is_refused():
     result = invoke("verify", "--dataset", "sphere", "--n", "5", "--width", "20,20")
     assert one_error(result) == "error: --width lists a width twice: '20,20'"

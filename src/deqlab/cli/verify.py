@@ -10,6 +10,7 @@ fetches it, as every command does) — is one
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +146,8 @@ def verify_command(
             X, y, labels = load_file(input_file, label_column=label_column)
             name, subject = str(input_file), f"`--input` {str(input_file)!r}"
         shape = np.shape(X)
-        check_memory(check, shape[0], shape[1] if len(shape) == 2 else 0, train=train,
+        widest = check if len(widths) == 1 else replace(check, width=max(widths))
+        check_memory(widest, shape[0], shape[1] if len(shape) == 2 else 0, train=train,
                      subject=subject, device=device)  # fmt: skip
         common = {"seed": seed, "train": train, "eta": eta, "normalize": normalize,
                   "standardize": standardize, "device": device, "name": name,
@@ -188,6 +190,8 @@ def _check_out(out: Path | None) -> None:
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {str(out)!r} is a file, not a directory")
     parent = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
+    if not parent.is_dir():
+        raise ValueError(f"--out {str(out)!r} cannot be created: {str(parent)!r} is a file")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"--out {str(out)!r} is not writable (no write permission on "
                          f"{str(parent)!r})")  # fmt: skip
