@@ -19,15 +19,8 @@ from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
 from deqlab.experiments.kawaguchi2021.plots import legend_below, setting_subtitle
-from deqlab.statements import (
-    OURS,
-    Kind,
-    Source,
-    Statement,
-    is_measured,
-    measure,
-    not_measured,
-)
+from deqlab.papers import KAWAGUCHI
+from deqlab.statements import OURS, Kind, Statement, is_measured, not_measured, ours
 
 if TYPE_CHECKING:
     from deqlab.experiments.kawaguchi2021.appb import AppBConfig
@@ -39,7 +32,8 @@ BOUNDED = 0.1
 #: Largest relative gap of the Perron leading term at the largest γ (ours).
 PERRON_RTOL = 1e-3
 APPENDIX_B = "Appendix B"
-EQ37 = Source("kawaguchi2021", "Appendix B, Eq. (37)")
+EQ37 = "Appendix B, Eq. (37)"
+FINDING = "docs/findings.md#kawaguchi-appb"
 
 
 def statements(config: AppBConfig, rows: list[Row]) -> list[Statement]:
@@ -85,15 +79,14 @@ def _growth(
     relation: str,
     threshold: float,
 ) -> Statement:
-    source = Source("kawaguchi2021", APPENDIX_B)
     expected = f"growth exponent {relation} {threshold:g} (1: like 1/(1 − γ); 0: bounded; the "
     expected += "threshold is ours), worst over every task and recorded step"
     exponents = {k: growth_exponent(v, column) for k, v in states.items()}
     if not exponents or any(s is None for s in exponents.values()):
-        return not_measured(
-            name,
+        return KAWAGUCHI.not_measured(
             Kind.THEOREM,
-            source,
+            APPENDIX_B,
+            name=name,
             expected=expected,
             why="no sweep, or a sweep with fewer than 2 γ or a zero or non-finite norm",
         )
@@ -102,10 +95,9 @@ def _growth(
     by_task = {}
     for (task, _), s in exponents.items():
         by_task[task] = pick(by_task.get(task, s), s)
-    return measure(
-        name,
-        Kind.THEOREM,
-        source,
+    return KAWAGUCHI.theorem(
+        APPENDIX_B,
+        name=name,
         value=value,
         relation=relation,
         threshold=threshold,
@@ -113,7 +105,8 @@ def _growth(
         f"step {where[1]}); per task: " + ", ".join(f"{t} {s:.3g}" for t, s in by_task.items()),
         expected=expected,
         detail="A_t and r_t = δ_tS_tU_t⁻¹∇L₀ held fixed from the trajectory while γ → 1 in "
-        "vec V = −(I − γσ(A_t))⁻ᵀr_t, as Appendix B's argument does",
+        "vec V = −(I − γσ(A_t))⁻ᵀr_t, as Appendix B's argument does"
+        + (f"; where it fails: {FINDING}" if column == "paper_rest" else ""),
     )
 
 
@@ -122,14 +115,17 @@ def _eq37(config: AppBConfig, rows: Sequence[Row]) -> Statement:
     expected = f"≤ {config.tolerance:g} (agreement in float64; the tolerance is ours)"
     values = [r.get("eq37_error") for r in rows]
     if not values or not all(is_measured(v) for v in values):
-        return not_measured(
-            name, Kind.THEOREM, EQ37, expected=expected, why="no recorded step, or a non-finite gap"
+        return KAWAGUCHI.not_measured(
+            Kind.THEOREM,
+            EQ37,
+            name=name,
+            expected=expected,
+            why="no recorded step, or a non-finite gap",
         )
     worst = max(rows, key=lambda r: float(r["eq37_error"]))
-    return measure(
-        name,
-        Kind.THEOREM,
+    return KAWAGUCHI.theorem(
         EQ37,
+        name=name,
         value=float(worst["eq37_error"]),
         relation="<=",
         threshold=config.tolerance,
@@ -151,10 +147,8 @@ def _perron(states: dict[tuple[str, int], list[Row]]) -> Statement:
             name, Kind.OURS, OURS, expected=expected, why="no sweep, or a non-finite gap"
         )
     worst = max(last, key=lambda r: float(r["perron_gap"]))
-    return measure(
+    return ours(
         name,
-        Kind.OURS,
-        OURS,
         value=float(worst["perron_gap"]),
         relation="<=",
         threshold=PERRON_RTOL,
@@ -163,7 +157,7 @@ def _perron(states: dict[tuple[str, int], list[Row]]) -> Statement:
         f"({worst['task']}, step {worst['step']})",
         expected=expected,
         detail="(σᵀ)ᵏ → 1πᵀ, so (I − γσ)⁻ᵀr = (πᵀr)/(1 − γ)·1 + O(1): Appendix B's "
-        "P₁r/(1 − γ) is this term only when πᵀr = 1ᵀr/m",
+        f"P₁r/(1 − γ) is this term only when πᵀr = 1ᵀr/m; {FINDING}",
     )
 
 

@@ -23,6 +23,7 @@ import torch
 
 from deqlab.experiments.base import Row
 from deqlab.experiments.kawaguchi2021.plots import setting_subtitle
+from deqlab.papers import KAWAGUCHI
 from deqlab.statements import OURS, Kind, Source, Statement, is_measured, measure, not_measured
 
 if TYPE_CHECKING:
@@ -39,13 +40,11 @@ TRAINS = 0.99
 #: the figure of the deeper-DNN observations or None).
 OBSERVATIONS = {
     1: (
-        Source(
-            "kawaguchi2021",
+        KAWAGUCHI.source(
             "Section 2.2, Figure 1",
             "all models preformed approximately the same at initial points",
         ),
-        Source(
-            "kawaguchi2021",
+        KAWAGUCHI.source(
             "Section 2.2, Figure 1",
             "deep equilibrium linear models "
             "outperformed both linear models and DNNs in test errors after training",
@@ -54,13 +53,11 @@ OBSERVATIONS = {
         None,
     ),
     4: (
-        Source(
-            "kawaguchi2021",
+        KAWAGUCHI.source(
             "Appendix D.2, Figure 4",
             "all models preformed approximately the same at initial points",
         ),
-        Source(
-            "kawaguchi2021",
+        KAWAGUCHI.source(
             "Appendix D.2, Figure 4",
             "deep equilibrium linear models "
             "outperformed both linear models and nonlinear DNNs in test errors after "
@@ -71,8 +68,7 @@ OBSERVATIONS = {
     ),
     5: (
         None,
-        Source(
-            "kawaguchi2021",
+        KAWAGUCHI.source(
             "Appendix D.2, Figure 5",
             "deep equilibrium linear models outperformed nonlinear DNNs in test errors",
         ),
@@ -81,8 +77,7 @@ OBSERVATIONS = {
     ),
     6: (
         None,
-        Source(
-            "kawaguchi2021",
+        KAWAGUCHI.source(
             "Appendix D.2, Figure 6",
             "deep equilibrium linear models outperformed nonlinear DNNs in test errors",
         ),
@@ -91,8 +86,7 @@ OBSERVATIONS = {
     ),
     7: (
         None,
-        Source(
-            "kawaguchi2021",
+        KAWAGUCHI.source(
             "Appendix D.2, Figure 7",
             "deep equilibrium linear models outperformed nonlinear DNNs in test errors",
         ),
@@ -101,8 +95,7 @@ OBSERVATIONS = {
     ),
     8: (
         None,
-        Source(
-            "kawaguchi2021",
+        KAWAGUCHI.source(
             "Appendix D.2, Figure 8",
             "deep equilibrium linear "
             "models outperformed both linear models and nonlinear DNNs in test "
@@ -117,13 +110,11 @@ OBSERVATIONS = {
 def _deep_sources(figure: int) -> tuple[Source, Source]:
     where = f"Appendix D.2, Figure {figure}"
     return (
-        Source(
-            "kawaguchi2021",
+        KAWAGUCHI.source(
             where,
             "DNNs can reduce training errors faster than deep equilibrium linear models",
         ),
-        Source(
-            "kawaguchi2021",
+        KAWAGUCHI.source(
             where,
             "We experienced gradient explosion and gradient "
             "vanishing for DNNs with depth H = 100 and H = 200.",

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
 from deqlab.experiments.kawaguchi2021.plots import legend_below, setting_subtitle
-from deqlab.statements import Kind, Source, Statement, is_measured, measure, not_measured
+from deqlab.papers import KAWAGUCHI
+from deqlab.statements import Kind, Statement, is_measured, measure, not_measured
 
 if TYPE_CHECKING:
     from deqlab.experiments.kawaguchi2021.thm2 import Thm2Config
@@ -51,7 +52,7 @@ def statements(config: Thm2Config, rows: list[Row]) -> list[Statement]:
 
 def _check(config: Thm2Config, rows: Sequence[Row], column: str) -> Statement:
     name, location, what = CHECKS[column]
-    source = Source("kawaguchi2021", location)
+    source = KAWAGUCHI.source(location)
     expected = f"≤ {config.tolerance:g} (agreement in float64; the tolerance is ours)"
     if not rows:
         return not_measured(name, Kind.THEOREM, source, expected=expected, why="no recorded step")

@@ -34,7 +34,7 @@ Tasks: one per (data set, width). Metrics (``metrics.csv``): every record of
 ``m``, ``eta`` and, constant over a task, every field of
 :meth:`deqlab.theory.ling2023.Condition1.as_dict` prefixed ``cond1_`` (``cond1_holds``,
 ``cond1_eq7_lhs``, …, ``cond1_lr_bound`` = Eq. (10)). Statements and figures:
-:mod:`~deqlab.experiments.ling2023.fig1_report`, :mod:`~deqlab.experiments.ling2023.fig1_figures`.
+:mod:`~deqlab.experiments.ling2023.fig1_report`.
 
 Fixed by construction, not by the config (as in the paper): Assumption 1 initialization
 (:meth:`deqlab.models.relu_deq.ReLUDEQ.init`), the quadratic loss Φ = ½‖ŷ − y‖² and
@@ -56,7 +56,7 @@ from deqlab.data.registry import DATASETS
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.deviations import paper as paper_value
-from deqlab.experiments.ling2023.fig1_report import by_dataset, dataset_statements
+from deqlab.experiments.ling2023 import fig1_report
 from deqlab.experiments.registry import register
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.statements import Statement
@@ -263,17 +263,10 @@ class Ling2023Fig1(Experiment):
         ]
 
     def statements(self, config: Fig1Config, rows: list[Row]) -> list[Statement]:
-        runs = by_dataset(rows)
-        return [
-            s
-            for name in config.datasets
-            for s in dataset_statements(name, runs.get(name, []), config.steps, config.widths)
-        ]
+        return fig1_report.statements(config, rows)
 
     def plot(self, config: Fig1Config, rows: list[Row], directory: Path) -> list[Path]:
-        from deqlab.experiments.ling2023.fig1_figures import plot_fig1
-
-        return plot_fig1(by_dataset(rows), config.sigma_w2, directory)
+        return fig1_report.plot(config, rows, directory)
 
 
 def pl_gram_every(config: Fig1Config) -> int:

@@ -1,4 +1,5 @@
-"""The statements of Figure 1 / Theorem 1 of Ling et al. (2023), read from the tidy table.
+"""The statements and figures of Figure 1 / Theorem 1 of Ling et al. (2023), read from the
+tidy table of :mod:`.fig1` (:func:`statements`, :func:`plot`).
 
 Per data set, over the widths m of the sweep, in this order:
 
@@ -13,27 +14,34 @@ Per data set, over the widths m of the sweep, in this order:
 - the PL inequalities of Section 2.3 (Eqs. (4)–(5)), which hold at every width, guarded
   only by Lemma 2's hypothesis (identities once it holds: a consistency check of two
   computations, not evidence for Theorem 1).
+
+Figures, one panel per data set, one line per width: ``loss`` (Φ(τ), log scale, with the
+Theorem 1 (iii) bound (1 − ηλ_0/2)^τ Φ(0) dashed where Condition 1 holds), ``w_norm``
+(1 − ‖W(τ)‖₂ where Lanczos measured it, on a log axis: the widths' norms differ by a few
+thousandths) and ``lambda_ratio`` (λ_τ/λ_0 with the line at 1/2, Theorem 1 (ii)). Each
+panel's title gives the data set, n, d and η, the figure's title σ_w²; the legend sits
+outside the panels, so no reference line is covered.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row, linear_fit
 from deqlab.experiments.ling2023.statements import (
-    combine,
     condition1_hypotheses,
     eq9_unreachable,
     learning_rate_hypothesis,
-    numbers,
     pl_statements,
-    source,
     theorem1_statements,
     widths,
 )
-from deqlab.statements import OURS, Kind, Statement, is_measured, measure, min_step_gap
+from deqlab.papers import LING
+from deqlab.statements import Statement, is_measured, min_step_gap, numbers, ours, worst
 from deqlab.theory.ling2023 import (
     Condition1,
     PLMargins,
@@ -41,6 +49,11 @@ from deqlab.theory.ling2023 import (
     pl_margins,
     theorem1_margins,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from deqlab.experiments.ling2023.fig1 import Fig1Config
 
 
 @dataclass(frozen=True)
@@ -136,6 +149,16 @@ def by_dataset(rows: list[Row]) -> dict[str, list[WidthRun]]:
     return {name: sorted(runs, key=lambda r: r.m) for name, runs in out.items()}
 
 
+def statements(config: Fig1Config, rows: list[Row]) -> list[Statement]:
+    """The statements of every data set of ``config`` (:func:`dataset_statements`)."""
+    runs = by_dataset(rows)
+    return [
+        s
+        for name in config.datasets
+        for s in dataset_statements(name, runs.get(name, []), config.steps, config.widths)
+    ]
+
+
 def dataset_statements(
     name: str, runs: Sequence[WidthRun], steps: int, configured: Sequence[int]
 ) -> list[Statement]:
@@ -178,10 +201,10 @@ def observations(prefix: str, runs: Sequence[WidthRun]) -> list[Statement]:
     where = f" ({widths([r.m for r in runs])})"
     section = "Section 5, Figure 1"
     return [
-        measure(
-            f"{prefix}convergence is faster for larger m",
-            Kind.OBSERVATION,
-            source(section, "the convergence speed becomes faster as m increases"),
+        LING.observation(
+            section,
+            name=f"{prefix}convergence is faster for larger m",
+            quote="the convergence speed becomes faster as m increases",
             value=gap,
             relation=">",
             threshold=0.0,
@@ -189,10 +212,10 @@ def observations(prefix: str, runs: Sequence[WidthRun]) -> list[Statement]:
             expected=f"increases with m (least-squares slope of ln Φ(τ), τ ≤ {budget})",
             detail="needs two widths and a step τ ≥ 1 reached by every width",
         ),
-        measure(
-            f"{prefix}the final training loss is smaller for larger m",
-            Kind.OBSERVATION,
-            source(section, "and the final training loss becomes smaller"),
+        LING.observation(
+            section,
+            name=f"{prefix}the final training loss is smaller for larger m",
+            quote="and the final training loss becomes smaller",
             value=drop,
             relation=">",
             threshold=0.0,
@@ -200,15 +223,12 @@ def observations(prefix: str, runs: Sequence[WidthRun]) -> list[Statement]:
             expected=f"decreases with m at step {budget}, the last step every width reached",
             detail="needs two widths and a step τ ≥ 1 reached by every width",
         ),
-        measure(
-            f"{prefix}‖W(τ)‖₂ < 1 throughout training",
-            Kind.OBSERVATION,
-            source(
-                section,
-                "The second experiment verifies that ‖W(τ)‖₂ is smaller than 1 "
-                "throughout the training",
-            ),
-            value=combine(w_max, "<", 1.0),
+        LING.observation(
+            section,
+            name=f"{prefix}‖W(τ)‖₂ < 1 throughout training",
+            quote="The second experiment verifies that ‖W(τ)‖₂ is smaller than 1 "
+            "throughout the training",
+            value=worst(w_max, "<", 1.0),
             relation="<",
             threshold=1.0,
             measured=f"max over τ ≥ 1 of ‖W(τ)‖₂ = {numbers(w_max)}{where}"
@@ -234,10 +254,8 @@ def completed(prefix: str, runs: Sequence[WidthRun], steps: int, ms: Sequence[in
     fractions = [done.get(m, 0.0) for m in ms]
     stops = [r.stop() for r in runs if r.stop()]
     stops += [f"no rows for m = {m}" for m in ms if m not in done]
-    return measure(
+    return ours(
         f"{prefix}GD ran all {steps} steps at every width",
-        Kind.OURS,
-        OURS,
         value=min(fractions, default=0.0),
         relation=">=",
         threshold=1.0,
@@ -245,3 +263,112 @@ def completed(prefix: str, runs: Sequence[WidthRun], steps: int, ms: Sequence[in
         expected="no stop (‖W‖₂ ≥ 1, a failed solve, a non-finite loss) at any width",
         detail=f"steps run / steps: {numbers(fractions)}",
     )
+
+
+# --- figures -------------------------------------------------------------------------------
+
+Panel = Callable[["Axes", WidthRun, str], None]
+
+
+def _loss(ax: Axes, run: WidthRun, color: str) -> None:
+    ax.semilogy(run.steps, run.loss, color=color, label=f"m = {run.m}")
+    if run.condition1 is not None and run.condition1.holds and run.lambda_0 > 0:
+        ax.semilogy(
+            run.steps,
+            run.theorem1_bound(),
+            color=color,
+            linestyle="--",
+            linewidth=1.0,
+            label=f"Thm 1 (iii) bound, m = {run.m}",
+        )
+
+
+def _w_gap(ax: Axes, run: WidthRun, color: str) -> None:
+    steps = [s for s, v in run.W_norm if v < 1]
+    gaps = [1.0 - v for _, v in run.W_norm if v < 1]
+    ax.semilogy(steps, gaps, "o-", markersize=2.5, color=color, label=f"m = {run.m}")
+
+
+def _lambda_ratio(ax: Axes, run: WidthRun, color: str) -> None:
+    if run.lambda_0 > 0:
+        steps, values = zip(*run.lambda_min, strict=True)
+        ax.plot(steps, [v / run.lambda_0 for v in values], color=color, label=f"m = {run.m}")
+
+
+def _setting(runs: list[WidthRun]) -> str:
+    run = runs[0]
+    return f"{run.dataset}: n = {run.n}, d = {run.d}, η = {run.eta:.3g}"
+
+
+def _figure(
+    datasets: dict[str, list[WidthRun]],
+    panel: Panel,
+    title: str,
+    ylabel: str,
+    reference: tuple[float, str] | None,
+    directory: Path,
+    name: str,
+) -> list[Path]:
+    import matplotlib.pyplot as plt  # imported here: spawned workers never plot
+
+    from deqlab.report import add_reference_line, figure_style, save_figure, sequential_colors
+
+    with figure_style():
+        fig, axes = plt.subplots(
+            1, len(datasets), figsize=(4.2 * len(datasets) + 1.6, 3.6), squeeze=False
+        )
+        for ax, runs in zip(axes[0], datasets.values(), strict=True):
+            for run, color in zip(runs, sequential_colors(len(runs)), strict=True):
+                panel(ax, run, color)
+            if reference is not None:
+                add_reference_line(ax, *reference)
+            ax.set_title(_setting(runs), fontsize=9.5)
+            ax.set_xlabel(r"GD step $\tau$")
+            ax.set_ylabel(ylabel)
+        handles, labels = axes[0, -1].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside right center")
+        fig.suptitle(title)
+        return save_figure(fig, directory, name)
+
+
+def plot(config: Fig1Config, rows: list[Row], directory: Path) -> list[Path]:
+    """Write the three figures (module docstring); return their PNG and PDF paths."""
+    datasets = by_dataset(rows)
+    sigma_w2 = config.sigma_w2
+    setting = rf"full-batch GD, $\sigma_w^2$ = {sigma_w2:g}"
+    fits = [
+        r.m
+        for runs in datasets.values()
+        for r in runs
+        if r.condition1 is not None and r.condition1.holds
+    ]
+    note = "" if fits else "\n(Condition 1 holds for no width: no Theorem 1 (iii) bound drawn)"
+    return [
+        *_figure(
+            datasets,
+            _loss,
+            f"Training loss, {setting}{note}",
+            r"loss $\Phi(\tau)$",
+            None,
+            directory,
+            "loss",
+        ),
+        *_figure(
+            datasets,
+            _w_gap,
+            rf"Distance of $\|W(\tau)\|_2$ from 1, {setting}",
+            r"$1 - \|W(\tau)\|_2$",
+            None,
+            directory,
+            "w_norm",
+        ),
+        *_figure(
+            datasets,
+            _lambda_ratio,
+            rf"Least Gram eigenvalue, {setting}",
+            r"$\lambda_\tau/\lambda_0$",
+            (0.5, "1/2 (Theorem 1 (ii))"),
+            directory,
+            "lambda_ratio",
+        ),
+    ]

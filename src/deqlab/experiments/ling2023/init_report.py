@@ -45,10 +45,11 @@ from pathlib import Path
 
 import numpy as np
 
-from deqlab.experiments.ling2023.statements import assumption1, numbers, source
+from deqlab.experiments.ling2023.statements import assumption1
 from deqlab.experiments.ling2023.statements import assumption2 as shared_assumption2
 from deqlab.experiments.ling2023.statements import theorem3_ii as shared_theorem3_ii
-from deqlab.statements import OURS, Kind, Statement, measure, theorem
+from deqlab.papers import LING
+from deqlab.statements import Statement, numbers, ours, theorem
 from deqlab.theory.init_theorems import (
     fit_loglog_slope,
     geometric_decay,
@@ -125,13 +126,10 @@ def _largest(rows: Sequence[dict]) -> int | None:
 def lemma1_well_posed(rows: Sequence[dict]) -> Statement:
     norms = [r["measured"] for r in select(rows, "W_spectral_norm")]
     worst = max(norms, default=None)
-    return measure(
-        "Lemma 1: ‖W(0)‖₂ < 1 at initialization",
-        Kind.THEOREM,
-        source(
-            "Lemma 1, Section 2.2",
-            "From Lemma 1, we know that ‖W(0)‖₂ < 1 holds with a high probability",
-        ),
+    return LING.theorem(
+        "Lemma 1, Section 2.2",
+        name="Lemma 1: ‖W(0)‖₂ < 1 at initialization",
+        quote="From Lemma 1, we know that ‖W(0)‖₂ < 1 holds with a high probability",
         value=worst,
         relation="<",
         threshold=1.0,
@@ -147,10 +145,9 @@ def lemma1_finite_m(rows: Sequence[dict], sigma_w2: float) -> Statement:
     edge = 2.0 * math.sqrt(2.0 * sigma_w2)
     raw = max((r["measured"] / edge for r in norms if r["m"] == m_max), default=None)
     slack = math.sqrt(math.log(1 / FAILURE_PROBABILITY) / (2 * m_max)) if m_max else math.nan
-    return measure(
-        "Lemma 1: ‖W(0)‖₂ ≤ 2√2σ_w, finite-m form",
-        Kind.THEOREM,
-        source("Lemma 1"),
+    return LING.theorem(
+        "Lemma 1",
+        name="Lemma 1: ‖W(0)‖₂ ≤ 2√2σ_w, finite-m form",
         value=max(ratios, default=None),
         relation="<=",
         threshold=1.0,
@@ -168,12 +165,11 @@ def theorem3(rows: Sequence[dict], sigma_w2: float) -> Statement:
     k3 = sorted(select(rows, "K_minus_Kl_fro"), key=lambda r: r["depth"])
     floor = THEOREM3_FLOOR * max((r["measured"] for r in k3), default=0.0)
     kept = [(r["depth"], r["measured"]) for r in k3 if r["measured"] > floor]
-    name, where = "Theorem 3 (i): ‖K − K^(l)‖_F = O(n l σ_w^(2l))", source("Theorem 3 (i)")
+    name, where = "Theorem 3 (i): ‖K − K^(l)‖_F = O(n l σ_w^(2l))", "Theorem 3 (i)"
     if len(kept) < 2:
-        return measure(
-            name,
-            Kind.THEOREM,
+        return LING.theorem(
             where,
+            name=name,
             value=None,
             relation="<=",
             threshold=sigma_w2,
@@ -184,10 +180,9 @@ def theorem3(rows: Sequence[dict], sigma_w2: float) -> Statement:
     decay = (e2 / e1) ** (1 / (l2 - l1))
     allowed = sigma_w2 * (l2 / l1) ** (1 / (l2 - l1))
     steps = [(b / a) ** (1 / (lb - la)) for (la, a), (lb, b) in itertools.pairwise(kept)]
-    return measure(
-        name,
-        Kind.THEOREM,
+    return LING.theorem(
         where,
+        name=name,
         value=decay,
         relation="<=",
         threshold=allowed,
@@ -214,10 +209,9 @@ def theorem4(rows: Sequence[dict], sigma_w2: float) -> Statement:
     m_max = _largest(select(rows, "G_minus_Gl_fro_over_m"))
     depths, errors = seed_mean(select(rows, "G_minus_Gl_fro_over_m", m=m_max), "depth")
     decay = geometric_decay(depths, errors, THEOREM4_FLOOR * max(errors, default=0.0))
-    return measure(
-        "Theorem 4: ‖G − G^(l)‖_F/m = O(n (2√2σ_w)^l)",
-        Kind.THEOREM,
-        source("Theorem 4"),
+    return LING.theorem(
+        "Theorem 4",
+        name="Theorem 4: ‖G − G^(l)‖_F/m = O(n (2√2σ_w)^l)",
         value=decay,
         relation="<=",
         threshold=rate,
@@ -232,10 +226,9 @@ def theorem4(rows: Sequence[dict], sigma_w2: float) -> Statement:
 def theorem5(rows: Sequence[dict]) -> Statement:
     m_max = _largest(select(rows, "Gl_over_m_minus_Kl_fro"))
     ratios = [r["measured"] / r["theory"] for r in select(rows, "Gl_over_m_minus_Kl_fro", m=m_max)]
-    return measure(
-        "Theorem 5: ‖G^(l)/m − K^(l)‖_F ≤ n (2√2σ_w)^l",
-        Kind.THEOREM,
-        source("Theorem 5"),
+    return LING.theorem(
+        "Theorem 5",
+        name="Theorem 5: ‖G^(l)/m − K^(l)‖_F ≤ n (2√2σ_w)^l",
         value=max(ratios, default=None),
         relation="<=",
         threshold=1.0,
@@ -255,10 +248,9 @@ def theorem2(rows: Sequence[dict]) -> Statement:
         if r["m"] == m_max
     ]
     fractions = ", ".join(f"m={m}: {f:.2g}" for m, f in theorem2_fractions(rows).items())
-    return measure(
-        "Theorem 2: λ_0 ≥ mλ*/2",
-        Kind.THEOREM,
-        source("Theorem 2"),
+    return LING.theorem(
+        "Theorem 2",
+        name="Theorem 2: λ_0 ≥ mλ*/2",
         value=min(ratios, default=None),
         relation=">=",
         threshold=1.0,
@@ -277,10 +269,10 @@ def u_norm(rows: Sequence[dict]) -> Statement:
     d = round(m0 / norms[0]["theory"] ** 2) if norms else None
     bound = u_norm_ratio_bound(m0, d, FAILURE_PROBABILITY) if norms else math.nan
     t = math.sqrt(2 * math.log(1 / FAILURE_PROBABILITY))
-    return measure(
-        "Section 3.2: ‖U(0)‖₂ = O(√(m/d))",
-        Kind.THEOREM,
-        source("Section 3.2", "‖U(0)‖₂ = O(√(m/d)) under Assumption 1"),
+    return LING.theorem(
+        "Section 3.2",
+        name="Section 3.2: ‖U(0)‖₂ = O(√(m/d))",
+        quote="‖U(0)‖₂ = O(√(m/d)) under Assumption 1",
         value=max(per_width, default=None),
         relation="<=",
         threshold=bound,
@@ -310,10 +302,10 @@ def initial_loss(rows: Sequence[dict]) -> Statement:
     per_width = [max(r["measured"] for r in losses if r["m"] == m) for m in widths]
     c = [bounds[k] for k in sorted(bounds)]
     s = sorted(features.values())
-    return measure(
-        "Section 3.2: Φ(0) = O(n)",
-        Kind.THEOREM,
-        source("Section 3.2", "Φ(0) = O(n)"),
+    return LING.theorem(
+        "Section 3.2",
+        name="Section 3.2: Φ(0) = O(n)",
+        quote="Φ(0) = O(n)",
         value=max(ratios, default=None),
         relation="<=",
         threshold=1.0,
@@ -332,10 +324,8 @@ def initial_loss(rows: Sequence[dict]) -> Statement:
 def concentration(rows: Sequence[dict]) -> Statement:
     ms, errors = seed_mean(select(rows, "G_over_m_minus_K_fro"), "m")
     slope = fit_loglog_slope(ms, errors) if len(ms) >= 2 and min(errors) > 0 else None
-    return measure(
+    return ours(
         "‖G/m − K‖_F falls like m^(−1/2)",
-        Kind.OURS,
-        OURS,
         value=None if slope is None else abs(slope + 0.5),
         relation="<=",
         threshold=0.25,

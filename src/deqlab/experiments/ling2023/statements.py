@@ -18,7 +18,8 @@
   consistency check of two computations (the trainer's gradient against H from the exact
   Jacobian), not evidence for Theorem 1.
 
-A statement over several widths is decided on the worst width (:func:`combine`). Every
+A statement over several widths is decided on the worst width
+(:func:`deqlab.statements.worst`: a measured failure is never hidden by a missing width). Every
 builder takes its measurements as arguments, so a run of any size (one model, a sweep)
 can reuse it.
 """
@@ -29,16 +30,8 @@ import math
 from collections.abc import Sequence
 
 from deqlab.models.relu_deq import SIGMA_W2_LIMIT
-from deqlab.statements import (
-    OURS,
-    RELATIONS,
-    Kind,
-    Source,
-    Statement,
-    is_measured,
-    measure,
-    theorem,
-)
+from deqlab.papers import LING
+from deqlab.statements import Statement, is_measured, number, numbers, ours, theorem, worst
 from deqlab.theory.ling2023 import (
     EQUATIONS,
     MAX_WIDTH,
@@ -49,8 +42,6 @@ from deqlab.theory.ling2023 import (
     required_width,
     width_margin,
 )
-
-PAPER = "ling2023"
 
 #: The scaling under which the needed width is computed (Section 3.2; the other constants
 #: of Condition 1 stay as measured at the widest width).
@@ -66,52 +57,15 @@ NORM_RTOL = 1e-9
 PARALLEL_TOL = 1e-12
 
 
-def source(location: str, quote: str = "") -> Source:
-    """A location in Ling et al. (2023)."""
-    return Source(PAPER, location, quote)
-
-
-def combine(values: Sequence[float | None], relation: str, threshold: float) -> float | None:
-    """The one value a statement over several widths is decided on.
-
-    The worst measured value when one violates ``value relation threshold`` (a measured
-    failure is never hidden by a missing width); else ``None`` when any width was not
-    measured (or there are none); else the worst value (the smallest margin).
-    """
-    holds = RELATIONS[relation]
-    measured = [float(v) for v in values if is_measured(v)]
-    worst = max if relation in ("<", "<=") else min
-    if any(not holds(v, threshold) for v in measured):
-        return worst(measured)
-    if not measured or len(measured) < len(values):
-        return None
-    return worst(measured)
-
-
-def numbers(values: Sequence[float | None]) -> str:
-    """``"0.1, 0.2, —"``: each value to 3 significant digits, — where not measured."""
-    return ", ".join(f"{v:.3g}" if is_measured(v) else "—" for v in values)
-
-
 def widths(ms: Sequence[int]) -> str:
     return "m = " + ", ".join(str(m) for m in ms)
 
 
-def power_of_ten(x: float) -> str:
-    """``3.6·10¹⁷`` for large numbers, plain digits below 10⁵."""
-    if x < 1e5:
-        return f"{x:.0f}"
-    exponent = math.floor(math.log10(x))
-    digits = str(exponent).translate(str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻"))
-    return f"{x / 10**exponent:.2g}·10{digits}"
-
-
 def assumption1(sigma_w2: float) -> Statement:
     """σ_w² < 1/8 (Assumption 1; Lemma 1 then gives ‖W(0)‖₂ <= 2√2σ_w < 1)."""
-    return measure(
-        "Assumption 1: σ_w² < 1/8",
-        Kind.HYPOTHESIS,
-        source("Assumption 1"),
+    return LING.hypothesis(
+        "Assumption 1",
+        name="Assumption 1: σ_w² < 1/8",
         value=sigma_w2,
         relation="<",
         threshold=SIGMA_W2_LIMIT,
@@ -136,14 +90,13 @@ def assumption2(
     |cos θ_ij| < 1, which is what is checked (real data are never orthogonal). ``note``
     follows the measured norms (e.g. that they were normalised first).
     """
-    where = source("Assumption 2 (i)")
+    where = "Assumption 2 (i)"
     names = "" if pair is None else f" (inputs {pair[0]} and {pair[1]})"
     parallel = "a parallel pair" if pair is None else f"inputs {pair[0]} and {pair[1]}"
     return [
-        measure(
-            "Assumption 2 (i): ‖x_i‖ = √d",
-            Kind.HYPOTHESIS,
+        LING.hypothesis(
             where,
+            name="Assumption 2 (i): ‖x_i‖ = √d",
             value=norm_error,
             relation="<=",
             threshold=NORM_RTOL,
@@ -153,14 +106,13 @@ def assumption2(
             "the sphere), but Lemma 3 and Theorems 2–5 assume the sphere",
             needs=how_to_normalize,
         ),
-        measure(
-            "Assumption 2 (i): no two inputs parallel",
-            Kind.HYPOTHESIS,
+        LING.hypothesis(
             where,
+            name="Assumption 2 (i): no two inputs parallel",
             value=max_abs_cos,
             relation="<",
             threshold=1.0 - PARALLEL_TOL,
-            measured=f"max_(i≠j) |cos θ_ij| = {_digits(max_abs_cos)}{names}",
+            measured=f"max_(i≠j) |cos θ_ij| = {number(max_abs_cos, 15)}{names}",
             expected=f"< 1 − {PARALLEL_TOL:g} (|cos θ_ij| = 1 is a parallel or antiparallel "
             "pair; the proof of Theorem 3 (ii) needs |cos θ_ij| < 1)",
             needs=f"no two inputs parallel: drop or perturb one of {parallel} (e.g. a repeated "
@@ -169,20 +121,14 @@ def assumption2(
     ]
 
 
-def _digits(x: float | None) -> str:
-    """Enough digits to tell 1 − 1e-12 from 1."""
-    return "—" if x is None else f"{x:.15g}"
-
-
 def theorem3_ii(lambda_star: float | None, tolerance: float | None, context: str = "") -> Statement:
     """Theorem 3 (ii): λ* = λ_min(K) > 0, where λ* is 0.0 within the eigensolver's round-off
     ``tolerance`` n·eps·‖K‖₂ (:func:`deqlab.theory.kernels.least_eigenvalue`); ``context``
     (e.g. λ_max and cond(K), or why λ* counts as 0) goes into the detail."""
     tol = "—" if tolerance is None else f"{tolerance:.2g}"
-    return measure(
-        "Theorem 3 (ii): λ* > 0 (K strictly positive definite)",
-        Kind.THEOREM,
-        source("Theorem 3 (ii)"),
+    return LING.theorem(
+        "Theorem 3 (ii)",
+        name="Theorem 3 (ii): λ* > 0 (K strictly positive definite)",
         value=lambda_star,
         relation=">",
         threshold=0.0,
@@ -205,11 +151,10 @@ def condition1_hypotheses(prefix: str, ms: Sequence[int], conds: Sequence[Condit
         margins = [None if c is None else getattr(c, key).margin for c in conds]
         deltas = numbers([None if c is None else c.delta for c in conds])
         out.append(
-            measure(
-                f"{prefix}Condition 1, Eq. ({key[2:]}) at initialization",
-                Kind.HYPOTHESIS,
-                source(f"Condition 1, Eq. ({key[2:]})"),
-                value=combine(margins, ">=", 1.0),
+            LING.hypothesis(
+                f"Condition 1, Eq. ({key[2:]})",
+                name=f"{prefix}Condition 1, Eq. ({key[2:]}) at initialization",
+                value=worst(margins, ">=", 1.0),
                 relation=">=",
                 threshold=1.0,
                 measured=f"lhs/rhs = {numbers(margins)} ({widths(ms)})",
@@ -234,7 +179,7 @@ def _width_needed(key: str, ms: Sequence[int], conds: Sequence[Condition1 | None
     if math.isinf(needed):
         limit = width_margin(cond.constants, m0, MAX_WIDTH, key)
         return f"{name}: no width (margin → {limit:.2g} as m → ∞; {SCALING})"
-    return f"{name}: m ≥ {power_of_ten(needed)} (run: m ≤ {m0}; {SCALING})"
+    return f"{name}: m ≥ {number(needed, 2, power=True)} (run: m ≤ {m0}; {SCALING})"
 
 
 def eq9_unreachable(prefix: str, ms: Sequence[int], conds: Sequence[Condition1 | None], n: int):
@@ -245,12 +190,10 @@ def eq9_unreachable(prefix: str, ms: Sequence[int], conds: Sequence[Condition1 |
     ceilings = [None if c is None else eq9_margin_ceiling(c.constants, n) for c in conds]
     margins = [None if c is None else c.eq9.margin for c in conds]
     scaled = [None if c is None else 2 * math.sqrt(n) * c.constants.a_norm for c in conds]
-    return measure(
+    return ours(
         f"{prefix}Condition 1, Eq. (9) holds at no width (its margin ≤ (1 − ‖W(0)‖₂)²/"
         "(4n‖a(0)‖₂²) < 1)",
-        Kind.OURS,
-        OURS,
-        value=combine(ceilings, "<", 1.0),
+        value=worst(ceilings, "<", 1.0),
         relation="<",
         threshold=1.0,
         measured=f"ceiling (1 − ‖W(0)‖₂)²/(4n‖a(0)‖₂²) = {numbers(ceilings)}; Eq. (9)'s "
@@ -275,11 +218,10 @@ def learning_rate_hypothesis(
     if known:
         b, m = min(known)
         needs = f"η < {b:.3g} (Eq. (10) at m = {m}; run: η = {etas[0]:.3g})"
-    return measure(
-        f"{prefix}learning rate below Eq. (10)",
-        Kind.HYPOTHESIS,
-        source("Theorem 1, Eq. (10)"),
-        value=combine(ratios, "<", 1.0),
+    return LING.hypothesis(
+        "Theorem 1, Eq. (10)",
+        name=f"{prefix}learning rate below Eq. (10)",
+        value=worst(ratios, "<", 1.0),
         relation="<",
         threshold=1.0,
         measured=f"η / bound = {numbers(ratios)} ({widths(ms)})",
@@ -368,11 +310,10 @@ def theorem1_statements(
 
 def _check(name, location, values, relation, threshold, what, where, detail) -> Statement:
     expected = f"{relation} {threshold:g} at every width and every step τ ≥ 1"
-    return measure(
-        name,
-        Kind.THEOREM,
-        source(location),
-        value=combine(values, relation, threshold),
+    return LING.theorem(
+        location,
+        name=name,
+        value=worst(values, relation, threshold),
         relation=relation,
         threshold=threshold,
         measured=f"{what} = {numbers(values)}{where}",
@@ -391,11 +332,11 @@ def pl_statements(prefix: str, ms: Sequence[int], margins: Sequence[PLMargins]) 
     where = f" ({widths(ms)})"
     h_steps, eq5_steps = get("h_steps"), get("eq5_steps")
     bounds = get("max_W_norm_bound")
-    lemma2 = measure(
-        f"{prefix}Lemma 2: J(τ) invertible (‖W(τ)‖₂ < 1) where Eqs. (4)–(5) are checked",
-        Kind.HYPOTHESIS,
-        source("Section 2.2, Lemma 2", "J(τ) is invertible if ‖W(τ)‖₂ < 1"),
-        value=combine(bounds, "<", 1.0),
+    lemma2 = LING.hypothesis(
+        "Section 2.2, Lemma 2",
+        name=f"{prefix}Lemma 2: J(τ) invertible (‖W(τ)‖₂ < 1) where Eqs. (4)–(5) are checked",
+        quote="J(τ) is invertible if ‖W(τ)‖₂ < 1",
+        value=worst(bounds, "<", 1.0),
         relation="<",
         threshold=1.0,
         measured="max upper bound of ‖W(τ)‖₂ = "
