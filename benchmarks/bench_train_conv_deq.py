@@ -19,8 +19,9 @@ other step) so that load hits both alike:
    /proc/self/clear_refs, after the data are loaded).
 
 Every step also counts its work: cell evaluations (rows evaluated / batch size, counted by a
-wrapper around the cell) and VJPs (calls of ``torch.autograd.grad``, which both libraries use
-for their backward solves), so a speed-up can be traced to fewer evaluations. Each gradient
+wrapper around the cell) and VJPs (rows backpropagated by ``torch.autograd.grad``, which both
+libraries use for their backward solves, / batch size), so a speed-up can be traced to fewer
+evaluations. Each gradient
 is labelled: deqlab from ``last_backward.exact``; torchdeq "approximate" for its default
 1-step gradient, "exact" for IFT when its adjoint met the tolerance.
 
@@ -50,26 +51,33 @@ MATCHED = {"history": 6, "tikhonov": 1e-4, "tol": 1e-3, "max_iter": 30}
 
 
 class Counter:
-    """Cell evaluations (in full batches) and VJPs of the step being measured."""
+    """Cell evaluations and VJPs of the step being measured, both in full batches (rows / B)."""
 
     def __init__(self) -> None:
-        self.rows, self.vjps, self.batch = 0, 0, 1
+        self.reset(1)
 
     def reset(self, batch: int) -> None:
-        self.rows, self.vjps, self.batch = 0, 0, batch
+        self.rows, self.vjp_rows, self.batch = 0, 0, batch
 
     @property
     def evaluations(self) -> float:
         return self.rows / self.batch
+
+    @property
+    def vjps(self) -> float:
+        return self.vjp_rows / self.batch
 
 
 COUNT = Counter()
 _GRAD = torch.autograd.grad
 
 
-def _counted_grad(*args, **kwargs):
-    COUNT.vjps += 1
-    return _GRAD(*args, **kwargs)
+def _counted_grad(outputs, *args, **kwargs):
+    """``torch.autograd.grad``, counting the rows of ``outputs`` it backpropagates (a VJP on
+    the pending samples of a row-compacted solve counts as that fraction of a batch)."""
+    first = outputs[0] if isinstance(outputs, tuple | list) else outputs
+    COUNT.vjp_rows += first.shape[0] if first.ndim else COUNT.batch
+    return _GRAD(outputs, *args, **kwargs)
 
 
 class Cell(nn.Module):
@@ -165,7 +173,7 @@ class Run:
     opt: torch.optim.Optimizer
     seconds: list[float] = field(default_factory=list)
     evaluations: list[float] = field(default_factory=list)
-    vjps: list[int] = field(default_factory=list)
+    vjps: list[float] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     reached: int | None = None
 
