@@ -465,4 +465,8 @@ def test_config_validation():
         Ling2023Fig1().resolve("tiny", overrides=["datasets=imagenet"])
     with pytest.raises(ValueError, match=r"`eta_fraction` must be in \(0, 1\)"):
         Fig1Config(eta_fraction=1.0)
+    with pytest.raises(ConfigError, match=r"`datasets` must not repeat a value"):
+        Ling2023Fig1().resolve("tiny", overrides=["datasets=['sphere', 'sphere']"])
+    with pytest.raises(ConfigError, match=r"`image_labels` must be one of 'class', 'uniform'"):
+        Fig1Config(image_labels="sign")
     assert Fig1Config().widths == (1000, 2000, 4000, 8000) and Fig1Config().sigma_w2 == 0.08

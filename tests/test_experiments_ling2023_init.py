@@ -258,11 +258,12 @@ def test_the_paper_setting_declares_every_field():
     ("override", "message"),
     [
         ("widths=[512,256]", r"`widths` must be strictly increasing; got \[512, 256\]"),
-        ("seeds=[-1]", r"`seeds\[0\]` must be >= 0 \(a random seed\); got -1"),
-        ("depths=[]", "`depths` must hold at least one value; got none"),
+        ("seeds=[-1]", r"`seeds` must be >= 0; got -1"),
+        ("seeds=[1,1]", r"`seeds` must be strictly increasing; got \[1, 1\]"),
+        ("depths=[]", r"`depths` must hold at least 1 value; got \[\]"),
         ("dataset=imagenet", "`dataset` must be one of"),
         ("sigma_w2=1.0", "`sigma_w2` must be"),
-        ("tol=0", r"`tol` must be > 0 \(a tolerance\); got 0.0"),
+        ("tol=0", r"`tol` must be in \(0, inf\); got 0"),
     ],
 )
 def test_bad_config_is_rejected(override, message):

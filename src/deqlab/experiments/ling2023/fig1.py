@@ -50,10 +50,21 @@ from typing import ClassVar
 
 import torch
 
-from deqlab._checks import check_choice, check_int, check_real
 from deqlab.data import get_dataset
 from deqlab.data.registry import DATASETS
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.constraints import (
+    DISTINCT,
+    FRACTION,
+    INCREASING,
+    NONEMPTY,
+    NONNEGATIVE,
+    POSITIVE,
+    SEED,
+    Config,
+    Interval,
+    OneOf,
+)
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.deviations import paper as paper_value
 from deqlab.experiments.ling2023 import fig1_report
@@ -70,7 +81,7 @@ IMAGE_LABELS = ("class", "uniform", "gaussian")
 
 
 @dataclass(frozen=True)
-class Fig1Config:
+class Fig1Config(Config):
     """Defaults: the paper's Section 5 (n = d = 1000, σ_w² = 0.08, three data sets)."""
 
     datasets: tuple[str, ...] = ("sphere", "mnist", "cifar10")
@@ -90,34 +101,24 @@ class Fig1Config:
     dtype: str = "float64"
     image_labels: str = "class"  # ±1 by class; "uniform": U[0, 1), the authors' code
 
-    def __post_init__(self) -> None:
-        if not self.datasets:
-            raise ValueError("`datasets` must name at least one data set")
-        for name in self.datasets:
-            check_choice("datasets", name, DATASETS)
-        if not self.widths:
-            raise ValueError("`widths` must hold at least one width")
-        for m in self.widths:
-            check_int("widths", m, min_value=1)
-        if sorted(set(self.widths)) != list(self.widths):
-            raise ValueError(f"`widths` must be strictly increasing; got {list(self.widths)}")
-        check_int("n", self.n, min_value=2)
-        check_int("d", self.d, min_value=1)
-        check_real("sigma_w2", self.sigma_w2, low=0.0, high=1.0, high_inclusive=False)
-        check_int("steps", self.steps, min_value=1)
-        check_choice("eta_rule", self.eta_rule, ETA_RULES)
-        check_real(
-            "eta_fraction",
-            self.eta_fraction,
-            low=0.0,
-            high=1.0,
-            low_inclusive=False,
-            high_inclusive=False,
-        )
-        if self.eta is not None:
-            check_real("eta", self.eta, low=0.0, low_inclusive=False)
-        check_choice("dtype", self.dtype, DTYPES)
-        check_choice("image_labels", self.image_labels, IMAGE_LABELS)
+    constraints: ClassVar = {
+        "datasets": (NONEMPTY, OneOf(DATASETS), DISTINCT),
+        "n": Interval(2),
+        "d": Interval(1),
+        "widths": (NONEMPTY, Interval(1), INCREASING),
+        "sigma_w2": Interval(0.0, 1.0, "left"),
+        "steps": Interval(1),
+        "eta_rule": OneOf(ETA_RULES),
+        "eta_fraction": FRACTION,
+        "eta": POSITIVE,
+        "seed": SEED,
+        "data_seed": SEED,
+        "tol": POSITIVE,
+        "metrics_every": NONNEGATIVE,
+        "spectral_every": NONNEGATIVE,
+        "dtype": OneOf(DTYPES),
+        "image_labels": OneOf(IMAGE_LABELS),
+    }
 
 
 @register

@@ -28,17 +28,25 @@ synthetic data (the sphere, n = d = 1000, σ_w² = 0.08), the preset ``paper``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import torch
 
-from deqlab._checks import check_choice, check_int, check_real
 from deqlab.data import get_dataset
 from deqlab.data.registry import DATASETS
 from deqlab.experiments.base import Experiment, Row, Task, TaskContext
+from deqlab.experiments.constraints import (
+    FRACTION,
+    INCREASING,
+    NONEMPTY,
+    POSITIVE,
+    SEED,
+    Config,
+    Interval,
+    OneOf,
+)
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.deviations import paper as paper_value
 from deqlab.experiments.ling2023.init_report import init_statements, plot_initialization
@@ -53,17 +61,8 @@ from deqlab.theory.init_theorems import (
 THEOREM3_TASK = "theorem3"
 
 
-def _check_increasing(name: str, values: Sequence[int], min_value: int) -> None:
-    if not values:
-        raise ValueError(f"`{name}` must hold at least one value; got none")
-    for i, v in enumerate(values):
-        check_int(f"{name}[{i}]", v, min_value=min_value)
-    if sorted(set(values)) != list(values):
-        raise ValueError(f"`{name}` must be strictly increasing; got {list(values)}")
-
-
 @dataclass(frozen=True)
-class InitConfig:
+class InitConfig(Config):
     """Defaults: issue #5's setting (sphere, n = d = 200, σ_w² = 0.08, m = 256 … 8192)."""
 
     dataset: str = "sphere"
@@ -76,17 +75,17 @@ class InitConfig:
     data_seed: int = 0
     tol: float = 1e-12  # relative residual of the equilibrium solve
 
-    def __post_init__(self) -> None:
-        check_choice("dataset", self.dataset, DATASETS)
-        check_int("n", self.n, min_value=2)
-        check_int("d", self.d, min_value=1)
-        check_real(
-            "sigma_w2", self.sigma_w2, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False
-        )
-        _check_increasing("widths", self.widths, 1)
-        _check_increasing("seeds", self.seeds, 0)
-        _check_increasing("depths", self.depths, 1)
-        check_real("tol", self.tol, low=0.0, low_inclusive=False)
+    constraints: ClassVar = {
+        "dataset": OneOf(DATASETS),
+        "n": Interval(2),
+        "d": Interval(1),
+        "sigma_w2": FRACTION,
+        "widths": (NONEMPTY, Interval(1), INCREASING),
+        "seeds": (NONEMPTY, SEED, INCREASING),
+        "depths": (NONEMPTY, Interval(1), INCREASING),
+        "data_seed": SEED,
+        "tol": POSITIVE,
+    }
 
 
 @register
