@@ -49,7 +49,7 @@ from deqlab.experiments.constraints import (
 )
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.deviations import paper as paper_value
-from deqlab.experiments.ling2023.init_report import init_statements, plot_initialization
+from deqlab.experiments.ling2023 import init_report
 from deqlab.experiments.registry import register
 from deqlab.statements import Statement
 from deqlab.theory.init_theorems import (
@@ -161,12 +161,10 @@ class Ling2023Init(Experiment):
         return rows
 
     def statements(self, config: InitConfig, rows: list[Row]) -> list[Statement]:
-        return init_statements(rows, config.sigma_w2)
+        return init_report.statements(config, rows)
 
     def plot(self, config: InitConfig, rows: list[Row], directory: Path) -> list[Path]:
-        d = f", d = {config.d}" if config.dataset == "sphere" else ""  # images fix their own
-        setting = f"{config.dataset}, n = {config.n}{d}, σ_w² = {config.sigma_w2:g}"
-        return plot_initialization(rows, config.n, setting, directory)
+        return init_report.plot(config, rows, directory)
 
 
 def _data(config: InitConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -42,9 +42,11 @@ import itertools
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from deqlab.experiments.base import Row
 from deqlab.experiments.ling2023.statements import assumption1
 from deqlab.experiments.ling2023.statements import assumption2 as shared_assumption2
 from deqlab.experiments.ling2023.statements import theorem3_ii as shared_theorem3_ii
@@ -57,6 +59,9 @@ from deqlab.theory.init_theorems import (
     lemma1_bound,
     u_norm_ratio_bound,
 )
+
+if TYPE_CHECKING:
+    from deqlab.experiments.ling2023.init import InitConfig
 
 #: Probability per draw that Lemma 1's finite-m bound may fail (module docstring).
 FAILURE_PROBABILITY = 1e-6
@@ -85,6 +90,18 @@ def theorem2_fractions(rows: Sequence[dict]) -> dict[int, float]:
         m: float(np.mean([r["measured"] >= r["theory"] for r in lam if r["m"] == m]))
         for m in sorted({r["m"] for r in lam})
     }
+
+
+def statements(config: InitConfig, rows: list[Row]) -> list[Statement]:
+    """The statements of the module docstring for the run's rows (:func:`init_statements`)."""
+    return init_statements(rows, config.sigma_w2)
+
+
+def plot(config: InitConfig, rows: list[Row], directory: Path) -> list[Path]:
+    """The run's figure (:func:`plot_initialization`), its subtitle the data setting."""
+    d = f", d = {config.d}" if config.dataset == "sphere" else ""  # images fix their own
+    setting = f"{config.dataset}, n = {config.n}{d}, σ_w² = {config.sigma_w2:g}"
+    return plot_initialization(rows, config.n, setting, directory)
 
 
 def init_statements(rows: Sequence[dict], sigma_w2: float) -> list[Statement]:
