@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from deqlab.statements import Verdict
-from deqlab.theory.kawaguchi2021 import lambda_min_dynamics, objective_sharpness
+from deqlab.theory.kawaguchi2021 import objective_sharpness
 from deqlab.verify import delm as dl
 from deqlab.verify.inputs import load_dataset, prepare
 
@@ -26,17 +26,6 @@ def init():
 
 def verdicts(statements):
     return {s.name: s.verdict for s in statements}
-
-
-def test_lambda_min_dynamics_matches_the_full_d_matrix():
-    g = torch.Generator().manual_seed(4)
-    for m in (1, 5, 9):
-        A = torch.randn(m, m, generator=g, dtype=torch.float64)
-        B = torch.randn(1, m, generator=g, dtype=torch.float64)
-        expected = float(lambda_min_dynamics(A, B, 0.6))
-        assert dl.lambda_min_dynamics(A, B, 0.6) == pytest.approx(expected, rel=1e-10)
-    with pytest.raises(ValueError, match="one row"):
-        dl.lambda_min_dynamics(A, torch.ones(2, m, dtype=torch.float64), 0.6)
 
 
 def test_sharpness_matches_the_dense_hessian(init):

@@ -22,6 +22,8 @@ from deqlab.theory.ling2023 import (
     lemma2_gradients,
     required_width,
     theorem1_margins,
+    theorem2_depth,
+    theorem2_scale,
     width_margin,
     width_where,
 )
@@ -174,11 +176,12 @@ def test_width_where_at_the_ends():
 
 
 def test_theorem2_scale_and_depth_in_closed_form():
-    assert rd.theorem2_scale(10, 0.5, 0.01) == pytest.approx(400 * math.log(2000))
-    assert math.isinf(rd.theorem2_scale(10, 0.0))
+    assert theorem2_scale(10, 0.5, 0.01) == pytest.approx(400 * math.log(2000))
+    assert rd.theorem2_scale(10, 0.5) == theorem2_scale(10, 0.5, rd.THEOREM2_T)
+    assert math.isinf(theorem2_scale(10, 0.0, 0.01))
     expected = math.log(40) / math.log(1 / (2 * math.sqrt(2 * 0.08)))
-    assert rd.theorem2_depth(10, 0.5, 0.08) == pytest.approx(expected)
-    assert math.isinf(rd.theorem2_depth(10, 0.5, 0.2))
+    assert theorem2_depth(10, 0.5, 0.08) == pytest.approx(expected)
+    assert math.isinf(theorem2_depth(10, 0.5, 0.2))
 
 
 def test_numbers_have_stable_keys(small):

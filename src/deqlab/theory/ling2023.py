@@ -513,3 +513,20 @@ def eq9_margin_bound(constants: Constants) -> float:
     """
     k = constants
     return float(k.lambda0 / (4.0 * k.U_norm**2 * k.a_norm**2 * k.X_fro**2))
+
+
+def theorem2_scale(n: int, lambda_star: float, t: float) -> float:
+    """n²λ*⁻² log(n/(λ* t)), Theorem 2's width m = Ω(·) without the constant the paper does
+    not give; inf if λ* = 0."""
+    if lambda_star <= 0:
+        return math.inf
+    return n**2 / lambda_star**2 * math.log(n / (lambda_star * t))
+
+
+def theorem2_depth(n: int, lambda_star: float, sigma_w2: float) -> float:
+    """The depth l of the proof of Theorem 2 at which n(2√2σ_w)^l ≤ λ*/2 (Section 4.4, its
+    O(·) constant taken as 1): l = log(2n/λ*)/log(1/(2√2σ_w)); inf if λ* = 0 or 2√2σ_w ≥ 1."""
+    rate = 2 * math.sqrt(2 * sigma_w2)
+    if lambda_star <= 0 or rate >= 1:
+        return math.inf
+    return math.log(2 * n / lambda_star) / math.log(1 / rate)

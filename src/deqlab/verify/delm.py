@@ -11,7 +11,8 @@ N(0, 1/m) (Appendix D.1) from ``seed``; scalar outputs (m_y = 1) and one of two 
 Measured at initialization:
 
 - Theorem 1's guaranteed λ_T ≥ 1/(m(1 + γ)²) (Eq. 33) and the initialization-dependent
-  λ_min(D_0) of Eq. (8) (:func:`lambda_min_dynamics`, the m_y = 1 case in O(m³));
+  λ_min(D_0) of Eq. (8) (m_y = 1, in O(m³):
+  :func:`deqlab.theory.kawaguchi2021_large.dynamics_lambda_min_one_output`);
 - σ_min(Φ), the corollary's κ, L(A_0, B_0) and L*;
 - the rate: L − L* falls at least like e^{−2κλ_T T} (Eq. 7), with λ_T at its guaranteed
   bound and at λ_min(D_0) (what λ_T is if λ_min(D_t) never drops below its start);
@@ -46,10 +47,9 @@ from deqlab.experiments.kawaguchi2021.statements import (
     kappa_hypothesis,
     lambda_bound_check,
 )
-from deqlab.models.delm import DELM, column_softmax
+from deqlab.models.delm import DELM
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import (
-    delm_objective,
     lambda_lower_bound,
     logistic_loss,
     logistic_loss_optimum,
@@ -60,7 +60,10 @@ from deqlab.theory.kawaguchi2021 import (
     square_loss,
     square_loss_optimum,
 )
-from deqlab.theory.spectra import lanczos_largest
+from deqlab.theory.kawaguchi2021_large import (
+    dynamics_lambda_min_one_output,
+    objective_sharpness_lanczos,
+)
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 from deqlab.verify.inputs import InputError, Inputs
 from deqlab.verify.progress import Progress, silent
@@ -71,49 +74,6 @@ EPSILON_FRACTION = 1e-3
 ETA_FRACTION = 0.5
 #: The losses and the corollary that covers each.
 LOSSES = {"square": COROLLARY_1, "logistic": COROLLARY_2}
-
-
-def lambda_min_dynamics(A: torch.Tensor, B: torch.Tensor, gamma: float) -> float:
-    """λ_min(D) of Eq. (8) for one output (m_y = 1), in O(m³) time and O(m²) memory.
-
-    With m_y = 1, D = Σ_k M_k v_k v_kᵀ = Vᵀ diag(M) V, V = U⁻¹ (rows v_k), and
-    M_k = 1 + γ²‖Z J_k‖² where (Z J_k)_j = s_kj (Z_j − Z s_k) (J_k = diag(s_k) − s_k s_kᵀ,
-    s_k column k of σ(A), Z = BU⁻¹). :func:`deqlab.theory.kawaguchi2021.dynamics_matrix`
-    forms D for any m_y through an O(m³)-memory einsum; the tests compare the two.
-    """
-    if B.shape[0] != 1:
-        raise ValueError(f"`B` must have one row (m_y = 1); got shape {tuple(B.shape)}")
-    m = A.shape[0]
-    S = column_softmax(A)  # (m, m), column k = s_k
-    U = torch.eye(m, dtype=A.dtype, device=A.device) - gamma * S
-    V = torch.linalg.inv(U)
-    Z = (B @ V)[0]  # (m,)
-    centred = Z[:, None] - (Z @ S)[None, :]  # (j, k): Z_j − Z s_k
-    M = 1.0 + gamma**2 * (S**2 * centred**2).sum(dim=0)  # (m,)
-    D = V.T @ (M[:, None] * V)
-    return float(torch.linalg.eigvalsh(0.5 * (D + D.T))[0])
-
-
-def sharpness(model: DELM, Phi: torch.Tensor, Y: torch.Tensor, loss: str = "square",
-              tau: float = 0.0) -> float:  # fmt: skip
-    """λ_max(∇²L(A, B)) by Lanczos on Hessian-vector products (double backward).
-
-    The same number as :func:`deqlab.theory.kawaguchi2021.objective_sharpness`, which
-    forms the (m² + m)² Hessian and is checked against this on small models.
-    """
-    A, B = model.A.detach(), model.B.detach()
-    sizes = (A.numel(), B.numel())
-    theta = torch.cat([A.reshape(-1), B.reshape(-1)])
-
-    def objective(t: torch.Tensor) -> torch.Tensor:
-        a, b = t.split(sizes)
-        return delm_objective(a.view_as(A), b.view_as(B), Phi, Y, model.gamma, loss=loss, tau=tau)
-
-    def hvp(v):
-        vec = torch.as_tensor(v, dtype=theta.dtype)
-        return torch.autograd.functional.hvp(objective, theta, vec)[1].numpy()
-
-    return lanczos_largest(hvp, theta.numel())[0]
 
 
 @dataclass(frozen=True)
@@ -227,9 +187,11 @@ def initialize(inputs: Inputs, *, gamma: float, seed: int, loss: Loss = Loss(),
     pl = pl_ratio(model.linear_weight().detach(), Phi, Y, kappa=kappa, loss_star=loss_star,
                   loss=loss.name, tau=loss.tau) if kappa > 0 else math.nan  # fmt: skip
     progress("λ_max(∇²L) at initialization", 1, 2)
-    return DELMInit(inputs, gamma, seed, loss, model, lambda_min_dynamics(A, B, gamma), sigma,
-                    kappa, rank_ratio(Phi, rank), rank_tolerance(Phi), loss0, loss_star, pl,
-                    sharpness(model, Phi, Y, loss.name, loss.tau))  # fmt: skip
+    lambda_D0 = dynamics_lambda_min_one_output(A, B, gamma)
+    top = objective_sharpness_lanczos(model, Phi, Y, loss.name, loss.tau)
+    ranks = rank_ratio(Phi, rank), rank_tolerance(Phi)
+    return DELMInit(inputs, gamma, seed, loss, model, lambda_D0, sigma, kappa, *ranks, loss0,
+                    loss_star, pl, top)  # fmt: skip
 
 
 def time_to_epsilon(init: DELMInit, lam: float, epsilon: float) -> float:
@@ -335,8 +297,10 @@ def train(init: DELMInit, *, steps: int, eta: float, progress: Progress = silent
     history = trainer.history_tensors()
     rows = [{k: v[i].item() for k, v in history.items()} for i in range(len(history["step"]))]
     start = init.row()
-    start["sharpness_end"] = sharpness(model, init.inputs.X, _targets(init.inputs), loss.name,
-                                       loss.tau)  # fmt: skip
+    Y = _targets(init.inputs)
+    start["sharpness_end"] = objective_sharpness_lanczos(
+        model, init.inputs.X, Y, loss.name, loss.tau
+    )
     for row in rows:
         row["loss_star"], row["kappa"] = init.loss_star, init.kappa
     rows[0] = {**start, **rows[0]}

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.theory import ling2023
 from deqlab.theory.init_theorems import lemma1_bound
 from deqlab.theory.kernels import LeastEigenvalue, population_gram
 from deqlab.theory.ling2023 import (
@@ -221,20 +222,10 @@ def widths_needed(constants: Constants, m: int) -> dict[str, float]:
             **{key: required_width(constants, m, key) for key in EQUATIONS}}  # fmt: skip
 
 
-def theorem2_scale(n: int, lambda_star: float, t: float = THEOREM2_T) -> float:
-    """n²λ*⁻² log(n/(λ* t)), Theorem 2's width up to its unknown constant (inf if λ* = 0)."""
-    if lambda_star <= 0:
-        return math.inf
-    return n**2 / lambda_star**2 * math.log(n / (lambda_star * t))
-
-
-def theorem2_depth(n: int, lambda_star: float, sigma_w2: float) -> float:
-    """The depth l of the proof of Theorem 2 at which n(2√2σ_w)^l ≤ λ*/2 (Section 4.4, its
-    O(·) constant taken as 1): l = log(2n/λ*)/log(1/(2√2σ_w)); inf if λ* = 0 or 2√2σ_w ≥ 1."""
-    rate = 2 * math.sqrt(2 * sigma_w2)
-    if lambda_star <= 0 or rate >= 1:
-        return math.inf
-    return math.log(2 * n / lambda_star) / math.log(1 / rate)
+def theorem2_scale(n: int, lambda_star: float) -> float:
+    """Theorem 2's width scale at t = :data:`THEOREM2_T`
+    (:func:`deqlab.theory.ling2023.theorem2_scale`)."""
+    return ling2023.theorem2_scale(n, lambda_star, THEOREM2_T)
 
 
 def lemma1_value(init: ReLUDEQInit) -> float:
@@ -263,7 +254,7 @@ def numbers(init: ReLUDEQInit, eta: float | None) -> dict[str, object]:
         "theorem2_width": {
             "scale": theorem2_scale(n, K.value), "t": THEOREM2_T,
             "formula": "n²/λ*² · log(n/(λ*·t))", "constant": None,
-            "depth_l": theorem2_depth(n, K.value, init.sigma_w2),
+            "depth_l": ling2023.theorem2_depth(n, K.value, init.sigma_w2),
             "note": "m = Ω(scale): the proof's constants (Bernstein, ε-net) are not given",
         },
     }  # fmt: skip
