@@ -7,10 +7,16 @@ import numpy as np
 import pytest
 import torch
 
+from deqlab._memory import MemoryRefusal
 from deqlab.data import get_dataset
 from deqlab.theory import spectra
 from deqlab.theory.kernels import least_eigenvalue, population_gram
-from deqlab.theory.spectra import cholesky_lower, lanczos_largest, least_eigenvalue_large
+from deqlab.theory.spectra import (
+    cholesky_lower,
+    gram_lambda_min,
+    lanczos_largest,
+    least_eigenvalue_large,
+)
 
 
 @pytest.fixture
@@ -116,3 +122,9 @@ def test_a_non_finite_entry_is_found_in_any_block(monkeypatch):
         with pytest.raises(ValueError, match="`K` must be finite"):
             least_eigenvalue_large(bad.T)  # a transposed view: blocks of its rows too
     assert least_eigenvalue_large(K).value == 1.0
+
+
+def test_a_gram_matrix_too_large_for_memory_is_refused_before_it_is_formed():
+    Z = torch.zeros(1, 10**6, dtype=torch.float64)  # 8 MB; ZᵀZ would be 8 TB
+    with pytest.raises(MemoryRefusal, match=r"^`Z`: n = 1000000 needs 16 TB for ZᵀZ and"):
+        gram_lambda_min(Z)

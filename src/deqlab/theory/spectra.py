@@ -196,8 +196,11 @@ def _refine(K: torch.Tensor, work: torch.Tensor, estimate: float, progress: Prog
 
 
 def gram_lambda_min(Z: torch.Tensor) -> float:
-    """λ_min(Zᵀ Z) for Z of shape (m, n), computed exactly in float64."""
-    Z = check_tensor("Z", Z, ndim=2).to(torch.float64)
+    """λ_min(Zᵀ Z) for Z of shape (m, n), computed exactly in float64; an n whose Gram
+    matrix and eigvalsh's copy of it cannot fit is refused first."""
+    Z = check_tensor("Z", Z, ndim=2)
+    check_square("`Z`", Z.shape[1], "ZᵀZ and eigvalsh's copy", buffers=2, device=Z.device)
+    Z = Z.to(torch.float64)
     return float(torch.linalg.eigvalsh(Z.T @ Z)[0])
 
 
