@@ -172,6 +172,7 @@ def test_to_frame_and_the_jupyter_representations(result):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     html = result._repr_html_()
     assert html.startswith("<!DOCTYPE html>") and "data:image/png;base64," in html
+    assert "Does each theorem apply?" in html and "cannot be decided" in html
 
 
 def test_bad_data_is_an_input_error(sphere):

@@ -1,8 +1,9 @@
 """The HTML page of a verification, built from the run reports' primitives
 (:mod:`deqlab.report.html`): self-contained, figures embedded, every text escaped.
 
-Sections: header (data, model, paper, verdicts), statements (the report's three groups),
-the numbers (every key of ``--json``), training numbers, figures, data and settings.
+Sections: header (data, model, paper, verdicts), the one-line answers and the stand-ins
+(ours), statements (the report's three groups), the numbers (every key of ``--json``),
+training numbers, figures, data and settings.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def write_page(verification, out: Path) -> Path:
     training = doc["training"]
     body = "\n".join([
         _header(doc, title, verification.counts),
+        _answers(verification),
         statements_section(verification.statements),
         html_section("Numbers", kv_table(flatten_keys(doc["numbers"]), "numbers")),
         html_section("Training", kv_table(flatten_keys({k: v for k, v in training.items()
@@ -64,3 +66,17 @@ def _header(doc: dict, title: str, counts) -> str:
         + "".join(f"<span>{escape(k)}: <b>{v}</b></span>" for k, v in facts)
         + "</div></header>"
     )
+
+
+def _answers(verification) -> str:
+    """One line per theorem, then the stand-ins (ours) where there are any."""
+    items = "".join(
+        f"<li><b>{escape(a.theorem)}</b>: {escape(a.status)} — {escape(a.why)}</li>"
+        for a in verification.answers
+    )
+    stand_ins = verification.stand_ins.lines()
+    extra = "".join(f"<li>{escape(line)}</li>" for line in stand_ins)
+    body = f"<ul class='answers'>{items}</ul>"
+    if stand_ins:
+        body += f"<p>Stand-ins (ours, measurements, not guarantees):</p><ul>{extra}</ul>"
+    return html_section("Does each theorem apply?", body)
