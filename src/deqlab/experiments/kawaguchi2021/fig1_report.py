@@ -24,7 +24,7 @@ import torch
 from deqlab.experiments.base import Row
 from deqlab.experiments.kawaguchi2021.plots import setting_subtitle
 from deqlab.papers import KAWAGUCHI
-from deqlab.statements import OURS, Kind, Source, Statement, is_measured, measure, not_measured
+from deqlab.statements import OURS, Kind, Source, Statement, is_measured, not_measured, ours
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -167,19 +167,20 @@ def _trains_faster(
             losses[model] = _mean_curve(rows, model, best[0], "train_loss").get(epoch)
     dnn = {m: v for m, v in losses.items() if m != "DELM" and is_measured(v) and v > 0}
     if not is_measured(losses.get("DELM")) or not dnn:
-        return not_measured(
-            name,
+        return KAWAGUCHI.not_measured(
             Kind.OBSERVATION,
-            source,
+            source.location,
+            name=name,
+            quote=source.quote,
             expected=expected,
             why=f"no finished DELM or DNN train loss at epoch {epoch}",
         )
     fastest = min(dnn, key=dnn.get)
     value = float(losses["DELM"]) / dnn[fastest]
-    return measure(
-        name,
-        Kind.OBSERVATION,
-        source,
+    return KAWAGUCHI.observation(
+        source.location,
+        name=name,
+        quote=source.quote,
         value=value,
         relation=">",
         threshold=1.0,
@@ -216,20 +217,21 @@ def _deep_do_not_train(
             finished = 0 in curve and len(ends) == config.trials
             ratios[(h, lr)] = curve[config.epochs] / curve[0] if finished else math.inf
     if not deep or len(ratios) < len(deep) * len(config.lrs):
-        return not_measured(
-            name,
+        return KAWAGUCHI.not_measured(
             Kind.OBSERVATION,
-            source,
+            source.location,
+            name=name,
+            quote=source.quote,
             expected=expected,
             why="no depth H ≥ 100, or a depth and lr without runs",
         )
     exploded = [k for k, v in ratios.items() if v == math.inf]
     vanished = [k for k, v in ratios.items() if TRAINS <= v < math.inf]
     healthy = [h for h in deep if all(ratios[(h, lr)] < TRAINS for lr in config.lrs)]
-    return measure(
-        name,
-        Kind.OBSERVATION,
-        source,
+    return KAWAGUCHI.observation(
+        source.location,
+        name=name,
+        quote=source.quote,
         value=len(healthy),
         relation="<=",
         threshold=0.0,
@@ -262,10 +264,8 @@ def _full_rank(config: Fig1Config, rows: list[Row]) -> Statement:
         )
     worst = min(config.datasets, key=lambda d: float(ranks[d]))
     value = float(ranks[worst]) / config.n_train
-    return measure(
+    return ours(
         name,
-        Kind.OURS,
-        OURS,
         value=value,
         relation=">=",
         threshold=1.0,
@@ -286,10 +286,10 @@ def _same_start(config: Fig1Config, dataset: str, rows: list[Row], source: Sourc
     finite = means and all(is_measured(v) and v > 0 for v in means.values())
     value = max(means.values()) / min(means.values()) if finite else None
     shown = ", ".join(f"{m} {v:.4g}" for m, v in means.items())
-    return measure(
-        f"{dataset}: all models start at about the same test loss",
-        Kind.OBSERVATION,
-        source,
+    return KAWAGUCHI.observation(
+        source.location,
+        name=f"{dataset}: all models start at about the same test loss",
+        quote=source.quote,
         value=value,
         relation="<=",
         threshold=INITIAL_FACTOR,
@@ -309,18 +309,19 @@ def _outperforms(
     delm, other = summary.get("DELM", {}).get("best"), summary.get(model, {}).get("best")
     if delm is None or other is None:
         missing = "DELM" if delm is None else model
-        return not_measured(
-            name,
+        return KAWAGUCHI.not_measured(
             Kind.OBSERVATION,
-            source,
+            source.location,
+            name=name,
+            quote=source.quote,
             expected=expected,
             why=f"no learning rate of {missing} finished all trials",
         )
     (delm_lr, delm_loss), (lr, loss) = delm, other
-    return measure(
-        name,
-        Kind.OBSERVATION,
-        source,
+    return KAWAGUCHI.observation(
+        source.location,
+        name=name,
+        quote=source.quote,
         value=delm_loss / loss,
         relation="<",
         threshold=1.0,

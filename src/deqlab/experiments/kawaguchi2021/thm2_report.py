@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from deqlab.experiments.base import Row
 from deqlab.experiments.kawaguchi2021.plots import legend_below, setting_subtitle
 from deqlab.papers import KAWAGUCHI
-from deqlab.statements import Kind, Statement, is_measured, measure, not_measured
+from deqlab.statements import Kind, Statement, is_measured
 
 if TYPE_CHECKING:
     from deqlab.experiments.kawaguchi2021.thm2 import Thm2Config
@@ -52,25 +52,25 @@ def statements(config: Thm2Config, rows: list[Row]) -> list[Statement]:
 
 def _check(config: Thm2Config, rows: Sequence[Row], column: str) -> Statement:
     name, location, what = CHECKS[column]
-    source = KAWAGUCHI.source(location)
     expected = f"≤ {config.tolerance:g} (agreement in float64; the tolerance is ours)"
     if not rows:
-        return not_measured(name, Kind.THEOREM, source, expected=expected, why="no recorded step")
+        return KAWAGUCHI.not_measured(
+            Kind.THEOREM, location, name=name, expected=expected, why="no recorded step"
+        )
     bad = [r for r in rows if not is_measured(r.get(column))]
     if bad:
-        return not_measured(
-            name,
+        return KAWAGUCHI.not_measured(
             Kind.THEOREM,
-            source,
+            location,
+            name=name,
             expected=expected,
             why=f"non-finite {column} at step {bad[0].get('step')} of {bad[0].get('task')}",
         )
     worst = max(rows, key=lambda r: float(r[column]))
     fractions = sorted({float(r["delta_fraction"]) for r in rows})
-    return measure(
-        name,
-        Kind.THEOREM,
-        source,
+    return KAWAGUCHI.theorem(
+        location,
+        name=name,
         value=float(worst[column]),
         relation="<=",
         threshold=config.tolerance,
