@@ -207,6 +207,19 @@ PAPER_SETTING = {
     "sweep_gammas": measurement(),
 }
 
+#: The tests' preset: seconds on one core.
+TINY = {
+    "n": 40,
+    "d": 3,
+    "gamma": 0.5,
+    "lr": 2.5e-3,
+    "steps": 150,
+    "n_random": 1,
+    "resnet_depth": 3,
+    "bound_steps": 60,
+    "bound_records": 12,
+    "optimum_rtol": 1e-3,
+}
 #: The sweep of ``sweep`` (ours): η around the ResNet's window (≈ 9e-5 to 1.2e-4 on these
 #: data), at Appendix D.1's γ = 0.8 and at 0.5.
 SWEEP = {"sweep_lrs": (1e-5, 3e-5, 6e-5, 9e-5, 1.2e-4, 1.5e-4), "sweep_gammas": (0.5, 0.8)}
@@ -221,35 +234,11 @@ class Kawaguchi2021Fig2(Experiment):
     paper = "Kawaguchi, On the theory of implicit deep learning, ICLR 2021 (Figure 2)"
     Config = Fig2Config
     presets: ClassVar = {
-        "tiny": {
-            "n": 40,
-            "d": 3,
-            "gamma": 0.5,
-            "lr": 2.5e-3,
-            "steps": 150,
-            "n_random": 1,
-            "resnet_depth": 3,
-            "bound_steps": 60,
-            "bound_records": 12,
-            "optimum_rtol": 1e-3,
-        },
+        "tiny": TINY,
         "quick": {"bound_steps": 10_000, "bound_records": 60},
         "paper": {},
         "sweep": {"bound_steps": 10_000, "bound_records": 60, **SWEEP},
-        "tiny-sweep": {
-            "n": 40,
-            "d": 3,
-            "gamma": 0.5,
-            "lr": 2.5e-3,
-            "steps": 150,
-            "n_random": 1,
-            "resnet_depth": 3,
-            "bound_steps": 60,
-            "bound_records": 12,
-            "optimum_rtol": 1e-3,
-            "sweep_lrs": (2.5e-3, 0.2),
-            "sweep_gammas": (0.5,),
-        },
+        "tiny-sweep": {**TINY, "sweep_lrs": (2.5e-3, 0.2), "sweep_gammas": (0.5,)},
     }
     paper_setting: ClassVar = PAPER_SETTING
     figure_captions: ClassVar = {
