@@ -16,11 +16,6 @@ read is also checked for what its type alone requires (:func:`check_generic`), b
 run is created: an ``int`` fits in a signed 64-bit integer (torch's and numpy's C
 ``long``) and a ``float`` is finite. An error in a TOML file names the file as well as
 the key.
-
-A config class that declares no constraints yet gets the old rules by name
-(:func:`check_by_name`): a tolerance (``tol``, ``*_tol``, ``*_rtol``, ``*_atol``) is
-positive, a period (``*_every``) is not negative, a seed (``seed``, ``seeds``, ``*_seed``)
-is not negative, and ``datasets`` names no data set twice.
 """
 
 from __future__ import annotations
@@ -65,10 +60,6 @@ class ConfigFile(dict):
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _base_name(key: str) -> str:
-    return key.split("[", 1)[0]
-
-
 def check_generic(key: str, value: object) -> None:
     """The checks every config value gets (module docstring); raises :class:`ConfigError`."""
     if isinstance(value, tuple):
@@ -83,31 +74,6 @@ def check_generic(key: str, value: object) -> None:
         )
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"`{key}` must be a finite number; got {value!r}")
-
-
-def check_by_name(key: str, value: object) -> None:
-    """The rules by name of a config that declares no constraints yet (module docstring),
-    and no data set twice in ``datasets`` (each names a task)."""
-    if isinstance(value, tuple):
-        repeated = sorted({repr(v) for v in value if value.count(v) > 1})
-        if key == "datasets" and repeated:
-            raise ConfigError(
-                f"`{key}` must not repeat a value (each names a task; repeated: "
-                f"{', '.join(repeated)}); got {list(value)!r}",
-                key=key,
-            )
-        for i, item in enumerate(value):
-            check_by_name(f"{key}[{i}]", item)
-        return
-    name = _base_name(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return
-    if (name == "tol" or name.endswith(("_tol", "_rtol", "_atol"))) and not value > 0:
-        raise ConfigError(f"`{key}` must be > 0 (a tolerance); got {value!r}")
-    if name.endswith("_every") and not value >= 0:
-        raise ConfigError(f"`{key}` must be >= 0 (a period in steps); got {value!r}")
-    if (name in ("seed", "seeds") or name.endswith("_seed")) and not value >= 0:
-        raise ConfigError(f"`{key}` must be >= 0 (a random seed); got {value!r}")
 
 
 def field_types(config_cls: type) -> dict[str, Any]:
@@ -211,7 +177,6 @@ def resolve_config(
     and the file when the key's value came from a :class:`ConfigFile` layer.
     """
     types_by_name = field_types(config_cls)
-    by_name = getattr(config_cls, "constraints", None) is None
     values: dict[str, object] = {}
     origin: dict[str, Mapping[str, object]] = {}
     parsed = [dict([parse_override(o)]) for o in overrides]
@@ -223,8 +188,6 @@ def resolve_config(
                     raise ConfigError(f"unknown config key {key!r}; valid keys: {valid}", key=key)
                 values[key] = coerce_value(key, value, types_by_name[key])
                 check_generic(key, values[key])
-                if by_name:
-                    check_by_name(key, values[key])
             except ConfigError as err:
                 raise _in_file(err, layer) from None
             origin[key] = layer
