@@ -3,7 +3,10 @@
 An experiment reproduces one figure or claim of a paper. It is a subclass of
 :class:`Experiment` with
 
-- ``Config``: a frozen dataclass whose defaults are the paper's settings (seed included);
+- ``paper`` (its :class:`~deqlab.statements.Paper` record in :mod:`deqlab.papers`) and
+  ``where`` in the paper (e.g. "Figure 1"): the experiment's ``citation``;
+- ``Config``: a frozen dataclass whose defaults are the paper's settings (seed included),
+  with its fields' constraints declared (:mod:`deqlab.experiments.constraints`);
 - ``presets``: named partial overrides; ``tiny`` (seconds, used by the tests), ``quick``
   (minutes on 2 CPU cores) and ``paper`` (the paper's sizes) are required;
 - :meth:`Experiment.tasks`: the independent units of a sweep (one per width, dataset, seed…),
