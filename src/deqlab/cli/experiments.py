@@ -262,7 +262,7 @@ def list_experiments(
             {
                 "name": name,
                 "title": exp.title,
-                "paper": exp.paper,
+                "paper": exp.citation,
                 "presets": list(exp.presets),
                 "datasets": preset_datasets(exp, data_dir, cache),
             }

@@ -218,7 +218,7 @@ def describe_experiment(
     return {
         "name": experiment.name,
         "title": experiment.title,
-        "paper": experiment.paper,
+        "paper": experiment.citation,
         "preset": preset,
         "presets": list(experiment.presets),
         "config_hash_cpu": digest,
