@@ -30,8 +30,15 @@ def parsed(result) -> dict:
 def test_acceptance_json_holds_every_number_the_issue_names():
     doc = parsed(invoke("verify", *SMALL, "--json"))
     k = doc["numbers"]
-    for key in ("lambda_star", "lambda0", "lambda0_theorem2", "eq10_bound", "condition_number_K",
-                "ntk_lambda_min", "rate_at_bound"):  # fmt: skip
+    for key in (
+        "lambda_star",
+        "lambda0",
+        "lambda0_theorem2",
+        "eq10_bound",
+        "condition_number_K",
+        "ntk_lambda_min",
+        "rate_at_bound",
+    ):
         assert isinstance(k[key], float), key
     for eq in ("eq7", "eq8", "eq9"):
         assert {"lhs", "rhs", "margin"} <= set(k["condition1"][eq])
@@ -40,8 +47,10 @@ def test_acceptance_json_holds_every_number_the_issue_names():
     assert doc["data"] == {**doc["data"], "n": 40, "d": 40, "normalized": False}
     kinds = {s["kind"] for s in doc["statements"]}
     assert kinds == {"hypothesis", "theorem", "ours"} and doc["page"] is None
-    assert all({"source", "measured", "expected", "margin", "verdict"} - {"source"} <= set(s)
-               for s in doc["statements"])  # fmt: skip
+    assert all(
+        {"source", "measured", "expected", "margin", "verdict"} - {"source"} <= set(s)
+        for s in doc["statements"]
+    )
 
 
 def test_table_output_shows_numbers_statements_and_verdicts():
@@ -52,14 +61,45 @@ def test_table_output_shows_numbers_statements_and_verdicts():
 
 
 def test_out_writes_the_page_for_every_model(tmp_path):
-    for model, figure in (("relu-deq", "training"), ("mondeq", "training"),
-                          ("delm", "corollary1")):  # fmt: skip
+    for model, figure in (("relu-deq", "training"), ("mondeq", "training"), ("delm", "corollary1")):
         out = tmp_path / model
-        doc = parsed(invoke("verify", "--dataset", "sphere", "--n", "6", "--d", "4", "--width",
-                            "12", "--model", model, "--train", "2", "--out", out, "--json")
-                     if model != "delm" else
-                     invoke("verify", "--dataset", "sphere", "--n", "6", "--d", "4", "--model",
-                            model, "--train", "2", "--out", out, "--json"))  # fmt: skip
+        doc = parsed(
+            invoke(
+                "verify",
+                "--dataset",
+                "sphere",
+                "--n",
+                "6",
+                "--d",
+                "4",
+                "--width",
+                "12",
+                "--model",
+                model,
+                "--train",
+                "2",
+                "--out",
+                out,
+                "--json",
+            )
+            if model != "delm"
+            else invoke(
+                "verify",
+                "--dataset",
+                "sphere",
+                "--n",
+                "6",
+                "--d",
+                "4",
+                "--model",
+                model,
+                "--train",
+                "2",
+                "--out",
+                out,
+                "--json",
+            )
+        )
         assert doc["page"] == str(out / "index.html") and doc["training"]["steps"] == 2
         assert (out / "figures" / f"{figure}.png").is_file(), model
 
@@ -67,14 +107,20 @@ def test_out_writes_the_page_for_every_model(tmp_path):
 def test_input_files_and_label_columns(tmp_path):
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((10, 3)), rng.standard_normal(10)
-    np.savetxt(tmp_path / "d.csv", np.column_stack([y, x]), delimiter=",",
-               header="target,a,b,c", comments="")  # fmt: skip
+    np.savetxt(
+        tmp_path / "d.csv",
+        np.column_stack([y, x]),
+        delimiter=",",
+        header="target,a,b,c",
+        comments="",
+    )
     doc = parsed(invoke("verify", "--input", tmp_path / "d.csv", "--width", "30", "--json"))
     assert doc["data"]["n"] == 10 and doc["data"]["d"] == 3
     verdicts = {s["name"]: s["verdict"] for s in doc["statements"]}
     assert verdicts["Assumption 2 (i): ‖x_i‖ = √d"] == "UNMET"
-    doc = parsed(invoke("verify", "--input", tmp_path / "d.csv", "--normalize", "--width", "30",
-                        "--json"))  # fmt: skip
+    doc = parsed(
+        invoke("verify", "--input", tmp_path / "d.csv", "--normalize", "--width", "30", "--json")
+    )
     assert {s["name"]: s["verdict"] for s in doc["statements"]}[
         "Assumption 2 (i): ‖x_i‖ = √d"
     ] == "HOLDS"
@@ -192,8 +238,20 @@ def test_delm_logistic_loss_reads_two_classes_and_checks_corollary2(tmp_path):
     x = rng.standard_normal((20, 3))
     y = np.where(x[:, 0] + 0.5 * rng.standard_normal(20) > 0, 1.0, -1.0)
     np.savez(tmp_path / "d.npz", X=x, y=y)
-    doc = parsed(invoke("verify", "--input", tmp_path / "d.npz", "--model", "delm", "--loss",
-                        "logistic", "--tau", "0.1", "--json"))  # fmt: skip
+    doc = parsed(
+        invoke(
+            "verify",
+            "--input",
+            tmp_path / "d.npz",
+            "--model",
+            "delm",
+            "--loss",
+            "logistic",
+            "--tau",
+            "0.1",
+            "--json",
+        )
+    )
     k = doc["numbers"]
     assert k["label_map"] == {"-1": 0, "1": 1} and k["corollary"] == "Corollary 2"
     assert k["time_equation"] == "Eq. (11)" and k["radius"] == "inf"
@@ -212,8 +270,9 @@ def test_the_readme_lists_every_option_of_verify():
     command = typer.main.get_command(app).commands["verify"]
     options = {o for p in command.params for o in p.opts if o != "--help"}
     readme = Path(__file__).resolve().parents[1] / "README.md"
-    (row,) = [line for line in readme.read_text().splitlines()
-              if line.startswith("| `deqlab verify")]  # fmt: skip
+    (row,) = [
+        line for line in readme.read_text().splitlines() if line.startswith("| `deqlab verify")
+    ]
     assert len(options) > 20 and "--logistic-radius" in options
     named = set(re.findall(r"(?<![\w-])--[a-z0-9]+(?:-[a-z0-9]+)*(?![\w-])", row))
     assert sorted(options - named) == []

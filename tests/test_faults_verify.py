@@ -106,8 +106,19 @@ def test_the_answers_labels_and_layout_are_printed(tmp_path):
 
 
 def test_a_width_sweep_prints_a_table_and_draws_a_figure(tmp_path):
-    result = invoke("verify", "--dataset", "sphere", "--n", "6", "--d", "4", "--width",
-                    "8,16,64", "--out", tmp_path)  # fmt: skip
+    result = invoke(
+        "verify",
+        "--dataset",
+        "sphere",
+        "--n",
+        "6",
+        "--d",
+        "4",
+        "--width",
+        "8,16,64",
+        "--out",
+        tmp_path,
+    )
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "width sweep, K computed once: λ* = " in out
@@ -131,8 +142,10 @@ def test_an_npy_header_that_claims_more_than_the_file_holds_is_refused(tmp_path)
     header_end = raw.index(b"\n") + 1
     path.write_bytes(raw[:header_end] + bytes(800))
     message = one_error(invoke("verify", "--input", path))
-    assert message.startswith(f"error: {str(path)!r} is not a valid .npy array file: its header "
-                              "claims shape (1000000, 1000000) float64 = 8 TB")  # fmt: skip
+    assert message.startswith(
+        f"error: {str(path)!r} is not a valid .npy array file: its header "
+        "claims shape (1000000, 1000000) float64 = 8 TB"
+    )
 
 
 def test_a_million_points_are_refused_within_seconds_with_the_largest_n_that_fits():

@@ -81,8 +81,9 @@ def test_every_model_and_training(sphere):
     assert delm.settings["width"] == 6 and delm.training["eta"] == 1e-4
     names = [s.name for s in delm.statements]
     assert names.count("Theorem 1: λ_min(D_t) ≥ 1/(m(1+γ)²) at every step") == 1
-    assert "over 1 run" in next(s for s in delm.statements if s.name.startswith("Theorem 1"))\
-        .measured  # fmt: skip
+    assert (
+        "over 1 run" in next(s for s in delm.statements if s.name.startswith("Theorem 1")).measured
+    )
 
 
 def test_normalize_makes_assumption2_hold(sphere):
@@ -132,13 +133,18 @@ def test_bad_arguments_name_themselves(sphere, kwargs, error, message):
 def test_one_answer_per_theorem_and_theorem2_is_never_a_fail(result):
     lines = [a.line() for a in result.answers]
     assert [a.theorem.split(": ")[0] for a in result.answers] == [
-        "Ling et al. 2023, Theorem 3 (ii)", "Ling et al. 2023, Theorem 2",
-        "Ling et al. 2023, Theorem 1"]  # fmt: skip
+        "Ling et al. 2023, Theorem 3 (ii)",
+        "Ling et al. 2023, Theorem 2",
+        "Ling et al. 2023, Theorem 1",
+    ]
     assert result.answers[1].status == "cannot be decided" and "Ω(" in lines[1]
     theorem2 = next(s for s in result.statements if s.name == "Theorem 2: λ_0 ≥ mλ*/2")
     assert theorem2.verdict.value in ("PASS", "NOT APPLICABLE")
-    assert result.answers[2].status in ("applies at this width", "can apply at a larger width",
-                                        "applies at no width")  # fmt: skip
+    assert result.answers[2].status in (
+        "applies at this width",
+        "can apply at a larger width",
+        "applies at no width",
+    )
 
 
 def test_the_width_needed_is_one_number_and_the_statements_say_the_same(result):

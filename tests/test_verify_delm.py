@@ -161,9 +161,15 @@ def test_corollary2_quantities_against_numpy(logistic):
     q = (B @ np.linalg.solve(np.eye(4) - GAMMA * S, X))[0]
     loss0 = (y * np.logaddexp(0, -q) + (1 - y) * np.logaddexp(0, q) + TAU * q**2).sum()
     assert logistic.loss0 == pytest.approx(loss0, rel=1e-12)
-    dense = objective_sharpness(logistic.model.A.detach(), logistic.model.B.detach(),
-                                logistic.inputs.X, logistic.inputs.y[None], GAMMA,
-                                loss="logistic", tau=TAU)  # fmt: skip
+    dense = objective_sharpness(
+        logistic.model.A.detach(),
+        logistic.model.B.detach(),
+        logistic.inputs.X,
+        logistic.inputs.y[None],
+        GAMMA,
+        loss="logistic",
+        tau=TAU,
+    )
     assert logistic.sharpness == pytest.approx(dense, rel=1e-8)
 
 
@@ -210,8 +216,7 @@ def test_corollary2_statements_unmet_and_failing(logistic):
     assert found[RANK_M] is Verdict.UNMET and found[LAMBDA] is Verdict.NOT_APPLICABLE
     flat = dl.initialize(logistic.inputs, gamma=GAMMA, seed=0, loss=dl.Loss("logistic", 0.0))
     assert verdicts(dl.statements(flat, None))[KAPPA] is Verdict.UNMET  # τ = 0, R = ∞
-    small = dl.initialize(logistic.inputs, gamma=GAMMA, seed=0,
-                          loss=dl.Loss("logistic", TAU, 1e-3))  # fmt: skip
+    small = dl.initialize(logistic.inputs, gamma=GAMMA, seed=0, loss=dl.Loss("logistic", TAU, 1e-3))
     assert verdicts(dl.statements(small, None))[RADIUS] is Verdict.UNMET
     run = dl.train(logistic, steps=3, eta=logistic.eta_theorem / 4)
     rows = [dict(r) for r in run.rows]
@@ -280,7 +285,8 @@ def test_time_to_epsilon_fails_where_the_loss_stays_above_epsilon(init, long_run
 def test_time_to_epsilon_not_measured_before_t_eps_and_not_applicable_unguarded(init, trained):
     found = {s.name: s for s in dl.train_statements(init, trained)}[TIME]  # 5 steps, ε = 10⁻³
     assert found.verdict is Verdict.NOT_MEASURED and "no run recorded a step at or after" in (
-        found.detail)  # fmt: skip
+        found.detail
+    )
     assert dl.train_numbers(init, trained)["time_to_epsilon"]["measured"] is None
     rows = [{**r, "rank_ratio": 0.0} for r in trained.rows]
     unguarded = dl.train_statements(init, dl.DELMTraining(trained.eta, rows))

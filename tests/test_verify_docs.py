@@ -28,8 +28,9 @@ def _examples() -> list[tuple[str, str]]:
 def data_dir(tmp_path_factory):
     """The directory where the page's Python block wrote breast_cancer.csv."""
     where = tmp_path_factory.mktemp("docs")
-    (code,) = [c for c in _PYTHON.findall(PAGE.read_text(encoding="utf-8"))
-               if "breast_cancer.csv" in c]  # fmt: skip
+    (code,) = [
+        c for c in _PYTHON.findall(PAGE.read_text(encoding="utf-8")) if "breast_cancer.csv" in c
+    ]
     code = code.replace('"breast_cancer.csv"', repr(str(where / "breast_cancer.csv")))
     exec(compile(code, str(PAGE), "exec"), {})
     return where

@@ -43,8 +43,16 @@ def test_lambda0_is_the_least_singular_value_of_the_equilibrium(init, inputs):
 def test_conditions_and_bound_written_out(init):
     c = init.constants
     b = c.bars
-    rhs_318 = 20 * c.x_norm**2 * (b["u"] ** 2 + 4 * (b["u"] * b["U"] * b["A"]) ** 2
-                                  + 4 * (b["u"] * b["U"]) ** 2 + b["U"] ** 2)  # fmt: skip
+    rhs_318 = (
+        20
+        * c.x_norm**2
+        * (
+            b["u"] ** 2
+            + 4 * (b["u"] * b["U"] * b["A"]) ** 2
+            + 4 * (b["u"] * b["U"]) ** 2
+            + b["U"] ** 2
+        )
+    )
     row = {r["name"]: r for r in init.conditions["Condition 2"]}["Eq. (3.18)"]
     assert row["lhs"] == pytest.approx(c.lambda0**2) and row["rhs"] == pytest.approx(rhs_318)
     k = md.numbers(init, None)
@@ -56,12 +64,14 @@ def test_conditions_and_bound_written_out(init):
 
 
 def test_width_fit_is_a_least_squares_power_law_through_the_fit_widths(init, inputs):
-    constants = [md.constants_at(md._model(inputs.d, w, 0.2, 0), inputs, 1.0)[0]
-                 for w in init.fit_widths]  # fmt: skip
+    constants = [
+        md.constants_at(md._model(inputs.d, w, 0.2, 0), inputs, 1.0)[0] for w in init.fit_widths
+    ]
     needed = md.numbers(init, None)["required_width"]
     for name in ("Eq. (3.8)", "Eq. (3.9)", "Eq. (3.16)", "Eq. (3.17)"):
-        rows = [{r["name"]: r for r in md.condition_1(c) + md.condition_2(c)}[name]
-                for c in constants]  # fmt: skip
+        rows = [
+            {r["name"]: r for r in md.condition_1(c) + md.condition_2(c)}[name] for c in constants
+        ]
         ratios = [r["lhs"] / r["rhs"] for r in rows]
         slope, intercept = np.polyfit(np.log(init.fit_widths), np.log(ratios), 1)
         fit = init.fits[name]
@@ -141,8 +151,12 @@ def test_training_passes_inside_its_hypotheses_and_is_not_applicable_outside(ini
 
 def test_training_fails_on_a_violating_run(init):
     def record(step, loss, sigma, dist):
-        return {"step": step, "loss": loss, "sigma_min": sigma,
-                **{f"dist_{p}": dist for p in ("A", "B", "U", "u")}}  # fmt: skip
+        return {
+            "step": step,
+            "loss": loss,
+            "sigma_min": sigma,
+            **{f"dist_{p}": dist for p in ("A", "B", "U", "u")},
+        }
 
     lam = init.constants.lambda0
     run = md.MonDEQTraining(init.eta_max, [record(0, 1.0, lam, 0.0), record(1, 2.0, lam / 4, 5.0)])

@@ -17,8 +17,12 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "docs" / "verify.ipynb"
 @pytest.mark.slow
 def test_the_notebook_checks_a_data_set_and_trains(tmp_path):
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})  # fmt: skip
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
     client.execute()  # raises CellExecutionError on any error
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")

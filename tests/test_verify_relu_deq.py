@@ -143,8 +143,7 @@ def _margins_by_hand(k: Constants, m0: float, m: int, grid: np.ndarray) -> float
 
 
 def test_condition1_width_against_a_brute_force_scan():
-    k = Constants(lambda0=0.1, W_norm=0.3, U_norm=0.5, a_norm=0.01, X_fro=1.0,
-                  residual_norm=0.02)  # fmt: skip
+    k = Constants(lambda0=0.1, W_norm=0.3, U_norm=0.5, a_norm=0.01, X_fro=1.0, residual_norm=0.02)
     m0 = 10
     solved = condition1_width(k, m0)
     grid = (1 - k.W_norm) * np.linspace(1e-6, 1 - 1e-6, 20_000)
@@ -187,8 +186,17 @@ def test_theorem2_scale_and_depth_in_closed_form():
 def test_numbers_have_stable_keys(small):
     eta = rd.theorem_eta(small)
     k = rd.numbers(small, eta)
-    for key in ("lambda_star", "condition_number_K", "ntk_lambda_min", "lambda0",
-                "lambda0_theorem2", "eq10_bound", "rate_at_bound", "rate", "delta"):  # fmt: skip
+    for key in (
+        "lambda_star",
+        "condition_number_K",
+        "ntk_lambda_min",
+        "lambda0",
+        "lambda0_theorem2",
+        "eq10_bound",
+        "rate_at_bound",
+        "rate",
+        "delta",
+    ):
         assert isinstance(k[key], float), key
     assert set(k["condition1"]) == {"eq7", "eq8", "eq9", "holds"}
     assert set(k["required_width"]) == {"condition1", "eq7", "eq8", "eq9", "scaling", "what"}
@@ -358,8 +366,16 @@ def test_training_statements_not_applicable_outside_condition1(small, trained):
 
 
 def _record(step, loss, lam, w, dist, grad, h=math.nan):
-    return {"step": step, "loss": loss, "lambda_min": lam, "W_norm": w, "W_norm_bound": w,
-            "dist_from_init": dist, "grad_norm": grad, "H_lambda_min": h}  # fmt: skip
+    return {
+        "step": step,
+        "loss": loss,
+        "lambda_min": lam,
+        "W_norm": w,
+        "W_norm_bound": w,
+        "dist_from_init": dist,
+        "grad_norm": grad,
+        "H_lambda_min": h,
+    }
 
 
 def _run(records, eta=0.1):
@@ -367,8 +383,7 @@ def _run(records, eta=0.1):
 
 
 def test_training_statements_fail_on_a_violating_run(small):
-    records = [_record(0, 1.0, 1.0, 0.5, 0.0, 2.0, 1.0),
-               _record(1, 2.0, 0.1, 0.99, 1e9, 0.1, 0.05)]  # fmt: skip
+    records = [_record(0, 1.0, 1.0, 0.5, 0.0, 2.0, 1.0), _record(1, 2.0, 0.1, 0.99, 1e9, 0.1, 0.05)]
     guards = [s for s in rs.guards(small, 0.1) if s.name == A1]
     found = verdicts(rt.statements(small, _run(records), guards))
     for name in (*THEOREM1[1:], *PL):  # ‖W(τ)‖₂ = 0.99 keeps Lemma 2's hypothesis

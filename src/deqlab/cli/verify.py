@@ -131,27 +131,48 @@ def verify_command(
             raise ValueError("give exactly one of --dataset NAME or --input FILE")
         _check_exclusive(dataset, n=n, d=d, classes=classes, label_column=label_column)
         widths = _widths(width)
-        settings = {"width": widths[0] if len(widths) == 1 else None, "sigma_w2": sigma_w2,
-                    "gamma": gamma, "monotonicity": monotonicity, "radius": radius,
-                    "epsilon": epsilon, "loss": loss, "tau": tau,
-                    "logistic_radius": logistic_radius}  # fmt: skip
+        settings = {
+            "width": widths[0] if len(widths) == 1 else None,
+            "sigma_w2": sigma_w2,
+            "gamma": gamma,
+            "monotonicity": monotonicity,
+            "radius": radius,
+            "epsilon": epsilon,
+            "loss": loss,
+            "tau": tau,
+            "logistic_radius": logistic_radius,
+        }
         check = check_model(model, settings)
         device = check_device(device)
         _check_out(out)
         if dataset is not None:
-            X, y, name = load_dataset(dataset, n=n, d=d, classes=_classes(classes), seed=seed,
-                                      data_dir=data_dir)  # fmt: skip
+            X, y, name = load_dataset(
+                dataset, n=n, d=d, classes=_classes(classes), seed=seed, data_dir=data_dir
+            )
             labels, subject = "the data set's labels", "`--n`"
         else:
             X, y, labels = load_file(input_file, label_column=label_column)
             name, subject = str(input_file), f"`--input` {str(input_file)!r}"
         shape = np.shape(X)
         widest = check if len(widths) == 1 else replace(check, width=max(widths))
-        check_memory(widest, shape[0], shape[1] if len(shape) == 2 else 0, train=train,
-                     subject=subject, device=device)  # fmt: skip
-        common = {"seed": seed, "train": train, "eta": eta, "normalize": normalize,
-                  "standardize": standardize, "device": device, "name": name,
-                  "labels": labels}  # fmt: skip
+        check_memory(
+            widest,
+            shape[0],
+            shape[1] if len(shape) == 2 else 0,
+            train=train,
+            subject=subject,
+            device=device,
+        )
+        common = {
+            "seed": seed,
+            "train": train,
+            "eta": eta,
+            "normalize": normalize,
+            "standardize": standardize,
+            "device": device,
+            "name": name,
+            "labels": labels,
+        }
         if check.model == "delm" and widths[0] is not None and widths[0] != len(X[0]):
             raise ValueError(f"`width` of the DELM is d = {len(X[0])} (φ(x) = x); got {widths[0]}")
         if len(widths) > 1:
@@ -176,8 +197,9 @@ def _widths(text: str | None) -> list[int | None]:
     try:
         widths = [int(w) for w in text.split(",")]
     except ValueError:
-        raise ValueError(f"--width must be an integer or integers separated by commas; got "
-                         f"{text!r}") from None  # fmt: skip
+        raise ValueError(
+            f"--width must be an integer or integers separated by commas; got {text!r}"
+        ) from None
     if len(set(widths)) != len(widths):
         raise ValueError(f"--width lists a width twice: {text!r}")
     return widths
@@ -193,8 +215,9 @@ def _check_out(out: Path | None) -> None:
     if not parent.is_dir():
         raise ValueError(f"--out {str(out)!r} cannot be created: {str(parent)!r} is a file")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {str(out)!r} is not writable (no write permission on "
-                         f"{str(parent)!r})")  # fmt: skip
+        raise ValueError(
+            f"--out {str(out)!r} is not writable (no write permission on {str(parent)!r})"
+        )
 
 
 def _sweep(X, y, check, widths, common: dict, as_json: bool, out: Path | None) -> None:
@@ -205,8 +228,14 @@ def _sweep(X, y, check, widths, common: dict, as_json: bool, out: Path | None) -
     if check.model != "relu-deq" or common["train"]:
         raise ValueError("a width sweep (--width M,M,...) is for --model relu-deq without --train")
     with progress_bar() as progress:
-        found = sweep(X, y, check, widths, progress=progress,
-                      **{k: v for k, v in common.items() if k not in ("train", "eta")})  # fmt: skip
+        found = sweep(
+            X,
+            y,
+            check,
+            widths,
+            progress=progress,
+            **{k: v for k, v in common.items() if k not in ("train", "eta")},
+        )
     figure = None if out is None else found.draw(out)
     if as_json:
         echo_json({**found.as_dict(), "figure": None if figure is None else str(figure)})
@@ -273,8 +302,10 @@ def header_lines(result) -> list[str]:
     ]
     standins = result.stand_ins.lines()
     if standins:
-        lines += ["stand-ins (ours, where the theorems cannot apply):",
-                  *(f"  {line}" for line in standins)]  # fmt: skip
+        lines += [
+            "stand-ins (ours, where the theorems cannot apply):",
+            *(f"  {line}" for line in standins),
+        ]
     return lines
 
 
@@ -290,21 +321,39 @@ def _headline(result) -> list[tuple[str, str]]:
     k, t = result.numbers, result.training
     rows = {"relu-deq": _relu_rows, "mondeq": _mondeq_rows, "delm": _delm_rows}[result.model](k)
     if t is not None:
-        rows += [("training: steps, η", f"{t['steps']}, {_g(t['eta'])}"),
-                 ("training: loss Φ(0) → Φ(T)", f"{_g(t['loss0'])} → {_g(t['loss_final'])}"
-                  if "loss0" in t else _g(t["loss_final"]))]  # fmt: skip
+        rows += [
+            ("training: steps, η", f"{t['steps']}, {_g(t['eta'])}"),
+            (
+                "training: loss Φ(0) → Φ(T)",
+                f"{_g(t['loss0'])} → {_g(t['loss_final'])}"
+                if "loss0" in t
+                else _g(t["loss_final"]),
+            ),
+        ]
         if "rate_measured" in t:
-            rows.append(("rate per step: predicted 1 − ηλ_0/2, measured (Φ(T)/Φ(0))^(1/T)",
-                         f"{_g(t['rate_predicted'], 8)}, {_g(t['rate_measured'], 8)}"))  # fmt: skip
+            rows.append(
+                (
+                    "rate per step: predicted 1 − ηλ_0/2, measured (Φ(T)/Φ(0))^(1/T)",
+                    f"{_g(t['rate_predicted'], 8)}, {_g(t['rate_measured'], 8)}",
+                )
+            )
         if "time_to_epsilon" in t:
             times, reached = t["time_to_epsilon"], t["time_to_epsilon"]["measured"]
-            rows.append((f"time to ε = {_g(t['epsilon'])}: predicted T_ε, measured (first τη "
-                         "with L − L* ≤ ε)", f"{_g(times['predicted'])}, "
-                         f"{'not reached' if reached is None else _g(reached)}"))  # fmt: skip
+            rows.append(
+                (
+                    f"time to ε = {_g(t['epsilon'])}: predicted T_ε, measured (first τη "
+                    "with L − L* ≤ ε)",
+                    f"{_g(times['predicted'])}, "
+                    f"{'not reached' if reached is None else _g(reached)}",
+                )
+            )
             steps, first = t["steps_to_epsilon"], t["steps_to_epsilon"]["measured"]
-            rows.append((f"steps to ε at η = {_g(t['eta'])}: predicted T_ε/η, measured",
-                         f"{_g(steps['predicted'])}, "
-                         f"{'not reached' if first is None else first}"))  # fmt: skip
+            rows.append(
+                (
+                    f"steps to ε at η = {_g(t['eta'])}: predicted T_ε/η, measured",
+                    f"{_g(steps['predicted'])}, {'not reached' if first is None else first}",
+                )
+            )
     return rows
 
 
@@ -314,22 +363,30 @@ def _relu_rows(k: dict) -> list[tuple[str, str]]:
         ("cond(K) = λ_max/λ_min", _g(k["condition_number_K"])),
         ("λ_min(DEQ NTK)", _g(k["ntk_lambda_min"])),
         ("‖W(0)‖₂ (Lemma 1 bound)", f"{_g(k['W_norm'])} ({_g(k['lemma1_bound'])})"),
-        (f"λ_0 at m = {k['width']} (Theorem 2: mλ*/2)",
-         f"{_g(k['lambda0'])} ({_g(k['lambda0_theorem2'])})"),
-    ]  # fmt: skip
+        (
+            f"λ_0 at m = {k['width']} (Theorem 2: mλ*/2)",
+            f"{_g(k['lambda0'])} ({_g(k['lambda0_theorem2'])})",
+        ),
+    ]
     if "condition1" in k:
         c = k["condition1"]
-        rows += [(f"Condition 1, Eq. ({e[2:]}): lhs/rhs", _g(c[e]["margin"]))
-                 for e in ("eq7", "eq8", "eq9")]  # fmt: skip
+        rows += [
+            (f"Condition 1, Eq. ({e[2:]}): lhs/rhs", _g(c[e]["margin"]))
+            for e in ("eq7", "eq8", "eq9")
+        ]
         w = k["required_width"]
         rows += [
-            ("width needed: Condition 1 at one δ (Theorem 1), λ_0 = mλ*/2, ‖U(0)‖₂ ∝ √m",
-             _width(w["condition1"])),
-            ("… each equation alone, same scaling: Eqs. (7), (8), (9)",
-             ", ".join(_width(w[e]) for e in ("eq7", "eq8", "eq9"))),
+            (
+                "width needed: Condition 1 at one δ (Theorem 1), λ_0 = mλ*/2, ‖U(0)‖₂ ∝ √m",
+                _width(w["condition1"]),
+            ),
+            (
+                "… each equation alone, same scaling: Eqs. (7), (8), (9)",
+                ", ".join(_width(w[e]) for e in ("eq7", "eq8", "eq9")),
+            ),
             ("Eq. (10): η <", _g(k["eq10_bound"])),
             ("rate 1 − ηλ_0/2 at η = Eq. (10) bound", _g(k["rate_at_bound"], 10)),
-        ]  # fmt: skip
+        ]
     scale = k["theorem2_width"]["scale"]
     rows.append(
         (
@@ -345,10 +402,16 @@ def _mondeq_rows(k: dict) -> list[tuple[str, str]]:
     rows = [("λ_0 = σ_min(Z(0))", _g(k["lambda0"]))]
     for name, c in k["conditions"].items():
         fit = k["required_width"].get(name)
-        rows.append((f"{name}: lhs/rhs (width from the fit)",
-                     f"{_g(c['margin'])} ({_width(fit['width']) if fit else '—'})"))  # fmt: skip
-    rows += [("Theorem 3.3.5: η_max", _g(k["eta_max"])),
-             ("rate 1 − η_max λ_0²/4", _g(k["rate_at_eta_max"], 10))]  # fmt: skip
+        rows.append(
+            (
+                f"{name}: lhs/rhs (width from the fit)",
+                f"{_g(c['margin'])} ({_width(fit['width']) if fit else '—'})",
+            )
+        )
+    rows += [
+        ("Theorem 3.3.5: η_max", _g(k["eta_max"])),
+        ("rate 1 − η_max λ_0²/4", _g(k["rate_at_eta_max"], 10)),
+    ]
     return rows
 
 
@@ -359,11 +422,15 @@ def _delm_rows(k: dict) -> list[tuple[str, str]]:
         ("λ_min(D_0)", _g(k["lambda_min_D0"])),
         ("σ_min(Φ)", _g(k["sigma_min_phi"])),
         (f"{corollary}: κ ({k['loss']} loss)", _g(k["kappa"])),
-        (f"{corollary} rate 2κλ_T: guaranteed, at init",
-         f"{_g(k['rate_guaranteed'])}, {_g(k['rate_at_init'])}"),
-        (f"time to ε = {_g(k['epsilon'])} ({k['time_equation']}): guaranteed, at init",
-         f"{_g(times['guaranteed'])}, {_g(times['at_init'])}"),
-    ]  # fmt: skip
+        (
+            f"{corollary} rate 2κλ_T: guaranteed, at init",
+            f"{_g(k['rate_guaranteed'])}, {_g(k['rate_at_init'])}",
+        ),
+        (
+            f"time to ε = {_g(k['epsilon'])} ({k['time_equation']}): guaranteed, at init",
+            f"{_g(times['guaranteed'])}, {_g(times['at_init'])}",
+        ),
+    ]
 
 
 def _width(m: object) -> str:

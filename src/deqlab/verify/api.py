@@ -157,8 +157,9 @@ def verify(
     n, d = _shape(X)
     check_memory(check, n, d, train=train, subject="`X`", device=device)
     inputs = prepare(X, y, name=name, normalize=normalize, standardize=standardize, labels=labels)
-    found = run_check(check, inputs, seed=seed, train=train, eta=eta, progress=progress,
-                      device=device)  # fmt: skip
+    found = run_check(
+        check, inputs, seed=seed, train=train, eta=eta, progress=progress, device=device
+    )
     settings = {
         "model": check.model,
         **vars(check),

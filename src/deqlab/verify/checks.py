@@ -65,8 +65,14 @@ class ReLUDEQCheck:
 
     def initialize(self, inputs: Inputs, seed: int, progress: Progress, device: str = "cpu"):
         known = relu_deq.kernels(inputs, self.sigma_w2, progress, device=device)
-        return relu_deq.initialize(inputs, width=self.width, sigma_w2=self.sigma_w2, seed=seed,
-                                   progress=progress, known=known)  # fmt: skip
+        return relu_deq.initialize(
+            inputs,
+            width=self.width,
+            sigma_w2=self.sigma_w2,
+            seed=seed,
+            progress=progress,
+            known=known,
+        )
 
     def default_eta(self, init) -> float:
         eta = relu_deq.theorem_eta(init)
@@ -221,8 +227,14 @@ def check_memory(
     else:
         buffers, per_point, what = 0, 8 * 4 * d, "the DELM's inputs and equilibria"
     if device != "cpu":  # K and the NTK on the device; H(0) and the network on the CPU
-        check_square(subject, n, "K, the DEQ NTK over it and a work array",
-                     buffers=relu_deq.KERNEL_BUFFERS, per_point=8 * d, device=device)  # fmt: skip
+        check_square(
+            subject,
+            n,
+            "K, the DEQ NTK over it and a work array",
+            buffers=relu_deq.KERNEL_BUFFERS,
+            per_point=8 * d,
+            device=device,
+        )
         buffers = relu_deq.STANDIN_BUFFERS if buffers == relu_deq.STANDIN_BUFFERS else 0
     check_square(subject, n, what, buffers=buffers, per_point=per_point)
 

@@ -143,11 +143,19 @@ class DELMInit:
 
     def row(self) -> dict[str, object]:
         """The step-0 row the corollaries' builders read."""
-        return {"step": 0, "loss": self.loss0, "loss_star": self.loss_star,
-                "lambda_T": self.lambda_D0, "rank_ratio": self.rank_ratio,
-                "rank_tol": self.rank_tol, "pl_ratio": self.pl_ratio, "kappa": self.kappa,
-                "b_norm1": self.b_norm1, "sharpness_start": self.sharpness,
-                "sharpness_end": self.sharpness}  # fmt: skip
+        return {
+            "step": 0,
+            "loss": self.loss0,
+            "loss_star": self.loss_star,
+            "lambda_T": self.lambda_D0,
+            "rank_ratio": self.rank_ratio,
+            "rank_tol": self.rank_tol,
+            "pl_ratio": self.pl_ratio,
+            "kappa": self.kappa,
+            "b_norm1": self.b_norm1,
+            "sharpness_start": self.sharpness,
+            "sharpness_end": self.sharpness,
+        }
 
 
 def _targets(inputs: Inputs) -> torch.Tensor:
@@ -170,8 +178,9 @@ def binary_labels(inputs: Inputs) -> tuple[Inputs, dict[str, int] | None]:
     return replace(inputs, y=mapped), {f"{float(values[0]):g}": 0, f"{float(values[1]):g}": 1}
 
 
-def initialize(inputs: Inputs, *, gamma: float, seed: int, loss: Loss = Loss(),
-               progress: Progress = silent) -> DELMInit:  # fmt: skip
+def initialize(
+    inputs: Inputs, *, gamma: float, seed: int, loss: Loss = Loss(), progress: Progress = silent
+) -> DELMInit:
     """Draw the DELM and measure everything of the module docstring (labels in {0, 1} for
     the logistic loss: see :func:`binary_labels`)."""
     progress("DELM at initialization", 0, 2)
@@ -184,14 +193,26 @@ def initialize(inputs: Inputs, *, gamma: float, seed: int, loss: Loss = Loss(),
     with torch.no_grad():
         loss0 = float(loss(model(inputs.X), Y))
     loss_star, kappa = loss.optimum(Phi, Y), loss.kappa(Phi, sigma)
-    pl = pl_ratio(model.linear_weight().detach(), Phi, Y, kappa=kappa, loss_star=loss_star,
-                  loss=loss.name, tau=loss.tau) if kappa > 0 else math.nan  # fmt: skip
+    pl = (
+        pl_ratio(
+            model.linear_weight().detach(),
+            Phi,
+            Y,
+            kappa=kappa,
+            loss_star=loss_star,
+            loss=loss.name,
+            tau=loss.tau,
+        )
+        if kappa > 0
+        else math.nan
+    )
     progress("λ_max(∇²L) at initialization", 1, 2)
     lambda_D0 = dynamics_lambda_min_one_output(A, B, gamma)
     top = objective_sharpness_lanczos(model, Phi, Y, loss.name, loss.tau)
     ranks = rank_ratio(Phi, rank), rank_tolerance(Phi)
-    return DELMInit(inputs, gamma, seed, loss, model, lambda_D0, sigma, kappa, *ranks, loss0,
-                    loss_star, pl, top)  # fmt: skip
+    return DELMInit(
+        inputs, gamma, seed, loss, model, lambda_D0, sigma, kappa, *ranks, loss0, loss_star, pl, top
+    )
 
 
 def time_to_epsilon(init: DELMInit, lam: float, epsilon: float) -> float:
@@ -220,26 +241,40 @@ def _gap_or_one(init: DELMInit) -> float:
 def numbers(init: DELMInit, eta: float | None, epsilon: float | None) -> dict[str, object]:
     """Every number of the module docstring under stable keys."""
     eps = epsilon_for(init, epsilon)
-    times = {"guaranteed": time_to_epsilon(init, init.lambda_bound, eps),
-             "at_init": time_to_epsilon(init, init.lambda_D0, eps)}  # fmt: skip
+    times = {
+        "guaranteed": time_to_epsilon(init, init.lambda_bound, eps),
+        "at_init": time_to_epsilon(init, init.lambda_D0, eps),
+    }
     step = eta or init.eta_theorem
     loss = init.loss
     return {
-        "width": init.m, "gamma": init.gamma, "seed": init.seed, "loss": loss.name,
-        "corollary": loss.corollary.name, "tau": loss.tau, "radius": loss.radius,
+        "width": init.m,
+        "gamma": init.gamma,
+        "seed": init.seed,
+        "loss": loss.name,
+        "corollary": loss.corollary.name,
+        "tau": loss.tau,
+        "radius": loss.radius,
         "rho_R": None if loss.name == "square" else logistic_rho(init.inputs.X, loss.radius),
-        "lambda_T_lower_bound": init.lambda_bound, "lambda_min_D0": init.lambda_D0,
+        "lambda_T_lower_bound": init.lambda_bound,
+        "lambda_min_D0": init.lambda_D0,
         "lambda_min_D0_over_bound": init.lambda_D0 / init.lambda_bound,
-        "sigma_min_phi": init.sigma_min, "rank_ratio": init.rank_ratio,
-        "kappa": init.kappa, "loss0": init.loss0, "loss_star": init.loss_star,
+        "sigma_min_phi": init.sigma_min,
+        "rank_ratio": init.rank_ratio,
+        "kappa": init.kappa,
+        "loss0": init.loss0,
+        "loss_star": init.loss_star,
         "pl_ratio": init.pl_ratio,
         "rate_guaranteed": 2 * init.kappa * init.lambda_bound,
         "rate_at_init": 2 * init.kappa * init.lambda_D0,
-        "epsilon": eps, "time_to_epsilon": times,
+        "epsilon": eps,
+        "time_to_epsilon": times,
         "time_equation": accuracy_equation(loss.name, loss.tau, loss.radius),
         "steps_to_epsilon": {k: v / step for k, v in times.items()},
-        "sharpness": init.sharpness, "eta_theorem": init.eta_theorem, "eta": eta,
-    }  # fmt: skip
+        "sharpness": init.sharpness,
+        "eta_theorem": init.eta_theorem,
+        "eta": eta,
+    }
 
 
 def statements(init: DELMInit, eta: float | None) -> list[Statement]:
@@ -270,8 +305,9 @@ def guards_for(init: DELMInit, runs, eta: float | None) -> list[Statement]:
     corollary = loss.corollary
     if loss.radius == math.inf:
         corollary = replace(corollary, radius_hypothesis=False)
-    found = hypotheses(corollary, runs, lr=eta or init.eta_theorem, gamma=init.gamma,
-                       radius=loss.radius)  # fmt: skip
+    found = hypotheses(
+        corollary, runs, lr=eta or init.eta_theorem, gamma=init.gamma, radius=loss.radius
+    )
     kept = [s for s in found if s.name != gamma_hypothesis(init.gamma).name]
     return kept if eta is not None else kept[:-1]  # the flow hypothesis comes last
 
@@ -307,8 +343,9 @@ def train(init: DELMInit, *, steps: int, eta: float, progress: Progress = silent
     return DELMTraining(eta, rows)
 
 
-def train_statements(init: DELMInit, run: DELMTraining,
-                     epsilon: float | None = None) -> list[Statement]:  # fmt: skip
+def train_statements(
+    init: DELMInit, run: DELMTraining, epsilon: float | None = None
+) -> list[Statement]:
     """The corollary with both λ_T, Theorem 1's λ bound and the time to ε (Eqs. (9)–(12),
     :func:`accuracy_time_check`: L_T − L* ≤ ε at every recorded T = τη ≥ T_ε) over the
     run, guarded (the time to ε also by κ > 0 for the logistic loss)."""
@@ -317,10 +354,14 @@ def train_statements(init: DELMInit, run: DELMTraining,
     checks = bound_checks(init.loss.corollary, runs, guards, lr=run.eta)
     loss, positive = init.loss, _kappa_guard(init, runs)
     time_check = accuracy_time_check(
-        runs, [*guards, *positive], lr=run.eta, m=init.m, gamma=init.gamma,
+        runs,
+        [*guards, *positive],
+        lr=run.eta,
+        m=init.m,
+        gamma=init.gamma,
         equation=accuracy_equation(loss.name, loss.tau, loss.radius),
         eps_rel=epsilon_for(init, epsilon) / _gap_or_one(init),
-    )  # fmt: skip
+    )
     return [
         *guards,
         *positive,
@@ -332,8 +373,7 @@ def train_statements(init: DELMInit, run: DELMTraining,
 
 def _first_step(run: DELMTraining, epsilon: float) -> int | None:
     """The first recorded step τ with L − L* ≤ ε; None if the run never gets there."""
-    return next((int(r["step"]) for r in run.rows if r["loss"] - r["loss_star"] <= epsilon),
-                None)  # fmt: skip
+    return next((int(r["step"]) for r in run.rows if r["loss"] - r["loss_star"] <= epsilon), None)
 
 
 def measured_time_to_epsilon(run: DELMTraining, epsilon: float) -> float | None:
@@ -342,22 +382,39 @@ def measured_time_to_epsilon(run: DELMTraining, epsilon: float) -> float | None:
     return None if step is None else step * run.eta
 
 
-def train_numbers(init: DELMInit, run: DELMTraining,
-                  epsilon: float | None = None) -> dict[str, object]:  # fmt: skip
+def train_numbers(
+    init: DELMInit, run: DELMTraining, epsilon: float | None = None
+) -> dict[str, object]:
     """The final loss gap against both bounds, the time to ε predicted (Eqs. (9)–(12),
     worst-case λ_T) and measured, and the rows."""
     last, eps = run.rows[-1], epsilon_for(init, epsilon)
-    keys = ("step", "time", "loss", "lambda_min", "lambda_T", "bound_independent",
-            "bound_dependent")  # fmt: skip
+    keys = (
+        "step",
+        "time",
+        "loss",
+        "lambda_min",
+        "lambda_T",
+        "bound_independent",
+        "bound_dependent",
+    )
     return {
-        "steps": int(last["step"]), "eta": run.eta, "loss0": run.rows[0]["loss"],
-        "loss_final": last["loss"], "loss_star": init.loss_star,
+        "steps": int(last["step"]),
+        "eta": run.eta,
+        "loss0": run.rows[0]["loss"],
+        "loss_final": last["loss"],
+        "loss_star": init.loss_star,
         "bound_independent_final": last["bound_independent"],
-        "bound_dependent_final": last["bound_dependent"], "lambda_T": last["lambda_T"],
-        "sharpness_end": run.rows[0]["sharpness_end"], "epsilon": eps,
-        "time_to_epsilon": {"predicted": time_to_epsilon(init, init.lambda_bound, eps),
-                            "measured": measured_time_to_epsilon(run, eps)},
-        "steps_to_epsilon": {"predicted": time_to_epsilon(init, init.lambda_bound, eps) / run.eta,
-                             "measured": _first_step(run, eps)},
+        "bound_dependent_final": last["bound_dependent"],
+        "lambda_T": last["lambda_T"],
+        "sharpness_end": run.rows[0]["sharpness_end"],
+        "epsilon": eps,
+        "time_to_epsilon": {
+            "predicted": time_to_epsilon(init, init.lambda_bound, eps),
+            "measured": measured_time_to_epsilon(run, eps),
+        },
+        "steps_to_epsilon": {
+            "predicted": time_to_epsilon(init, init.lambda_bound, eps) / run.eta,
+            "measured": _first_step(run, eps),
+        },
         "records": [{k: r.get(k) for k in keys} for r in run.rows],
-    }  # fmt: skip
+    }

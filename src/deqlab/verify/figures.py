@@ -27,19 +27,24 @@ Figure = tuple[str, str]  # (file stem, caption)
 def _setting(verification) -> str:
     data, s = verification.data, verification.settings
     if verification.model == "mondeq":  # the thesis' symbols: N samples, n width, m monotonicity
-        return (f"{data['name']}, N = {data['n']}, d = {data['d']}, n = {s['width']}, "
-                f"m = {s['monotonicity']:g}, R = {s['radius']:g}, seed {s['seed']}")  # fmt: skip
+        return (
+            f"{data['name']}, N = {data['n']}, d = {data['d']}, n = {s['width']}, "
+            f"m = {s['monotonicity']:g}, R = {s['radius']:g}, seed {s['seed']}"
+        )
     base = f"{data['name']}, n = {data['n']}, d = {data['d']}, m = {s['width']}"
-    extra = f"σ_w² = {s['sigma_w2']:g}" if verification.model == "relu-deq" else \
-        f"γ = {s['gamma']:g}"  # fmt: skip
+    extra = (
+        f"σ_w² = {s['sigma_w2']:g}" if verification.model == "relu-deq" else f"γ = {s['gamma']:g}"
+    )
     return f"{base}, {extra}, seed {s['seed']}"
 
 
 def draw(verification, directory: Path) -> list[Figure]:
     """Every figure of ``verification`` (module docstring)."""
-    drawers = {"relu-deq": [_condition1_width, _relu_training],
-               "mondeq": [_mondeq_widths, _mondeq_training],
-               "delm": [_delm_bounds]}[verification.model]  # fmt: skip
+    drawers = {
+        "relu-deq": [_condition1_width, _relu_training],
+        "mondeq": [_mondeq_widths, _mondeq_training],
+        "delm": [_delm_bounds],
+    }[verification.model]
     found = [drawer(verification, directory) for drawer in drawers]
     return [f for f in found if f is not None]
 
@@ -65,14 +70,25 @@ def _condition1_width(v, directory: Path) -> Figure | None:
     with figure_style():
         fig, ax = plt.subplots(figsize=(6.4, 4.6))
         for key in EQUATIONS:
-            ax.loglog(widths, [width_margin(scaled, m0, m, key) for m in widths],
-                      label=f"Eq. ({key[2:]}), δ free")  # fmt: skip
-        ax.loglog(widths, [condition1_margin(scaled, m0, m) for m in widths], "k-", lw=2.2,
-                  label="Condition 1 (one δ for all three)")  # fmt: skip
+            ax.loglog(
+                widths,
+                [width_margin(scaled, m0, m, key) for m in widths],
+                label=f"Eq. ({key[2:]}), δ free",
+            )
+        ax.loglog(
+            widths,
+            [condition1_margin(scaled, m0, m) for m in widths],
+            "k-",
+            lw=2.2,
+            label="Condition 1 (one δ for all three)",
+        )
         add_reference_line(ax, 1.0, "lhs/rhs = 1")
         ax.axvline(m0, color="0.5", ls=":", label=f"given width m = {m0}")
-        ax.set(xlabel="width m", ylabel="largest lhs/rhs over δ",
-               title=f"Condition 1 against the width\n{_setting(v)}")  # fmt: skip
+        ax.set(
+            xlabel="width m",
+            ylabel="largest lhs/rhs over δ",
+            title=f"Condition 1 against the width\n{_setting(v)}",
+        )
         _legend_below(ax)
         save_figure(fig, directory, "condition1_width")
     return "condition1_width", (
@@ -91,15 +107,21 @@ def _relu_training(v, directory: Path) -> Figure | None:
         return None
     rec = v.training["records"]
     steps = np.array([r["step"] for r in rec], dtype=float)
-    col = {k: np.array([np.nan if r[k] is None else r[k] for r in rec], dtype=float)
-           for k in ("loss", "lambda_min", "grad_norm", "W_norm")}  # fmt: skip
+    col = {
+        k: np.array([np.nan if r[k] is None else r[k] for r in rec], dtype=float)
+        for k in ("loss", "lambda_min", "grad_norm", "W_norm")
+    }
     lam0, eta = col["lambda_min"][0], v.training["eta"]
     with figure_style():
         fig, axes = plt.subplots(2, 2, figsize=(10, 7.6))
         ax = axes[0, 0]
         ax.semilogy(steps, col["loss"], label="Φ(τ)")
-        ax.semilogy(steps, col["loss"][0] * (1 - eta * lam0 / 2) ** steps, "--",
-                    label="(1 − ηλ_0/2)^τ Φ(0), Theorem 1 (iii)")  # fmt: skip
+        ax.semilogy(
+            steps,
+            col["loss"][0] * (1 - eta * lam0 / 2) ** steps,
+            "--",
+            label="(1 − ηλ_0/2)^τ Φ(0), Theorem 1 (iii)",
+        )
         ax.set(xlabel="step τ", ylabel="loss", title="Loss and its bound")
         ax = axes[0, 1]
         ax.plot(steps, col["lambda_min"] / lam0, label="λ_τ/λ_0")
@@ -136,19 +158,28 @@ def _mondeq_widths(v, directory: Path) -> Figure | None:
     if not fits:
         return None
     widths = np.array(init.fit_widths, dtype=float)
-    reach = [w["width"] for w in v.numbers["required_width"].values()
-             if w and math.isfinite(w["width"])]  # fmt: skip
+    reach = [
+        w["width"] for w in v.numbers["required_width"].values() if w and math.isfinite(w["width"])
+    ]
     grid = np.logspace(math.log10(widths[0]), math.log10(max([*reach, widths[-1]]) * 3), 100)
     with figure_style():
         fig, ax = plt.subplots(figsize=(6.4, 4.6))
         for name, fit in fits.items():
             (line,) = ax.loglog(grid, np.exp(fit.intercept) * grid**fit.slope, "--", lw=1)
             measured = np.exp(fit.intercept) * widths**fit.slope
-            ax.loglog(widths, measured, "o", color=line.get_color(),
-                      label=f"{name} (slope {fit.slope:.2f})")  # fmt: skip
+            ax.loglog(
+                widths,
+                measured,
+                "o",
+                color=line.get_color(),
+                label=f"{name} (slope {fit.slope:.2f})",
+            )
         add_reference_line(ax, 1.0, "lhs/rhs = 1")
-        ax.set(xlabel="width n", ylabel="lhs/rhs",
-               title=f"Conditions 1–2 against the width\n{_setting(v)}")  # fmt: skip
+        ax.set(
+            xlabel="width n",
+            ylabel="lhs/rhs",
+            title=f"Conditions 1–2 against the width\n{_setting(v)}",
+        )
         _legend_below(ax, 2)
         save_figure(fig, directory, "conditions_width")
     return "conditions_width", (
@@ -170,10 +201,12 @@ def _mondeq_training(v, directory: Path) -> Figure | None:
     with figure_style():
         fig, ax = plt.subplots(figsize=(6.4, 4.6))
         ax.semilogy(steps, [r["loss"] for r in rec], label="L(θ(k))")
-        ax.semilogy(steps, [r["loss_bound"] for r in rec], "--",
-                    label="(1 − ηλ_0²/4)^k L(θ(0)), Eq. (3.20)")  # fmt: skip
-        ax.set(xlabel="step k", ylabel="loss",
-               title=f"GD, η = {v.training['eta']:.3g}\n{_setting(v)}")  # fmt: skip
+        ax.semilogy(
+            steps, [r["loss_bound"] for r in rec], "--", label="(1 − ηλ_0²/4)^k L(θ(0)), Eq. (3.20)"
+        )
+        ax.set(
+            xlabel="step k", ylabel="loss", title=f"GD, η = {v.training['eta']:.3g}\n{_setting(v)}"
+        )
         _legend_below(ax, 2)
         save_figure(fig, directory, "training")
     return "training", (
@@ -200,8 +233,10 @@ def _delm_bounds(v, directory: Path) -> Figure:
     t = np.logspace(math.log10(start), math.log10(horizon), 300)
     with figure_style():
         fig, ax = plt.subplots(figsize=(6.4, 4.6))
-        for key, label in (("rate_guaranteed", "λ_T = 1/(m(1+γ)²), guaranteed"),
-                           ("rate_at_init", "λ_T = λ_min(D_0)")):  # fmt: skip
+        for key, label in (
+            ("rate_guaranteed", "λ_T = 1/(m(1+γ)²), guaranteed"),
+            ("rate_at_init", "λ_T = λ_min(D_0)"),
+        ):
             ax.loglog(t, gap0 * np.exp(-k[key] * t), "--", label=f"bound with {label}")
         bottom = eps / 10
         if v.training is not None:
@@ -210,8 +245,11 @@ def _delm_bounds(v, directory: Path) -> Figure:
             _mark_time_to_epsilon(ax, v.training)
         ax.axhline(eps, color="0.5", ls=":", label=f"ε = {eps:.3g}")
         ax.set_ylim(bottom, gap0 * 3)
-        ax.set(xlabel="flow time T (GD: step × η)", ylabel="L − L*",
-               title=f"{k['corollary']} ({k['loss']} loss)\n{_setting(v)}")  # fmt: skip
+        ax.set(
+            xlabel="flow time T (GD: step × η)",
+            ylabel="L − L*",
+            title=f"{k['corollary']} ({k['loss']} loss)\n{_setting(v)}",
+        )
         _legend_below(ax, 2)
         name = k["corollary"].lower().replace(" ", "")
         save_figure(fig, directory, name)
@@ -228,8 +266,18 @@ def _mark_time_to_epsilon(ax, training: dict) -> None:
     """T_ε (Eqs. (9)–(12)) as a vertical line; the first τη with L − L* ≤ ε as a dot."""
     times, eps = training["time_to_epsilon"], training["epsilon"]
     if math.isfinite(times["predicted"]) and times["predicted"] > 0:
-        ax.axvline(times["predicted"], color="0.3", ls="-.", lw=1,
-                   label=f"T_ε = {times['predicted']:.3g} (predicted)")  # fmt: skip
+        ax.axvline(
+            times["predicted"],
+            color="0.3",
+            ls="-.",
+            lw=1,
+            label=f"T_ε = {times['predicted']:.3g} (predicted)",
+        )
     if times["measured"]:  # None: not reached; 0: already within ε (no log-axis point)
-        ax.plot([times["measured"]], [eps], "o", color="C3",
-                label=f"ε reached at T = {times['measured']:.3g}")  # fmt: skip
+        ax.plot(
+            [times["measured"]],
+            [eps],
+            "o",
+            color="C3",
+            label=f"ε reached at T = {times['measured']:.3g}",
+        )

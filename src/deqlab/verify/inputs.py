@@ -238,8 +238,15 @@ def load_file(path: str | os.PathLike[str], *, label_column: str | None = None) 
         return _READERS[suffix](path, label_column)
     except InputError:
         raise
-    except (OSError, ValueError, KeyError, EOFError, RuntimeError, zipfile.BadZipFile,
-            pickle.UnpicklingError) as err:  # fmt: skip
+    except (
+        OSError,
+        ValueError,
+        KeyError,
+        EOFError,
+        RuntimeError,
+        zipfile.BadZipFile,
+        pickle.UnpicklingError,
+    ) as err:
         lines = str(err).strip().splitlines()
         message = lines[0][:200] if lines else type(err).__name__
         raise InputError(f"cannot read {str(path)!r}: {message}") from None
@@ -290,8 +297,10 @@ def _read_csv(path: Path, label_column: str | None) -> DataFile:
     body = lines[1:] if header else lines
     label = _label_index(path, header, width, label_column)
     names = header or [f"column {j}" for j in range(width)]
-    rows = [_csv_row(path, number, row, names, label)
-            for number, row in enumerate(body, start=2 if header else 1)]  # fmt: skip
+    rows = [
+        _csv_row(path, number, row, names, label)
+        for number, row in enumerate(body, start=2 if header else 1)
+    ]
     table = np.asarray(rows, dtype=np.float64).reshape(len(rows), width)
     where = f"column {names[label]!r}" if header else f"column {label}"
     return DataFile(np.delete(table, label, axis=1), table[:, label], where)
@@ -358,10 +367,12 @@ def assumption2(inputs: Inputs) -> list[Statement]:
     :func:`deqlab.experiments.ling2023.statements.assumption2` as in the experiments."""
     diag = inputs.diagnostics
     return ling2023_assumption2(
-        diag.max_norm_error, diag.max_abs_cos, pair=diag.closest_pair,
+        diag.max_norm_error,
+        diag.max_abs_cos,
+        pair=diag.closest_pair,
         note=" (after --normalize)" if inputs.normalized else "",
         how_to_normalize="--normalize (normalize=True) scales every input to norm √d",
-    )  # fmt: skip
+    )
 
 
 def load_dataset(

@@ -89,8 +89,7 @@ class MonDEQInit:
 def _model(d: int, width: int, monotonicity: float, seed: int) -> MonDEQ:
     generator = torch.Generator().manual_seed(seed)
     solver = PeacemanRachford(tol=SOLVE_TOL, max_iter=20_000)
-    return MonDEQ(d, width, m=monotonicity, solver=solver, generator=generator,
-                  dtype=torch.float64)  # fmt: skip
+    return MonDEQ(d, width, m=monotonicity, solver=solver, generator=generator, dtype=torch.float64)
 
 
 def constants_at(
@@ -145,8 +144,9 @@ def initialize(
     model, c, Z = chosen
     lemma = lemma_3_3_3(Z, inputs.X, model.U, monotonicity)
     fits = {name: WidthFit.of(fit_widths, rs, n_samples=inputs.n) for name, rs in ratios.items()}
-    return MonDEQInit(inputs, width, monotonicity, radius, seed, model, c, lemma,
-                      _conditions(c), fits, fit_widths)  # fmt: skip
+    return MonDEQInit(
+        inputs, width, monotonicity, radius, seed, model, c, lemma, _conditions(c), fits, fit_widths
+    )
 
 
 def _ratio(row: Inequality) -> float:
@@ -158,23 +158,37 @@ def numbers(init: MonDEQInit, eta: float | None) -> dict[str, object]:
     c = init.constants
     eta_max = init.eta_max
     conditions = {
-        row["name"]: {"lhs": row["lhs"], "rhs": row["rhs"], "margin": _ratio(row),
-                      "holds": row["holds"]}
-        for rows in init.conditions.values() for row in rows
-    }  # fmt: skip
+        row["name"]: {
+            "lhs": row["lhs"],
+            "rhs": row["rhs"],
+            "margin": _ratio(row),
+            "holds": row["holds"],
+        }
+        for rows in init.conditions.values()
+        for row in rows
+    }
     return {
-        "width": init.width, "monotonicity": init.monotonicity, "radius": init.radius,
-        "seed": init.seed, "lambda0": c.lambda0, "x_norm": c.x_norm, "loss0": c.loss0,
-        "norms": c.norms, "bars": c.bars, "conditions": conditions,
+        "width": init.width,
+        "monotonicity": init.monotonicity,
+        "radius": init.radius,
+        "seed": init.seed,
+        "lambda0": c.lambda0,
+        "x_norm": c.x_norm,
+        "loss0": c.loss0,
+        "norms": c.norms,
+        "bars": c.bars,
+        "conditions": conditions,
         "condition1_holds": all(r["holds"] for r in init.conditions["Condition 1"]),
         "condition2_holds": all(r["holds"] for r in init.conditions["Condition 2"]),
         "required_width": {name: _fit_width(fit) for name, fit in init.fits.items()},
         "fit_widths": list(init.fit_widths),
         "lemma_3_3_3": {"lhs": init.lemma["lhs"], "rhs": init.lemma["rhs"]},
-        "eta_max": eta_max, "rate_at_eta_max": gd_rate(c.lambda0, eta_max) if eta_max else None,
-        "eta": eta, "rate": None if not eta or eta > eta_max else gd_rate(c.lambda0, eta),
+        "eta_max": eta_max,
+        "rate_at_eta_max": gd_rate(c.lambda0, eta_max) if eta_max else None,
+        "eta": eta,
+        "rate": None if not eta or eta > eta_max else gd_rate(c.lambda0, eta),
         "flow_rate": math.exp(-(c.lambda0**2) / 2),
-    }  # fmt: skip
+    }
 
 
 def _fit_width(fit: WidthFit | None) -> dict[str, object] | None:
@@ -182,8 +196,11 @@ def _fit_width(fit: WidthFit | None) -> dict[str, object] | None:
     if fit is None:
         return None
     log_n = -fit.intercept / fit.slope if fit.slope > 0 else math.inf
-    return {"width": math.exp(min(log_n, 700.0)) if log_n < math.inf else math.inf,
-            "log10_width": log_n / math.log(10), "slope": fit.slope}  # fmt: skip
+    return {
+        "width": math.exp(min(log_n, 700.0)) if log_n < math.inf else math.inf,
+        "log10_width": log_n / math.log(10),
+        "slope": fit.slope,
+    }
 
 
 def statements(init: MonDEQInit, eta: float | None) -> list[Statement]:
@@ -203,10 +220,16 @@ def statements(init: MonDEQInit, eta: float | None) -> list[Statement]:
     ]
     for condition, rows in init.conditions.items():
         out += [
-            condition_hypothesis(row, width=init.width, condition=condition,
-                                 fit=init.fits.get(row["name"]), m=init.monotonicity, n_samples=n)
+            condition_hypothesis(
+                row,
+                width=init.width,
+                condition=condition,
+                fit=init.fits.get(row["name"]),
+                m=init.monotonicity,
+                n_samples=n,
+            )
             for row in rows
-        ]  # fmt: skip
+        ]
     lemma = init.lemma
     out.append(
         HIEU.theorem(
@@ -256,11 +279,21 @@ def train(init: MonDEQInit, *, steps: int, eta: float, progress: Progress = sile
 
 def train_statements(init: MonDEQInit, run: MonDEQTraining) -> list[Statement]:
     """Condition 2 and η ≤ η_max as hypotheses, Theorem 3.3.5 and Propositions 5–6."""
-    trace = trace_from_records(run.records, width=init.width, eta=run.eta,
-                               eta_max=init.eta_max, lambda0=init.constants.lambda0,
-                               radii=init.constants.radii)  # fmt: skip
-    return theorem_3_3_5(trace, init.conditions["Condition 2"], fits=init.fits,
-                         m=init.monotonicity, n_samples=init.inputs.n)  # fmt: skip
+    trace = trace_from_records(
+        run.records,
+        width=init.width,
+        eta=run.eta,
+        eta_max=init.eta_max,
+        lambda0=init.constants.lambda0,
+        radii=init.constants.radii,
+    )
+    return theorem_3_3_5(
+        trace,
+        init.conditions["Condition 2"],
+        fits=init.fits,
+        m=init.monotonicity,
+        n_samples=init.inputs.n,
+    )
 
 
 def train_numbers(init: MonDEQInit, run: MonDEQTraining) -> dict[str, object]:
@@ -271,7 +304,11 @@ def train_numbers(init: MonDEQInit, run: MonDEQTraining) -> dict[str, object]:
     ratios = [b / a for a, b in itertools.pairwise(losses) if a > 0]
     keys = ("step", "loss", "loss_bound", "sigma_min", *(f"dist_{p}" for p in PARAMETERS))
     return {
-        "steps": steps, "eta": run.eta, "loss0": losses[0], "loss_final": losses[-1],
-        "rate_predicted": predicted, "max_step_ratio": max(ratios, default=None),
+        "steps": steps,
+        "eta": run.eta,
+        "loss0": losses[0],
+        "loss_final": losses[-1],
+        "rate_predicted": predicted,
+        "max_step_ratio": max(ratios, default=None),
         "records": [{k: r.get(k) for k in keys} for r in run.records],
-    }  # fmt: skip
+    }

@@ -32,23 +32,32 @@ FIGURES_DIR = "figures"
 def write_page(verification, out: Path) -> Path:
     """Draw the figures into ``out/figures`` and write ``out/index.html``; return its path."""
     out.mkdir(parents=True, exist_ok=True)
-    figures = [FigureEntry(f"{FIGURES_DIR}/{stem}.png", caption)
-               for stem, caption in draw(verification, out / FIGURES_DIR)]  # fmt: skip
+    figures = [
+        FigureEntry(f"{FIGURES_DIR}/{stem}.png", caption)
+        for stem, caption in draw(verification, out / FIGURES_DIR)
+    ]
     doc = verification.as_dict()
     title = f"deqlab verify: {doc['data']['name']} · {doc['model']}"
     training = doc["training"]
-    body = "\n".join([
-        _header(doc, title, verification.counts),
-        _answers(verification),
-        statements_section(verification.statements),
-        html_section("Numbers", kv_table(flatten_keys(doc["numbers"]), "numbers")),
-        html_section("Training", kv_table(flatten_keys({k: v for k, v in training.items()
-                                                 if k != "records"}), "training")
-                 if training else html_note("No training (run with --train STEPS).")),
-        figures_section(out, figures),
-        html_section("Data", kv_table(doc["data"], "data")),
-        html_section("Settings", kv_table(doc["settings"], "settings")),
-    ])  # fmt: skip
+    body = "\n".join(
+        [
+            _header(doc, title, verification.counts),
+            _answers(verification),
+            statements_section(verification.statements),
+            html_section("Numbers", kv_table(flatten_keys(doc["numbers"]), "numbers")),
+            html_section(
+                "Training",
+                kv_table(
+                    flatten_keys({k: v for k, v in training.items() if k != "records"}), "training"
+                )
+                if training
+                else html_note("No training (run with --train STEPS)."),
+            ),
+            figures_section(out, figures),
+            html_section("Data", kv_table(doc["data"], "data")),
+            html_section("Settings", kv_table(doc["settings"], "settings")),
+        ]
+    )
     return write_text_atomic(out / PAGE_FILE, html_page(title, body))
 
 

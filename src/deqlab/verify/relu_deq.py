@@ -169,12 +169,29 @@ def initialize(
         return ReLUDEQInit(inputs, width, sigma_w2, seed, known.K, known.ntk, model, W_norm, None)
     Z = model.equilibrium(X, tol=SOLVE_TOL).raise_if_failed("forward").Z  # (m, n)
     residual = model.predict(Z).detach() - y  # (n,)
-    constants = Constants(_gram_lambda_min(Z), W_norm, _norm(model.U.detach()),
-                          float(model.a.detach().norm()), float(X.norm()),
-                          float(residual.norm()))  # fmt: skip
+    constants = Constants(
+        _gram_lambda_min(Z),
+        W_norm,
+        _norm(model.U.detach()),
+        float(model.a.detach().norm()),
+        float(X.norm()),
+        float(residual.norm()),
+    )
     curvature, pl0, bottom = _curvature(model, X, residual)
-    return ReLUDEQInit(inputs, width, sigma_w2, seed, known.K, known.ntk, model, W_norm,
-                       evaluate_condition1(constants), curvature, pl0, bottom)  # fmt: skip
+    return ReLUDEQInit(
+        inputs,
+        width,
+        sigma_w2,
+        seed,
+        known.K,
+        known.ntk,
+        model,
+        W_norm,
+        evaluate_condition1(constants),
+        curvature,
+        pl0,
+        bottom,
+    )
 
 
 def _curvature(model: ReLUDEQ, X: torch.Tensor, r: torch.Tensor) -> tuple:
@@ -218,8 +235,10 @@ def widths_needed(constants: Constants, m: int) -> dict[str, float]:
     when λ_0 = 0 there (λ* = 0: λ_0 = mλ*/2 = 0 at every width)."""
     if not constants.lambda0 > 0:
         return dict.fromkeys(("condition1", *EQUATIONS), math.inf)
-    return {"condition1": condition1_width(constants, m, low=m),
-            **{key: required_width(constants, m, key) for key in EQUATIONS}}  # fmt: skip
+    return {
+        "condition1": condition1_width(constants, m, low=m),
+        **{key: required_width(constants, m, key) for key in EQUATIONS},
+    }
 
 
 def theorem2_scale(n: int, lambda_star: float) -> float:
@@ -245,19 +264,28 @@ def numbers(init: ReLUDEQInit, eta: float | None) -> dict[str, object]:
     """Every number of the module docstring under stable keys (None: not measured)."""
     K, n, m = init.K, init.inputs.n, init.width
     out: dict[str, object] = {
-        "width": m, "sigma_w2": init.sigma_w2, "seed": init.seed,
-        "lambda_star": K.value, "lambda_star_singular": K.singular,
-        "lambda_max_K": K.max_eigenvalue, "condition_number_K": K.condition_number,
-        "ntk_lambda_min": init.ntk.value, "ntk_parameterization": "standard: lim Θ/m = K + P⊙K",
-        "W_norm": init.W_norm, "lemma1_bound": lemma1_value(init),
-        "lambda0": init.lambda0, "lambda0_theorem2": init.predicted_lambda0,
+        "width": m,
+        "sigma_w2": init.sigma_w2,
+        "seed": init.seed,
+        "lambda_star": K.value,
+        "lambda_star_singular": K.singular,
+        "lambda_max_K": K.max_eigenvalue,
+        "condition_number_K": K.condition_number,
+        "ntk_lambda_min": init.ntk.value,
+        "ntk_parameterization": "standard: lim Θ/m = K + P⊙K",
+        "W_norm": init.W_norm,
+        "lemma1_bound": lemma1_value(init),
+        "lambda0": init.lambda0,
+        "lambda0_theorem2": init.predicted_lambda0,
         "theorem2_width": {
-            "scale": theorem2_scale(n, K.value), "t": THEOREM2_T,
-            "formula": "n²/λ*² · log(n/(λ*·t))", "constant": None,
+            "scale": theorem2_scale(n, K.value),
+            "t": THEOREM2_T,
+            "formula": "n²/λ*² · log(n/(λ*·t))",
+            "constant": None,
             "depth_l": ling2023.theorem2_depth(n, K.value, init.sigma_w2),
             "note": "m = Ω(scale): the proof's constants (Bernstein, ε-net) are not given",
         },
-    }  # fmt: skip
+    }
     cond = init.cond
     if cond is not None:
         out.update(_condition_numbers(init, cond, eta))
@@ -272,20 +300,32 @@ def _condition_numbers(init: ReLUDEQInit, cond: Condition1, eta: float | None) -
     rate = None if eta is None else 1 - eta * lam / 2
     return {
         "lambda0_over_theorem2": lam / init.predicted_lambda0 if init.lambda_star > 0 else None,
-        "U_norm": k.U_norm, "a_norm": k.a_norm, "X_fro": k.X_fro,
-        "residual_norm": k.residual_norm, "loss0": k.residual_norm**2 / 2,
-        "delta": cond.delta, "c_w": cond.c_w, "c_u": cond.c_u, "c_a": cond.c_a,
+        "U_norm": k.U_norm,
+        "a_norm": k.a_norm,
+        "X_fro": k.X_fro,
+        "residual_norm": k.residual_norm,
+        "loss0": k.residual_norm**2 / 2,
+        "delta": cond.delta,
+        "c_w": cond.c_w,
+        "c_u": cond.c_u,
+        "c_a": cond.c_a,
         "condition1": {
             **{key: {"lhs": q.lhs, "rhs": q.rhs, "margin": q.margin} for key, q in eqs.items()},
             "holds": cond.holds,
         },
-        "required_width": {**widths_needed(scaled, m), "scaling": SCALING,
-                           "what": WIDTH_NEEDED},
-        "eq9_limit": {"limit": width_margin(scaled, m, MAX_WIDTH, "eq9"),
-                      "bound": eq9_margin_bound(scaled), "at_width": MAX_WIDTH},
-        "eq10_bound": cond.lr_bound, "eta_theorem": theorem_eta(init), "eta": eta,
+        "required_width": {**widths_needed(scaled, m), "scaling": SCALING, "what": WIDTH_NEEDED},
+        "eq9_limit": {
+            "limit": width_margin(scaled, m, MAX_WIDTH, "eq9"),
+            "bound": eq9_margin_bound(scaled),
+            "at_width": MAX_WIDTH,
+        },
+        "eq10_bound": cond.lr_bound,
+        "eta_theorem": theorem_eta(init),
+        "eta": eta,
         "rate_at_bound": 1 - cond.lr_bound * lam / 2,
-        "rate_at_eta_theorem": 1 - theorem_eta(init) * lam / 2, "rate": rate,
-        "curvature": init.curvature, "pl_ratio0": init.pl_ratio0,
+        "rate_at_eta_theorem": 1 - theorem_eta(init) * lam / 2,
+        "rate": rate,
+        "curvature": init.curvature,
+        "pl_ratio0": init.pl_ratio0,
         "H_lambda_min0": init.h_lambda_min0,
-    }  # fmt: skip
+    }

@@ -144,8 +144,13 @@ def _undecided(check: Statement) -> Statement:
 def _theorem2(init: ReLUDEQInit, given: list[Statement]) -> Statement:
     name, expected = "Theorem 2: λ_0 ≥ mλ*/2", "≥ 1 (with probability ≥ 1 − t at its width)"
     if init.lambda0 is None:
-        missing = LING.not_measured(Kind.THEOREM, "Theorem 2", name=name, expected=expected,
-                                    why="‖W(0)‖₂ ≥ 1: no equilibrium is solved")  # fmt: skip
+        missing = LING.not_measured(
+            Kind.THEOREM,
+            "Theorem 2",
+            name=name,
+            expected=expected,
+            why="‖W(0)‖₂ ≥ 1: no equilibrium is solved",
+        )
         return theorem(missing, given)
     pred = init.predicted_lambda0
     ratio = init.lambda0 / pred if pred > 0 else None
@@ -177,22 +182,31 @@ def condition_hypotheses(init: ReLUDEQInit) -> list[Statement]:
     scaling of the "width needed" number (:func:`widths_needed`), so both say the same."""
     if init.cond is None:
         return [
-            LING.not_measured(Kind.HYPOTHESIS, f"Condition 1, Eq. ({key[2:]})",
-                              name=f"Condition 1, Eq. ({key[2:]}) at initialization",
-                              expected="lhs/rhs ≥ 1", why="‖W(0)‖₂ ≥ 1: no δ with ‖W(0)‖₂ + δ < 1")
+            LING.not_measured(
+                Kind.HYPOTHESIS,
+                f"Condition 1, Eq. ({key[2:]})",
+                name=f"Condition 1, Eq. ({key[2:]}) at initialization",
+                expected="lhs/rhs ≥ 1",
+                why="‖W(0)‖₂ ≥ 1: no δ with ‖W(0)‖₂ + δ < 1",
+            )
             for key in EQUATIONS
-        ]  # fmt: skip
+        ]
     with np.errstate(divide="ignore"):  # λ_0 = 0: Eq. (10)'s 2/λ_0 is inf
         found = condition1_hypotheses("", [init.width], [init.cond])
     needed = widths_needed(init.scaled_constants(), init.width)
     detail = f"δ = {init.cond.delta:.3g}; the width needed is solved under {SCALING}, δ free"
     floor = f"λ_0 > 0, so m ≥ n = {init.inputs.n}; " if init.cond.lambda0 <= 0 else ""
     return [
-        replace(s, detail=detail, needs=f"{floor}Eq. ({key[2:]}) alone: m ≥ {big(needed[key])}"
-                f"; Condition 1 (one δ): m ≥ {big(needed['condition1'])}")
-        if s.needs else replace(s, detail=detail)
+        replace(
+            s,
+            detail=detail,
+            needs=f"{floor}Eq. ({key[2:]}) alone: m ≥ {big(needed[key])}"
+            f"; Condition 1 (one δ): m ≥ {big(needed['condition1'])}",
+        )
+        if s.needs
+        else replace(s, detail=detail)
         for s, key in zip(found, EQUATIONS, strict=True)
-    ]  # fmt: skip
+    ]
 
 
 def _ntk(init: ReLUDEQInit) -> Statement:

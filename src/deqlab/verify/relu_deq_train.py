@@ -37,8 +37,15 @@ from deqlab.verify.relu_deq import SOLVE_TOL, ReLUDEQInit
 #: H(τ) of Eq. (4) is formed at this many evenly spread steps (and at the last).
 H_CHECKS = 10
 #: The columns of each step kept in the JSON document and drawn.
-RECORD_KEYS = ("step", "loss", "lambda_min", "H_lambda_min", "grad_norm", "W_norm",
-               "dist_from_init")  # fmt: skip
+RECORD_KEYS = (
+    "step",
+    "loss",
+    "lambda_min",
+    "H_lambda_min",
+    "grad_norm",
+    "W_norm",
+    "dist_from_init",
+)
 
 
 @dataclass(frozen=True)
@@ -82,8 +89,7 @@ def train(init: ReLUDEQInit, *, steps: int, eta: float, progress: Progress = sil
 def statements(init: ReLUDEQInit, run: Training, guards: list[Statement]) -> list[Statement]:
     """Theorem 1 guarded by ``guards`` (Assumption 1, Eqs. (7)–(9), Eq. (10)); Eqs. (4)–(5)
     guarded by Lemma 2's hypothesis."""
-    theorem1 = theorem1_statements("", [init.width], [init.cond], [run.eta], [run.margins],
-                                   guards)  # fmt: skip
+    theorem1 = theorem1_statements("", [init.width], [init.cond], [run.eta], [run.margins], guards)
     return [*theorem1, *pl_statements("", [init.width], [run.pl])]
 
 
@@ -96,16 +102,23 @@ def numbers(init: ReLUDEQInit, run: Training) -> dict[str, object]:
     lam0 = init.lambda0 or 0.0
     measured_rate = (last_loss / loss0) ** (1 / last_step) if last_step and loss0 > 0 else None
     return {
-        "steps": last_step, "eta": run.eta, "status": run.status, "message": run.message,
-        "loss0": loss0, "loss_final": last_loss,
-        "rate_predicted": 1 - run.eta * lam0 / 2, "rate_measured": measured_rate,
+        "steps": last_step,
+        "eta": run.eta,
+        "status": run.status,
+        "message": run.message,
+        "loss0": loss0,
+        "loss_final": last_loss,
+        "rate_predicted": 1 - run.eta * lam0 / 2,
+        "rate_measured": measured_rate,
         "max_step_ratio": None if g is None else g.max_step_ratio,
         "min_lambda_ratio": None if g is None else g.min_lambda_ratio,
         "max_W_norm": None if g is None else g.max_W_norm,
         "max_drift": None if g is None else g.max_drift,
         "drift_bound": None if init.cond is None else init.cond.drift_bound,
         "bound_factor": None if g is None else g.bound_factor,
-        "min_eq4": pl.min_eq4, "min_h_ratio": pl.min_h_ratio, "min_eq5": pl.min_eq5,
+        "min_eq4": pl.min_eq4,
+        "min_h_ratio": pl.min_h_ratio,
+        "min_eq5": pl.min_eq5,
         "h_steps": list(pl.h_steps),
         "records": [{k: r.get(k) for k in RECORD_KEYS} for r in run.records],
-    }  # fmt: skip
+    }
