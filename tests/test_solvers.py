@@ -354,3 +354,21 @@ def test_registry():
         get_solver("picard", history=3)
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'tl'"):
         Picard(tl=1e-3)
+
+
+def test_per_sample_steps_and_residuals_against_the_closed_form():
+    # row i: z ↦ r_i z + 1 from 0 by Picard: z_k = (1 − r^k)/(1 − r), f(z_k) − z_k = r^k, so the
+    # relative residual of iterate k is r^k (1 − r) / (1 − r^{k+1}); row i needs the first
+    # k with it <= tol, i.e. k + 1 evaluations
+    rates, tol = torch.tensor([0.1, 0.5, 0.8, 0.95]), 1e-6
+    solution = Picard(tol=tol, max_iter=1000, per_sample=True)(
+        lambda z: rates[:, None] * z + 1.0, torch.zeros(4, 3)
+    )
+    for i, r in enumerate(rates.tolist()):
+        k = next(k for k in range(1000) if r**k * (1 - r) / (1 - r ** (k + 1)) <= tol)
+        assert int(solution.sample_steps[i]) == k + 1
+        want = r**k * (1 - r) / (1 - r ** (k + 1))  # the row's residual when it stopped improving
+        assert float(solution.sample_residuals[i]) <= tol
+        assert float(solution.sample_residuals[i]) <= want * (1 + 1e-9)
+    assert solution.n_steps == int(solution.sample_steps.max())
+    assert solution.evaluations == solution.n_steps  # no row compaction for a plain map
