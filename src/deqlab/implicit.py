@@ -18,7 +18,9 @@ delivers ``uᵀ ∂f/∂θ`` to all of them. How to differentiate is an object
 A solve that does not converge is handled by a policy (:mod:`deqlab.fixed_point_stats`):
 :func:`fixed_point` keeps each solver's ``throw`` by default, a :class:`DEQ` layer warns
 once and returns its best iterate (``on_failure="raise"`` for strict use). A state may be
-one tensor or a flat tuple/list of tensors (:mod:`deqlab.packing`).
+one tensor or a flat tuple/list of tensors (:mod:`deqlab.packing`). With a per-sample solver a
+:class:`DEQ` evaluates its cell only on the samples still to converge, in the forward and the
+adjoint solve (row compaction: :mod:`deqlab.solvers.rows`, :mod:`deqlab.vjp`).
 
 Only first-order gradients are supported (no ``create_graph`` through ``Implicit``).
 """
