@@ -13,6 +13,7 @@ import torch
 from deqlab.statements import Verdict
 from deqlab.theory.kawaguchi2021 import objective_sharpness
 from deqlab.verify import delm as dl
+from deqlab.verify import delm_train as dt
 from deqlab.verify.inputs import load_dataset, prepare
 
 GAMMA = 0.8
@@ -98,14 +99,14 @@ def test_rank_unmet_on_rank_deficient_inputs():
 
 @pytest.fixture(scope="module")
 def trained(init):
-    return dl.train(init, steps=5, eta=init.eta_theorem)
+    return dt.train(init, steps=5, eta=init.eta_theorem)
 
 
 def test_training_passes_corollary1(init, trained):
     assert [r["step"] for r in trained.rows] == [0, 1, 2, 3, 4, 5]
-    found = verdicts(dl.train_statements(init, trained))
+    found = verdicts(dt.train_statements(init, trained))
     assert all(found[n] is Verdict.PASS for n in (*BOUNDS, LAMBDA))
-    k = dl.train_numbers(init, trained)
+    k = dt.train_numbers(init, trained)
     assert k["steps"] == 5 and k["loss_final"] < init.loss0 and len(k["records"]) == 6
 
 
@@ -114,7 +115,7 @@ def test_training_fails_on_a_violating_run(init, trained):
     for r in rows[1:]:
         r["loss"] = init.loss0 * 2  # the loss rises: above both bounds
         r["lambda_T"] = init.lambda_bound / 10
-    found = verdicts(dl.train_statements(init, dl.DELMTraining(trained.eta, rows)))
+    found = verdicts(dt.train_statements(init, dt.DELMTraining(trained.eta, rows)))
     assert all(found[n] is Verdict.FAIL for n in (*BOUNDS, LAMBDA))
 
 
@@ -203,8 +204,8 @@ def test_corollary2_statements_hold_and_pass(logistic):
     assert all(found[n] is Verdict.HOLDS for n in (RANK_M, LOGISTIC, KAPPA, FLOW))
     assert RADIUS not in found  # R = ∞: ‖B_t‖₁ < ∞ cannot fail
     assert found[LAMBDA] is Verdict.PASS
-    run = dl.train(logistic, steps=5, eta=logistic.eta_theorem / 4)  # λ_max(∇²L) grows ×2
-    trained = verdicts(dl.train_statements(logistic, run))
+    run = dt.train(logistic, steps=5, eta=logistic.eta_theorem / 4)  # λ_max(∇²L) grows ×2
+    trained = verdicts(dt.train_statements(logistic, run))
     assert trained[FLOW] is Verdict.HOLDS
     assert all(trained[n] is Verdict.PASS for n in (*BOUNDS_2, LAMBDA))
     assert run.rows[-1]["loss"] < logistic.loss0
@@ -218,23 +219,23 @@ def test_corollary2_statements_unmet_and_failing(logistic):
     assert verdicts(dl.statements(flat, None))[KAPPA] is Verdict.UNMET  # τ = 0, R = ∞
     small = dl.initialize(logistic.inputs, gamma=GAMMA, seed=0, loss=dl.Loss("logistic", TAU, 1e-3))
     assert verdicts(dl.statements(small, None))[RADIUS] is Verdict.UNMET
-    run = dl.train(logistic, steps=3, eta=logistic.eta_theorem / 4)
+    run = dt.train(logistic, steps=3, eta=logistic.eta_theorem / 4)
     rows = [dict(r) for r in run.rows]
     for r in rows[1:]:
         r["loss"] = logistic.loss0 * 2  # the loss rises: above both bounds
-    found = verdicts(dl.train_statements(logistic, dl.DELMTraining(run.eta, rows)))
+    found = verdicts(dt.train_statements(logistic, dt.DELMTraining(run.eta, rows)))
     assert all(found[n] is Verdict.FAIL for n in BOUNDS_2)
 
 
 def test_training_hypotheses_hold_and_are_unmet(init, trained):
     """The hypotheses train_statements rebuilds over the run: the flow (η·λ_max ≤ 1 at the
     first and last parameters) and rank(Φ), each holding and unmet."""
-    found = verdicts(dl.train_statements(init, trained))
+    found = verdicts(dt.train_statements(init, trained))
     assert all(found[n] is Verdict.HOLDS for n in (RANK, PL, FLOW))
-    fast = dl.DELMTraining(4 / init.sharpness, trained.rows)  # η·λ_max(∇²L(θ_0)) = 4
-    assert verdicts(dl.train_statements(init, fast))[FLOW] is Verdict.UNMET
+    fast = dt.DELMTraining(4 / init.sharpness, trained.rows)  # η·λ_max(∇²L(θ_0)) = 4
+    assert verdicts(dt.train_statements(init, fast))[FLOW] is Verdict.UNMET
     rows = [{**r, "rank_ratio": 0.0} for r in trained.rows]
-    found = verdicts(dl.train_statements(init, dl.DELMTraining(trained.eta, rows)))
+    found = verdicts(dt.train_statements(init, dt.DELMTraining(trained.eta, rows)))
     assert found[RANK] is Verdict.UNMET and found[BOUNDS[0]] is Verdict.NOT_APPLICABLE
 
 
@@ -246,7 +247,7 @@ TIME = "Eq. (10): L(A_T, B_T) − L* ≤ ε for every T ≥ m(1+γ)²/(2κ)·log
 @pytest.fixture(scope="module")
 def long_run(init):
     """Past T_ε at ε = (L₀ − L*)/2: T_ε/η ≈ 408 steps of the theorem's η on these data."""
-    return dl.train(init, steps=420, eta=init.eta_theorem)
+    return dt.train(init, steps=420, eta=init.eta_theorem)
 
 
 def _times(init, run, eps):
@@ -261,11 +262,11 @@ def test_time_to_epsilon_passes_on_the_run(init, long_run):
     t_eps, ratios = _times(init, long_run, eps)
     after = [ratio for t, ratio in ratios if t >= t_eps]
     assert len(after) >= 5  # the run goes past T_ε
-    found = {s.name: s for s in dl.train_statements(init, long_run, eps)}[TIME]
+    found = {s.name: s for s in dt.train_statements(init, long_run, eps)}[TIME]
     assert found.verdict is Verdict.PASS and found.value == pytest.approx(max(after), rel=1e-12)
     first = next(t for t, ratio in ratios if ratio <= 1)
     assert f"measured time to ε {first:.4g}" in found.measured and f"{t_eps:.4g}" in found.measured
-    times = dl.train_numbers(init, long_run, eps)["time_to_epsilon"]
+    times = dt.train_numbers(init, long_run, eps)["time_to_epsilon"]
     assert times["predicted"] == pytest.approx(t_eps, rel=1e-12)
     assert times["measured"] == pytest.approx(first, rel=1e-12) and first < t_eps
 
@@ -277,29 +278,29 @@ def test_time_to_epsilon_fails_where_the_loss_stays_above_epsilon(init, long_run
     for r in rows:
         if r["step"] * long_run.eta >= t_eps:
             r["loss"] = init.loss_star + 3 * eps  # above ε after T_ε: Eq. (10) violated
-    run = dl.DELMTraining(long_run.eta, rows)
-    found = {s.name: s for s in dl.train_statements(init, run, eps)}[TIME]
+    run = dt.DELMTraining(long_run.eta, rows)
+    found = {s.name: s for s in dt.train_statements(init, run, eps)}[TIME]
     assert found.verdict is Verdict.FAIL and found.value == pytest.approx(3.0)
 
 
 def test_time_to_epsilon_not_measured_before_t_eps_and_not_applicable_unguarded(init, trained):
-    found = {s.name: s for s in dl.train_statements(init, trained)}[TIME]  # 5 steps, ε = 10⁻³
+    found = {s.name: s for s in dt.train_statements(init, trained)}[TIME]  # 5 steps, ε = 10⁻³
     assert found.verdict is Verdict.NOT_MEASURED and "no run recorded a step at or after" in (
         found.detail
     )
-    assert dl.train_numbers(init, trained)["time_to_epsilon"]["measured"] is None
+    assert dt.train_numbers(init, trained)["time_to_epsilon"]["measured"] is None
     rows = [{**r, "rank_ratio": 0.0} for r in trained.rows]
-    unguarded = dl.train_statements(init, dl.DELMTraining(trained.eta, rows))
+    unguarded = dt.train_statements(init, dt.DELMTraining(trained.eta, rows))
     assert {s.name: s.verdict for s in unguarded}[TIME] is Verdict.NOT_APPLICABLE
 
 
 def test_eq11_time_needs_a_positive_kappa(logistic):
     flat = dl.initialize(logistic.inputs, gamma=GAMMA, seed=0, loss=dl.Loss("logistic", 0.0))
-    run = dl.train(flat, steps=3, eta=flat.eta_theorem / 4)
-    found = {s.name: s.verdict for s in dl.train_statements(flat, run)}
+    run = dt.train(flat, steps=3, eta=flat.eta_theorem / 4)
+    found = {s.name: s.verdict for s in dt.train_statements(flat, run)}
     (eq11,) = [name for name in found if name.startswith("Eq. (11)")]
     assert found[KAPPA] is Verdict.UNMET and found[eq11] is Verdict.NOT_APPLICABLE
-    assert dl.train_numbers(flat, run)["time_to_epsilon"]["predicted"] == math.inf
+    assert dt.train_numbers(flat, run)["time_to_epsilon"]["predicted"] == math.inf
 
 
 def test_answers_apply_at_d_or_name_the_unmet_hypothesis(init):

@@ -24,7 +24,15 @@ from deqlab._memory import check_square
 from deqlab.papers import HIEU, KAWAGUCHI, LING
 from deqlab.statements import Paper, Statement
 from deqlab.theory.kawaguchi2021 import check_radius
-from deqlab.verify import answers, delm, mondeq, relu_deq, relu_deq_statements, relu_deq_train
+from deqlab.verify import (
+    answers,
+    delm,
+    delm_train,
+    mondeq,
+    relu_deq,
+    relu_deq_statements,
+    relu_deq_train,
+)
 from deqlab.verify.inputs import InputError, Inputs
 from deqlab.verify.progress import Progress
 
@@ -179,9 +187,9 @@ class DELMCheck:
         return delm.statements(init, eta)
 
     def train(self, init, steps: int, eta: float, progress: Progress):
-        run = delm.train(init, steps=steps, eta=eta, progress=progress)
-        found = delm.train_statements(init, run, self.epsilon)
-        return run, found, delm.train_numbers(init, run, self.epsilon)
+        run = delm_train.train(init, steps=steps, eta=eta, progress=progress)
+        found = delm_train.train_statements(init, run, self.epsilon)
+        return run, found, delm_train.train_numbers(init, run, self.epsilon)
 
     def numbers(self, init, eta: float | None) -> dict[str, Any]:
         return {**delm.numbers(init, eta, self.epsilon), "label_map": init.label_map}

@@ -22,8 +22,8 @@ Measured at initialization:
   it takes at η.
 
 The hypotheses and theorems are those of the Figure 2–3 experiments
-(:mod:`deqlab.experiments.kawaguchi2021.statements`), fed one run's rows. With ``train``:
-GD (:class:`deqlab.train.delm_gd.DELMGradientDescent`), the corollary with both λ_T, and
+(:mod:`deqlab.experiments.kawaguchi2021.statements`), fed one run's rows. With ``train``
+(:mod:`deqlab.verify.delm_train`): GD, the corollary with both λ_T, and
 the time to ε against the run: T_ε predicted (worst-case λ_T) beside the first recorded
 T = τη with L − L* ≤ ε, the theorem decided on L_T − L* ≤ ε at every recorded T ≥ T_ε.
 """
@@ -40,8 +40,6 @@ from deqlab.experiments.kawaguchi2021.statements import (
     COROLLARY_2,
     Corollary,
     accuracy_equation,
-    accuracy_time_check,
-    bound_checks,
     gamma_hypothesis,
     hypotheses,
     kappa_hypothesis,
@@ -64,7 +62,6 @@ from deqlab.theory.kawaguchi2021_large import (
     dynamics_lambda_min_one_output,
     objective_sharpness_lanczos,
 )
-from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 from deqlab.verify.inputs import InputError, Inputs
 from deqlab.verify.progress import Progress, silent
 
@@ -158,7 +155,7 @@ class DELMInit:
         }
 
 
-def _targets(inputs: Inputs) -> torch.Tensor:
+def targets(inputs: Inputs) -> torch.Tensor:
     return inputs.y[None, :]  # (1, n)
 
 
@@ -186,7 +183,7 @@ def initialize(
     progress("DELM at initialization", 0, 2)
     generator = torch.Generator().manual_seed(seed)
     model = DELM(inputs.d, 1, gamma=gamma, generator=generator, dtype=torch.float64)
-    Phi, Y = inputs.X, _targets(inputs)
+    Phi, Y = inputs.X, targets(inputs)
     A, B = model.A.detach(), model.B.detach()
     rank = min(inputs.n, inputs.d) if loss.name == "square" else inputs.d
     sigma = float(torch.linalg.svdvals(Phi)[min(inputs.n, inputs.d) - 1])
@@ -230,10 +227,10 @@ def epsilon_for(init: DELMInit, epsilon: float | None) -> float:
     there is no time to ε to predict or measure, and the statements say so)."""
     if epsilon is not None:
         return epsilon
-    return EPSILON_FRACTION * _gap_or_one(init)
+    return EPSILON_FRACTION * gap_or_one(init)
 
 
-def _gap_or_one(init: DELMInit) -> float:
+def gap_or_one(init: DELMInit) -> float:
     gap = init.loss0 - init.loss_star
     return gap if gap > 0 else 1.0
 
@@ -283,11 +280,11 @@ def statements(init: DELMInit, eta: float | None) -> list[Statement]:
     by them."""
     runs = {"init": [init.row()]}
     guards = guards_for(init, runs, eta)
-    positive = _kappa_guard(init, runs)
+    positive = kappa_guard(init, runs)
     return [*guards, *positive, lambda_bound_check(runs, guards, m=init.m, gamma=init.gamma)]
 
 
-def _kappa_guard(init: DELMInit, runs) -> list[Statement]:
+def kappa_guard(init: DELMInit, runs) -> list[Statement]:
     """κ > 0, which Eqs. (11)–(12) need (logistic loss; the square loss's κ = 2σ_min(Φ)² > 0
     is rank(Φ) = min(n, m), already a guard)."""
     loss = init.loss
@@ -310,111 +307,3 @@ def guards_for(init: DELMInit, runs, eta: float | None) -> list[Statement]:
     )
     kept = [s for s in found if s.name != gamma_hypothesis(init.gamma).name]
     return kept if eta is not None else kept[:-1]  # the flow hypothesis comes last
-
-
-@dataclass(frozen=True)
-class DELMTraining:
-    """A GD run: η and its rows (step 0..T), in the corollaries' row format."""
-
-    eta: float
-    rows: list[dict]
-
-
-def train(init: DELMInit, *, steps: int, eta: float, progress: Progress = silent) -> DELMTraining:
-    """GD with step ``eta`` for ``steps`` steps from a copy of the initial DELM."""
-    model = DELM.from_matrices(init.model.A.detach(), init.model.B.detach(), gamma=init.gamma)
-    loss = init.loss
-    gd = DELMGDConfig(lr=eta, loss=loss.name, tau=loss.tau, radius=loss.radius)
-    trainer = DELMGradientDescent(model, init.inputs.X, _targets(init.inputs), gd)
-    for step in range(steps):
-        progress("gradient descent (DELM)", step, steps)
-        trainer.step()
-        trainer.evaluate()  # the record of θ(step + 1)
-    history = trainer.history_tensors()
-    rows = [{k: v[i].item() for k, v in history.items()} for i in range(len(history["step"]))]
-    start = init.row()
-    Y = _targets(init.inputs)
-    start["sharpness_end"] = objective_sharpness_lanczos(
-        model, init.inputs.X, Y, loss.name, loss.tau
-    )
-    for row in rows:
-        row["loss_star"], row["kappa"] = init.loss_star, init.kappa
-    rows[0] = {**start, **rows[0]}
-    return DELMTraining(eta, rows)
-
-
-def train_statements(
-    init: DELMInit, run: DELMTraining, epsilon: float | None = None
-) -> list[Statement]:
-    """The corollary with both λ_T, Theorem 1's λ bound and the time to ε (Eqs. (9)–(12),
-    :func:`accuracy_time_check`: L_T − L* ≤ ε at every recorded T = τη ≥ T_ε) over the
-    run, guarded (the time to ε also by κ > 0 for the logistic loss)."""
-    runs = {"train": run.rows}
-    guards = guards_for(init, runs, run.eta)
-    checks = bound_checks(init.loss.corollary, runs, guards, lr=run.eta)
-    loss, positive = init.loss, _kappa_guard(init, runs)
-    time_check = accuracy_time_check(
-        runs,
-        [*guards, *positive],
-        lr=run.eta,
-        m=init.m,
-        gamma=init.gamma,
-        equation=accuracy_equation(loss.name, loss.tau, loss.radius),
-        eps_rel=epsilon_for(init, epsilon) / _gap_or_one(init),
-    )
-    return [
-        *guards,
-        *positive,
-        *checks,
-        lambda_bound_check(runs, guards, m=init.m, gamma=init.gamma),
-        time_check,
-    ]
-
-
-def _first_step(run: DELMTraining, epsilon: float) -> int | None:
-    """The first recorded step τ with L − L* ≤ ε; None if the run never gets there."""
-    return next((int(r["step"]) for r in run.rows if r["loss"] - r["loss_star"] <= epsilon), None)
-
-
-def measured_time_to_epsilon(run: DELMTraining, epsilon: float) -> float | None:
-    """The first recorded T = τη with L(A_T, B_T) − L* ≤ ε; None if the run never gets there."""
-    step = _first_step(run, epsilon)
-    return None if step is None else step * run.eta
-
-
-def train_numbers(
-    init: DELMInit, run: DELMTraining, epsilon: float | None = None
-) -> dict[str, object]:
-    """The final loss gap against both bounds, the time to ε predicted (Eqs. (9)–(12),
-    worst-case λ_T) and measured, and the rows."""
-    last, eps = run.rows[-1], epsilon_for(init, epsilon)
-    keys = (
-        "step",
-        "time",
-        "loss",
-        "lambda_min",
-        "lambda_T",
-        "bound_independent",
-        "bound_dependent",
-    )
-    return {
-        "steps": int(last["step"]),
-        "eta": run.eta,
-        "loss0": run.rows[0]["loss"],
-        "loss_final": last["loss"],
-        "loss_star": init.loss_star,
-        "bound_independent_final": last["bound_independent"],
-        "bound_dependent_final": last["bound_dependent"],
-        "lambda_T": last["lambda_T"],
-        "sharpness_end": run.rows[0]["sharpness_end"],
-        "epsilon": eps,
-        "time_to_epsilon": {
-            "predicted": time_to_epsilon(init, init.lambda_bound, eps),
-            "measured": measured_time_to_epsilon(run, eps),
-        },
-        "steps_to_epsilon": {
-            "predicted": time_to_epsilon(init, init.lambda_bound, eps) / run.eta,
-            "measured": _first_step(run, eps),
-        },
-        "records": [{k: r.get(k) for k in keys} for r in run.rows],
-    }

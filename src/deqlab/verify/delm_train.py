@@ -1,0 +1,137 @@
+"""``train`` for the DELM: full-batch GD (:class:`deqlab.train.delm_gd.DELMGradientDescent`)
+from the DELM of initialization, then the corollary against the run (Kawaguchi 2021): both
+λ_T, Theorem 1's λ bound and the time to ε (Eqs. (9)–(12)), predicted beside measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deqlab.experiments.kawaguchi2021.statements import (
+    accuracy_equation,
+    accuracy_time_check,
+    bound_checks,
+    lambda_bound_check,
+)
+from deqlab.models.delm import DELM
+from deqlab.statements import Statement
+from deqlab.theory.kawaguchi2021_large import objective_sharpness_lanczos
+from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
+from deqlab.verify.delm import (
+    DELMInit,
+    epsilon_for,
+    gap_or_one,
+    guards_for,
+    kappa_guard,
+    targets,
+    time_to_epsilon,
+)
+from deqlab.verify.progress import Progress, silent
+
+
+@dataclass(frozen=True)
+class DELMTraining:
+    """A GD run: η and its rows (step 0..T), in the corollaries' row format."""
+
+    eta: float
+    rows: list[dict]
+
+
+def train(init: DELMInit, *, steps: int, eta: float, progress: Progress = silent) -> DELMTraining:
+    """GD with step ``eta`` for ``steps`` steps from a copy of the initial DELM."""
+    model = DELM.from_matrices(init.model.A.detach(), init.model.B.detach(), gamma=init.gamma)
+    loss = init.loss
+    gd = DELMGDConfig(lr=eta, loss=loss.name, tau=loss.tau, radius=loss.radius)
+    trainer = DELMGradientDescent(model, init.inputs.X, targets(init.inputs), gd)
+    for step in range(steps):
+        progress("gradient descent (DELM)", step, steps)
+        trainer.step()
+        trainer.evaluate()  # the record of θ(step + 1)
+    history = trainer.history_tensors()
+    rows = [{k: v[i].item() for k, v in history.items()} for i in range(len(history["step"]))]
+    start = init.row()
+    Y = targets(init.inputs)
+    start["sharpness_end"] = objective_sharpness_lanczos(
+        model, init.inputs.X, Y, loss.name, loss.tau
+    )
+    for row in rows:
+        row["loss_star"], row["kappa"] = init.loss_star, init.kappa
+    rows[0] = {**start, **rows[0]}
+    return DELMTraining(eta, rows)
+
+
+def train_statements(
+    init: DELMInit, run: DELMTraining, epsilon: float | None = None
+) -> list[Statement]:
+    """The corollary with both λ_T, Theorem 1's λ bound and the time to ε (Eqs. (9)–(12),
+    :func:`accuracy_time_check`: L_T − L* ≤ ε at every recorded T = τη ≥ T_ε) over the
+    run, guarded (the time to ε also by κ > 0 for the logistic loss)."""
+    runs = {"train": run.rows}
+    guards = guards_for(init, runs, run.eta)
+    checks = bound_checks(init.loss.corollary, runs, guards, lr=run.eta)
+    loss, positive = init.loss, kappa_guard(init, runs)
+    time_check = accuracy_time_check(
+        runs,
+        [*guards, *positive],
+        lr=run.eta,
+        m=init.m,
+        gamma=init.gamma,
+        equation=accuracy_equation(loss.name, loss.tau, loss.radius),
+        eps_rel=epsilon_for(init, epsilon) / gap_or_one(init),
+    )
+    return [
+        *guards,
+        *positive,
+        *checks,
+        lambda_bound_check(runs, guards, m=init.m, gamma=init.gamma),
+        time_check,
+    ]
+
+
+def _first_step(run: DELMTraining, epsilon: float) -> int | None:
+    """The first recorded step τ with L − L* ≤ ε; None if the run never gets there."""
+    return next((int(r["step"]) for r in run.rows if r["loss"] - r["loss_star"] <= epsilon), None)
+
+
+def measured_time_to_epsilon(run: DELMTraining, epsilon: float) -> float | None:
+    """The first recorded T = τη with L(A_T, B_T) − L* ≤ ε; None if the run never gets there."""
+    step = _first_step(run, epsilon)
+    return None if step is None else step * run.eta
+
+
+def train_numbers(
+    init: DELMInit, run: DELMTraining, epsilon: float | None = None
+) -> dict[str, object]:
+    """The final loss gap against both bounds, the time to ε predicted (Eqs. (9)–(12),
+    worst-case λ_T) and measured, and the rows."""
+    last, eps = run.rows[-1], epsilon_for(init, epsilon)
+    keys = (
+        "step",
+        "time",
+        "loss",
+        "lambda_min",
+        "lambda_T",
+        "bound_independent",
+        "bound_dependent",
+    )
+    return {
+        "steps": int(last["step"]),
+        "eta": run.eta,
+        "loss0": run.rows[0]["loss"],
+        "loss_final": last["loss"],
+        "loss_star": init.loss_star,
+        "bound_independent_final": last["bound_independent"],
+        "bound_dependent_final": last["bound_dependent"],
+        "lambda_T": last["lambda_T"],
+        "sharpness_end": run.rows[0]["sharpness_end"],
+        "epsilon": eps,
+        "time_to_epsilon": {
+            "predicted": time_to_epsilon(init, init.lambda_bound, eps),
+            "measured": measured_time_to_epsilon(run, eps),
+        },
+        "steps_to_epsilon": {
+            "predicted": time_to_epsilon(init, init.lambda_bound, eps) / run.eta,
+            "measured": _first_step(run, eps),
+        },
+        "records": [{k: r.get(k) for k in keys} for r in run.rows],
+    }
