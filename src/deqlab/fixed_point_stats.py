@@ -19,6 +19,8 @@ converged. :class:`BackwardRecord` says which gradient was computed and whether 
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -183,19 +185,33 @@ def handle_failure(failure: Failure, on_failure: str, stats: FixedPointStats, hi
     """Apply the policy to an unconverged solve: raise, warn once per ``stats``, or pass.
 
     ``hint``: the caller's context (a string, or a zero-argument callable evaluated only
-    here), put in the error / warning.
+    when it is shown), put in the error / warning.
     """
-    hint = (hint() if callable(hint) else hint) or ""
     if on_failure == "raise":
         what = "forward solve" if failure.which == "forward" else "adjoint solve u = g + J_fᵀu"
-        context = f"{hint}; {what}" if hint else what
-        solution = failure.solution
+        text = _text(hint)
+        context = f"{text}; {what}" if text else what
         raise SolverError(
-            failure.solver, solution, tol=failure.tol, stop=failure.stop, context=context
+            failure.solver, failure.solution, tol=failure.tol, stop=failure.stop, context=context
         )
     if on_failure == "warn" and failure.which not in stats.warned:
         stats.warned.add(failure.which)
-        warnings.warn(_warning_text(failure, hint), ConvergenceWarning, stacklevel=4)
+        text = _warning_text(failure, _text(hint))
+        warnings.warn(text, ConvergenceWarning, stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """``stacklevel`` for a warning from :func:`handle_failure` that points at the first
+    caller outside deqlab and torch (the user's line)."""
+    inside = (f"{os.sep}deqlab{os.sep}", f"{os.sep}torch{os.sep}")
+    frame, level = sys._getframe(2), 2  # 1: handle_failure
+    while frame.f_back is not None and any(part in frame.f_code.co_filename for part in inside):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _text(hint: Hint) -> str:
+    return (hint() if callable(hint) else hint) or ""
 
 
 def _warning_text(failure: Failure, hint: str) -> str:
