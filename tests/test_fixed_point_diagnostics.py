@@ -28,6 +28,10 @@ def references(J: torch.Tensor):
     return rho, torch.linalg.matrix_norm(J, 2), torch.linalg.svdvals(eye - J).amin(dim=1)
 
 
+def sigma_max(J: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.matrix_norm(torch.eye(J.shape[1], dtype=J.dtype) - J, 2)
+
+
 def tanh_problem(d=6, batch=3, rate=1.2):
     """``f(z) = tanh(z Wᵀ + x)`` with W symmetric: J = D W has real eigenvalues."""
     W, x = symmetric(d, rate), torch.randn(batch, d, dtype=torch.float64)
@@ -36,22 +40,26 @@ def tanh_problem(d=6, batch=3, rate=1.2):
 
 def test_exact_once_lanczos_spans_the_row_and_power_iteration_converges():
     f, z = tanh_problem()
-    rho, norm, sigma = references(dense_blocks(f, z))
+    J = dense_blocks(f, z)
+    rho, norm, sigma = references(J)
     got = fixed_point_diagnostics(
         f, z, rows=3, iters=200, generator=torch.Generator().manual_seed(0)
     )
     torch.testing.assert_close(got.jacobian_norm, norm, atol=1e-10, rtol=0)
     torch.testing.assert_close(got.sigma_min, sigma, atol=1e-8, rtol=0)
+    torch.testing.assert_close(got.sigma_max, sigma_max(J), atol=1e-10, rtol=0)
     torch.testing.assert_close(got.spectral_radius, rho, rtol=1e-6, atol=0)
     assert got.products == 200 + 2 * 6 * 2  # power JVPs + two Lanczos runs of 6 (JVP + VJP)
 
 
 def test_few_iterations_bound_from_the_right_side():
     f, z = tanh_problem(d=40, batch=2, rate=0.9)
-    _, norm, sigma = references(dense_blocks(f, z))
+    J = dense_blocks(f, z)
+    _, norm, sigma = references(J)
     got = fixed_point_diagnostics(f, z, rows=2, iters=5, generator=torch.Generator().manual_seed(1))
     assert bool((got.jacobian_norm <= norm + 1e-12).all())  # Ritz values inside the spectrum
     assert bool((got.sigma_min >= sigma - 1e-12).all())
+    assert bool((got.sigma_max <= sigma_max(J) + 1e-12).all())
     assert bool((got.jacobian_norm > 0.5 * norm).all())  # and not far off after 5 steps
 
 

@@ -11,9 +11,10 @@ sample alone, so that ``J`` is block diagonal):
 * ``‖J‖₂`` and ``σ_min(I − J)`` by Lanczos (full reorthogonalisation) on ``JᵀJ`` and
   ``(I − J)ᵀ(I − J)`` (one JVP and one VJP per iteration). Ritz values lie inside the
   spectrum, so ``‖J‖₂`` is estimated from below and ``σ_min(I − J)`` from above; both are
-  exact once the iterations reach the row's dimension. ``σ_min(I − J) > 0`` is the
-  implicit function theorem's hypothesis (Hieu 2022, Eq. 2.3); ``1 / σ_min`` bounds how
-  much the adjoint solve ``(I − J)ᵀu = g`` amplifies ``g``.
+  exact once the iterations reach the row's dimension (the same run gives ``σ_max(I − J)``,
+  from below). ``σ_min(I − J) > 0`` is the implicit function theorem's hypothesis (Hieu
+  2022, Eq. 2.3); ``1 / σ_min`` bounds how much the adjoint solve ``(I − J)ᵀu = g``
+  amplifies ``g``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class FixedPointDiagnostics:
         spectral_radius: ``ρ(J_f)`` ``(R,)``.
         jacobian_norm: ``‖J_f‖₂`` ``(R,)`` (from below).
         sigma_min: ``σ_min(I − J_f)`` ``(R,)`` (from above).
+        sigma_max: ``σ_max(I − J_f)`` ``(R,)`` (from below; the same Lanczos run), so
+            ``sigma_max / sigma_min`` estimates the condition number of ``I − J_f``.
         sample_steps, sample_residuals: the forward solve's per-row steps and residuals
             (None when no Solution was given).
         products: JVPs + VJPs spent on the estimates.
@@ -46,6 +49,7 @@ class FixedPointDiagnostics:
     spectral_radius: torch.Tensor
     jacobian_norm: torch.Tensor
     sigma_min: torch.Tensor
+    sigma_max: torch.Tensor
     sample_steps: torch.Tensor | None
     sample_residuals: torch.Tensor | None
     products: int
@@ -96,11 +100,12 @@ def fixed_point_diagnostics(
     )
     rho = _power_radius(ops.jvp, start, iters)
     norm_sq = _lanczos_extremes(lambda v: ops.vjp(ops.jvp(v)), start, iters)[1]
-    shifted = _lanczos_extremes(ops.shifted_gram, start, iters)[0]
+    shifted_min, shifted_max = _lanczos_extremes(ops.shifted_gram, start, iters)
     return FixedPointDiagnostics(
         spectral_radius=rho,
         jacobian_norm=norm_sq.clamp_min(0).sqrt(),
-        sigma_min=shifted.clamp_min(0).sqrt(),
+        sigma_min=shifted_min.clamp_min(0).sqrt(),
+        sigma_max=shifted_max.clamp_min(0).sqrt(),
         sample_steps=None if forward is None else forward.sample_steps,
         sample_residuals=None if forward is None else forward.sample_residuals,
         products=ops.count,
