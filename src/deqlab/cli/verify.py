@@ -145,6 +145,9 @@ def verify_command(
         check = check_model(model, settings)
         device = check_device(device)
         _check_out(out)
+        widest = check if len(widths) == 1 else replace(check, width=max(widths))
+        if dataset is not None and n is not None:  # refused before the data are drawn
+            check_memory(widest, n, d or 0, train=train, subject="`--n`", device=device)
         if dataset is not None:
             X, y, name = load_dataset(
                 dataset, n=n, d=d, classes=_classes(classes), seed=seed, data_dir=data_dir
@@ -154,7 +157,6 @@ def verify_command(
             X, y, labels = load_file(input_file, label_column=label_column)
             name, subject = str(input_file), f"`--input` {str(input_file)!r}"
         shape = np.shape(X)
-        widest = check if len(widths) == 1 else replace(check, width=max(widths))
         check_memory(
             widest,
             shape[0],
