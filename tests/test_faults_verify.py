@@ -188,3 +188,15 @@ def test_the_monotone_dEQ_and_the_delm_run_on_the_cpu_only():
     x = np.random.default_rng(0).standard_normal((6, 3))
     cpu = verify(x, np.arange(6.0), DELMCheck(), device="cpu")
     assert cpu.settings["device"] == "cpu"
+
+
+def test_a_width_that_does_not_fit_is_named_not_n(monkeypatch):
+    from deqlab.verify import checks
+
+    monkeypatch.setattr(checks, "available_bytes", lambda device=None: 2 * 10**9)
+    result = invoke("verify", "--dataset", "sphere", "--n", "40", "--d", "5", "--width", "30000")
+    assert one_error(result) == (
+        "error: `width`: m = 30000 needs 21.6 GB for W(0) and the m×m work of its solves and "
+        "norms (3 m×m float64 arrays), but 2 GB of memory is available; the largest width "
+        "that fits is 8494"  # √((2·10⁹ − 256 MiB headroom)/24)
+    )

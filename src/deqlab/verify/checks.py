@@ -20,7 +20,15 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from deqlab._checks import check_choice, check_int, check_positive, check_real
-from deqlab._memory import check_square
+from deqlab._memory import (
+    HEADROOM,
+    MemoryRefusal,
+    available_bytes,
+    check_square,
+    largest_square,
+    nbytes,
+    square_bytes,
+)
 from deqlab.papers import HIEU, KAWAGUCHI, LING
 from deqlab.statements import Paper, Statement
 from deqlab.theory.kawaguchi2021 import check_radius
@@ -221,14 +229,16 @@ def check_memory(
         return
     if isinstance(check, ReLUDEQCheck):
         m = check.width
+        _check_width_fits(m, 3, "W(0) and the m×m work of its solves and norms")
         stand_ins = n <= relu_deq.STANDIN_LIMIT or train
         buffers = relu_deq.STANDIN_BUFFERS if stand_ins else relu_deq.KERNEL_BUFFERS
         what = "K, the DEQ NTK over it and a work array" + (
             ", then H(0) of Eq. (4)" if stand_ins else ""
         )
-        # per point: X, Z(0), the adjoint and gradients (m each); W(0) and its solves spread
-        per_point = 8 * (d + 4 * m) + math.ceil(24 * m * m / n)
+        per_point = 8 * (d + 4 * m)  # X, Z(0), the adjoint and gradients (m each)
     elif isinstance(check, MonDEQCheck):
+        if check.width >= mondeq.FIT_WIDTH_FACTOR * n:  # the fits go to 2·width
+            _check_width_fits(2 * check.width, 6, "the monotone DEQ at the widest fit width")
         top = 2 * max(check.width, mondeq.FIT_WIDTH_FACTOR * n)  # the widest fit network
         buffers, per_point = 6 * (top / n) ** 2, 8 * (d + 4 * top)
         what = f"the monotone DEQs up to width {top} (W, A, B, the splitting's inverse)"
@@ -245,6 +255,22 @@ def check_memory(
         )
         buffers = relu_deq.STANDIN_BUFFERS if buffers == relu_deq.STANDIN_BUFFERS else 0
     check_square(subject, n, what, buffers=buffers, per_point=per_point)
+
+
+def _check_width_fits(width: int, arrays: int, what: str) -> None:
+    """Refuse a width whose ``arrays`` m×m float64 arrays would not fit, naming the largest
+    width that does (:mod:`deqlab._memory`'s measure of what is available)."""
+    available = available_bytes()
+    if available is None:
+        return
+    usable = max(0, available - HEADROOM)
+    need = square_bytes(width, arrays)
+    if need > usable:
+        raise MemoryRefusal(
+            f"`width`: m = {width} needs {nbytes(need)} for {what} ({arrays} m×m float64 "
+            f"arrays), but {nbytes(available)} of memory is available; the largest width that "
+            f"fits is {largest_square(arrays, usable)}"
+        )
 
 
 def check_model(model: str, settings: dict[str, Any]) -> Check:
