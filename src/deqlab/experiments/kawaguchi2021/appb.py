@@ -39,6 +39,7 @@ from deqlab.experiments.kawaguchi2021 import appb_report
 from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps
 from deqlab.experiments.registry import register
 from deqlab.models.delm import DELM
+from deqlab.papers import KAWAGUCHI
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import (
     appendix_b_velocity,
@@ -129,7 +130,8 @@ class Kawaguchi2021AppB(Experiment):
 
     name = "kawaguchi2021-appb"
     title = "Implicit bias toward 1ᵀφ(x) as γ → 1 (Appendix B, Eq. 37)"
-    paper = "Kawaguchi, On the theory of implicit deep learning, ICLR 2021 (Appendix B)"
+    paper = KAWAGUCHI
+    where = "Appendix B"
     Config = AppBConfig
     presets: ClassVar = {
         "tiny": {

@@ -70,6 +70,7 @@ from deqlab.experiments.kawaguchi2021 import fig1_report
 from deqlab.experiments.registry import register
 from deqlab.models.baselines import LinearModel, ReLUMLP
 from deqlab.models.delm import DELM
+from deqlab.papers import KAWAGUCHI
 from deqlab.statements import Statement
 from deqlab.train.sgd import HeavyBall, MinibatchTrainer
 
@@ -353,7 +354,8 @@ class Kawaguchi2021Fig1(Experiment):
 
     name = "kawaguchi2021-fig1"
     title = "DELM vs linear models vs ReLU DNNs on teacher targets (Figure 1, observation)"
-    paper = "Kawaguchi, On the theory of implicit deep learning, ICLR 2021 (Figure 1, App. D)"
+    paper = KAWAGUCHI
+    where = "Figure 1, App. D"
     Config = Fig1Config
     presets: ClassVar = {
         "tiny": {

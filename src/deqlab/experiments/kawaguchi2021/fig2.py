@@ -61,6 +61,7 @@ from deqlab.experiments.kawaguchi2021.trajectory import (
 from deqlab.experiments.registry import register
 from deqlab.models.baselines import RESNET_IO, LinearResNet
 from deqlab.models.delm import DELM
+from deqlab.papers import KAWAGUCHI
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import square_loss, square_loss_optimum
 from deqlab.theory.spectra import lanczos_largest
@@ -231,7 +232,8 @@ class Kawaguchi2021Fig2(Experiment):
 
     name = "kawaguchi2021-fig2"
     title = "DELM vs linear ResNet: global convergence and Corollary 1's bounds (Figure 2)"
-    paper = "Kawaguchi, On the theory of implicit deep learning, ICLR 2021 (Figure 2)"
+    paper = KAWAGUCHI
+    where = "Figure 2"
     Config = Fig2Config
     presets: ClassVar = {
         "tiny": TINY,

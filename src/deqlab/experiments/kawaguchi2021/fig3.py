@@ -37,6 +37,7 @@ from deqlab.experiments.kawaguchi2021 import fig3_report
 from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps, run_trajectory
 from deqlab.experiments.registry import register
 from deqlab.models.delm import DELM
+from deqlab.papers import KAWAGUCHI
 from deqlab.statements import Statement
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 
@@ -104,7 +105,8 @@ class Kawaguchi2021Fig3(Experiment):
 
     name = "kawaguchi2021-fig3"
     title = "DELM with the logistic loss and Corollary 2's bounds (Figure 3)"
-    paper = "Kawaguchi, On the theory of implicit deep learning, ICLR 2021 (Figure 3, App. D.2)"
+    paper = KAWAGUCHI
+    where = "Figure 3, App. D.2"
     Config = Fig3Config
     presets: ClassVar = {
         "tiny": {

@@ -46,6 +46,7 @@ from deqlab.experiments.kawaguchi2021 import thm2_report
 from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps
 from deqlab.experiments.registry import register
 from deqlab.models.delm import DELM
+from deqlab.papers import KAWAGUCHI
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import (
     flow_velocities,
@@ -143,7 +144,8 @@ class Kawaguchi2021Thm2(Experiment):
 
     name = "kawaguchi2021-thm2"
     title = "DELM dynamics as a trust-region Newton method (Theorem 2, Eq. 13)"
-    paper = "Kawaguchi, On the theory of implicit deep learning, ICLR 2021 (Theorem 2)"
+    paper = KAWAGUCHI
+    where = "Theorem 2"
     Config = Thm2Config
     presets: ClassVar = {
         "tiny": {"n": 30, "d": 3, "gamma": 0.5, "lr": 1e-2, "steps": 50, "records": 4},

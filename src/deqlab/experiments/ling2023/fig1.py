@@ -70,6 +70,7 @@ from deqlab.experiments.deviations import paper as paper_value
 from deqlab.experiments.ling2023 import fig1_report
 from deqlab.experiments.registry import register
 from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.papers import LING
 from deqlab.statements import Statement
 from deqlab.theory.ling2023 import Condition1, condition1, learning_rate, pl_gram_lambda_min
 from deqlab.train.relu_deq import GDConfig, GDTrainer
@@ -127,10 +128,8 @@ class Ling2023Fig1(Experiment):
 
     name = "ling2023-fig1"
     title = "Figure 1: GD on over-parameterized ReLU DEQs of several widths"
-    paper = (
-        "Ling, Xie, Wang, Zhang, Lin — Global convergence of over-parameterized deep "
-        "equilibrium models, AISTATS 2023 (Figure 1, Theorem 1)"
-    )
+    paper = LING
+    where = "Figure 1, Theorem 1"
     Config = Fig1Config
     presets: ClassVar = {
         "tiny": {

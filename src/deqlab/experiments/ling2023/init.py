@@ -51,6 +51,7 @@ from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.deviations import paper as paper_value
 from deqlab.experiments.ling2023 import init_report
 from deqlab.experiments.registry import register
+from deqlab.papers import LING
 from deqlab.statements import Statement
 from deqlab.theory.init_theorems import (
     measure_assumption2,
@@ -94,10 +95,8 @@ class Ling2023Init(Experiment):
 
     name = "ling2023-init"
     title = "Initialization theorems: ‖W(0)‖₂, K^(l) → K, G^(l) → G, G/m → K, λ_0 ≥ mλ*/2"
-    paper = (
-        "Ling, Xie, Wang, Zhang, Lin — Global convergence of over-parameterized deep "
-        "equilibrium models, AISTATS 2023 (Lemma 1, Theorems 2–5)"
-    )
+    paper = LING
+    where = "Lemma 1, Theorems 2–5"
     Config = InitConfig
     presets: ClassVar = {
         "tiny": {
