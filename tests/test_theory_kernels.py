@@ -490,7 +490,7 @@ def test_cli_kernel_rejects_bad_arguments(tmp_path):
     result = runner.invoke(app, ["kernel", "--dataset", "sphere", "--depth", "-2"])
     assert result.exit_code == 2 and "non-negative integer or 'inf'" in result.output
     result = runner.invoke(app, ["kernel", "--dataset", "sphere", "--n", "5", "--sigma-w2", "1"])
-    assert result.exit_code == 2 and "`sigma_w2` must be in (0, 1)" in result.output
+    assert result.exit_code == 2 and "`--sigma-w2` must be in (0, 1)" in result.output
 
 
 def test_cli_kernel_at_a_huge_depth_computes_the_limit_and_says_so():
