@@ -208,7 +208,21 @@ def _reproduce_locked(
     done = _collect_checkpoints(job, tasks, notes)
     if len(done) < len(tasks):
         check_datasets(job.experiment, job.config)
+    return _compute(job, tasks, done, notes, executor, checkpoint_every, quiet, console)
 
+
+def _compute(
+    job: _Job,
+    tasks: list[Task],
+    done: dict[str, TaskResult],
+    notes: list[str],
+    executor: Executor | None,
+    checkpoint_every: int | None,
+    quiet: bool,
+    console: Console | None,
+) -> Run:
+    """Mark the run running, :func:`_execute` the tasks not ``done``, :func:`_finalize`;
+    a run stopped on the way is recorded ``interrupted`` or ``failed`` (:func:`_abandon`)."""
     job.store.begin(job.experiment.name, job.digest, preset=job.preset, device=job.device,
                     config=job.config)  # fmt: skip
     start = time.perf_counter()
