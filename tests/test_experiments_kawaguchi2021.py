@@ -381,6 +381,7 @@ def test_fig2_sweep_tiny_adds_tasks_without_changing_the_figure_rows():
     at = "at η = 0.0025, γ = 0.5 (sweep)"
     assert found[f"Figure 2 (a)–(b) reproduces {at}"].verdict is FAIL
     assert found[f"Figure 2 (a)–(b) reproduces {at}"].value == 3
+    assert "docs/findings.md#kawaguchi-fig2" in found[f"Figure 2 (a)–(b) reproduces {at}"].detail
     reach = "DELMs reach the global minimum value on {} data from every initialization {}"
     assert found[reach.format("Gaussian", at)].verdict is PASS
     assert found[reach.format("uniform", at)].verdict is PASS
@@ -562,6 +563,7 @@ def test_appb_tiny_statements():
     assert [s.verdict for s in found] == [PASS, PASS, PASS, FAIL, PASS]
     assert [s.kind for s in found] == [Kind.THEOREM] * 4 + [Kind.OURS]
     assert "random 1" in found[3].measured  # exponent 1: it grows like 1/(1 − γ)
+    assert all("docs/findings.md#kawaguchi-appb" in s.detail for s in found[3:])
 
 
 def _appb_rows(along, rest, paper_rest, *, gaps=(1e-14, 1e-5)):
