@@ -197,3 +197,27 @@ def test_answers_say_why_theorem_3_3_5_applies_at_no_width(init, inputs):
     narrow = md.initialize(inputs, width=3, monotonicity=0.2, radius=1.0, seed=0)
     gd = answers_for("mondeq", narrow, md.numbers(narrow, None), None)[1]
     assert gd.status == "can apply at a larger width" and gd.width == 6
+
+
+def test_stand_ins_from_the_gauss_newton_curvature_of_the_monotone_deq(init, inputs):
+    """λ_max(JJᵀ) and ‖Jᵀr‖²/‖r‖² at θ(0) against the dense Jacobian of ŷ = Z*ᵀu in
+    (A, B, U, u) by autograd (one reverse pass per sample through the splitting's adjoint)."""
+    model, X, y = init.model, inputs.X, inputs.y
+    names = [n for n, _ in model.named_parameters()]
+    shapes = [p.shape for _, p in model.named_parameters()]
+
+    def predict(t):
+        parts = t.split([s.numel() for s in shapes])
+        params = {n: p.view(s) for n, p, s in zip(names, parts, shapes, strict=True)}
+        return torch.func.functional_call(model, params, (X,))
+
+    theta = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    J = torch.autograd.functional.jacobian(predict, theta)  # (N, p)
+    r = predict(theta).detach() - y
+    k = md.numbers(init, None)
+    assert k["curvature"] == pytest.approx(float(torch.linalg.eigvalsh(J @ J.T)[-1]), rel=1e-5)
+    assert k["pl_ratio0"] == pytest.approx(float((J.T @ r).square().sum() / (r @ r)), rel=1e-6)
+    from deqlab.verify.answers import standins
+
+    lines = standins(k, None, None).lines()
+    assert lines[0].startswith("ours: largest useful step from the measured curvature")

@@ -264,8 +264,13 @@ class StandIns:
             f"{self.eta:.3g} (stable below 2/λ_max = {2 * self.eta:.3g})",
             f"ours: the rate the measured PL ratio μ = ‖∇Φ(0)‖²/(2Φ(0)) = "
             f"{self.pl_ratio:.3g} predicts at that η: 1 − μ/λ_max = "
-            f"{self.rate_predicted:.6g} per step (1 − λ_min(H(0))/λ_max = "
-            f"{self.rate_worst:.6g} for the slowest direction of the residual)",
+            f"{self.rate_predicted:.6g} per step"
+            + (
+                ""
+                if self.rate_worst is None
+                else f" (1 − λ_min(H(0))/λ_max = "
+                f"{self.rate_worst:.6g} for the slowest direction of the residual)"
+            ),
         ]
         if self.rate_measured is not None:
             out.append(
@@ -294,13 +299,23 @@ def steps_to(loss0: float, target: float, rate: float | None) -> float | None:
     return math.log(target / loss0) / math.log(rate)
 
 
-def relu_standins(numbers: dict, training: dict | None, target: float | None) -> StandIns:
-    """:class:`StandIns` from the numbers (``curvature``, ``pl_ratio0``, ``loss0``) and,
-    with training, its measured rate; ``target`` defaults to :data:`TARGET_FRACTION` Φ(0)."""
+def measured_rate(loss0: float, loss_T: float, steps: int) -> float | None:
+    """(Φ(T)/Φ(0))^(1/T), the mean rate per step of a run (None without steps or a loss)."""
+    if not steps or not loss0 > 0 or not loss_T >= 0:
+        return None
+    return (loss_T / loss0) ** (1 / steps)
+
+
+def standins(numbers: dict, training: dict | None, target: float | None) -> StandIns:
+    """:class:`StandIns` from the numbers (``curvature``, ``pl_ratio0``, ``loss0``, and
+    ``H_lambda_min0`` where measured) and, with training, its measured rate; ``target``
+    defaults to :data:`TARGET_FRACTION` Φ(0)."""
     top, mu = numbers.get("curvature"), numbers.get("pl_ratio0")
     if top is None or mu is None or not top > 0:
         return StandIns(None, None, None, None)
-    eta, rate, worst = 1.0 / top, 1.0 - mu / top, 1.0 - numbers["H_lambda_min0"] / top
+    bottom = numbers.get("H_lambda_min0")
+    eta, rate = 1.0 / top, 1.0 - mu / top
+    worst = None if bottom is None else 1.0 - bottom / top
     if training is None:
         return StandIns(top, eta, mu, rate, worst)
     loss0 = numbers["loss0"]

@@ -24,7 +24,7 @@ import deqlab
 from deqlab._checks import check_int, check_positive
 from deqlab.runs.devices import check_device
 from deqlab.statements import Counts, Statement
-from deqlab.verify.answers import Answer, StandIns, relu_standins
+from deqlab.verify.answers import Answer, StandIns, standins
 from deqlab.verify.checks import CHECKS, Check, check_for, check_memory, run_check
 from deqlab.verify.inputs import prepare
 from deqlab.verify.progress import Progress, silent
@@ -170,11 +170,7 @@ def verify(
         "target_loss": target_loss,
     }
     settings.setdefault("width", inputs.d)  # the DELM's width is d
-    stand_ins = (
-        relu_standins(found.numbers, found.training, target_loss)
-        if check.model == "relu-deq"
-        else StandIns(None, None, None, None)
-    )
+    stand_ins = standins(found.numbers, found.training, target_loss)
     return Verification(
         check.model,
         inputs.summary(),

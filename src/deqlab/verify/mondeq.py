@@ -41,6 +41,7 @@ from deqlab.models.mondeq import MonDEQ
 from deqlab.papers import HIEU
 from deqlab.solvers.splitting import PeacemanRachford
 from deqlab.statements import Statement
+from deqlab.theory.gauss_newton import GaussNewton, gauss_newton
 from deqlab.theory.mondeq import (
     PARAMETERS,
     Inequality,
@@ -54,6 +55,7 @@ from deqlab.theory.mondeq import (
 )
 from deqlab.theory.spectra import spectral_norm
 from deqlab.train.mondeq_gd import MonDEQGD
+from deqlab.verify.answers import measured_rate
 from deqlab.verify.inputs import Inputs
 from deqlab.verify.progress import Progress, silent
 
@@ -61,6 +63,8 @@ from deqlab.verify.progress import Progress, silent
 #: fitted (the thesis' experiments fit only widths n ≥ FIT_WIDTH_FACTOR·N: near n = N,
 #: λ_0 = σ_min(Z(0)) grows much faster than any power law).
 FIT_FACTORS = (1.0, 1.5, 2.0)
+#: Up to this width × N the stand-ins' Gauss–Newton curvature is measured (3 solves a step).
+STANDIN_LIMIT = 10**6
 #: Relative residual of the splitting solves.
 SOLVE_TOL = 1e-10
 
@@ -80,6 +84,7 @@ class MonDEQInit:
     conditions: dict[str, list[Inequality]]  # "Condition 1", "Condition 2"
     fits: dict[str, WidthFit | None]  # by equation name, e.g. "Eq. (3.16)"
     fit_widths: tuple[int, ...]
+    gauss_newton: GaussNewton | None = None  # the stand-ins' curvature and PL ratio (ours)
 
     @property
     def eta_max(self) -> float:
@@ -144,9 +149,29 @@ def initialize(
     model, c, Z = chosen
     lemma = lemma_3_3_3(Z, inputs.X, model.U, monotonicity)
     fits = {name: WidthFit.of(fit_widths, rs, n_samples=inputs.n) for name, rs in ratios.items()}
+    progress(f"Gauss–Newton curvature at width {width} (stand-ins, ours)", len(widths), len(widths))
+    curvature = _gauss_newton(model, inputs) if width * inputs.n <= STANDIN_LIMIT else None
     return MonDEQInit(
-        inputs, width, monotonicity, radius, seed, model, c, lemma, _conditions(c), fits, fit_widths
-    )
+        inputs, width, monotonicity, radius, seed, model, c, lemma, _conditions(c), fits,
+        fit_widths, curvature,
+    )  # fmt: skip
+
+
+def _gauss_newton(model: MonDEQ, inputs: Inputs) -> GaussNewton | None:
+    """λ_max(JJᵀ) and ‖Jᵀr‖²/‖r‖² of L = ½‖Z*ᵀu − y‖² at θ(0), J = ∂ŷ/∂(A, B, U, u)
+    (:func:`deqlab.theory.gauss_newton.gauss_newton`); None when r = 0."""
+    names, shapes = zip(*[(n, p.shape) for n, p in model.named_parameters()], strict=True)
+    theta = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+    def predict(t: torch.Tensor) -> torch.Tensor:
+        parts = t.split([s.numel() for s in shapes])
+        params = {n: p.view(s) for n, p, s in zip(names, parts, shapes, strict=True)}
+        return torch.func.functional_call(model, params, (inputs.X,))  # (N,)
+
+    with torch.no_grad():
+        if not float((model(inputs.X) - inputs.y).norm()) > 0:
+            return None
+    return gauss_newton(predict, theta, inputs.y)
 
 
 def _ratio(row: Inequality) -> float:
@@ -188,6 +213,8 @@ def numbers(init: MonDEQInit, eta: float | None) -> dict[str, object]:
         "eta": eta,
         "rate": None if not eta or eta > eta_max else gd_rate(c.lambda0, eta),
         "flow_rate": math.exp(-(c.lambda0**2) / 2),
+        "curvature": None if init.gauss_newton is None else init.gauss_newton.curvature,
+        "pl_ratio0": None if init.gauss_newton is None else init.gauss_newton.pl_ratio,
     }
 
 
@@ -309,6 +336,7 @@ def train_numbers(init: MonDEQInit, run: MonDEQTraining) -> dict[str, object]:
         "loss0": losses[0],
         "loss_final": losses[-1],
         "rate_predicted": predicted,
+        "rate_measured": measured_rate(losses[0], losses[-1], steps),
         "max_step_ratio": max(ratios, default=None),
         "records": [{k: r.get(k) for k in keys} for r in run.records],
     }

@@ -31,6 +31,7 @@ from deqlab.theory.ling2023 import (
     theorem1_margins,
 )
 from deqlab.train.relu_deq import GDConfig, GDTrainer
+from deqlab.verify.answers import measured_rate
 from deqlab.verify.progress import Progress, silent
 from deqlab.verify.relu_deq import SOLVE_TOL, ReLUDEQInit
 
@@ -100,7 +101,7 @@ def numbers(init: ReLUDEQInit, run: Training) -> dict[str, object]:
     loss0 = losses[0][1] if losses else math.nan
     g, pl = run.margins, run.pl
     lam0 = init.lambda0 or 0.0
-    measured_rate = (last_loss / loss0) ** (1 / last_step) if last_step and loss0 > 0 else None
+    rate = measured_rate(loss0, last_loss, last_step)
     return {
         "steps": last_step,
         "eta": run.eta,
@@ -109,7 +110,7 @@ def numbers(init: ReLUDEQInit, run: Training) -> dict[str, object]:
         "loss0": loss0,
         "loss_final": last_loss,
         "rate_predicted": 1 - run.eta * lam0 / 2,
-        "rate_measured": measured_rate,
+        "rate_measured": rate,
         "max_step_ratio": None if g is None else g.max_step_ratio,
         "min_lambda_ratio": None if g is None else g.min_lambda_ratio,
         "max_W_norm": None if g is None else g.max_W_norm,
