@@ -394,6 +394,22 @@ def test_fig2_sweep_tiny_adds_tasks_without_changing_the_figure_rows():
     assert experiment.statements(swept, rows) == [*figure, *found.values()]
 
 
+@pytest.mark.parametrize(
+    "key", ["sweep-lr0.0025-g0.5-b-delm-random1", "sweep-lr0.2-g0.5-a-delm-identity"]
+)
+def test_a_sweep_delm_resumes_to_the_same_rows_whether_it_converges_or_diverges(key):
+    experiment = Kawaguchi2021Fig2()
+    config = experiment.resolve("tiny-sweep")
+    (task,) = [t for t in experiment.tasks(config) if t.key == key]
+    rows = experiment.run_task(config, task, MemoryCheckpoints().context(50))
+    interrupted = MemoryCheckpoints(stop_after=2)
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run_task(config, task, interrupted.context(50))
+    interrupted.stop_after = None
+    assert experiment.run_task(config, task, interrupted.context(50)) == rows
+    assert math.isfinite(rows[-1]["loss"]) == ("0.0025" in key)
+
+
 def _sweep_rows(config, gaps, resnet_a=20.0, resnet_b=10.0, lr=1e-3, gamma=0.5):
     """Final rows of one sweep point: DELM gaps per (panel, init) (None: diverged at step 7),
     ResNet final losses on (a) and (b); L* = 10."""
