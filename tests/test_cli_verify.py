@@ -16,6 +16,7 @@ from deqlab.cli import app
 
 runner = CliRunner()
 SMALL = ("--dataset", "sphere", "--n", "40", "--d", "40", "--width", "400")
+TINY = ("--dataset", "sphere", "--n", "6", "--d", "4")
 
 
 def invoke(*args: object):
@@ -63,43 +64,9 @@ def test_table_output_shows_numbers_statements_and_verdicts():
 def test_out_writes_the_page_for_every_model(tmp_path):
     for model, figure in (("relu-deq", "training"), ("mondeq", "training"), ("delm", "corollary1")):
         out = tmp_path / model
-        doc = parsed(
-            invoke(
-                "verify",
-                "--dataset",
-                "sphere",
-                "--n",
-                "6",
-                "--d",
-                "4",
-                "--width",
-                "12",
-                "--model",
-                model,
-                "--train",
-                "2",
-                "--out",
-                out,
-                "--json",
-            )
-            if model != "delm"
-            else invoke(
-                "verify",
-                "--dataset",
-                "sphere",
-                "--n",
-                "6",
-                "--d",
-                "4",
-                "--model",
-                model,
-                "--train",
-                "2",
-                "--out",
-                out,
-                "--json",
-            )
-        )
+        width = () if model == "delm" else ("--width", "12")  # the DELM's width is d
+        args = (*TINY, *width, "--model", model, "--train", "2", "--out", out, "--json")
+        doc = parsed(invoke("verify", *args))
         assert doc["page"] == str(out / "index.html") and doc["training"]["steps"] == 2
         assert (out / "figures" / f"{figure}.png").is_file(), model
 
@@ -284,12 +251,7 @@ def test_delm_training_puts_the_time_to_epsilon_beside_the_run(tmp_path):
     doc = parsed(
         invoke(
             "verify",
-            "--dataset",
-            "sphere",
-            "--n",
-            "6",
-            "--d",
-            "4",
+            *TINY,
             "--model",
             "delm",
             "--train",
