@@ -24,7 +24,8 @@ from deqlab.data.registry import DATASETS
 MODEL_METAVAR = "relu-deq|mondeq|delm"
 INPUT_HELP = (
     "Your data: .npz (arrays X (n, d) and y), .pt ({'X', 'y'} or (X, y)), .npy (an (n, d+1) "
-    "array, labels last) or .csv (labels: the column named label, y or target, else the last)."
+    "array, labels last) or .csv (labels: the column named label, y or target, or the one "
+    "--label-column names; a CSV with neither is refused). X is (n, d), one sample per row."
 )
 
 
@@ -35,8 +36,10 @@ INPUT_HELP = (
         "λ*, λ_0, Condition 1 with its margins and the width it needs, Eq. (10) and the rate "
         "(Ling et al. 2023; --model relu-deq), Conditions 1–2 and Theorem 3.3.5 (the thesis; "
         "--model mondeq), λ_T and Corollaries 1–2 (Kawaguchi 2021; --model delm, --loss). "
-        "--train runs "
-        "GD with the theorem's step size and puts predicted beside measured."
+        "First, one line per theorem: it applies at this width, at a larger one (which), at "
+        "none (why), or cannot be decided; and stand-ins labelled ours (a step size from the "
+        "measured curvature, the rate the PL ratio predicts). --train runs GD with the "
+        "theorem's step size (or --eta) and puts predicted beside measured."
     ),
     epilog=(
         "Examples:\n\n  deqlab verify --dataset sphere --n 40 --d 40 --width 400\n\n"
