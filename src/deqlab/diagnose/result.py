@@ -81,7 +81,7 @@ class Diagnosis:
             f"forward solver steps {self.solver_steps}",
             f"‖J_f‖₂ at z*: max {max(w.jacobian_norm):.3g}, median {_median(w.jacobian_norm):.3g}",
             f"σ_min(I − J_f): min {min(w.sigma_min):.3g}; cond(I − J_f): max "
-            f"{'≤ ' if w.sigma_max_is_bound else ''}{max(w.condition):.3g}; "
+            f"{max(w.condition):.3g}; "
             f"ρ(J_f) max {max(w.spectral_radius):.3g}; residual max {max(w.residual):.2g}",
             f"NTK ({n.size}×{n.size}): λ_min {n.lambda_min:.3g}, λ_max {n.lambda_max:.3g}, "
             f"condition {n.condition:.3g}",

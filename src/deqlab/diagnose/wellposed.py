@@ -32,15 +32,13 @@ def _floats(t: torch.Tensor) -> tuple[float, ...]:
 @dataclass(frozen=True)
 class WellPosedness:
     """Per-sample tuples (length n): ``jacobian_norm`` ‖J_f‖₂, ``spectral_radius`` ρ(J_f),
-    ``sigma_min`` / ``sigma_max`` of I − J_f, ``residual`` ‖f(z*) − z*‖/‖f(z*)‖.
-    ``sigma_max_is_bound``: σ_max is the bound ``1 + ‖J_f‖₂`` (not measured)."""
+    ``sigma_min`` / ``sigma_max`` of I − J_f, ``residual`` ‖f(z*) − z*‖/‖f(z*)‖."""
 
     jacobian_norm: tuple[float, ...]
     spectral_radius: tuple[float, ...]
     sigma_min: tuple[float, ...]
     sigma_max: tuple[float, ...]
     residual: tuple[float, ...]
-    sigma_max_is_bound: bool
 
     @property
     def contraction_margin(self) -> float:
@@ -62,7 +60,6 @@ class WellPosedness:
             "spectral_radius": list(self.spectral_radius),
             "sigma_min": list(self.sigma_min),
             "sigma_max": list(self.sigma_max),
-            "sigma_max_is_bound": self.sigma_max_is_bound,
             "condition": list(self.condition),
             "residual": list(self.residual),
         }
@@ -76,7 +73,6 @@ def well_posedness(
     diag = fixed_point_diagnostics(
         lambda z: cell(z, x), z_star, rows=z_star.shape[0], iters=iters, generator=gen
     )
-    sigma_max = getattr(diag, "sigma_max", None)
     with torch.no_grad():
         fz = cell(z_star, x).flatten(1)
     gap = torch.linalg.vector_norm(fz - z_star.flatten(1), dim=1)
@@ -85,7 +81,6 @@ def well_posedness(
         _floats(diag.jacobian_norm),
         _floats(diag.spectral_radius),
         _floats(diag.sigma_min),
-        _floats(1.0 + diag.jacobian_norm if sigma_max is None else sigma_max),
+        _floats(diag.sigma_max),
         _floats(residual),
-        sigma_max is None,
     )
