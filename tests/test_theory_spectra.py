@@ -69,6 +69,18 @@ def test_a_duplicate_column_is_singular_in_both_paths(iterative):
     assert least_eigenvalue(K).singular
 
 
+def test_an_asymmetric_or_indefinite_matrix_is_refused_in_both_paths(iterative):
+    K = 2 * torch.eye(5, dtype=torch.float64)
+    K[0, 4] = 1.5  # its eigenvalues are all 2; the lower triangle alone has λ_min = 0.5
+    for compute in (least_eigenvalue, least_eigenvalue_large):
+        with pytest.raises(ValueError, match=r"`K` must be symmetric; got max \|K - Kᵀ\| = 1.5"):
+            compute(K)
+    indefinite = torch.diag(torch.tensor([3.0, 2.0, 1.0, -1.0], dtype=torch.float64))
+    for compute in (least_eigenvalue, least_eigenvalue_large):
+        with pytest.raises(ValueError, match="`K` must be positive semi-definite"):
+            compute(indefinite)
+
+
 def test_cholesky_factor_reproduces_the_shifted_matrix_or_is_none():
     A = torch.randn(30, 30, dtype=torch.float64)
     K = A @ A.T + torch.eye(30, dtype=torch.float64)

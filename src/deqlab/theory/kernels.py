@@ -379,10 +379,7 @@ def least_eigenvalue(K: torch.Tensor) -> LeastEigenvalue:
     copies = 1 if K.dtype == torch.float64 else 2  # eigvalsh's copy, and a float64 one
     check_square("`K`", n, "eigvalsh's copy of K", buffers=copies, device=K.device)
     K = K.to(torch.float64)
-    scale = float(K.abs().max())
-    asym = _asymmetry(K)
-    if asym > 1e3 * eps * max(scale, 1e-300):
-        raise ValueError(f"`K` must be symmetric; got max |K - Kᵀ| = {asym:.3g}")
+    check_symmetric(K, eps)
     eigs = torch.linalg.eigvalsh(K)
     lo, hi = float(eigs[0]), float(eigs[-1])
     tol = n * eps * max(abs(hi), abs(lo))
@@ -394,10 +391,14 @@ def least_eigenvalue(K: torch.Tensor) -> LeastEigenvalue:
     return LeastEigenvalue.rounded(lo, hi, tol)
 
 
-def _asymmetry(K: torch.Tensor) -> float:
-    """max |K − Kᵀ|, by row blocks (no n×n temporary)."""
+def check_symmetric(K: torch.Tensor, eps: float) -> None:
+    """Raise ValueError unless ``max |K − Kᵀ| <= 1e3·eps·max |K|`` (K square, float64), both
+    maxima taken by row blocks (no n×n temporary)."""
     rows = max(1, BLOCK_ENTRIES // K.shape[0])
-    return max(
-        float((K[r0 : r0 + rows] - K[:, r0 : r0 + rows].T).abs().max())
-        for r0 in range(0, K.shape[0], rows)
-    )
+    scale = asym = 0.0
+    for r0 in range(0, K.shape[0], rows):
+        block = K[r0 : r0 + rows]  # (b, n)
+        scale = max(scale, float(block.abs().max()))
+        asym = max(asym, float((block - K[:, r0 : r0 + rows].T).abs().max()))
+    if asym > 1e3 * eps * max(scale, 1e-300):
+        raise ValueError(f"`K` must be symmetric; got max |K - Kᵀ| = {asym:.3g}")

@@ -16,7 +16,8 @@
   2. the Cholesky factor K = LLᵀ (LAPACK ``potrf`` through torch, O(n³/3), compute-bound:
      MKL's is twice as fast as scipy's OpenBLAS here). It fails
      exactly when K is not positive definite to working precision: λ_min is then reported
-     as 0, singular, as :func:`deqlab.theory.kernels.least_eigenvalue` does;
+     as 0, singular, as :func:`deqlab.theory.kernels.least_eigenvalue` does — unless that of
+     K + tol·I fails too (tol = n·eps·λ_max): then λ_min < −tol, K is not PSD, ValueError;
   3. shift-invert Lanczos, twice. The bottom of a kernel matrix's spectrum is a dense
      cluster (n = 10⁴ points on the sphere in d = 100: λ₂/λ₁ − 1 ≈ 3·10⁻⁴), which Lanczos on
      K⁻¹ resolves only after ~300 steps. So a coarse estimate λ̂ ≥ λ_min from Lanczos on K⁻¹
@@ -44,7 +45,7 @@ import torch
 from deqlab._checks import check_int, check_positive, check_tensor
 from deqlab._memory import check_square
 from deqlab._progress import Progress, silent
-from deqlab.theory.kernels import LeastEigenvalue, least_eigenvalue
+from deqlab.theory.kernels import LeastEigenvalue, check_symmetric, least_eigenvalue
 
 #: Up to this size the dense, exact ``eigvalsh`` is used (a few seconds on two cores).
 DENSE_LIMIT = 3000
@@ -147,6 +148,7 @@ def least_eigenvalue_large(
     if K.dtype != torch.float64 or K.device.type != "cpu":
         check_square("`K`", n, "a float64 copy of K on the CPU", buffers=1)
     K64 = K.detach().to(device="cpu", dtype=torch.float64)
+    check_symmetric(K64, eps)
     work = _work_array(work, n)
     progress(f"λ_max(K) by Lanczos (n = {n})", 0, 5)
     top, _ = lanczos_largest(lambda v: (K64 @ torch.from_numpy(v)).numpy(), n)
@@ -154,6 +156,11 @@ def least_eigenvalue_large(
     progress(f"Cholesky factorization of K (n = {n})", 1, 5)
     L = cholesky_lower(K64, work)
     if L is None:
+        if cholesky_lower(K64, work, -tol) is None:  # λ_min < −tol: not PSD
+            raise ValueError(
+                f"`K` must be positive semi-definite; the Cholesky factorization of K + tol·I "
+                f"fails, so λ_min < -{tol:.1e} (the round-off tolerance n·eps·λ_max)"
+            )
         reason = (
             f"the Cholesky factorization of K fails: K is not positive definite to working "
             f"precision (λ_min <= n·eps·λ_max = {tol:.1e}; duplicate or parallel inputs give this)"
