@@ -174,7 +174,8 @@ def premise(trace: GDTrace, which: str) -> Premise:
     label = {"1": "Hypothesis 1", "13": "Hypotheses 1 and 3", "123": "Hypotheses 1, 2 and 3"}
     worst, first, why = -math.inf, None, ""
     for k in range(1, len(trace.losses)):
-        excess = {h: _hypothesis_excess(trace, k)[h] for h in which}
+        at_k = _hypothesis_excess(trace, k)
+        excess = {h: at_k[h] for h in which}
         bad = {h: e for h, e in excess.items() if not (is_measured(e) and e <= 0)}
         finite = [e for e in excess.values() if is_measured(e)]
         worst = max([worst, *finite])
