@@ -5,6 +5,10 @@ from __future__ import annotations
 import torch
 
 from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.statements import Paper
+
+#: The paper of the test experiments (their names start with "test-").
+TEST_PAPER = Paper("test", "test", "(test experiment)")
 
 
 def relu_problem(m=12, d=5, n=6, *, seed=1, data_seed=None, dtype=torch.float64):

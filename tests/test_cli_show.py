@@ -20,6 +20,7 @@ from deqlab.experiments import deviations
 from deqlab.experiments.base import Experiment, Task, TaskContext
 from deqlab.experiments.registry import register
 from deqlab.runs.describe import GENERIC_RUN_TIME, dataset_status, estimate_run_time
+from helpers import TEST_PAPER
 from test_runs_store import LeastSquaresGD  # registers the test experiment
 
 runner = CliRunner()
@@ -38,7 +39,7 @@ class DataProbe(Experiment):
 
     name = "test-data-probe"
     title = "Data probe"
-    paper = "(test experiment)"
+    paper = TEST_PAPER
     Config = ProbeConfig
     presets: ClassVar = {"tiny": {"datasets": ("digits",)}, "quick": {}, "paper": {"scale": 2}}
     paper_setting: ClassVar = {

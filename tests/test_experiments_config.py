@@ -143,8 +143,9 @@ def test_an_experiment_must_declare_its_presets_paper_setting_and_paper_record()
     with pytest.raises(TypeError, match="NoSetting must declare its paper_setting"):
         type("NoSetting", (Experiment,), {**methods, "presets": presets})
     declared = {**methods, "presets": presets, "paper_setting": {}}
-    with pytest.raises(TypeError, match=r"`paper` must be a Paper record of deqlab\.papers"):
-        type("NoPaper", (Experiment,), {**declared, "paper": None})
+    for not_a_record in (None, "Ling et al., AISTATS 2023"):
+        with pytest.raises(TypeError, match=r"`paper` must be a Paper record of deqlab\.papers"):
+            type("NoPaper", (Experiment,), {**declared, "paper": not_a_record})
     with pytest.raises(TypeError, match="`name` must start with its paper's key 'ling2023-'"):
         type("Misnamed", (Experiment,), {**declared, "name": "hieu2022-x"})
     cited = type("Declared", (Experiment,), {**declared, "where": "Figure 1"})

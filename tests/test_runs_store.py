@@ -30,6 +30,7 @@ from deqlab.runs.store import RunStore
 from deqlab.runs.summary import provenance_warning
 from deqlab.runs.tables import read_rows_csv, write_rows_csv
 from deqlab.statements import OURS, Kind, Statement, measure
+from helpers import TEST_PAPER
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class LeastSquaresGD(Experiment):
 
     name = "test-lsq-gd"
     title = "Full-batch GD on least squares"
-    paper = "(test experiment)"
+    paper = TEST_PAPER
     Config = LsqConfig
     presets: ClassVar = {"tiny": {"steps": 30}, "quick": {}, "paper": {"steps": 200}}
     metric_columns: ClassVar = {

@@ -174,11 +174,8 @@ def linear_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, fl
 
 def _citation(cls: type[Experiment]) -> str:
     """The experiment's citation; refuses a paper that is not a :class:`Paper` record or a
-    name that does not start with the paper's key (a plain string is accepted while the
-    experiments are converted)."""
+    name that does not start with the paper's key."""
     paper = getattr(cls, "paper", None)
-    if isinstance(paper, str):
-        return paper
     if not isinstance(paper, Paper):
         raise TypeError(
             f"experiment {cls.__name__}: `paper` must be a Paper record of deqlab.papers; "
