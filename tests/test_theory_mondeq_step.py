@@ -127,3 +127,5 @@ def test_the_step_lemmas_can_be_left_out():
     trainer.step()
     trainer.evaluate()
     assert not any(key.startswith("lemma") for key in trainer.records[0])
+    with pytest.raises(TypeError, match="`step_lemmas` must be a bool; got str 'no'"):
+        MonDEQGD(model, trainer.X, trainer.y, lr=0.05, step_lemmas="no")

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from deqlab._checks import check_positive, check_tensor
+from deqlab._checks import check_bool, check_positive, check_tensor
 from deqlab.models.mondeq import MonDEQ
 from deqlab.solvers import SolverError
 from deqlab.theory.mondeq import (
@@ -99,7 +99,7 @@ class MonDEQGD(Trainer):
         self.X = check_tensor("X", X, shape=(model.in_features, None))
         self.y = check_tensor("y", y, shape=(X.shape[1],))
         self.lr = check_positive("lr", lr)
-        self.step_lemmas = bool(step_lemmas)
+        self.step_lemmas = check_bool("step_lemmas", step_lemmas)
         self.params = dict(model.named_parameters())
         self.initial = {k: p.detach().clone() for k, p in self.params.items()}
         with torch.no_grad():
