@@ -55,10 +55,16 @@ class Sweep(Config):
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["datasets=sphere,sphere"], r"`datasets` must not repeat a value \(each names a task; "
-         r"repeated: 'sphere'\); got \['sphere', 'sphere'\]"),
-        (['datasets=["sphere","imagenet"]'], r"`datasets` must be one of 'sphere', 'mnist', "
-         r"'cifar10'; got 'imagenet'"),
+        (
+            ["datasets=sphere,sphere"],
+            r"`datasets` must not repeat a value \(each names a task; "
+            r"repeated: 'sphere'\); got \['sphere', 'sphere'\]",
+        ),
+        (
+            ['datasets=["sphere","imagenet"]'],
+            r"`datasets` must be one of 'sphere', 'mnist', "
+            r"'cifar10'; got 'imagenet'",
+        ),
         (["datasets=[]"], r"`datasets` must hold at least 1 value; got \[\]"),
         (["widths=64,64"], r"`widths` must be strictly increasing; got \[64, 64\]"),
         (["widths=128,64"], r"`widths` must be strictly increasing; got \[128, 64\]"),
@@ -71,7 +77,7 @@ class Sweep(Config):
         (["n_train=5"], r"`n_train` must be 0 with n_test; got 5"),
         (["n_test=101", "n_train=1"], r"`n_test` must be <= 10·n = 100; got 101"),
     ],
-)  # fmt: skip
+)
 def test_a_value_breaking_a_declared_constraint_is_refused_in_one_line(overrides, message):
     with pytest.raises(ConfigError, match=f"^{message}$"):
         resolve_config(Sweep, overrides=overrides)
@@ -121,9 +127,17 @@ def test_constraints_merge_over_the_blocks():
         constraints: ClassVar = {"init_std": POSITIVE}
 
     assert set(declared(Cell)) == {
-        "channels", "inner_channels", "groups", "tol", "max_iter",
-        "epochs", "batch_size", "lr", "seed", "init_std",
-    }  # fmt: skip
+        "channels",
+        "inner_channels",
+        "groups",
+        "tol",
+        "max_iter",
+        "epochs",
+        "batch_size",
+        "lr",
+        "seed",
+        "init_std",
+    }
     assert Cell().epochs == 40 and Cell().channels == 48
     with pytest.raises(ValueError, match=r"`groups` must be >= 1; got 0"):
         Cell(groups=0)

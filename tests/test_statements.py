@@ -22,9 +22,17 @@ LING = Source("ling2023", "Theorem 1 (iii)")
 
 
 def _check(value, kind=Kind.THEOREM, relation="<=", threshold=1.0, **kw):
-    return measure("s", kind, LING if kind is not Kind.OURS else OURS, value=value,
-                   relation=relation, threshold=threshold, measured=str(value),
-                   expected=f"{relation} {threshold}", **kw)  # fmt: skip
+    return measure(
+        "s",
+        kind,
+        LING if kind is not Kind.OURS else OURS,
+        value=value,
+        relation=relation,
+        threshold=threshold,
+        measured=str(value),
+        expected=f"{relation} {threshold}",
+        **kw,
+    )
 
 
 @pytest.mark.parametrize(
@@ -60,9 +68,17 @@ def test_hypotheses_hold_or_are_unmet_and_keep_what_would_satisfy_them():
 
 def test_theorem_is_not_applicable_when_a_hypothesis_is_unmet():
     check = _check(0.5)
-    unmet = measure("Condition 1", Kind.HYPOTHESIS, LING, value=1e-9, relation=">=",
-                    threshold=1.0, measured="lhs/rhs = 1e-9", expected="≥ 1",
-                    needs="m ≥ 3.2e9")  # fmt: skip
+    unmet = measure(
+        "Condition 1",
+        Kind.HYPOTHESIS,
+        LING,
+        value=1e-9,
+        relation=">=",
+        threshold=1.0,
+        measured="lhs/rhs = 1e-9",
+        expected="≥ 1",
+        needs="m ≥ 3.2e9",
+    )
     guarded = theorem(check, [unmet])
     assert guarded.verdict is Verdict.NOT_APPLICABLE
     assert guarded.detail == "hypotheses unmet (margins in their own rows): Condition 1"
@@ -96,9 +112,14 @@ def test_kinds_only_take_their_verdicts_and_ours_cites_ours():
 
 
 def test_statement_round_trips_through_its_dict_form():
-    for s in (_check(0.5), _check(None), _check(math.inf, Kind.OURS),
-              not_measured("n", Kind.OBSERVATION, Source("hieu2022", "Fig. 4.4", "q"),
-                           expected="x", why="no data")):  # fmt: skip
+    for s in (
+        _check(0.5),
+        _check(None),
+        _check(math.inf, Kind.OURS),
+        not_measured(
+            "n", Kind.OBSERVATION, Source("hieu2022", "Fig. 4.4", "q"), expected="x", why="no data"
+        ),
+    ):
         back = Statement.from_dict(s.as_dict())
         assert back.as_dict() == s.as_dict()
     with pytest.raises(ValueError, match="must have the field 'verdict'"):
@@ -116,10 +137,13 @@ def test_increasing_helpers_fail_on_ties_reversals_and_nan():
 
 def test_counts_by_kind_and_the_strict_failure_count():
     statements = [
-        _check(0.5, Kind.OBSERVATION), _check(2.0, Kind.OBSERVATION), _check(0.5),
+        _check(0.5, Kind.OBSERVATION),
+        _check(2.0, Kind.OBSERVATION),
+        _check(0.5),
         theorem(_check(0.5), [_check(0.0, Kind.HYPOTHESIS, ">=", threshold=1.0)]),
-        _check(2.0, Kind.HYPOTHESIS, ">="), _check(None, Kind.OURS),
-    ]  # fmt: skip
+        _check(2.0, Kind.HYPOTHESIS, ">="),
+        _check(None, Kind.OURS),
+    ]
     counts = Counts.of(statements)
     assert counts.failed == 1
     assert counts.sentence() == (

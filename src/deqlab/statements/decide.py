@@ -107,9 +107,16 @@ def ours(
 ) -> Statement:
     """A statement the project adds (kind OURS, cited "ours"), decided by :func:`measure`."""
     return measure(
-        name, Kind.OURS, Source(OURS_KEY), value=value, relation=relation, threshold=threshold,
-        measured=measured, expected=expected, detail=detail,
-    )  # fmt: skip
+        name,
+        Kind.OURS,
+        Source(OURS_KEY),
+        value=value,
+        relation=relation,
+        threshold=threshold,
+        measured=measured,
+        expected=expected,
+        detail=detail,
+    )
 
 
 def not_measured(name: str, kind: Kind, source: Source, *, expected: str, why: str) -> Statement:
@@ -173,10 +180,18 @@ def implication(
 def _replace(check: Statement, verdict: Verdict, why: str, needs: str) -> Statement:
     detail = f"{why}. {check.detail}".strip() if check.detail else why
     return Statement(
-        check.name, check.kind, check.source, verdict, check.measured, check.expected,
-        value=check.value, relation=check.relation, threshold=check.threshold,
-        detail=detail, needs=needs,
-    )  # fmt: skip
+        check.name,
+        check.kind,
+        check.source,
+        verdict,
+        check.measured,
+        check.expected,
+        value=check.value,
+        relation=check.relation,
+        threshold=check.threshold,
+        detail=detail,
+        needs=needs,
+    )
 
 
 def strictly_increasing(values: Iterable[float]) -> bool:
