@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from deqlab._checks import check_int, check_positive, check_tensor
+from deqlab._checks import check_bool, check_int, check_positive, check_tensor
 from deqlab.implicit import Backward, FixedPointStats, fixed_point
 from deqlab.solvers import Solution, Solver
 from deqlab.solvers.splitting import ForwardBackward, MonotoneOperator, PeacemanRachford
@@ -139,8 +139,7 @@ class MonDEQ(nn.Module):
         self.B = normal((n, n), sigma_B, n, "sigma_B")
         self.U = normal((n, d), sigma_U, d, "sigma_U")
         self.u = normal((n,), sigma_u, n, "sigma_u")
-        if not isinstance(bias, bool):
-            raise TypeError(f"`bias` must be a bool; got {type(bias).__name__} {bias!r}")
+        bias = check_bool("bias", bias)
         self.b = nn.Parameter(torch.zeros(n, dtype=self.u.dtype, device=device)) if bias else None
         self._stats = FixedPointStats()
 
