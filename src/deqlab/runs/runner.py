@@ -109,6 +109,13 @@ class _Job:
         self.warn(message)
         notes.append(f"{now_iso()}: {message}")
 
+    def finish(
+        self, status: str, wall_s: float, n_tasks: int, n_failed: int, error: str | None
+    ) -> None:
+        """Record the run's end (status, timings, error text) in the index."""
+        self.store.finish(self.experiment.name, self.digest, status=status, wall_s=wall_s,
+                          n_tasks=n_tasks, n_failed=n_failed, error=error)  # fmt: skip
+
     def as_run(self, status: str, reused: bool, summary: dict[str, Any], **extra: Any) -> Run:
         """The :class:`Run` of this job, its statements read from ``summary``."""
         return Run(
@@ -359,15 +366,8 @@ def _finalize(
         "notes": notes,
     }
     run.write_summary(summary)
-    job.store.finish(
-        job.experiment.name,
-        job.digest,
-        status=status,
-        wall_s=wall_s,
-        n_tasks=len(tasks),
-        n_failed=len(failed),
-        error="; ".join(f"{r.key}: {r.error}" for r in ordered if r.error) or None,
-    )
+    error = "; ".join(f"{r.key}: {r.error}" for r in ordered if r.error) or None
+    job.finish(status, wall_s, len(tasks), len(failed), error)
     return status, summary, write_report(run.path)
 
 
@@ -431,12 +431,5 @@ def _abandon(
         with suppress(OSError):  # no room for a true summary: none beats one saying "running"
             job.run.summary_file.unlink(missing_ok=True)
     with suppress(RunStoreError, OSError):
-        job.store.finish(
-            job.experiment.name,
-            job.digest,
-            status=status,
-            wall_s=wall_s,
-            n_tasks=len(tasks),
-            n_failed=sum(r.status == "failed" for r in results.values()),
-            error=error,
-        )
+        n_failed = sum(r.status == "failed" for r in results.values())
+        job.finish(status, wall_s, len(tasks), n_failed, error)
