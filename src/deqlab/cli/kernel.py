@@ -190,15 +190,12 @@ def kernel(
     """Print λ*, the condition number and the diagonal of K (Ling et al. 2023, Eq. (14))."""
     from deqlab.cli.progress import progress_bar
     from deqlab.runs.devices import check_device
-    from deqlab.theory.kernels import converged_depth, population_gram
-    from deqlab.theory.ntk import deq_ntk
     from deqlab.theory.spectra import least_eigenvalue_large
 
     layers = _parse_depth(depth)
     if dataset is not None and dataset not in DATASETS:
         choices = ", ".join(repr(name) for name in DATASETS)
         raise fail(f"`--dataset` must be one of {choices}; got {dataset!r}")
-    note = None
     with warnings.catch_warnings(record=True) as caught, progress_bar() as progress:
         warnings.simplefilter("always")  # each shown as one line, below
         try:
@@ -207,24 +204,7 @@ def kernel(
                 _check_save(save)
             X, source = _load_inputs(dataset, input_file, n, d, seed, data_dir, device)
             X = X.to(device)
-            if ntk:
-                if layers is not None:
-                    raise ValueError(
-                        "--ntk is the infinite-depth kernel: drop --depth or use 'inf'"
-                    )
-                M = deq_ntk(X, sigma_w2, parameterization=parameterization, progress=progress)
-                what = f"DEQ NTK ({parameterization})"
-            elif layers is not None and layers > (limit := converged_depth(sigma_w2, _K_TOL)):
-                M = population_gram(X, sigma_w2, None, tol=_K_TOL, progress=progress)
-                what = f"K^({layers}) = K = K^(∞) (Eq. 14), to {_K_TOL:g}"
-                note = (
-                    f"depth {layers} > {limit}: from l = {limit} on, |K^(l) - K| <= 2(l+1)σ_w^(2l) "
-                    f"<= {_K_TOL:g} relative to the diagonal, so K = K^(∞) was computed instead "
-                    "of the layers"
-                )
-            else:
-                M = population_gram(X, sigma_w2, layers, progress=progress)
-                what = "K = K^(∞) (Eq. 14)" if layers is None else f"K^({layers}) (Definition 1)"
+            M, what, note = _matrix(X, sigma_w2, layers, ntk, parameterization, progress)
             lam = least_eigenvalue_large(M, progress=progress)
         except (ValueError, TypeError, OSError) as err:  # a missing data set is an OSError
             about_file = input_file is not None and str(err).startswith("`X`")
@@ -234,12 +214,13 @@ def kernel(
             ) from None
     for warning in caught:
         warn(str(warning.message))
-    diag = M.diagonal()
     if save is not None:
         try:
             _save_matrix(save, M)
         except ValueError as err:
             raise fail(str(err)) from None
+    diag = M.diagonal()
+    diagonal = {"min": float(diag.min()), "mean": float(diag.mean()), "max": float(diag.max())}
     if as_json:
         echo_json(
             {
@@ -256,17 +237,44 @@ def kernel(
                 "reason": lam.reason or None,
                 "lambda_max": float(lam.max_eigenvalue),
                 "condition_number": float(lam.condition_number),
-                "diagonal": {
-                    "min": float(diag.min()),
-                    "mean": float(diag.mean()),
-                    "max": float(diag.max()),
-                },
+                "diagonal": diagonal,
                 "saved": None if save is None else str(save),
             }
         )
         return
     typer.echo(f"data: {source}, d = {X.shape[0]}, n = {X.shape[1]}, σ_w² = {sigma_w2:g}")
     typer.echo(f"kernel: {what}" + ("" if device == "cpu" else f", on {device}"))
+    _echo_spectrum(note, lam, diagonal)
+    if save is not None:
+        typer.echo(f"saved: {save}")
+
+
+def _matrix(X, sigma_w2: float, layers: int | None, ntk: bool, parameterization: str, progress):
+    """(M, what it is, a note or None): the DEQ NTK, K^(layers), or K itself where
+    ``layers`` is past the depth at which K^(l) is within :data:`_K_TOL` of K."""
+    from deqlab.theory.kernels import converged_depth, population_gram
+    from deqlab.theory.ntk import deq_ntk
+
+    if ntk:
+        if layers is not None:
+            raise ValueError("--ntk is the infinite-depth kernel: drop --depth or use 'inf'")
+        M = deq_ntk(X, sigma_w2, parameterization=parameterization, progress=progress)
+        return M, f"DEQ NTK ({parameterization})", None
+    if layers is not None and layers > (limit := converged_depth(sigma_w2, _K_TOL)):
+        M = population_gram(X, sigma_w2, None, tol=_K_TOL, progress=progress)
+        note = (
+            f"depth {layers} > {limit}: from l = {limit} on, |K^(l) - K| <= 2(l+1)σ_w^(2l) "
+            f"<= {_K_TOL:g} relative to the diagonal, so K = K^(∞) was computed instead "
+            "of the layers"
+        )
+        return M, f"K^({layers}) = K = K^(∞) (Eq. 14), to {_K_TOL:g}", note
+    M = population_gram(X, sigma_w2, layers, progress=progress)
+    what = "K = K^(∞) (Eq. 14)" if layers is None else f"K^({layers}) (Definition 1)"
+    return M, what, None
+
+
+def _echo_spectrum(note: str | None, lam, diagonal: dict[str, float]) -> None:
+    """The text lines of the note, λ_min, λ_max, the condition number and the diagonal."""
     if note:
         typer.echo(f"note: {note}")
     typer.echo(f"lambda_min (λ*): {lam.value:.10g}")
@@ -275,8 +283,6 @@ def kernel(
     typer.echo(f"lambda_max: {lam.max_eigenvalue:.10g}")
     typer.echo(f"condition number: {lam.condition_number:.6g}")
     typer.echo(
-        f"diagonal: min {float(diag.min()):.10g}, mean {float(diag.mean()):.10g}, "
-        f"max {float(diag.max()):.10g}"
+        f"diagonal: min {diagonal['min']:.10g}, mean {diagonal['mean']:.10g}, "
+        f"max {diagonal['max']:.10g}"
     )
-    if save is not None:
-        typer.echo(f"saved: {save}")
