@@ -34,9 +34,10 @@ import warnings
 import torch
 from torch import nn
 
-from deqlab import DEQ, Anderson, Broyden, Implicit, JacobianFree, Phantom, Shine
+from deqlab import DEQ, Broyden, Implicit, JacobianFree, Phantom, Shine
+from deqlab.implicit import TRAINING_SOLVER
 
-ANDERSON = Anderson(tol=1e-3, max_iter=40, per_sample=True)  # = deqlab.implicit.TRAINING_SOLVER
+ANDERSON = TRAINING_SOLVER  # the DEQ layer's default: Anderson per sample, tol 1e-3, 40 evals
 BROYDEN = Broyden(tol=1e-3, max_iter=40, per_sample=True)
 
 CONFIGS = {  # name: (forward solver, backward, row compaction)
