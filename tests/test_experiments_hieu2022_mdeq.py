@@ -87,6 +87,9 @@ def test_untrained_or_missing_surface_is_not_measured():
     no_residual = [r for r in rows_of(bowl) if "residual" not in r]
     solved = by_name(no_residual)["the equilibrium at θ* is solved on the evaluation images"]
     assert solved.verdict is NM
+    flat = by_name(no_residual)["the minimum is flat"]
+    assert flat.verdict is NM and "not measured (no residual row)" in flat.detail
+    assert "above tol" not in flat.detail  # no residual was measured to be above it
 
 
 def test_an_unsolved_equilibrium_or_capped_grid_solves_leave_the_observations_not_measured():

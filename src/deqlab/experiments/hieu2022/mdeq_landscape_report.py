@@ -162,6 +162,11 @@ def _unsolved(solved: Statement, config: MDEQLandscapeConfig) -> str:
     """Why the surface is not the equilibrium's, from the statement on the solve at θ*."""
     if solved.verdict is Verdict.PASS:
         return ""
+    if solved.verdict is Verdict.NOT_MEASURED:
+        return (
+            f"the solve at θ* is not measured ({solved.detail}): the surface may be a "
+            "truncated solver's"
+        )
     return (
         f"the equilibrium at θ* is not solved (relative residual {solved.measured}, above "
         f"tol = {config.tol:g}): the surface would be the truncated solver's"
