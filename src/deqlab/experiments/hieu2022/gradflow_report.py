@@ -32,19 +32,24 @@ from deqlab.experiments.hieu2022.flow_statements import (
     step_error_check,
     theorem_3_3_1,
 )
-from deqlab.experiments.hieu2022.setting import CONDITION_1_KEYS
+from deqlab.experiments.hieu2022.setting import (
+    CONDITION_1_KEYS,
+    CONDITION_LABELS,
+    condition,
+    margin,
+)
 from deqlab.experiments.hieu2022.statements import (
     LEMMAS,
     WidthFit,
     lemma_statements,
 )
 from deqlab.statements import Statement
-from deqlab.theory.mondeq import PARAMETERS, Inequality
+from deqlab.theory.mondeq import PARAMETERS
 
 if TYPE_CHECKING:
     from deqlab.experiments.hieu2022.gradflow import GradFlowConfig
 
-LABELS = {"eq3_8": "Eq. (3.8)", "eq3_9": "Eq. (3.9)"}
+LABELS = {k: CONDITION_LABELS[k] for k in CONDITION_1_KEYS}
 
 
 def runs(rows: list[Row]) -> dict[int, dict[int, list[Row]]]:
@@ -56,12 +61,6 @@ def runs(rows: list[Row]) -> dict[int, dict[int, list[Row]]]:
         w: {j: sorted(g[j], key=lambda r: int(r["step"])) for j in sorted(g)}
         for w, g in sorted(groups.items())
     }
-
-
-def margin(row: Row, key: str) -> float:
-    """``lhs / rhs`` of ``key`` (≥ 1 exactly when it holds)."""
-    rhs = float(row[f"{key}_rhs"])
-    return float(row[f"{key}_lhs"]) / rhs if rhs > 0 else math.inf
 
 
 def flow_trace(config: GradFlowConfig, coarse: list[Row], fine: list[Row]) -> FlowTrace:
@@ -123,16 +122,11 @@ def statements(config: GradFlowConfig, rows: list[Row]) -> list[Statement]:
     out: list[Statement] = []
     for width, group in found.items():
         trace = flow_trace(config, group[0], group[1])
-        conditions = [_inequality(group[0][0], k) for k in CONDITION_1_KEYS]
+        conditions = [condition(group[0][0], k) for k in CONDITION_1_KEYS]
         out += theorem_3_3_1(trace, conditions, fits=fits, m=config.m)
         out += _probe_statements(config, width, group[0])
         out.append(step_error_check(trace, rtol=config.flow_rtol))
     return out + lemma_statements([r for g in found.values() for r in g[0] + g[1]], run="flow")
-
-
-def _inequality(row: Row, key: str) -> Inequality:
-    lhs, rhs = float(row[f"{key}_lhs"]), float(row[f"{key}_rhs"])
-    return Inequality(name=LABELS[key], lhs=lhs, relation=">=", rhs=rhs, holds=lhs >= rhs)
 
 
 def plot(config: GradFlowConfig, rows: list[Row], directory: Path) -> list[Path]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
 from deqlab.experiments.hieu2022.gd_proof import GDTrace, theorem_3_3_5, trace_from_records
+from deqlab.experiments.hieu2022.setting import CONDITION_LABELS, condition, margin
 from deqlab.experiments.hieu2022.statements import (
     WidthFit,
     conjecture_1_check,
@@ -32,18 +33,11 @@ from deqlab.experiments.hieu2022.statements import (
     proposition_3_check,
 )
 from deqlab.statements import Statement, min_step_gap, ours
-from deqlab.theory.mondeq import PARAMETERS, Inequality
+from deqlab.theory.mondeq import PARAMETERS
 
 if TYPE_CHECKING:
     from deqlab.experiments.hieu2022.mondeq_gd import MonDEQGDConfig
 
-CONDITION_LABELS = {
-    "eq3_8": "Eq. (3.8)",
-    "eq3_9": "Eq. (3.9)",
-    "eq3_16": "Eq. (3.16)",
-    "eq3_17": "Eq. (3.17)",
-    "eq3_18": "Eq. (3.18)",
-}
 CONDITION_2 = ("eq3_16", "eq3_17", "eq3_18")
 
 
@@ -53,18 +47,6 @@ def by_width(rows: list[Row]) -> dict[int, list[Row]]:
     for row in rows:
         groups[int(row["width"])].append(row)
     return {w: sorted(groups[w], key=lambda r: int(r["step"])) for w in sorted(groups)}
-
-
-def inequality(row: Row, key: str) -> Inequality:
-    """Condition ``key`` (e.g. ``"eq3_16"``) at initialisation, from a row of its width."""
-    lhs, rhs = float(row[f"{key}_lhs"]), float(row[f"{key}_rhs"])
-    return Inequality(name=CONDITION_LABELS[key], lhs=lhs, relation=">=", rhs=rhs, holds=lhs >= rhs)
-
-
-def margin(row: Row, key: str) -> float:
-    """``lhs / rhs`` of condition ``key`` (≥ 1 exactly when it holds)."""
-    rhs = float(row[f"{key}_rhs"])
-    return float(row[f"{key}_lhs"]) / rhs if rhs > 0 else math.inf
 
 
 def trace(config: MonDEQGDConfig, run: list[Row]) -> GDTrace:
@@ -110,7 +92,7 @@ def mondeq_gd_statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statem
     }
     out: list[Statement] = []
     for run in runs.values():
-        conditions = [inequality(run[0], k) for k in CONDITION_2]
+        conditions = [condition(run[0], k) for k in CONDITION_2]
         out += theorem_3_3_5(
             trace(config, run), conditions, fits=fits, m=config.m, n_samples=config.n_samples
         )

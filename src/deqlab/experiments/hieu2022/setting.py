@@ -10,11 +10,13 @@ those fields and their constraints; :func:`build_model` builds the seeded model 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
+from deqlab.experiments.base import Row
 from deqlab.experiments.constraints import (
     INCREASING,
     NONEMPTY,
@@ -25,12 +27,35 @@ from deqlab.experiments.constraints import (
 )
 from deqlab.models.mondeq import MonDEQ
 from deqlab.solvers.splitting import PeacemanRachford
+from deqlab.theory.mondeq import Inequality, inequality
 
 #: Condition 1 (Theorem 3.3.1) and Condition 2 (Theorem 3.3.5), as row-column prefixes.
 CONDITION_1_KEYS = ("eq3_8", "eq3_9")
 CONDITION_KEYS = ("eq3_8", "eq3_9", "eq3_16", "eq3_17", "eq3_18")
 
+#: The equation each key of :data:`CONDITION_KEYS` names.
+CONDITION_LABELS = {
+    "eq3_8": "Eq. (3.8)",
+    "eq3_9": "Eq. (3.9)",
+    "eq3_16": "Eq. (3.16)",
+    "eq3_17": "Eq. (3.17)",
+    "eq3_18": "Eq. (3.18)",
+}
+
 SCALES = ("sigma_A", "sigma_B", "sigma_U", "sigma_u")
+
+
+def condition(row: Row, key: str) -> Inequality:
+    """Condition ``key`` (e.g. ``"eq3_16"``) at initialisation, ``lhs ≥ rhs``, from the
+    columns ``<key>_lhs`` / ``<key>_rhs`` of a row of its width."""
+    lhs, rhs = float(row[f"{key}_lhs"]), float(row[f"{key}_rhs"])
+    return inequality(CONDITION_LABELS[key], lhs, ">=", rhs)
+
+
+def margin(row: Row, key: str) -> float:
+    """``lhs / rhs`` of condition ``key`` (≥ 1 exactly when it holds; inf for rhs ≤ 0)."""
+    rhs = float(row[f"{key}_rhs"])
+    return float(row[f"{key}_lhs"]) / rhs if rhs > 0 else math.inf
 
 
 @dataclass(frozen=True)
