@@ -33,7 +33,7 @@ import torch
 from deqlab.experiments.base import Row
 from deqlab.experiments.hieu2022.statements import untrained
 from deqlab.papers import HIEU
-from deqlab.statements import DEQLAB, Kind, Statement, ours
+from deqlab.statements import DEQLAB, Kind, Source, Statement, ours
 
 if TYPE_CHECKING:
     from deqlab.experiments.hieu2022.dynamics import DynamicsConfig
@@ -108,6 +108,13 @@ def statements(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     return [*_initialisation(config, rows), *_training(config, rows)]
 
 
+def _not_measured(source: Source, name: str, expected: str, why: str) -> Statement:
+    """The observation of the thesis at ``source``, NOT MEASURED because ``why``."""
+    return HIEU.not_measured(
+        Kind.OBSERVATION, source.location, quote=source.quote, name=name, expected=expected, why=why
+    )
+
+
 def _initialisation(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     init = trajectories(rows, "init", "init_std")
     small, large = min(config.init_stds), max(config.init_stds)
@@ -119,14 +126,7 @@ def _initialisation(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     if small == large or small not in init or large not in init:
         why = "needs the trajectories of two initialisations"
         return [
-            HIEU.not_measured(
-                Kind.OBSERVATION,
-                STEADY.location,
-                quote=STEADY.quote,
-                name=names[0],
-                expected="ratio < 1",
-                why=why,
-            ),
+            _not_measured(STEADY, names[0], "ratio < 1", why),
             DEQLAB.not_measured(Kind.OURS, "", name=names[1], expected="fewer steps", why=why),
             DEQLAB.not_measured(
                 Kind.OURS, "", name=names[2], expected=f"≤ {config.tol:g}", why=why
@@ -175,22 +175,8 @@ def _training(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     if 0 not in training or not later:
         why = "needs snapshots before and after training"
         return [
-            HIEU.not_measured(
-                Kind.OBSERVATION,
-                COMPLEX.location,
-                quote=COMPLEX.quote,
-                name=complex_name,
-                expected="more",
-                why=why,
-            ),
-            HIEU.not_measured(
-                Kind.OBSERVATION,
-                CLASSES.location,
-                quote=CLASSES.quote,
-                name=classes_name,
-                expected="larger",
-                why=why,
-            ),
+            _not_measured(COMPLEX, complex_name, "more", why),
+            _not_measured(CLASSES, classes_name, "larger", why),
         ]
     first, last = min(later), max(later)
     return [
@@ -206,24 +192,10 @@ def _longer(
     before, after = solver_steps(training[0]), solver_steps(training[last])
     expected = f"more evaluations of f after epoch {last} than before training"
     if not_trained:
-        return HIEU.not_measured(
-            Kind.OBSERVATION,
-            COMPLEX.location,
-            quote=COMPLEX.quote,
-            name=name,
-            expected=expected,
-            why=not_trained,
-        )
+        return _not_measured(COMPLEX, name, expected, not_trained)
     if before >= config.max_iter:
         why = f"the solver already used all max_iter = {config.max_iter} evaluations at epoch 0"
-        return HIEU.not_measured(
-            Kind.OBSERVATION,
-            COMPLEX.location,
-            quote=COMPLEX.quote,
-            name=name,
-            expected=expected,
-            why=why,
-        )
+        return _not_measured(COMPLEX, name, expected, why)
     return HIEU.observation(
         COMPLEX.location,
         quote=COMPLEX.quote,
@@ -240,14 +212,7 @@ def _apart(training: dict[float, Trajectories], first: int, not_trained: str) ->
     name = "after the first epoch the classes move apart in the PCA plane"
     expected = f"between/within-class spread of the last iterates larger at epoch {first}"
     if not_trained:
-        return HIEU.not_measured(
-            Kind.OBSERVATION,
-            CLASSES.location,
-            quote=CLASSES.quote,
-            name=name,
-            expected=expected,
-            why=not_trained,
-        )
+        return _not_measured(CLASSES, name, expected, not_trained)
     before, after = separation(training[0]), separation(training[first])
     return HIEU.observation(
         CLASSES.location,
