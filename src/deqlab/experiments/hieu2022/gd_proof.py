@@ -290,30 +290,20 @@ def theorem_3_3_5(
     premises = {w: premise(trace, w) for w in ("1", "13", "123")}
     out += [p.statement for p in premises.values()]
 
-    def balls(ks: range, suffix: str) -> Statement:
-        suffix = f", from step {ks[0] + 1}" if suffix else ""
-        return ball_check(
-            trace.distances,
-            trace.radii,
-            width=width,
-            steps=[k + 1 for k in ks],
-            where=PROPOSITION_5,
-            suffix=suffix,
-        )
+    def induction(
+        check: Callable[..., Statement], series: object, scale: object, where: tuple[str, str]
+    ) -> list[Statement]:
+        """``check`` (ball_check or sigma_check) on the steps k + 1 the premise covers."""
 
-    def sigma(ks: range, suffix: str) -> Statement:
-        suffix = f", from step {ks[0] + 1}" if suffix else ""
-        return sigma_check(
-            trace.sigmas,
-            trace.lambda0,
-            width=width,
-            steps=[k + 1 for k in ks],
-            where=PROPOSITION_6,
-            suffix=suffix,
-        )
+        def at(ks: range, suffix: str) -> Statement:
+            suffix = f", from step {ks[0] + 1}" if suffix else ""
+            steps_after = [k + 1 for k in ks]
+            return check(series, scale, width=width, steps=steps_after, where=where, suffix=suffix)
 
-    out += _implication(balls, steps, premises["13"], hypotheses)
-    out += _implication(sigma, steps, premises["13"], hypotheses)
+        return _implication(at, steps, premises["13"], hypotheses)
+
+    out += induction(ball_check, trace.distances, trace.radii, PROPOSITION_5)
+    out += induction(sigma_check, trace.sigmas, trace.lambda0, PROPOSITION_6)
     if any(any(is_measured(x) for x in lhs) for lhs, _ in trace.sides.values()):
         out += step_lemma_statements(trace, premises)
     return out
