@@ -114,6 +114,16 @@ class _ConvClassifier(nn.Module):
         return self.head(self.features(self.inject(images)))
 
 
+def experiment_deq(cell: nn.Module, solver: Solver, backward: Backward | None) -> DEQ:
+    """The DEQ layer of the thesis' conv models, with the experiments' strictness: a
+    raising solver raises, one with ``throw=False`` returns its best iterate silently (the
+    tables record the residual); every sample iterates until the last one converges (no
+    row compaction); ``backward`` defaults to ``Implicit()``."""
+    backward = Implicit() if backward is None else backward
+    on_failure = "raise" if solver.throw else "record"
+    return DEQ(cell, solver=solver, backward=backward, on_failure=on_failure, row_compaction=False)
+
+
 class ConvDEQ(_ConvClassifier):
     """Classifier whose core is the equilibrium ``z* = f(z*, x)`` of Eq. (4.1), from ``z = 0``.
 
@@ -135,15 +145,7 @@ class ConvDEQ(_ConvClassifier):
     ) -> None:
         cell = ConvDEQCell(channels, inner_channels, groups=groups, init_std=init_std)
         super().__init__(in_channels, num_classes, channels, groups)
-        solver = DEFAULT_SOLVER if solver is None else solver
-        backward = Implicit() if backward is None else backward
-        # the experiments' strictness: a raising solver raises, DEFAULT_SOLVER (throw=False)
-        # returns its best iterate silently; the tables record the residual. Every sample
-        # iterates until the last one converges (no row compaction), as the experiments did.
-        on_failure = "raise" if solver.throw else "record"
-        self.deq = DEQ(
-            cell, solver=solver, backward=backward, on_failure=on_failure, row_compaction=False
-        )
+        self.deq = experiment_deq(cell, DEFAULT_SOLVER if solver is None else solver, backward)
 
     @property
     def cell(self) -> ConvDEQCell:

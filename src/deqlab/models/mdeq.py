@@ -50,7 +50,8 @@ from torch.nn import functional as F
 from torch.nn.utils import parametrizations, parametrize
 
 from deqlab._checks import check_bool, check_int, check_positive, check_tensor
-from deqlab.implicit import DEQ, Backward, Implicit
+from deqlab.implicit import Backward
+from deqlab.models.conv_deq import experiment_deq
 from deqlab.solvers import Anderson, Solver
 
 #: Forward solver default: Anderson per sample (GroupNorm acts on each image alone), tol 1e-2
@@ -254,15 +255,7 @@ class MDEQ(nn.Module):
         num_classes = check_int("num_classes", num_classes, min_value=2)
         self.stem = _stem(in_channels, cell.channels[0], groups, downsample)
         initialise(self.stem, init_std)
-        solver = DEFAULT_SOLVER if solver is None else solver
-        backward = Implicit() if backward is None else backward
-        # the experiments' strictness: a raising solver raises, DEFAULT_SOLVER (throw=False)
-        # returns its best iterate silently; the tables record the residual. Every sample
-        # iterates until the last one converges (no row compaction), as the experiments did.
-        on_failure = "raise" if solver.throw else "record"
-        self.deq = DEQ(
-            cell, solver=solver, backward=backward, on_failure=on_failure, row_compaction=False
-        )
+        self.deq = experiment_deq(cell, DEFAULT_SOLVER if solver is None else solver, backward)
         self.head_norms = nn.ModuleList(nn.GroupNorm(groups, c) for c in cell.channels)
         self.head_batchnorm = nn.BatchNorm1d(sum(cell.channels), track_running_stats=False)
         self.classifier = nn.Linear(sum(cell.channels), num_classes)
