@@ -89,6 +89,8 @@ def test_bad_input():
         ConvDEQCell(4, 4, groups=2, kernel_size=2)
     with pytest.raises(ValueError, match="`init_std` must be in"):
         ConvDEQCell(4, 4, groups=2, init_std=0.0)
+    with pytest.raises(TypeError, match=r"`solver` must be a Solver .*; got 'anderson'"):
+        ConvDEQ(1, 10, solver="anderson")  # was an AttributeError on .throw
     with pytest.raises(ValueError, match="`repeats` must be >= 1"):
         WeightTiedConvNet(0, **SMALL)
     net = WeightTiedConvNet(2, 1, 3, **SMALL)

@@ -169,6 +169,7 @@ def test_every_solver_reaches_the_same_equilibrium(solver):
         (lambda: MDEQCell((4, 0), groups=2), "`channels` must be >= 1"),
         (lambda: MDEQCell((4,), groups=2, expansion=0), "`expansion` must be >= 1"),
         (lambda: MDEQ(3, 1), "`num_classes` must be >= 2"),
+        (lambda: MDEQ(3, 10, solver="anderson"), "`solver` must be a Solver"),
         (lambda: MDEQCell((4, 4), groups=2, init_std=-1.0), "`init_std` must be in"),
         (lambda: MDEQCell((4, 4), groups=2, weight_norm="yes"), "`weight_norm` must be a bool"),
     ],

@@ -119,6 +119,8 @@ def experiment_deq(cell: nn.Module, solver: Solver, backward: Backward | None) -
     raising solver raises, one with ``throw=False`` returns its best iterate silently (the
     tables record the residual); every sample iterates until the last one converges (no
     row compaction); ``backward`` defaults to ``Implicit()``."""
+    if not isinstance(solver, Solver):
+        raise TypeError(f"`solver` must be a Solver (Picard, Anderson, Broyden); got {solver!r}")
     backward = Implicit() if backward is None else backward
     on_failure = "raise" if solver.throw else "record"
     return DEQ(cell, solver=solver, backward=backward, on_failure=on_failure, row_compaction=False)
