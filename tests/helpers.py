@@ -11,6 +11,12 @@ from deqlab.statements import Paper
 TEST_PAPER = Paper("test", "test", "(test experiment)")
 
 
+def contraction(d: int, rate: float) -> torch.Tensor:
+    """A random (d, d) float64 matrix with ``‖W‖₂ = rate``."""
+    W = torch.randn(d, d, dtype=torch.float64)
+    return rate * W / torch.linalg.matrix_norm(W, 2)
+
+
 def relu_problem(m=12, d=5, n=6, *, seed=1, data_seed=None, dtype=torch.float64):
     """A seeded ReLU DEQ of width ``m`` and ``n`` inputs on the sphere of radius √d
     (Assumption 2 (i): ‖x_i‖ = √d) with N(0, 1) labels; data from ``data_seed``

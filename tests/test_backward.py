@@ -20,13 +20,9 @@ from deqlab import (
     Unrolled,
     fixed_point,
 )
+from helpers import contraction
 
 EXACT = {"tol": 1e-13, "stop": "abs", "max_iter": 2000}
-
-
-def contraction(d: int, rate: float) -> torch.Tensor:
-    W = torch.randn(d, d, dtype=torch.float64)
-    return rate * W / torch.linalg.matrix_norm(W, 2)
 
 
 class TanhCell(torch.nn.Module):

@@ -19,13 +19,9 @@ from deqlab import (
     fixed_point,
 )
 from deqlab.implicit import TRAINING_SOLVER
+from helpers import contraction
 
 EXACT = {"tol": 1e-13, "stop": "abs", "max_iter": 2000}
-
-
-def contraction(d: int, rate: float) -> torch.Tensor:
-    W = torch.randn(d, d)
-    return rate * W / torch.linalg.matrix_norm(W, 2)
 
 
 @pytest.mark.parametrize(

@@ -5,13 +5,9 @@ import torch
 from torch import nn
 
 from deqlab import DEQ, Anderson, Broyden, Picard, Unrolled, fixed_point
+from helpers import contraction
 
 EXACT = {"tol": 1e-13, "stop": "abs", "max_iter": 2000}
-
-
-def contraction(d: int, rate: float) -> torch.Tensor:
-    W = torch.randn(d, d)
-    return rate * W / torch.linalg.matrix_norm(W, 2)
 
 
 def vec(parts):
