@@ -132,10 +132,10 @@ class MonDEQGD(Trainer):
             return record
         record["adjoint_steps"] = self.model.last_backward.n_steps
         with torch.no_grad():
-            before = (self.params["A"].clone(), self.model.weight())  # A(k), W(k)
+            before = (self.params["A"].clone(), self.model.weight()) if self.step_lemmas else ()
             for p, g in zip(self.params.values(), grads, strict=True):
                 p -= self.lr * g
-            if self.step_lemmas:
+            if before:  # A(k), W(k)
                 record.update(self._step_sides(record["loss"], grads, *before))
         self.step_count += 1
         return record
