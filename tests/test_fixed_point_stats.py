@@ -1,7 +1,9 @@
 """A DEQ layer's unconverged solves: best iterate per sample, records, counts, one warning,
 a gradient marked not exact; strict mode raises; fixed_point keeps the solvers' throw."""
 
+import inspect
 import math
+import runpy
 import warnings
 
 import pytest
@@ -230,3 +232,23 @@ class CellWithBatchNorm(torch.nn.Module):
 
     def forward(self, z, x):
         return 0.5 * self.inner(z) + x
+
+
+def test_the_warning_points_at_the_users_line_also_in_a_folder_named_deqlab(tmp_path):
+    """A user's clone ``~/deqlab/`` holds the user's scripts: only deqlab's and torch's own
+    files are skipped when the warning looks for the user's line."""
+    script = tmp_path / "deqlab" / "train.py"
+    script.parent.mkdir()
+    script.write_text(
+        "import torch\n"
+        "from deqlab import DEQ, Picard\n"
+        "deq = DEQ(lambda z, x: 0.99 * z + x, solver=Picard(tol=1e-9, max_iter=3))\n"
+        "deq(torch.ones(2, 3, dtype=torch.float64))\n"
+    )
+    with pytest.warns(ConvergenceWarning) as caught:
+        runpy.run_path(str(script))
+    assert (caught[0].filename, caught[0].lineno) == (str(script), 4)
+    with pytest.warns(ConvergenceWarning) as caught:
+        line = inspect.currentframe().f_lineno + 1
+        failing_layer()((torch.randn(3, 2, dtype=torch.float64), SCALES))
+    assert (caught[0].filename, caught[0].lineno) == (__file__, line)

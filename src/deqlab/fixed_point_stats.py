@@ -203,11 +203,15 @@ def handle_failure(failure: Failure, on_failure: str, stats: FixedPointStats, hi
 def _caller_level() -> int:
     """``stacklevel`` for a warning from :func:`handle_failure` that points at the first
     caller outside deqlab and torch (the user's line)."""
-    inside = (f"{os.sep}deqlab{os.sep}", f"{os.sep}torch{os.sep}")
     frame, level = sys._getframe(2), 2  # 1: handle_failure
-    while frame.f_back is not None and any(part in frame.f_code.co_filename for part in inside):
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGES):
         frame, level = frame.f_back, level + 1
     return level
+
+
+#: The directories of deqlab's and torch's own files (not any path with a "deqlab" part:
+#: a user's clone ~/deqlab/ holds the user's scripts).
+_PACKAGES = tuple(os.path.dirname(path) + os.sep for path in (__file__, torch.__file__))
 
 
 def _text(hint: Hint) -> str:
