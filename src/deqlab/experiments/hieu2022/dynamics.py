@@ -147,15 +147,17 @@ def trajectory_rows(model: ConvDEQ, images, labels, base: Row) -> list[Row]:
     iterates, residuals = model.trajectory(images)  # (S, B, C, H, W), (S, B)
     steps, batch = residuals.shape
     projected = pca_2d(iterates.reshape(steps * batch, -1)).reshape(steps, batch, 2)
+    # one transfer each, not one per (sample, step) entry
+    label, residual, pc = (t.tolist() for t in (labels, residuals, projected))
     return [
         {
             **base,
             "sample": b,
-            "label": int(labels[b]),
+            "label": int(label[b]),
             "step": s,
-            "residual": float(residuals[s, b]),
-            "pc1": float(projected[s, b, 0]),
-            "pc2": float(projected[s, b, 1]),
+            "residual": residual[s][b],
+            "pc1": pc[s][b][0],
+            "pc2": pc[s][b][1],
         }
         for b in range(batch)
         for s in range(steps)
