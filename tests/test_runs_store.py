@@ -20,6 +20,7 @@ import torch
 
 from deqlab.experiments.base import Experiment, Task, TaskContext
 from deqlab.experiments.config import ConfigError, config_hash
+from deqlab.experiments.constraints import DISTINCT, POSITIVE, SEED, Config, Interval
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.registry import register
 from deqlab.runs.devices import check_device, device_type
@@ -34,12 +35,20 @@ from helpers import TEST_PAPER
 
 
 @dataclass(frozen=True)
-class LsqConfig:
+class LsqConfig(Config):
     n: int = 40
     d: int = 5
     steps: int = 60
     lrs: tuple[float, ...] = (0.05, 0.3)
     seed: int = 0
+
+    constraints: ClassVar = {
+        "n": Interval(1),
+        "d": Interval(1),
+        "steps": Interval(1),
+        "lrs": (POSITIVE, DISTINCT),
+        "seed": SEED,
+    }
 
 
 def _problem(config: LsqConfig) -> tuple[torch.Tensor, torch.Tensor]:
