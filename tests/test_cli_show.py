@@ -184,6 +184,9 @@ def test_list_says_which_data_sets_each_preset_needs(tmp_path):
     assert "tiny: digits ✓" in lines[first]
     assert "quick, paper: sphere ✓, digits ✓, mnist ✗" in lines[first + 1]
     assert "missing data sets:" in result.stdout and "mnist" in result.stdout
+    fetch_line = next(line for line in lines if line.startswith("missing data sets:"))
+    assert "imagenet" not in fetch_line  # fetched by hand: a line of its own
+    assert "missing data sets copied by hand: imagenet" in result.stdout
     probe = next(e for e in json.loads(invoke("list", "--json", "--data-dir", tmp_path).stdout)
                  if e["name"] == "test-data-probe")  # fmt: skip
     assert [s["name"] for s in probe["datasets"]["tiny"]] == ["digits"]

@@ -287,8 +287,15 @@ def list_experiments(
     _console().print(table)
     missing = sorted({s["name"] for e in entries for v in e["datasets"].values() for s in v
                       if not s["present"]})  # fmt: skip
-    if missing:
-        typer.echo(f"missing data sets: {', '.join(missing)} (fetch: deqlab data fetch NAME)")
+    from deqlab.data.registry import MANUAL_DATASETS
+
+    fetchable = [name for name in missing if name not in MANUAL_DATASETS]
+    manual = [name for name in missing if name in MANUAL_DATASETS]
+    if fetchable:
+        typer.echo(f"missing data sets: {', '.join(fetchable)} (fetch: deqlab data fetch NAME)")
+    if manual:
+        typer.echo(f"missing data sets copied by hand: {', '.join(manual)} "
+                   "(`deqlab data fetch NAME` says from where)")  # fmt: skip
 
 
 @app.command(
