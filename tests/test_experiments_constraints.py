@@ -62,13 +62,13 @@ class Sweep(Config):
         ),
         (
             ['datasets=["sphere","imagenet"]'],
-            r"`datasets\[1\]` must be one of 'sphere', 'mnist', "
+            r"`datasets` must be one of 'sphere', 'mnist', "
             r"'cifar10'; got 'imagenet'",
         ),
         (["datasets=[]"], r"`datasets` must hold at least 1 value; got \[\]"),
         (["widths=64,64"], r"`widths` must be strictly increasing; got \[64, 64\]"),
         (["widths=128,64"], r"`widths` must be strictly increasing; got \[128, 64\]"),
-        (["widths=5,64"], r"`widths\[0\]` must be >= n_samples = 10; got 5"),
+        (["widths=5,64"], r"`widths` must be >= n_samples = 10; got 5"),
         (["n=1"], r"`n` must be >= 2; got 1"),
         (["tol=0"], r"`tol` must be in \(0, inf\); got 0"),
         (["eta_fraction=1"], r"`eta_fraction` must be in \(0, 1\); got 1"),

@@ -919,7 +919,7 @@ def test_stale_temporary_files_of_a_killed_writer_are_removed(store):
          "error: `n` must fit in a signed 64-bit integer (-9223372036854775808 to "
          "9223372036854775807); got 99999999999999999999999"),
         ("ling2023-fig1", "tol=nan", "error: `tol` must be a finite number; got nan"),
-        ("ling2023-init", "seeds=[0,-2]", "error: `seeds[1]` must be >= 0; got -2"),
+        ("ling2023-init", "seeds=[0,-2]", "error: `seeds` must be >= 0; got -2"),
         (NAME, "lrs=[0.1,inf]", "error: `lrs[1]` must be a finite number; got inf"),
         (NAME, "seed=-1", "error: `seed` must be >= 0; got -1"),
     ],

@@ -205,20 +205,13 @@ def check_constraints(config: Any) -> None:
         if value is None:
             continue
         for constraint in constraints.get(key, ()):
-            for name, item in _checked_items(key, value, constraint.elementwise):
+            items = value if constraint.elementwise and isinstance(value, tuple) else (value,)
+            for item in items:
                 why = constraint.why_not(item, config)
                 if why is not None:
-                    raise ConfigError(f"`{name}` must {why}; got {_show(item)}", key=key)
-
-
-def _checked_items(key: str, value: Any, elementwise: bool) -> list[tuple[str, Any]]:
-    """(name, value) pairs a constraint checks: each element of a tuple as ``key[i]`` when the
-    constraint is elementwise, else the whole value (a tuple shown as a list)."""
-    if isinstance(value, tuple):
-        if elementwise:
-            return [(f"{key}[{i}]", item) for i, item in enumerate(value)]
-        return [(key, list(value))]
-    return [(key, value)]
+                    shown = list(value) if isinstance(value, tuple) else value
+                    got = item if item is not value else shown
+                    raise ConfigError(f"`{key}` must {why}; got {_show(got)}", key=key)
 
 
 def _show(value: Any) -> str:
