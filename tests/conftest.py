@@ -8,13 +8,21 @@ for more with ``@pytest.mark.threads(n)`` (``@pytest.mark.threads`` alone: torch
 for this machine), and the count is set back to one after it.
 """
 
-import pytest
-import torch
+import os
+
+# Processes a test starts (a run killed and resumed, a CLI call) inherit the same one thread
+# (torch, MKL, OpenBLAS): their numbers then agree to the last bit with the test's own, as the
+# resume tests require (a thread count changes the order of floating-point sums).
+for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ[_variable] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 
-#: torch's own intra-op thread count on this machine (before the tests set one).
-DEFAULT_THREADS = torch.get_num_threads()
+#: The machine's thread count, torch's own default (the environment above sets one).
+DEFAULT_THREADS = len(os.sched_getaffinity(0))
 torch.set_num_threads(1)
 
 

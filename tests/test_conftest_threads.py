@@ -1,5 +1,8 @@
 """The suite's thread policy (tests/conftest.py): one intra-op thread unless asked."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -22,3 +25,10 @@ def test_the_bare_marker_gives_torchs_own_count():
 
 def test_the_count_is_one_again_after_a_marked_test():
     assert torch.get_num_threads() == 1
+
+
+def test_a_process_a_test_starts_computes_with_one_thread_too():
+    """A run killed and resumed in a child process must add floats in the test's order."""
+    code = "import torch; print(torch.get_num_threads())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "1"
