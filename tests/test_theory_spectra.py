@@ -1,5 +1,6 @@
-"""λ_min of large PSD matrices (deqlab.theory.spectra): Lanczos and Cholesky + Lanczos on
-K⁻¹ against a dense eigvalsh on small cases, singular matrices, the dense path."""
+"""λ_min of large PSD matrices (deqlab.theory.spectra): float32-preconditioned LOBPCG, and
+Cholesky + Lanczos on K⁻¹ where it cannot answer, against a dense eigvalsh on small cases;
+singular matrices, the dense path."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import torch
 
 from deqlab._memory import MemoryRefusal
 from deqlab.data import get_dataset
-from deqlab.theory import spectra
+from deqlab.theory import lobpcg, spectra
 from deqlab.theory.kernels import least_eigenvalue, population_gram
+from deqlab.theory.ntk import deq_ntk
 from deqlab.theory.spectra import (
     cholesky_lower,
     gram_lambda_min,
@@ -21,8 +23,14 @@ from deqlab.theory.spectra import (
 
 @pytest.fixture
 def iterative(monkeypatch):
-    """Force the Cholesky + Lanczos path on small matrices."""
+    """Force the iterative paths on small matrices."""
     monkeypatch.setattr(spectra, "DENSE_LIMIT", 1)
+
+
+@pytest.fixture
+def float64_path(iterative, monkeypatch):
+    """Force the float64 Cholesky + Lanczos path: no float32 preconditioner."""
+    monkeypatch.setattr(spectra, "float32_cholesky", lambda K, work: None)
 
 
 def test_lanczos_finds_the_largest_eigenvalue_of_a_symmetric_matrix():
@@ -40,7 +48,9 @@ def test_lanczos_stops_on_an_invariant_subspace():
     assert theta == pytest.approx(3.0) and steps <= 2
 
 
-def test_iterative_least_eigenvalue_matches_eigvalsh_on_a_kernel_matrix(iterative):
+@pytest.mark.parametrize("path", ["lobpcg", "float64"])
+def test_iterative_least_eigenvalue_matches_eigvalsh_on_a_kernel_matrix(path, request):
+    request.getfixturevalue("iterative" if path == "lobpcg" else "float64_path")
     X = get_dataset("sphere", n=300, d=20, seed=3).X
     K = population_gram(X, 0.08)
     exact = least_eigenvalue(K)
@@ -48,10 +58,49 @@ def test_iterative_least_eigenvalue_matches_eigvalsh_on_a_kernel_matrix(iterativ
     assert not got.singular
     assert got.value == pytest.approx(exact.value, rel=1e-7)
     assert got.max_eigenvalue == pytest.approx(exact.max_eigenvalue, rel=1e-9)
-    assert got.value >= exact.value * (1 - 1e-12)  # a Ritz value: 1/θ is an upper estimate
+    assert got.value >= exact.value * (1 - 1e-12)  # a Ritz value: an upper estimate
 
 
-def test_the_shift_sits_below_lambda_min_or_falls_back(iterative, monkeypatch):
+def test_the_ntk_reuses_the_factor_and_block_of_k(iterative):
+    X = get_dataset("sphere", n=400, d=20, seed=2).X
+    K = population_gram(X, 0.08)
+    ntk = deq_ntk(X, 0.08, gram=K)
+    work, reuse = torch.empty_like(K), spectra.Reuse()
+    stages: list[list[int]] = [[], []]
+    for M, seen in ((K, stages[0]), (ntk, stages[1])):
+        got = least_eigenvalue_large(
+            M, work=work, reuse=reuse, progress=lambda what, i, t, seen=seen: seen.append(i)
+        )
+        assert got.value == pytest.approx(least_eigenvalue(M).value, rel=1e-8)
+    assert stages == [[0, 1, 2], [0, 2]]  # the NTK: λ_max, LOBPCG; no factorization
+    assert reuse.block is not None and reuse.block.shape == (400, lobpcg.BLOCK)
+
+
+def test_lobpcg_past_its_step_limit_falls_back_to_float64(iterative, monkeypatch):
+    monkeypatch.setattr(lobpcg, "MAX_STEPS", 2)
+    X = get_dataset("sphere", n=300, d=20, seed=3).X
+    K = population_gram(X, 0.08)
+    stages = []
+    got = least_eigenvalue_large(K, progress=lambda what, i, t: stages.append(i))
+    assert stages == [0, 1, 2, 1, 2, 3, 4]  # LOBPCG gave up; Cholesky, coarse, shift, refine
+    assert got.value == pytest.approx(least_eigenvalue(K).value, rel=1e-7)
+
+
+def test_a_matrix_too_ill_conditioned_for_float32_takes_the_float64_path(iterative):
+    Q = torch.linalg.qr(torch.randn(60, 60, dtype=torch.float64, generator=_seeded(1)))[0]
+    K = Q @ torch.diag(torch.logspace(-9, 0, 60, dtype=torch.float64)) @ Q.T
+    K = (K + K.T) / 2
+    stages = []
+    got = least_eigenvalue_large(K, progress=lambda what, i, t: stages.append(i))
+    assert stages[:3] == [0, 1, 1]  # the float32 factorization fails; float64 Cholesky
+    assert got.value == pytest.approx(1e-9, rel=1e-6)
+
+
+def _seeded(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def test_the_shift_sits_below_lambda_min_or_falls_back(float64_path, monkeypatch):
     X = get_dataset("sphere", n=200, d=10, seed=4).X
     K = population_gram(X, 0.08)
     exact = least_eigenvalue(K).value
@@ -102,7 +151,7 @@ def test_a_non_square_matrix_is_refused():
         least_eigenvalue_large(torch.ones(2, 3, dtype=torch.float64))
 
 
-def test_a_given_work_array_is_used_and_k_is_left_unchanged(iterative):
+def test_a_given_work_array_is_used_and_k_is_left_unchanged(float64_path):
     X = get_dataset("sphere", n=120, d=10, seed=5).X
     K = population_gram(X, 0.08)
     before = K.clone()
@@ -111,7 +160,7 @@ def test_a_given_work_array_is_used_and_k_is_left_unchanged(iterative):
     got = least_eigenvalue_large(K, work=work, progress=lambda what, i, t: stages.append(i))
     assert torch.equal(K, before)
     assert got.value == pytest.approx(least_eigenvalue(K).value, rel=1e-7)
-    assert stages == [0, 1, 2, 3, 4]  # λ_max, Cholesky, coarse, shifted Cholesky, refine
+    assert stages == [0, 1, 1, 2, 3, 4]  # λ_max, no float32 factor, Cholesky, coarse, shift, refine
     assert bool(torch.isfinite(work).all())  # the factor went into `work`
 
 

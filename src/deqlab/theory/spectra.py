@@ -13,31 +13,37 @@
   tridiagonal reduction): at n = 10⁴ on two cores, minutes. Above :data:`DENSE_LIMIT` rows:
 
   1. λ_max by Lanczos on K itself (the top of a kernel matrix is well separated: ~10 steps);
-  2. the Cholesky factor K = LLᵀ (LAPACK ``potrf`` through torch, O(n³/3), compute-bound:
-     MKL's is twice as fast as scipy's OpenBLAS here). It fails
-     exactly when K is not positive definite to working precision: λ_min is then reported
-     as 0, singular, as :func:`deqlab.theory.kernels.least_eigenvalue` does — unless that of
-     K + tol·I fails too (tol = n·eps·λ_max): then λ_min < −tol, K is not PSD, ValueError;
-  3. shift-invert Lanczos, twice. The bottom of a kernel matrix's spectrum is a dense
-     cluster (n = 10⁴ points on the sphere in d = 100: λ₂/λ₁ − 1 ≈ 3·10⁻⁴), which Lanczos on
-     K⁻¹ resolves only after ~300 steps. So a coarse estimate λ̂ ≥ λ_min from Lanczos on K⁻¹
+  2. the float32 Cholesky factor of K (LAPACK ``potrf`` through torch, n³/3 flops at twice
+     the float64 rate) preconditions block LOBPCG in float64 (:mod:`deqlab.theory.lobpcg`):
+     one factorization, and every product with K in float64, so the answer is as accurate as
+     the float64 path's. A caller may pass a :class:`Reuse` so that the next matrix (the DEQ
+     NTK ⪰ K) is preconditioned by the same factor, from the same Ritz block.
+  3. Where that cannot answer — K not positive definite in float32, LOBPCG past its step
+     limit, or λ_min within the round-off tolerance of 0 — the float64 path decides:
+     the Cholesky factor K = LLᵀ fails exactly when K is not positive definite to working
+     precision: λ_min is then reported as 0, singular, as
+     :func:`deqlab.theory.kernels.least_eigenvalue` does — unless that of K + tol·I fails
+     too (tol = n·eps·λ_max): then λ_min < −tol, K is not PSD, ValueError. Else shift-invert
+     Lanczos, twice. The bottom of a kernel matrix's spectrum is a dense cluster (n = 10⁴
+     points on the sphere in d = 100: λ₂/λ₁ − 1 ≈ 3·10⁻⁴), which Lanczos on K⁻¹ resolves
+     only after ~300 steps. So a coarse estimate λ̂ ≥ λ_min from Lanczos on K⁻¹
      (:data:`COARSE_RTOL`) gives a shift σ = λ̂(1 − c) just below λ_min — certified by the
      Cholesky factorization of K − σI succeeding; else c grows (:data:`SHIFTS`, ending at
      σ = 0) — and Lanczos on (K − σI)⁻¹, whose top eigenvalue 1/(λ_min − σ) stands clear of
      the next ones, converges to :data:`RTOL` in tens of steps: λ_min = σ + 1/μ.
 
-  Each Lanczos step costs two triangular solves with the factor. A Ritz value never exceeds
-  the largest eigenvalue, so σ + 1/θ ≥ λ_min: the value returned is an upper estimate,
-  converged to RTOL (relative change of θ over :data:`STALL` steps, or a Ritz residual below
-  RTOL·θ). Small matrices go to the exact :func:`~deqlab.theory.kernels.least_eigenvalue`,
-  which the tests compare this with. Memory: K and one n×n work array (2 × 7.2 GB at
-  n = 3·10⁴), which a caller may pass and reuse.
+  Both paths stop at RTOL (relative change over :data:`STALL` steps, or a residual below
+  RTOL·θ) and return an upper estimate (a Ritz value never lies below λ_min). Small
+  matrices go to the exact :func:`~deqlab.theory.kernels.least_eigenvalue`, which the tests
+  compare both with. Memory: K and one n×n float64 work array (2 × 7.2 GB at n = 3·10⁴),
+  which a caller may pass and reuse; the float32 factor takes half of it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -46,6 +52,7 @@ from deqlab._checks import check_int, check_positive, check_tensor
 from deqlab._memory import check_square
 from deqlab._progress import Progress, silent
 from deqlab.theory.kernels import LeastEigenvalue, check_symmetric, least_eigenvalue
+from deqlab.theory.lobpcg import Preconditioner, float32_cholesky, least_eigenvalue_lobpcg
 
 #: Up to this size the dense, exact ``eigvalsh`` is used (a few seconds on two cores).
 DENSE_LIMIT = 3000
@@ -125,17 +132,35 @@ def _inverse(L: torch.Tensor) -> Matvec:
     return apply
 
 
+@dataclass
+class Reuse:
+    """What one :func:`least_eigenvalue_large` leaves for the next call on a nearby matrix:
+    the float32 preconditioner (living in the shared ``work`` array) and the Ritz block.
+
+    Pass one ``Reuse()`` to the calls for K and then the DEQ NTK written over it (NTK ⪰ K, so
+    K⁻¹ preconditions it well): the NTK costs no factorization of its own.
+    """
+
+    precondition: Preconditioner | None = None
+    block: torch.Tensor | None = None
+
+
 def least_eigenvalue_large(
-    K: torch.Tensor, *, work: torch.Tensor | None = None, progress: Progress = silent
+    K: torch.Tensor,
+    *,
+    work: torch.Tensor | None = None,
+    progress: Progress = silent,
+    reuse: Reuse | None = None,
 ) -> LeastEigenvalue:
     """λ_min of the symmetric PSD matrix K with the round-off rule of
     :func:`~deqlab.theory.kernels.least_eigenvalue` (|λ_min| <= n·eps·λ_max is 0, singular).
 
     Dense and exact up to :data:`DENSE_LIMIT` rows, and on a CUDA device (``eigvalsh`` there
-    takes seconds at n = 3·10⁴); above, on the CPU, Cholesky and shift-invert Lanczos (module
-    docstring) in one n×n float64 work array besides K: ``work`` when given (reuse it across
-    calls: nothing is allocated), else allocated after a memory check. K is left unchanged.
-    ``progress(what, stage, 5)`` is called before each of the five stages.
+    takes seconds at n = 3·10⁴); above, on the CPU, LOBPCG with a float32 Cholesky
+    preconditioner, else Cholesky and shift-invert Lanczos (module docstring), in one n×n
+    float64 work array besides K: ``work`` when given (reuse it across calls: nothing is
+    allocated), else allocated after a memory check. K is left unchanged.
+    ``progress(what, stage, 5)`` is called before each stage.
     """
     K = check_tensor("K", K, ndim=2)
     n = K.shape[0]
@@ -153,10 +178,40 @@ def least_eigenvalue_large(
     progress(f"λ_max(K) by Lanczos (n = {n})", 0, 5)
     top, _ = lanczos_largest(lambda v: (K64 @ torch.from_numpy(v)).numpy(), n)
     tol = n * eps * abs(top)
-    progress(f"Cholesky factorization of K (n = {n})", 1, 5)
-    L = cholesky_lower(K64, work)
+    reuse = reuse if reuse is not None else Reuse()
+    found = _preconditioned(K64, work, reuse, progress)
+    if found is not None and found > tol:
+        return LeastEigenvalue.rounded(found, top, tol)
+    reuse.precondition = None  # the float64 path overwrites the factor in `work`
+    return _float64_path(K64, work, top, tol, progress)
+
+
+def _preconditioned(K: torch.Tensor, work: torch.Tensor, reuse: Reuse, progress: Progress):
+    """λ_min by float32-preconditioned LOBPCG (:mod:`deqlab.theory.lobpcg`), with the
+    factor of ``reuse`` or a new one of K; None where that cannot answer."""
+    if reuse.precondition is None:
+        progress(f"float32 Cholesky factorization of K (n = {K.shape[0]})", 1, 5)
+        reuse.precondition = float32_cholesky(K, work)
+        if reuse.precondition is None:
+            return None
+    progress("λ_min by LOBPCG, preconditioned by the float32 factor", 2, 5)
+    found = least_eigenvalue_lobpcg(
+        K, reuse.precondition, rtol=RTOL, stall=STALL, start=reuse.block
+    )
+    if found is None:
+        return None
+    reuse.block = found.block
+    return found.value
+
+
+def _float64_path(
+    K: torch.Tensor, work: torch.Tensor, top: float, tol: float, progress: Progress
+) -> LeastEigenvalue:
+    """Cholesky in float64 and shift-invert Lanczos (module docstring, item 3)."""
+    progress(f"Cholesky factorization of K (n = {K.shape[0]})", 1, 5)
+    L = cholesky_lower(K, work)
     if L is None:
-        if cholesky_lower(K64, work, -tol) is None:  # λ_min < −tol: not PSD
+        if cholesky_lower(K, work, -tol) is None:  # λ_min < −tol: not PSD
             raise ValueError(
                 f"`K` must be positive semi-definite; the Cholesky factorization of K + tol·I "
                 f"fails, so λ_min < -{tol:.1e} (the round-off tolerance n·eps·λ_max)"
@@ -167,8 +222,8 @@ def least_eigenvalue_large(
         )
         return LeastEigenvalue(0.0, math.nan, top, tol, True, reason)
     progress("coarse λ_min by Lanczos on K⁻¹", 2, 5)
-    estimate = 1.0 / lanczos_largest(_inverse(L), n, rtol=COARSE_RTOL)[0]
-    lo = _refine(K64, work, estimate, progress)
+    estimate = 1.0 / lanczos_largest(_inverse(L), K.shape[0], rtol=COARSE_RTOL)[0]
+    lo = _refine(K, work, estimate, progress)
     return LeastEigenvalue.rounded(lo, top, tol)
 
 

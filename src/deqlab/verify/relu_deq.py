@@ -51,6 +51,7 @@ from deqlab.theory.ling2023 import (
 from deqlab.theory.ntk import deq_ntk, pl_gram
 from deqlab.theory.spectra import (
     DENSE_LIMIT,
+    Reuse,
     least_eigenvalue_large,
     spectral_norm,
     spectral_norm_lanczos,
@@ -141,9 +142,10 @@ def kernels(
         warnings.simplefilter("ignore")
         gram = population_gram(X, sigma_w2, progress=progress)
         work = torch.empty_like(gram) if gram.shape[0] > DENSE_LIMIT else None
-        K = least_eigenvalue_large(gram, work=work, progress=progress)
+        reuse = Reuse()  # K's float32 factor preconditions the NTK ⪰ K too
+        K = least_eigenvalue_large(gram, work=work, progress=progress, reuse=reuse)
         kernel = deq_ntk(X, sigma_w2, gram=gram, out=gram, progress=progress)
-        ntk = least_eigenvalue_large(kernel, work=work, progress=progress)
+        ntk = least_eigenvalue_large(kernel, work=work, progress=progress, reuse=reuse)
     return Kernels(K, ntk)
 
 

@@ -1,0 +1,66 @@
+"""Float32-preconditioned LOBPCG (deqlab.theory.lobpcg) against a closed-form spectrum."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from deqlab.theory import lobpcg
+from deqlab.theory.lobpcg import float32_cholesky, least_eigenvalue_lobpcg
+
+
+def _with_spectrum(values: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    """Q diag(values) Qᵀ for a seeded random orthogonal Q: its eigenvalues are ``values``."""
+    n = values.numel()
+    generator = torch.Generator().manual_seed(seed)
+    Q = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64, generator=generator))[0]
+    A = Q @ torch.diag(values) @ Q.T
+    return (A + A.T) / 2
+
+
+def _clustered(n: int = 500) -> torch.Tensor:
+    """A kernel-like spectrum: a dense cluster at the bottom (λ₂/λ₁ − 1 = 10⁻³) under a
+    spread of large eigenvalues, condition number 10⁴."""
+    bottom = 0.5 * (1 + 1e-3 * torch.arange(50, dtype=torch.float64))
+    top = torch.logspace(0, 3.7, n - 50, dtype=torch.float64)
+    return torch.cat([bottom, top])
+
+
+def test_the_least_eigenvalue_of_a_clustered_spectrum_to_rtol_and_from_above():
+    A = _with_spectrum(_clustered())
+    found = least_eigenvalue_lobpcg(A, float32_cholesky(A, torch.empty_like(A)), rtol=1e-9, stall=5)
+    assert found is not None
+    assert found.value == pytest.approx(0.5, rel=1e-9)
+    assert found.value >= 0.5 * (1 - 1e-12)  # a Rayleigh quotient: never below λ_min
+    assert found.block.shape == (500, lobpcg.BLOCK)
+
+
+def test_the_block_of_a_solve_restarts_the_same_matrix_at_once():
+    A = _with_spectrum(_clustered())
+    precondition = float32_cholesky(A, torch.empty_like(A))
+    cold = least_eigenvalue_lobpcg(A, precondition, rtol=1e-9, stall=5)
+    warm = least_eigenvalue_lobpcg(A, precondition, rtol=1e-9, stall=5, start=cold.block)
+    assert warm.steps < cold.steps / 3
+    assert warm.value == pytest.approx(cold.value, rel=1e-9)
+
+
+def test_a_solve_past_the_step_limit_returns_none(monkeypatch):
+    monkeypatch.setattr(lobpcg, "MAX_STEPS", 3)
+    A = _with_spectrum(_clustered())
+    assert least_eigenvalue_lobpcg(A, lambda R: R, rtol=1e-12, stall=5) is None
+
+
+def test_the_float32_factor_inverts_the_matrix_in_half_the_work_array():
+    A = _with_spectrum(torch.linspace(1.0, 10.0, 40, dtype=torch.float64), seed=3)
+    work = torch.full_like(A, float("nan"))
+    precondition = float32_cholesky(A, work)
+    R = torch.randn(40, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    exact = torch.linalg.solve(A, R)
+    assert torch.allclose(precondition(R), exact, rtol=0, atol=1e-5 * float(exact.abs().max()))
+    assert precondition(R).dtype == torch.float64
+    assert bool(torch.isnan(work[20:]).all())  # the float32 factor fills the first half only
+
+
+def test_an_indefinite_matrix_has_no_float32_factor():
+    A = _with_spectrum(torch.tensor([-1.0, 1.0, 2.0], dtype=torch.float64))
+    assert float32_cholesky(A, torch.empty_like(A)) is None
