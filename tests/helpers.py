@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from deqlab.experiments.base import TaskContext
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.statements import Paper
 
@@ -37,3 +38,36 @@ def row_path(order: int, steps: int, n=3, m=5, seed=0):
     A, B, C, M = (torch.randn(*shape, generator=gen, dtype=torch.float64) for shape in shapes)
     xs = [A + t * B + (t * t * C if order == 2 else 0) for t in range(steps)]
     return xs, M
+
+
+class MemoryCheckpoints:
+    """A TaskContext whose checkpoints live in memory; ``stop_after`` interrupts a task."""
+
+    def __init__(self, stop_after: int | None = None):
+        self.saved, self.stop_after, self.count = None, stop_after, 0
+
+    def context(self, checkpoint_every: int) -> TaskContext:
+        return TaskContext("cpu", checkpoint_every, lambda: self.saved, self._save)
+
+    def _save(self, state, rows):
+        self.saved = (state, list(rows))
+        self.count += 1
+        if self.count == self.stop_after:
+            raise KeyboardInterrupt
+
+
+def run_all(experiment, config) -> list[dict]:
+    """The rows of every task of ``experiment`` at ``config``, checkpointed in memory."""
+    rows = []
+    for task in experiment.tasks(config):
+        rows += experiment.run_task(config, task, MemoryCheckpoints().context(100))
+    return rows
+
+
+def assert_settings_declared_and_captions_sentences(experiment) -> None:
+    """Every preset of ``experiment`` declares its paper setting (``deviations`` raises on an
+    undeclared field) and its figure captions are sentences."""
+    for preset in experiment.presets:
+        experiment.deviations(experiment.resolve(preset))
+    assert experiment.figure_captions
+    assert all(c[0].isupper() and c.endswith(".") for c in experiment.figure_captions.values())

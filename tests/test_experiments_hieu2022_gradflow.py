@@ -1,6 +1,7 @@
-"""hieu2022-gradflow: the statement builders of Proposition 4, Eq. (3.14), Theorem 3.3.1
-and Lemmas 3.3.2–3.3.4 in both directions on made-up numbers, the Euler flow against an
-independent finite difference (and a wrong kernel), and the tiny and theorem presets."""
+"""hieu2022-gradflow (experiments/hieu2022/gradflow.py, flow_statements.py and its report):
+the statement builders of Proposition 4, Eq. (3.14) and Theorem 3.3.1 in both directions on
+made-up numbers, the Euler flow against an independent finite difference (and a wrong
+kernel), and the tiny and theorem presets."""
 
 import math
 
@@ -20,25 +21,16 @@ from deqlab.experiments.hieu2022.flow_statements import (
 )
 from deqlab.experiments.hieu2022.gradflow import Hieu2022GradFlow, _initial_kernel_max
 from deqlab.experiments.hieu2022.setting import build_model
-from deqlab.experiments.hieu2022.statements import WidthFit, lemma_check, lemma_statements
+from deqlab.experiments.hieu2022.statements import WidthFit
 from deqlab.experiments.registry import experiment_names
 from deqlab.statements import Kind, Verdict
 from deqlab.theory.mondeq import Inequality
 from deqlab.theory.mondeq_kernel import prediction_kernel
 from deqlab.train.mondeq_flow import MonDEQFlow
-from test_experiments_kawaguchi2021 import MemoryCheckpoints
+from helpers import MemoryCheckpoints
 
 PASS, FAIL, NA, NM = Verdict.PASS, Verdict.FAIL, Verdict.NOT_APPLICABLE, Verdict.NOT_MEASURED
 HOLDS, UNMET = Verdict.HOLDS, Verdict.UNMET
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small matrices: one thread is much faster than several on a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _by_name(statements):
@@ -46,31 +38,6 @@ def _by_name(statements):
 
 
 # --- statement builders on made-up numbers --------------------------------------------------
-
-
-def test_lemma_check_takes_the_worst_ratio_and_skips_empty_pairs():
-    passed = lemma_check("lemma3_3_3", [1.0, 2.0], [4.0, 4.0], width=8, run="flow")
-    assert passed.kind is Kind.THEOREM and passed.verdict is PASS
-    assert passed.value == pytest.approx(0.5) and "(the 2nd)" in passed.measured
-    assert passed.name == "Lemma 3.3.3 along the flow at n = 8"
-    failed = lemma_check("lemma3_3_2", [1.0, 5.0], [4.0, 4.0], width=8, run="GD run")
-    assert failed.verdict is FAIL and failed.value == pytest.approx(1.25)
-    at_start = lemma_check("lemma3_3_4", [0.0, 1.0], [0.0, 2.0], width=8, run="flow")
-    assert at_start.value == pytest.approx(0.5) and "over 1 measured steps" in at_start.measured
-    assert lemma_check("lemma3_3_4", [0.0], [0.0], width=8, run="flow").verdict is NM
-
-
-def test_lemma_statements_read_the_columns_of_the_measured_steps():
-    rows = [
-        {"width": 8, "lemma3_3_3_lhs": 1.0, "lemma3_3_3_rhs": 2.0},
-        {"width": 8},  # a step without lemma columns is not measured
-        {"width": 16, "lemma3_3_3_lhs": 3.0, "lemma3_3_3_rhs": 2.0},
-    ]
-    found = _by_name(lemma_statements(rows, run="flow"))
-    assert len(found) == 2 * 4
-    assert found["Lemma 3.3.3 along the flow at n = 8"].verdict is PASS
-    assert found["Lemma 3.3.3 along the flow at n = 16"].verdict is FAIL
-    assert found["Lemma 3.3.2 along the flow at n = 8"].verdict is NM
 
 
 def test_proposition_4_passes_on_a_removed_first_order_error_and_leaves_out_kinks():
@@ -295,19 +262,3 @@ def test_theorem_preset_meets_condition_1_and_the_flow_obeys_theorem_3_3_1():
         "A, B and U add to the kernel: the flow is not linear regression on u at n = 200"
     ]
     assert linear.verdict is FAIL and linear.value < 1e-4
-
-
-def test_mondeq_gd_measures_the_lemmas_along_its_gd_runs():
-    from deqlab.experiments.hieu2022.mondeq_gd import Hieu2022MonDEQGD
-
-    exp = Hieu2022MonDEQGD()
-    config = exp.resolve("tiny", overrides=["widths=[12]", "steps=10", "lemma_every=5"])
-    (task,) = exp.tasks(config)
-    rows = exp.run_task(config, task, MemoryCheckpoints().context(100))
-    assert [int(r["step"]) for r in rows if "lemma3_3_3_lhs" in r] == [0, 5, 10]
-    found = _by_name(exp.statements(config, rows))
-    for lemma in ("Lemma 3.3.2", "Lemma 3.3.3", "Lemma 3.3.4", "Lemma 3.3.4 (Eq. C.6)"):
-        statement = found[f"{lemma} along the GD run at n = 12"]
-        assert statement.kind is Kind.THEOREM and statement.verdict is PASS
-    # Hypothesis 2 (Proposition 6) is a statement at every width, not only the widest
-    assert "Proposition 6 (Hypothesis 2): σ_min(Z(k)) ≥ λ₀/2 at n = 12" in found
