@@ -7,14 +7,6 @@ import torch
 from deqlab.theory.mondeq_kernel import BLOCKS, output_sensitivities, prediction_kernel
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def instance(n=7, N=4, d=3, m=0.5, seed=0, scale=0.6):
     g = torch.Generator().manual_seed(seed)
 
