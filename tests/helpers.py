@@ -6,7 +6,7 @@ import torch
 
 from deqlab.experiments.base import TaskContext
 from deqlab.models.relu_deq import ReLUDEQ
-from deqlab.statements import Paper
+from deqlab.statements import OURS, Kind, Paper, Source, Statement, measure
 
 #: The paper of the test experiments (their names start with "test-").
 TEST_PAPER = Paper("test", "test", "(test experiment)")
@@ -71,3 +71,19 @@ def assert_settings_declared_and_captions_sentences(experiment) -> None:
         experiment.deviations(experiment.resolve(preset))
     assert experiment.figure_captions
     assert all(c[0].isupper() and c.endswith(".") for c in experiment.figure_captions.values())
+
+
+def statement_at(value, kind=Kind.THEOREM, relation="<=", threshold=1.0, **kw) -> Statement:
+    """A statement ``s`` measured at ``value`` against ``relation threshold``, citing Ling
+    (2023) Theorem 1 (iii) (ours for :attr:`Kind.OURS`)."""
+    return measure(
+        "s",
+        kind,
+        Source("ling2023", "Theorem 1 (iii)") if kind is not Kind.OURS else OURS,
+        value=value,
+        relation=relation,
+        threshold=threshold,
+        measured=str(value),
+        expected=f"{relation} {threshold}",
+        **kw,
+    )

@@ -1,13 +1,90 @@
-"""The one combiner rule (worst) and implications over steps, both directions."""
+"""Where verdicts are decided (deqlab/statements/decide.py): measure on a value in both
+directions, theorems guarded by their hypotheses, the one combiner rule (worst),
+implications over steps, and the increasing helpers."""
 
 import math
 
 import pytest
 
 from deqlab.papers import HIEU, KAWAGUCHI
-from deqlab.statements import Kind, Verdict, implication, worst
+from deqlab.statements import (
+    Kind,
+    Source,
+    Verdict,
+    implication,
+    measure,
+    min_step_gap,
+    strictly_increasing,
+    theorem,
+    worst,
+)
+from helpers import statement_at
 
 NAN = math.nan
+LING = Source("ling2023", "Theorem 1 (iii)")
+
+
+@pytest.mark.parametrize(
+    ("value", "relation", "verdict", "margin"),
+    [
+        (0.5, "<=", Verdict.PASS, 0.5),
+        (1.0, "<=", Verdict.PASS, 0.0),
+        (1.0, "<", Verdict.FAIL, 0.0),
+        (1.5, "<=", Verdict.FAIL, -0.5),
+        (2.0, ">=", Verdict.PASS, 1.0),
+        (0.25, ">", Verdict.FAIL, -0.75),
+    ],
+)
+def test_measure_decides_on_the_value_in_both_directions(value, relation, verdict, margin):
+    s = statement_at(value, relation=relation)
+    assert s.verdict is verdict
+    assert s.margin == pytest.approx(margin)
+
+
+@pytest.mark.parametrize("value", [None, math.nan, math.inf, -math.inf, "0.5", True])
+def test_nothing_measured_is_never_pass(value):
+    s = statement_at(value)
+    assert s.verdict is Verdict.NOT_MEASURED
+    assert s.value is None and s.margin is None
+
+
+def test_hypotheses_hold_or_are_unmet_and_keep_what_would_satisfy_them():
+    holds = statement_at(2.0, Kind.HYPOTHESIS, ">=", needs="m ≥ 10")
+    unmet = statement_at(1e-9, Kind.HYPOTHESIS, ">=", needs="m ≥ 3.2e9")
+    assert holds.verdict is Verdict.HOLDS and holds.needs == ""
+    assert unmet.verdict is Verdict.UNMET and unmet.needs == "m ≥ 3.2e9"
+
+
+def test_theorem_is_not_applicable_when_a_hypothesis_is_unmet():
+    check = statement_at(0.5)
+    unmet = measure(
+        "Condition 1",
+        Kind.HYPOTHESIS,
+        LING,
+        value=1e-9,
+        relation=">=",
+        threshold=1.0,
+        measured="lhs/rhs = 1e-9",
+        expected="≥ 1",
+        needs="m ≥ 3.2e9",
+    )
+    guarded = theorem(check, [unmet])
+    assert guarded.verdict is Verdict.NOT_APPLICABLE
+    assert guarded.detail == "hypotheses unmet (margins in their own rows): Condition 1"
+    assert guarded.needs == "m ≥ 3.2e9"
+    assert guarded.value == 0.5  # the measurement is kept beside the verdict
+    holds = statement_at(3.0, Kind.HYPOTHESIS, ">=")
+    assert theorem(check, [holds]).verdict is Verdict.PASS
+    assert theorem(statement_at(2.0), [holds]).verdict is Verdict.FAIL
+    unknown = statement_at(None, Kind.HYPOTHESIS, ">=")
+    assert theorem(check, [holds, unknown]).verdict is Verdict.NOT_MEASURED
+
+
+def test_theorem_rejects_non_theorems_and_non_hypotheses():
+    with pytest.raises(ValueError, match="must be a theorem statement; got ours"):
+        theorem(statement_at(0.5, Kind.OURS), [])
+    with pytest.raises(ValueError, match="must all be hypothesis statements"):
+        theorem(statement_at(0.5), [statement_at(0.5)])
 
 
 @pytest.mark.parametrize(
@@ -102,3 +179,12 @@ def test_implication_whose_premise_never_held_or_is_unmeasured():
 def test_implication_needs_a_hypothesis_as_its_premise():
     with pytest.raises(ValueError, match="`premise` must be a hypothesis statement; got theorem"):
         implication(_ball, 5, _ball(range(1), ""), 3)
+
+
+def test_increasing_helpers_fail_on_ties_reversals_and_nan():
+    assert strictly_increasing([1, 2, 3]) and not strictly_increasing([1, 1, 2])
+    assert not strictly_increasing([1, math.nan, 3])
+    assert min_step_gap([1.0, 3.0, 3.5]) == 0.5
+    assert min_step_gap([1.0, 1.0]) == 0.0 and min_step_gap([2.0, 1.0]) == -1.0
+    assert min_step_gap([1.0]) is None
+    assert statement_at(min_step_gap([1.0, 1.0]), Kind.OURS, ">", 0.0).verdict is Verdict.FAIL
