@@ -283,7 +283,7 @@ def two_nodes():
 
 #: ``deqlab`` with this module's test experiments registered (a driver of its own).
 DRIVER = (
-    "import sys; sys.path.insert(0, {tests!r}); import test_runs_ray; "
+    "import sys; sys.path.insert(0, {tests!r}); import test_runs_executors_ray; "
     "from deqlab.cli.app import main; sys.argv = ['deqlab', *sys.argv[1:]]; main()"
 )
 
