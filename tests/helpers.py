@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from deqlab.experiments.base import TaskContext
+from deqlab.landscape import DatasetLoss, dataset_loss
+from deqlab.models.conv_deq import ConvDEQ
 from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.solvers import Anderson
 from deqlab.statements import OURS, Kind, Paper, Source, Statement, measure
 
 #: The paper of the test experiments (their names start with "test-").
@@ -87,3 +91,18 @@ def statement_at(value, kind=Kind.THEOREM, relation="<=", threshold=1.0, **kw) -
         expected=f"{relation} {threshold}",
         **kw,
     )
+
+
+def float64_conv_deq(tol: float) -> ConvDEQ:
+    """A seeded float64 ConvDEQ (1 → 3 classes, 4 channels) solved by Anderson to ``tol``."""
+    torch.manual_seed(0)
+    solver = Anderson(tol=tol, max_iter=600, throw=True)
+    net = ConvDEQ(1, 3, channels=4, inner_channels=4, groups=2, init_std=0.05, solver=solver)
+    return net.double()
+
+
+def two_batch_loss(n: int = 6) -> DatasetLoss:
+    """The cross-entropy of ``n`` seeded 1 × 6 × 6 images over two batches (4 and n − 4)."""
+    x = torch.rand(n, 1, 6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    y = torch.arange(n) % 3
+    return dataset_loss(nn.functional.cross_entropy, [(x[:4], y[:4]), (x[4:], y[4:])])

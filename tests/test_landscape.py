@@ -1,4 +1,6 @@
-"""Filter-normalised loss surfaces (Li et al. 2018; thesis Section 4.2)."""
+"""Filter-normalised loss surfaces (Li et al. 2018; thesis Section 4.2), deqlab/landscape.py:
+directions, surfaces point by point and warm-started, the dataset loss, bad input (the
+batched evaluation: tests/test_landscape_batch.py)."""
 
 import itertools
 import math
@@ -14,10 +16,8 @@ from deqlab.landscape import (
     loss_surface,
     snake_order,
 )
-from deqlab.landscape_batch import solve_points
 from deqlab.models import MDEQ
-from deqlab.models.conv_deq import ConvDEQ, WeightTiedConvNet
-from deqlab.solvers import Anderson, Broyden
+from helpers import float64_conv_deq, two_batch_loss
 
 
 def small_net():
@@ -121,16 +121,9 @@ def test_snake_order_visits_every_point_once_through_neighbours():
     assert all(abs(a - c) + abs(b - d) == 1 for (a, b), (c, d) in itertools.pairwise(order))
 
 
-def _float64_deq(tol):
-    torch.manual_seed(0)
-    solver = Anderson(tol=tol, max_iter=600, throw=True)
-    net = ConvDEQ(1, 3, channels=4, inner_channels=4, groups=2, init_std=0.05, solver=solver)
-    return net.double()
-
-
 def test_warm_started_surface_equals_cold_solves_within_the_tolerance_in_fewer_steps():
     """Each DEQ solve started from the neighbour's z* reaches the same loss as from z = 0."""
-    net = _float64_deq(tol=1e-10)
+    net = float64_conv_deq(tol=1e-10)
     x = torch.rand(6, 1, 6, 6, dtype=torch.float64)
     y = torch.arange(6) % 3
     batches = [(x[:4], y[:4]), (x[4:], y[4:])]  # two DEQ calls per point, each warm-started
@@ -150,7 +143,7 @@ def test_warm_started_surface_equals_cold_solves_within_the_tolerance_in_fewer_s
 
 
 def test_warm_starts_restore_the_deq_and_skip_other_shapes():
-    net = _float64_deq(tol=1e-10)
+    net = float64_conv_deq(tol=1e-10)
     x = torch.rand(3, 1, 6, 6, dtype=torch.float64)
     with torch.no_grad(), WarmStarts(net) as starts:
         net(x)
@@ -188,59 +181,6 @@ def test_bad_input():
         dataset_loss(nn.functional.mse_loss, [])
 
 
-def _two_batch_loss(n=6):
-    x = torch.rand(n, 1, 6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
-    y = torch.arange(n) % 3
-    return dataset_loss(nn.functional.cross_entropy, [(x[:4], y[:4]), (x[4:], y[4:])])
-
-
-def test_batched_surface_equals_point_by_point_solves_within_the_tolerance():
-    """Rows of 3 and 1 points, one vmapped cell each; every solve stops on its own."""
-    net = _float64_deq(tol=1e-12)
-    loss = _two_batch_loss()
-    kwargs = {"steps": 4, "span": 0.1, "generator": torch.Generator().manual_seed(2),
-              "progress": False}  # fmt: skip
-    cold = loss_surface(net, loss, warm_start=False, **kwargs)
-    batched = loss_surface(net, loss, directions=cold.directions, batch=3, **kwargs)
-    assert torch.allclose(batched.losses, cold.losses, rtol=1e-9, atol=0)
-    assert torch.equal(batched.solver_steps[0], cold.solver_steps[0])  # row 0: cold, alike
-    assert int(batched.solver_steps[1:].sum()) < int(cold.solver_steps[1:].sum())  # warm
-
-
-def test_batched_surface_of_the_weight_tied_net_is_the_point_by_point_one():
-    torch.manual_seed(0)
-    net = WeightTiedConvNet(4, 1, 3, channels=4, inner_channels=4, groups=2).double()
-    loss = _two_batch_loss()
-    kwargs = {"steps": 4, "generator": torch.Generator().manual_seed(3), "progress": False}
-    pointwise = loss_surface(net, loss, **kwargs)
-    batched = loss_surface(net, loss, directions=pointwise.directions, batch=3, **kwargs)
-    assert torch.allclose(batched.losses, pointwise.losses, rtol=1e-12, atol=0)
-    assert int(batched.solver_steps.sum()) == 0
-
-
-@pytest.mark.parametrize("solver", [Anderson(tol=1e-11, per_sample=True), Broyden(tol=1e-11)])
-def test_solve_points_repeats_each_points_own_solve(solver):
-    """z_p = tanh(W_p z_p + b_p) for 3 points of 2 samples: each point's iterates, stopping
-    step and answer are those of `solver` run on that point alone."""
-    gen = torch.Generator().manual_seed(0)
-    W = 0.6 * torch.randn(3, 5, 5, dtype=torch.float64, generator=gen) / math.sqrt(5)
-    W[0] *= 0.1  # a fast point: stops first and is frozen while the others go on
-    b = torch.randn(3, 2, 5, dtype=torch.float64, generator=gen)
-    evaluated = torch.zeros(3, dtype=torch.int64)
-
-    def f(z, index):
-        evaluated[index] += 1
-        return torch.tanh(z @ W[index].transpose(1, 2) + b[index])
-
-    z, steps = solve_points(solver, f, torch.zeros(3, 2, 5, dtype=torch.float64))
-    assert torch.equal(steps, evaluated)
-    for p in range(3):
-        alone = solver(lambda zp, p=p: torch.tanh(zp @ W[p].T + b[p]), torch.zeros(2, 5).double())
-        assert int(steps[p]) == alone.n_steps
-        assert torch.allclose(z[p], alone.z, rtol=0, atol=1e-13)
-    assert len(set(steps.tolist())) > 1
-
-
 def test_batched_surface_bad_input():
     net = small_net()
     with pytest.raises(ValueError, match="`batch` must be >= 1"):
@@ -249,4 +189,4 @@ def test_batched_surface_bad_input():
         loss_surface(net, lambda m: 0.0, batch=2)
     mdeq = MDEQ(1, 3, channels=(4, 4), groups=2)
     with pytest.raises(ValueError, match="`batch` needs a module without a DEQ or a"):
-        loss_surface(mdeq, _two_batch_loss(), batch=2)
+        loss_surface(mdeq, two_batch_loss(), batch=2)
