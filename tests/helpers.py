@@ -11,6 +11,7 @@ from deqlab.models.conv_deq import ConvDEQ
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.solvers import Anderson
 from deqlab.statements import OURS, Kind, Paper, Source, Statement, measure
+from deqlab.train.sgd import FullBatchGD
 
 #: The paper of the test experiments (their names start with "test-").
 TEST_PAPER = Paper("test", "test", "(test experiment)")
@@ -106,3 +107,14 @@ def two_batch_loss(n: int = 6) -> DatasetLoss:
     x = torch.rand(n, 1, 6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     y = torch.arange(n) % 3
     return dataset_loss(nn.functional.cross_entropy, [(x[:4], y[:4]), (x[4:], y[4:])])
+
+
+def least_squares_gd(lr=0.1, seed=0):
+    """GD on L(w) = ‖Xw − y‖², X (8, 3): w(k) = M^k w(0) + Σ_j<k M^j 2ηXᵀy, M = I − 2ηXᵀX."""
+    gen = torch.Generator().manual_seed(seed)
+    X, y = torch.randn(8, 3, generator=gen), torch.randn(8, generator=gen)
+    model = torch.nn.Linear(3, 1, bias=False)
+    with torch.no_grad():
+        model.weight.zero_()
+    trainer = FullBatchGD(model, lambda: ((model(X)[:, 0] - y) ** 2).sum(), lr=lr)
+    return trainer, X, y
