@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -118,3 +119,20 @@ def least_squares_gd(lr=0.1, seed=0):
         model.weight.zero_()
     trainer = FullBatchGD(model, lambda: ((model(X)[:, 0] - y) ** 2).sum(), lr=lr)
     return trainer, X, y
+
+
+def fake_imagenet(root, classes=3, per_class=4) -> None:
+    """``per_class`` 40 × 60 PNG images of grey level 60·c (+ noise below 5) for each class
+    c < ``classes`` in ``root``/imagenet/{train,val}/n0000000c/."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for c in range(classes):
+            folder = root / "imagenet" / split / f"n{c:08d}"
+            folder.mkdir(parents=True)
+            for k in range(per_class):
+                pixels = np.full((40, 60, 3), 60 * c, dtype=np.uint8) + rng.integers(
+                    0, 5, (40, 60, 3), dtype=np.uint8
+                )
+                Image.fromarray(pixels).save(folder / f"img{k}.png")

@@ -1,6 +1,6 @@
 """hieu2022-landscape-mdeq (thesis Figures 3.1 and 4.5): statements in both directions on
-made-up surfaces, the tiny preset end to end, the ImageNet reader, and the paper preset's
-refusal without ImageNet."""
+made-up surfaces, the tiny preset end to end, and the paper preset's data check: a one-line
+refusal without ImageNet, a pass with it (the reader: tests/test_data_imagenet.py)."""
 
 import json
 
@@ -10,8 +10,6 @@ import torch
 from typer.testing import CliRunner
 
 from deqlab.cli import app
-from deqlab.data.imagenet import imagenet_dir, read_imagenet
-from deqlab.data.locate import DatasetNotFoundError
 from deqlab.experiments.hieu2022.landscape_report import surfaces
 from deqlab.experiments.hieu2022.mdeq_landscape import (
     CappedSolves,
@@ -25,6 +23,7 @@ from deqlab.experiments.hieu2022.mdeq_landscape_report import local_minima, stat
 from deqlab.runs.describe import dataset_status
 from deqlab.runs.runner import DataError, check_datasets
 from deqlab.statements import Kind, Verdict
+from helpers import fake_imagenet
 
 PASS, FAIL, NM = Verdict.PASS, Verdict.FAIL, Verdict.NOT_MEASURED
 CONFIG = MDEQLandscapeConfig(dataset="digits", classes=10, grid=21, tol=1e-3)
@@ -201,33 +200,8 @@ def test_paper_preset_refuses_in_one_line_without_imagenet(tmp_path, monkeypatch
     assert "not downloadable" in shown["detail"]
 
 
-def fake_imagenet(root, classes=3, per_class=4):
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for split in ("train", "val"):
-        for c in range(classes):
-            folder = root / "imagenet" / split / f"n{c:08d}"
-            folder.mkdir(parents=True)
-            for k in range(per_class):
-                pixels = np.full((40, 60, 3), 60 * c, dtype=np.uint8) + rng.integers(
-                    0, 5, (40, 60, 3), dtype=np.uint8
-                )
-                Image.fromarray(pixels).save(folder / f"img{k}.png")
-
-
-def test_imagenet_reader_crops_and_labels_an_image_folder(tmp_path, monkeypatch):
-    with pytest.raises(DatasetNotFoundError, match="data set 'imagenet' not found") as err:
-        imagenet_dir(tmp_path)
-    assert "\n" not in str(err.value)
+def test_paper_preset_passes_the_data_check_when_imagenet_is_present(tmp_path, monkeypatch):
     fake_imagenet(tmp_path)
-    images, labels = read_imagenet("val", classes=2, n_per_class=3, size=16, data_dir=tmp_path)
-    assert images.shape == (6, 3, 16, 16) and labels.tolist() == [0, 0, 0, 1, 1, 1]
-    assert (
-        float(images[:3].max()) < 5 / 255 + 1e-6 and abs(float(images[3:].mean()) - 62 / 255) < 0.01
-    )
-    with pytest.raises(ValueError, match="`n_per_class` = 5 exceeds the 4 images"):
-        read_imagenet("train", classes=1, n_per_class=5, size=8, data_dir=tmp_path)
     monkeypatch.setenv("DEQLAB_DATA", str(tmp_path))
     experiment = Hieu2022LandscapeMDEQ()
     check_datasets(experiment, experiment.resolve("paper"))  # present: no DataError
