@@ -13,9 +13,11 @@ ours against the plain computation, in one run.
 ``--stage verify`` (what verify computes before any width: K, λ* = λ_min(K), the DEQ NTK and
 its λ_min):
 
-* ours  — the lean order of 2 n×n arrays: population_gram; least_eigenvalue_large(K, work)
-          (Cholesky + shift-invert Lanczos, theory/spectra.py); deq_ntk(gram=K, out=K) writes
-          the NTK over K; least_eigenvalue_large(NTK, work) in the same work array.
+* ours  — the lean order of 2 n×n arrays, as verify runs it: population_gram;
+          least_eigenvalue_large(K, work, reuse) (LOBPCG preconditioned by K's float32
+          Cholesky factor, theory/spectra.py and theory/lobpcg.py); deq_ntk(gram=K, out=K)
+          writes the NTK over K; least_eigenvalue_large(NTK, work, reuse), preconditioned
+          by the same factor, in the same work array.
 * plain — population_gram and deq_ntk(gram=K) side by side, and the exact dense
           torch.linalg.eigvalsh of each (3 n×n arrays and eigvalsh's copy); above
           ``--plain-max`` rows (default 10⁴) it is not run: its O(n³) memory-bound
@@ -67,7 +69,7 @@ def _verify_stage(method: str, X) -> tuple[list[float], dict]:
 
     from deqlab.theory import population_gram
     from deqlab.theory.ntk import deq_ntk
-    from deqlab.theory.spectra import least_eigenvalue_large
+    from deqlab.theory.spectra import Reuse, least_eigenvalue_large
 
     times, clock = {}, time.perf_counter()
 
@@ -78,12 +80,12 @@ def _verify_stage(method: str, X) -> tuple[list[float], dict]:
     K = population_gram(X, SIGMA_W2, tol=TOL)
     lap("K")
     if method == "ours":
-        work = torch.empty_like(K)
-        lam_k = least_eigenvalue_large(K, work=work).value
+        work, reuse = torch.empty_like(K), Reuse()
+        lam_k = least_eigenvalue_large(K, work=work, reuse=reuse).value
         lap("λ_min(K)")
         ntk = deq_ntk(X, SIGMA_W2, gram=K, out=K)
         lap("NTK")
-        lam_ntk = least_eigenvalue_large(ntk, work=work).value
+        lam_ntk = least_eigenvalue_large(ntk, work=work, reuse=reuse).value
     else:
         ntk = deq_ntk(X, SIGMA_W2, gram=K)
         lap("NTK")
