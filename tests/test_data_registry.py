@@ -1,4 +1,5 @@
-"""get_dataset: locating stored data, the paper's subsets, labels, Assumption 2, errors."""
+"""get_dataset and load_images (deqlab/data/registry.py): locating stored data, the paper's
+subsets, labels, Assumption 2, errors; and `deqlab data list` on the same stored files."""
 
 import math
 import tarfile
