@@ -36,7 +36,7 @@ from deqlab.experiments.constraints import (
 )
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.kawaguchi2021 import appb_report
-from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps
+from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps, probe_trajectory
 from deqlab.experiments.registry import register
 from deqlab.models.delm import DELM
 from deqlab.papers import KAWAGUCHI
@@ -175,23 +175,12 @@ class Kawaguchi2021AppB(Experiment):
         X, Y = data.X.to(ctx.device), data.y[:1].to(ctx.device)
         model = _model(config, str(task.params["init"]), X.dtype).to(ctx.device)
         trainer = DELMGradientDescent(model, X, Y, DELMGDConfig(lr=config.lr, record_every=10**12))
-        rows: list[Row] = []
-        resumed = ctx.resume()
-        if resumed is not None:
-            trainer.load_state_dict(resumed[0])
-            rows = list(resumed[1])
-        for target in log_spaced_steps(config.steps, config.records):
-            if target < trainer.step_count or (rows and target == trainer.step_count):
-                continue
-            trainer.run(target - trainer.step_count)
-            loss_value = float(trainer.objective().detach())
-            rows += [
-                {"task": task.key, "step": target, "loss_value": loss_value, **r}
-                for r in sweep_rows(model, X, Y, config)
-            ]
-            ctx.checkpoint(trainer.state_dict(), rows)
-            ctx.progress(target, config.steps)
-        return rows
+
+        def probe(step: int, loss_value: float) -> list[Row]:
+            rows = sweep_rows(model, X, Y, config)
+            return [{"task": task.key, "step": step, "loss_value": loss_value, **r} for r in rows]
+
+        return probe_trajectory(trainer, log_spaced_steps(config.steps, config.records), ctx, probe)
 
     def statements(self, config: AppBConfig, rows: list[Row]) -> list[Statement]:
         return appb_report.statements(config, rows)

@@ -43,7 +43,7 @@ from deqlab.experiments.constraints import (
 )
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.kawaguchi2021 import thm2_report
-from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps
+from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps, probe_trajectory
 from deqlab.experiments.registry import register
 from deqlab.models.delm import DELM
 from deqlab.papers import KAWAGUCHI
@@ -187,23 +187,12 @@ class Kawaguchi2021Thm2(Experiment):
         tau = config.tau if loss == "logistic" else 0.0
         gd = DELMGDConfig(lr=config.lr, loss=loss, tau=tau, record_every=10**12)
         trainer = DELMGradientDescent(model.to(ctx.device), X, Y, gd)
-        rows: list[Row] = []
-        resumed = ctx.resume()
-        if resumed is not None:
-            trainer.load_state_dict(resumed[0])
-            rows = list(resumed[1])
-        for target in log_spaced_steps(config.steps, config.records):
-            if target < trainer.step_count or (rows and target == trainer.step_count):
-                continue
-            trainer.run(target - trainer.step_count)
-            loss_value = float(trainer.objective().detach())
-            rows += [
-                {"task": task.key, "loss": loss, "step": target, "loss_value": loss_value, **r}
-                for r in trust_region_rows(model, X, Y, config, loss)
-            ]
-            ctx.checkpoint(trainer.state_dict(), rows)
-            ctx.progress(target, config.steps)
-        return rows
+
+        def probe(step: int, loss_value: float) -> list[Row]:
+            base = {"task": task.key, "loss": loss, "step": step, "loss_value": loss_value}
+            return [{**base, **r} for r in trust_region_rows(model, X, Y, config, loss)]
+
+        return probe_trajectory(trainer, log_spaced_steps(config.steps, config.records), ctx, probe)
 
     def statements(self, config: Thm2Config, rows: list[Row]) -> list[Statement]:
         return thm2_report.statements(config, rows)

@@ -12,6 +12,7 @@ rank tolerance, the PL ratio of Definition 1 at the initial predictor Zâ‚€ = Bâ‚
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -57,6 +58,32 @@ def train_delm_with_bounds(
         ctx.checkpoint(trainer.state_dict(), [])
         ctx.progress(target, targets[-1])
     return trainer.history_tensors()
+
+
+def probe_trajectory(
+    trainer: DELMGradientDescent,
+    targets: list[int],
+    ctx: TaskContext,
+    probe: Callable[[int, float], list[Row]],
+) -> list[Row]:
+    """Train through the step ``targets``; at each, the rows of ``probe(step, loss)``.
+
+    ``loss`` is the training objective at that step.  Checkpoints (the trainer state and
+    the rows so far) at each target and resumes from ``ctx`` when a checkpoint exists.
+    """
+    rows: list[Row] = []
+    resumed = ctx.resume()
+    if resumed is not None:
+        trainer.load_state_dict(resumed[0])
+        rows = list(resumed[1])
+    for target in targets:
+        if target < trainer.step_count or (rows and target == trainer.step_count):
+            continue
+        trainer.run(target - trainer.step_count)
+        rows += probe(target, float(trainer.objective().detach()))
+        ctx.checkpoint(trainer.state_dict(), rows)
+        ctx.progress(target, targets[-1])
+    return rows
 
 
 def run_trajectory(
