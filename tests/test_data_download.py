@@ -1,4 +1,5 @@
-"""fetch / download_file against a loopback HTTP server that honours Range requests."""
+"""fetch / download_file (deqlab/data/download.py) against a loopback HTTP server that
+honours Range requests."""
 
 import hashlib
 import socket
