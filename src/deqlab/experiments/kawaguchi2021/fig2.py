@@ -326,18 +326,7 @@ class Kawaguchi2021Fig2(Experiment):
         if "sweep_lr" in task.params:
             return _sweep_task(config, task, X, Y, ctx, base)
         if model_name == "LinearResNet":
-            loss_star = _loss_star(X, Y)
-            records, step_ratio = _train_resnet(config, X, Y, ctx)
-            return [
-                {
-                    **base,
-                    "step": step,
-                    "loss": loss,
-                    "loss_star": loss_star,
-                    "step_sharpness": step_ratio,
-                }
-                for step, loss in records
-            ]
+            return _resnet_rows(config, X, Y, ctx, base)
         model = _delm(config, init, X)
         if panel == "c":
             gd = DELMGDConfig(lr=config.lr, record_every=10**12)
@@ -358,6 +347,19 @@ class Kawaguchi2021Fig2(Experiment):
 
 def _loss_star(X: torch.Tensor, Y: torch.Tensor) -> float:
     return float(square_loss_optimum(X, Y)[1])
+
+
+def _resnet_rows(
+    config: Fig2Config, X: torch.Tensor, Y: torch.Tensor, ctx: TaskContext, base: Row
+) -> list[Row]:
+    """The linear ResNet trained at ``config.lr`` (:func:`_train_resnet`): one row per
+    recorded step, with L* and the step's η·λ_max."""
+    loss_star = _loss_star(X, Y)
+    records, step_ratio = _train_resnet(config, X, Y, ctx)
+    return [
+        {**base, "step": step, "loss": loss, "loss_star": loss_star, "step_sharpness": step_ratio}
+        for step, loss in records
+    ]
 
 
 def _delm(config: Fig2Config, init: str, X: torch.Tensor) -> DELM:
@@ -388,18 +390,7 @@ def _sweep_task(
     lr = float(task.params["sweep_lr"])
     base = {**base, "sweep_lr": lr}
     if base["model"] == "LinearResNet":
-        loss_star = _loss_star(X, Y)
-        records, step_ratio = _train_resnet(dataclasses.replace(config, lr=lr), X, Y, ctx)
-        return [
-            {
-                **base,
-                "step": step,
-                "loss": loss,
-                "loss_star": loss_star,
-                "step_sharpness": step_ratio,
-            }
-            for step, loss in records
-        ]
+        return _resnet_rows(dataclasses.replace(config, lr=lr), X, Y, ctx, base)
     gamma = float(task.params["sweep_gamma"])
     model = _delm(dataclasses.replace(config, gamma=gamma), str(base["init"]), X)
     trainer = DELMGradientDescent(model, X, Y, DELMGDConfig(lr=lr, record_every=10**12))

@@ -33,12 +33,9 @@ from deqlab.experiments.kawaguchi2021.statements import (
     COROLLARY_1,
     Runs,
     accuracy_equation,
-    accuracy_time_check,
-    bound_checks,
+    corollary_checks,
     faster_rate_observation,
-    gamma_hypothesis,
     hypotheses,
-    lambda_bound_check,
     runs_by_task,
 )
 from deqlab.models.baselines import resnet_io_width
@@ -123,9 +120,8 @@ def _figure_statements(config: Fig2Config, rows: list[Row]) -> list[Statement]:
         *(_resnet(config, resnet.get(f"{panel}-resnet", []), panel) for panel in PANELS),
         faster_rate_observation(delm.get("c-delm-random1", []), FASTER, m=m, gamma=gamma),
         *guards,
-        lambda_bound_check(delm, [gamma_hypothesis(gamma)], m=m, gamma=gamma),
-        *bound_checks(COROLLARY_1, delm, guards, lr=config.lr),
-        accuracy_time_check(
+        *corollary_checks(
+            COROLLARY_1,
             delm,
             guards,
             equation=accuracy_equation("square", 0.0, math.inf),

@@ -20,13 +20,10 @@ from deqlab.experiments.kawaguchi2021.plots import plot_bounds, setting_subtitle
 from deqlab.experiments.kawaguchi2021.statements import (
     COROLLARY_2,
     accuracy_equation,
-    accuracy_time_check,
-    bound_checks,
+    corollary_checks,
     faster_rate_observation,
-    gamma_hypothesis,
     hypotheses,
     kappa_hypothesis,
-    lambda_bound_check,
     runs_by_task,
 )
 from deqlab.papers import KAWAGUCHI
@@ -53,16 +50,16 @@ def statements(config: Fig3Config, rows: list[Row]) -> list[Statement]:
         faster_rate_observation(rows, FASTER, m=m, gamma=gamma),
         *guards,
         positive,
-        lambda_bound_check(runs, [gamma_hypothesis(gamma)], m=m, gamma=gamma),
-        *bound_checks(COROLLARY_2, runs, guards, lr=config.lr),
-        accuracy_time_check(
+        *corollary_checks(
+            COROLLARY_2,
             runs,
-            [*guards, positive],
+            guards,
             equation=equation,
             lr=config.lr,
             m=m,
             gamma=gamma,
             eps_rel=config.epsilon,
+            time_guards=[positive],
         ),
         _reaches(config, rows),
     ]

@@ -366,6 +366,36 @@ def accuracy_time_check(
     )
 
 
+def corollary_checks(
+    corollary: Corollary,
+    runs: Runs,
+    guards: Sequence[Statement],
+    *,
+    equation: str,
+    lr: float,
+    m: int,
+    gamma: float,
+    eps_rel: float,
+    time_guards: Sequence[Statement] = (),
+) -> list[Statement]:
+    """Theorem 1's bound on λ_T (guarded by γ ∈ (0, 1)), the corollary's two bounds
+    (guarded by ``guards``) and its time to accuracy ``equation`` (guarded by ``guards``
+    and ``time_guards``), each on every run of ``runs``."""
+    return [
+        lambda_bound_check(runs, [gamma_hypothesis(gamma)], m=m, gamma=gamma),
+        *bound_checks(corollary, runs, guards, lr=lr),
+        accuracy_time_check(
+            runs,
+            [*guards, *time_guards],
+            equation=equation,
+            lr=lr,
+            m=m,
+            gamma=gamma,
+            eps_rel=eps_rel,
+        ),
+    ]
+
+
 def _slack(slack: float | None) -> str:
     """The factor by which every run reached ε before T_ε: a loose bound, not a tight one."""
     if slack is None or slack <= 1.0:
