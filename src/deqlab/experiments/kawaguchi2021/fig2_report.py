@@ -124,10 +124,8 @@ def _figure_statements(config: Fig2Config, rows: list[Row]) -> list[Statement]:
             COROLLARY_1,
             delm,
             guards,
+            config,
             equation=accuracy_equation("square", 0.0, math.inf),
-            lr=config.lr,
-            m=m,
-            gamma=gamma,
             eps_rel=config.epsilon,
         ),
     ]

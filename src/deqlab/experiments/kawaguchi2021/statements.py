@@ -23,11 +23,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
 from deqlab.papers import KAWAGUCHI
 from deqlab.statements import Kind, Source, Statement, is_measured, number, theorem, worst
 from deqlab.theory.kawaguchi2021 import lambda_lower_bound, time_to_accuracy
+
+if TYPE_CHECKING:
+    from deqlab.experiments.blocks import DELMSynthetic
 
 #: Relative slack of "loss ≤ bound" (float64 rounding of sums of up to ~10⁴-sized losses).
 BOUND_RTOL = 1e-9
@@ -370,17 +374,17 @@ def corollary_checks(
     corollary: Corollary,
     runs: Runs,
     guards: Sequence[Statement],
+    config: DELMSynthetic,
     *,
     equation: str,
-    lr: float,
-    m: int,
-    gamma: float,
     eps_rel: float,
     time_guards: Sequence[Statement] = (),
 ) -> list[Statement]:
     """Theorem 1's bound on λ_T (guarded by γ ∈ (0, 1)), the corollary's two bounds
     (guarded by ``guards``) and its time to accuracy ``equation`` (guarded by ``guards``
-    and ``time_guards``), each on every run of ``runs``."""
+    and ``time_guards``), each on every run of ``runs``, trained in ``config``'s setting
+    (m = d, γ, η)."""
+    m, gamma, lr = config.d, config.gamma, config.lr
     return [
         lambda_bound_check(runs, [gamma_hypothesis(gamma)], m=m, gamma=gamma),
         *bound_checks(corollary, runs, guards, lr=lr),
