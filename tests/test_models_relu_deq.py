@@ -11,8 +11,6 @@ from deqlab.implicit import Implicit, fixed_point
 from deqlab.models import ReLUDEQ
 from deqlab.solvers import Picard, SolverError, Status
 from deqlab.theory.ling2023 import lemma2_gradients
-from deqlab.train.relu_deq.cost import ProductCount
-from deqlab.train.relu_deq.product_cache import ProductCache, mask_flips
 from helpers import relu_problem
 
 
@@ -94,20 +92,6 @@ def test_solver_failure_raises_with_message():
     assert len(sol.residuals) == 2 and sol.residual == sol.residuals[-1] > 1e-14
     with pytest.raises(SolverError, match=r"forward solve .* max_steps after 2 steps"):
         model.gradients(X, y, tol=1e-14, max_iter=2)
-
-
-def test_remask_product_equals_the_direct_product():
-    """In rows (one per sample): (old ⊙ C) W → (new ⊙ C) W through the flipped entries."""
-    gen = torch.Generator().manual_seed(0)
-    W, C = torch.randn(9, 9, generator=gen), torch.randn(4, 9, generator=gen)
-    old, new = torch.rand(4, 9, generator=gen) > 0.5, torch.rand(4, 9, generator=gen) > 0.5
-    cache, count = ProductCache(C, (C * old) @ W), ProductCount()
-    flips = mask_flips(old, new)
-    cache.remask(W, flips, count)
-    Q, rows = cache.product, flips[0]
-    assert rows.numel() == int((old != new).sum()) and count.thin == 2 * rows.numel() / C.numel()
-    assert set(rows.tolist()) == set((old != new).any(dim=1).nonzero().squeeze(1).tolist())
-    torch.testing.assert_close(Q, (C * new) @ W, rtol=1e-13, atol=1e-13)
 
 
 def test_gradient_matches_generic_fixed_point_autograd():

@@ -1,11 +1,12 @@
 """The fast path's product cache (deqlab.train.relu_deq.product_cache): its rank-n
-correction follows a low-rank update of W exactly, and reuses the inner product once."""
+correction follows a low-rank update of W exactly, a remask equals the direct product, and
+the inner product is reused once."""
 
 import pytest
 import torch
 
 from deqlab.train.relu_deq.cost import ProductCount
-from deqlab.train.relu_deq.product_cache import ProductCache
+from deqlab.train.relu_deq.product_cache import ProductCache, mask_flips
 
 F64 = torch.float64
 
@@ -25,3 +26,17 @@ def test_correct_follows_a_low_rank_update_exactly_and_counts_thin_products():
     assert count.thin == pytest.approx(5 * 4 / 6) and cache.corrections == 3
     cache.refresh(x @ W.T, count)
     assert count.products == 1 and cache.corrections == 0
+
+
+def test_remask_product_equals_the_direct_product():
+    """In rows (one per sample): (old ⊙ C) W → (new ⊙ C) W through the flipped entries."""
+    gen = torch.Generator().manual_seed(0)
+    W, C = torch.randn(9, 9, generator=gen), torch.randn(4, 9, generator=gen)
+    old, new = torch.rand(4, 9, generator=gen) > 0.5, torch.rand(4, 9, generator=gen) > 0.5
+    cache, count = ProductCache(C, (C * old) @ W), ProductCount()
+    flips = mask_flips(old, new)
+    cache.remask(W, flips, count)
+    Q, rows = cache.product, flips[0]
+    assert rows.numel() == int((old != new).sum()) and count.thin == 2 * rows.numel() / C.numel()
+    assert set(rows.tolist()) == set((old != new).any(dim=1).nonzero().squeeze(1).tolist())
+    torch.testing.assert_close(Q, (C * new) @ W, rtol=1e-13, atol=1e-13)

@@ -12,7 +12,7 @@ import torch
 
 import deqlab
 from deqlab.models import ReLUDEQ
-from deqlab.theory.ling2023 import lemma2_gradients, theorem1_margins
+from deqlab.theory.ling2023 import theorem1_margins
 from deqlab.train import GDConfig, GDTrainer
 from deqlab.train.protocol import Trainer
 from deqlab.train.relu_deq import reference_step
@@ -77,18 +77,6 @@ def test_every_step_is_exact_through_mask_flips_and_flips_undone():
             assert _rel((p_old - p_new) / lr, g) < 1e-8
     assert sum(r["mask_flips"] for r in trainer.records) > 50
     assert sum(r["adjoint_restarts"] for r in trainer.records) > 10
-
-
-def test_the_reference_step_is_gradient_descent_with_lemma2_gradients():
-    """One plain step from θ is θ − η ∇Φ(θ), ∇Φ by the Kronecker closed form of Lemma 2."""
-    model, X, y = _problem()
-    W, U, a = _params(model)
-    step = reference_step(W, U, a, X, y, LR, tol=1e-13)
-    Z = model.equilibrium(X, tol=1e-13).Z
-    for new, old, g in zip((step.W, step.U, step.a), (W, U, a), lemma2_gradients(model, X, y, Z),
-                           strict=True):  # fmt: skip
-        assert _rel((old - new) / LR, g) < 1e-8
-    assert step.loss == pytest.approx(0.5 * float((a @ Z - y).square().sum()), rel=1e-12)
 
 
 def _reference_run(model, X, y, lr, steps):
