@@ -167,14 +167,8 @@ def _trains_faster(
             losses[model] = _mean_curve(rows, model, best[0], "train_loss").get(epoch)
     dnn = {m: v for m, v in losses.items() if m != "DELM" and is_measured(v) and v > 0}
     if not is_measured(losses.get("DELM")) or not dnn:
-        return KAWAGUCHI.not_measured(
-            Kind.OBSERVATION,
-            source.location,
-            name=name,
-            quote=source.quote,
-            expected=expected,
-            why=f"no finished DELM or DNN train loss at epoch {epoch}",
-        )
+        why = f"no finished DELM or DNN train loss at epoch {epoch}"
+        return not_measured(name, Kind.OBSERVATION, source, expected=expected, why=why)
     fastest = min(dnn, key=dnn.get)
     value = float(losses["DELM"]) / dnn[fastest]
     return KAWAGUCHI.observation(
@@ -217,14 +211,8 @@ def _deep_do_not_train(
             finished = 0 in curve and len(ends) == config.trials
             ratios[(h, lr)] = curve[config.epochs] / curve[0] if finished else math.inf
     if not deep or len(ratios) < len(deep) * len(config.lrs):
-        return KAWAGUCHI.not_measured(
-            Kind.OBSERVATION,
-            source.location,
-            name=name,
-            quote=source.quote,
-            expected=expected,
-            why="no depth H ≥ 100, or a depth and lr without runs",
-        )
+        why = "no depth H ≥ 100, or a depth and lr without runs"
+        return not_measured(name, Kind.OBSERVATION, source, expected=expected, why=why)
     exploded = [k for k, v in ratios.items() if v == math.inf]
     vanished = [k for k, v in ratios.items() if TRAINS <= v < math.inf]
     healthy = [h for h in deep if all(ratios[(h, lr)] < TRAINS for lr in config.lrs)]
@@ -309,14 +297,8 @@ def _outperforms(
     delm, other = summary.get("DELM", {}).get("best"), summary.get(model, {}).get("best")
     if delm is None or other is None:
         missing = "DELM" if delm is None else model
-        return KAWAGUCHI.not_measured(
-            Kind.OBSERVATION,
-            source.location,
-            name=name,
-            quote=source.quote,
-            expected=expected,
-            why=f"no learning rate of {missing} finished all trials",
-        )
+        why = f"no learning rate of {missing} finished all trials"
+        return not_measured(name, Kind.OBSERVATION, source, expected=expected, why=why)
     (delm_lr, delm_loss), (lr, loss) = delm, other
     return KAWAGUCHI.observation(
         source.location,
