@@ -256,11 +256,8 @@ class Hieu2022Dynamics(Experiment):
             model,
             images,
             labels,
-            epochs=config.epochs,
-            batch_size=config.batch_size,
-            lr=config.lr,
-            seed=config.seed,
-            ctx=ctx,
+            config,
+            ctx,
             on_epoch=snapshot,
             base={"panel": "train", "init_std": config.train_std},
         )

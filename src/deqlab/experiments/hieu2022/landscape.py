@@ -182,17 +182,7 @@ class Hieu2022Landscape(Experiment):
         images, labels = image_tensors(config.dataset, "train", config.n_train, config.seed)
         images, labels = images.to(ctx.device), labels.to(ctx.device)
         model = _model(config, task.key, images.shape[1], ctx.device)
-        rows = train_classifier(
-            model,
-            images,
-            labels,
-            epochs=config.epochs,
-            batch_size=config.batch_size,
-            lr=config.lr,
-            seed=config.seed,
-            ctx=ctx,
-            base={"model": task.key},
-        )
+        rows = train_classifier(model, images, labels, config, ctx, base={"model": task.key})
         evaluation = torch.arange(0, len(labels), max(len(labels) // config.n_eval, 1))
         x, y = images[evaluation[: config.n_eval]], labels[evaluation[: config.n_eval]]
         model.eval()

@@ -331,16 +331,7 @@ class Hieu2022LandscapeMDEQ(Experiment):
             return [{"model": task.key, "epoch": epoch, "residual": eval_residual(net, batches)}]
 
         rows = train_classifier(
-            model,
-            images,
-            labels,
-            epochs=config.epochs,
-            batch_size=config.batch_size,
-            lr=config.lr,
-            seed=config.seed,
-            ctx=ctx,
-            base={"model": task.key},
-            on_epoch=residual_row,
+            model, images, labels, config, ctx, base={"model": task.key}, on_epoch=residual_row
         )
         model.cell.fold_weight_norm()  # the surface is over the convolution weights
         counted = CappedSolves(model, dataset_loss(F.cross_entropy, batches), config.max_iter)

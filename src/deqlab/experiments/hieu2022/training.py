@@ -16,6 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from deqlab.experiments.base import Row, TaskContext
+from deqlab.experiments.blocks import MinibatchTraining
 from deqlab.train.protocol import Record
 from deqlab.train.resumable import run_resumable
 from deqlab.train.sgd import MinibatchTrainer
@@ -27,23 +28,22 @@ def train_classifier(
     model: nn.Module,
     images: torch.Tensor,
     labels: torch.Tensor,
-    *,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    seed: int,
+    training: MinibatchTraining,
     ctx: TaskContext,
+    *,
     base: Row,
     on_epoch: EpochHook | None = None,
 ) -> list[Row]:
-    """Train ``model`` in place; return one row per epoch plus the rows of ``on_epoch``.
+    """Train ``model`` in place with ``training``'s epochs, batch size, lr and seed; return
+    one row per epoch plus the rows of ``on_epoch``.
 
     Epoch rows: ``base`` and ``epoch``, ``train_loss`` (mean cross-entropy), ``train_acc``
     and, for a model with a ``deq`` (:class:`deqlab.DEQ`), ``solver_steps`` (mean forward
     solver steps). ``on_epoch(e, model)`` runs before training (``e = 0``) and after each
     epoch ``e``; its rows are appended.
     """
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    epochs, batch_size = training.epochs, training.batch_size
+    optimizer = torch.optim.Adam(model.parameters(), lr=training.lr)
     batches = math.ceil(len(labels) / batch_size)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs * batches)
     deq = getattr(model, "deq", None)
@@ -62,7 +62,7 @@ def train_classifier(
         optimizer,
         n=len(labels),
         batch_size=batch_size,
-        seed=seed,
+        seed=training.seed,
         schedule=schedule,
     )
     rows: list[Row] = []
