@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, TypedDict
 
 from deqlab.statements.statement import (
     OURS_KEY,
@@ -22,6 +23,26 @@ from deqlab.statements.statement import (
     Verdict,
     is_measured,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class _Decided(TypedDict):
+    value: float | None
+    relation: str
+    threshold: float
+    measured: str
+
+
+class Measurement(_Decided, total=False):
+    """The keywords of :func:`measure` a bound builder passes on: ``value relation
+    threshold`` decides the verdict; ``measured``/``expected`` say it in words; ``needs``
+    (hypotheses only) what would satisfy it."""
+
+    expected: str
+    detail: str
+    needs: str
 
 
 def worst(values: Iterable[object], relation: str, threshold: float | None = None) -> float | None:
@@ -95,28 +116,9 @@ def measure(
     )
 
 
-def ours(
-    name: str,
-    *,
-    value: float | None,
-    relation: str,
-    threshold: float,
-    measured: str,
-    expected: str = "",
-    detail: str = "",
-) -> Statement:
+def ours(name: str, **measurement: Unpack[Measurement]) -> Statement:
     """A statement the project adds (kind OURS, cited "ours"), decided by :func:`measure`."""
-    return measure(
-        name,
-        Kind.OURS,
-        Source(OURS_KEY),
-        value=value,
-        relation=relation,
-        threshold=threshold,
-        measured=measured,
-        expected=expected,
-        detail=detail,
-    )
+    return measure(name, Kind.OURS, Source(OURS_KEY), **measurement)
 
 
 def not_measured(name: str, kind: Kind, source: Source, *, expected: str, why: str) -> Statement:

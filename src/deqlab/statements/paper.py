@@ -10,30 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
-from deqlab.statements.decide import measure, not_measured, theorem
+from deqlab.statements.decide import Measurement, measure, not_measured, theorem
 from deqlab.statements.statement import OURS_KEY, Kind, Source, Statement, register
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-
-
-class _Decided(TypedDict):
-    value: float | None
-    relation: str
-    threshold: float
-    measured: str
-
-
-class Measurement(_Decided, total=False):
-    """The keywords of :func:`measure` a bound builder passes on: ``value relation
-    threshold`` decides the verdict; ``measured``/``expected`` say it in words; ``needs``
-    (hypotheses only) what would satisfy it."""
-
-    expected: str
-    detail: str
-    needs: str
 
 
 @dataclass(frozen=True)
