@@ -160,7 +160,7 @@ def test_a_million_points_are_refused_within_seconds_with_the_largest_n_that_fit
 
 
 def test_the_python_api_refuses_in_the_same_line_naming_x():
-    from deqlab.verify import verify
+    from deqlab.verification import verify
 
     X = np.lib.stride_tricks.as_strided(np.ones(1), shape=(10**6, 5), strides=(0, 0))
     with pytest.raises(ValueError, match=r"^`X`: n = 1000000 needs 16 TB for K"):
@@ -180,8 +180,8 @@ def test_a_bad_device_is_one_line(args, says):
 
 
 def test_the_monotone_dEQ_and_the_delm_run_on_the_cpu_only():
-    from deqlab.verify import DELMCheck, verify
-    from deqlab.verify.checks import _cpu_only
+    from deqlab.verification import DELMCheck, verify
+    from deqlab.verification.checks import _cpu_only
 
     with pytest.raises(ValueError, match=r"^`device` 'cuda' applies to --model relu-deq"):
         _cpu_only(DELMCheck(), "cuda")
@@ -191,7 +191,7 @@ def test_the_monotone_dEQ_and_the_delm_run_on_the_cpu_only():
 
 
 def test_a_width_that_does_not_fit_is_named_not_n(monkeypatch):
-    from deqlab.verify import checks
+    from deqlab.verification import checks
 
     monkeypatch.setattr(checks, "available_bytes", lambda device=None: 2 * 10**9)
     result = invoke("verify", "--dataset", "sphere", "--n", "40", "--d", "5", "--width", "30000")

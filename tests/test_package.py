@@ -95,20 +95,35 @@ def test_python_api_checks_its_arguments_before_running(tmp_path, kwargs, error,
         deqlab.reproduce("nope", out=tmp_path)
 
 
-def test_deqlab_verify_is_callable_as_the_package_and_the_function():
-    import numpy as np
+def test_verify_and_diagnose_are_functions_named_apart_from_their_packages():
+    """``deqlab.verify`` / ``deqlab.diagnose`` are the functions; the classes live in
+    ``deqlab.verification`` / ``deqlab.diagnosis`` and the ones the docs use are exported."""
+    import types
 
-    import deqlab
-    import deqlab.verify.inputs  # binding the subpackage first must not break the call
+    from deqlab import RateMonitor, ReLUDEQCheck, diagnose, verify
+    from deqlab.diagnosis import RateMonitor as monitor_class
+    from deqlab.verification import ReLUDEQCheck as check_class
 
-    X = np.random.default_rng(0).standard_normal((10, 5))
-    y = np.random.default_rng(1).standard_normal(10)
-    check = deqlab.verify.ReLUDEQCheck(width=32)
-    by_package = deqlab.verify(X, y, check, normalize=True)
-    by_function = deqlab.verify.verify(X, y, check, normalize=True)
-    assert [s.as_dict() for s in by_package.statements] == [
-        s.as_dict() for s in by_function.statements
-    ]
+    for function, package in ((verify, deqlab.verification), (diagnose, deqlab.diagnosis)):
+        assert isinstance(function, types.FunctionType) and isinstance(package, types.ModuleType)
+        assert getattr(package, function.__name__) is function
+    assert RateMonitor is monitor_class and ReLUDEQCheck is check_class
+    assert {"verify", "diagnose", "ReLUDEQCheck", "RateMonitor"} <= set(deqlab.__all__)
+
+
+def test_deqlab_verify_still_the_function_after_importing_a_submodule():
+    code = (
+        "import sys, types, numpy as np, deqlab\n"
+        "assert 'deqlab.verification' not in sys.modules  # verify is imported on first use\n"
+        "import deqlab.verification.inputs  # binds deqlab.verification, not deqlab.verify\n"
+        "assert isinstance(deqlab.verify, types.FunctionType)\n"
+        "assert isinstance(deqlab.diagnose, types.FunctionType)\n"
+        "X = np.random.default_rng(0).standard_normal((10, 5))\n"
+        "y = np.random.default_rng(1).standard_normal(10)\n"
+        "found = deqlab.verify(X, y, deqlab.ReLUDEQCheck(width=32), normalize=True)\n"
+        "assert isinstance(found, deqlab.verification.Verification) and found.statements\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
 
 
 def test_the_paper_records_are_registered_by_any_import_of_deqlab():

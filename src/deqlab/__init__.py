@@ -1,8 +1,12 @@
 """deqlab — a laboratory for deep equilibrium models and the theory of their training.
 
 The public API is re-exported here explicitly. ``deqlab.reproduce(name, ...)`` (the
-one-call way to run an experiment, returning a :class:`deqlab.runs.api.Run`) is imported
-on first use, so ``import deqlab`` does not load the run store or the experiments.
+one-call way to run an experiment, returning a :class:`deqlab.runs.api.Run`) and
+``deqlab.verify(X, y, check, ...)`` (the papers' hypotheses on the user's data, with the
+checks :class:`ReLUDEQCheck`, :class:`MonDEQCheck`, :class:`DELMCheck`) are imported on
+first use, so ``import deqlab`` does not load the run store, the experiments or verify.
+``deqlab.diagnose(deq, X, y)`` and :class:`RateMonitor` read any DEQ. The functions are
+named apart from their packages (:mod:`deqlab.verification`, :mod:`deqlab.diagnosis`).
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -14,8 +18,8 @@ except PackageNotFoundError:  # running from a source tree that was not installe
     __version__ = "0.0.0+unknown"
 
 import deqlab.papers  # noqa: F401  (first: registers the Paper records statements cite)
-from deqlab import diagnose  # the package, callable: diagnose(deq, X, y)
 from deqlab.data import LabelledData, get_dataset, synthetic_sphere, zou_synthetic
+from deqlab.diagnosis import Diagnosis, RateMonitor, diagnose
 from deqlab.fixed_point_diagnostics import FixedPointDiagnostics, fixed_point_diagnostics
 from deqlab.fixed_point_stats import BackwardRecord, ConvergenceWarning
 from deqlab.implicit import (
@@ -49,10 +53,20 @@ from deqlab.train.relu_deq import GDConfig, GDTrainer
 
 if TYPE_CHECKING:
     from deqlab.runs.api import Run, reproduce
+    from deqlab.verification.api import Verification, verify
+    from deqlab.verification.checks import DELMCheck, MonDEQCheck, ReLUDEQCheck
 
-#: Imported on first use (``deqlab.reproduce(...)``): the run store, executors and
-#: experiment registry stay out of ``import deqlab``.
-_LAZY = {"reproduce": "deqlab.runs.api", "Run": "deqlab.runs.api"}
+#: Imported on first use (``deqlab.reproduce(...)``, ``deqlab.verify(...)``): the run
+#: store, executors, experiment registry and verify stay out of ``import deqlab``.
+_LAZY = {
+    "reproduce": "deqlab.runs.api",
+    "Run": "deqlab.runs.api",
+    "verify": "deqlab.verification.api",
+    "Verification": "deqlab.verification.api",
+    "ReLUDEQCheck": "deqlab.verification.checks",
+    "MonDEQCheck": "deqlab.verification.checks",
+    "DELMCheck": "deqlab.verification.checks",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -60,8 +74,6 @@ def __getattr__(name: str) -> Any:
 
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    if name == "verify":  # the package, callable as deqlab.verify.verify (imported on first use)
-        return importlib.import_module("deqlab.verify")
     raise AttributeError(f"module 'deqlab' has no attribute {name!r}")
 
 
@@ -72,6 +84,8 @@ __all__ = [
     "BackwardRecord",
     "Broyden",
     "ConvergenceWarning",
+    "DELMCheck",
+    "Diagnosis",
     "FixedPointDiagnostics",
     "FixedPointStats",
     "ForwardBackward",
@@ -81,16 +95,20 @@ __all__ = [
     "JacobianFree",
     "LabelledData",
     "MonDEQ",
+    "MonDEQCheck",
     "PeacemanRachford",
     "Phantom",
     "Picard",
+    "RateMonitor",
     "ReLUDEQ",
+    "ReLUDEQCheck",
     "Run",
     "Shine",
     "Solution",
     "SolverError",
     "Status",
     "Unrolled",
+    "Verification",
     "__version__",
     "deq_ntk",
     "diagnose",

@@ -126,8 +126,8 @@ def verify_command(
 ) -> None:
     """Check the papers' hypotheses and predictions on your data and model."""
     from deqlab.runs.devices import check_device
-    from deqlab.verify import load_dataset, load_file, verify
-    from deqlab.verify.checks import check_memory, check_model
+    from deqlab.verification import load_dataset, load_file, verify
+    from deqlab.verification.checks import check_memory, check_model
 
     try:
         if (dataset is None) == (input_file is None):
@@ -230,7 +230,7 @@ def _check_out(out: Path | None) -> None:
 def _sweep(X, y, check, widths, common: dict, as_json: bool, out: Path | None) -> None:
     """``--width 200,400,800``: the ReLU DEQ at each width, K computed once; a table, and
     with --out a figure of the margins and λ_0/(mλ*/2) against m."""
-    from deqlab.verify.sweep import sweep
+    from deqlab.verification.sweep import sweep
 
     if check.model != "relu-deq" or common["train"]:
         raise ValueError("a width sweep (--width M,M,...) is for --model relu-deq without --train")

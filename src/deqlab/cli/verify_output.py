@@ -14,7 +14,7 @@ def print_result(result) -> None:
     from rich.table import Table
 
     from deqlab.cli.experiments import print_statements
-    from deqlab.verify.api import LEGENDS
+    from deqlab.verification.api import LEGENDS
 
     console = Console(width=160)
     for line in header_lines(result):

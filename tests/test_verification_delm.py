@@ -12,9 +12,9 @@ import torch
 
 from deqlab.statements import Verdict
 from deqlab.theory.kawaguchi2021 import objective_sharpness
-from deqlab.verify import delm as dl
-from deqlab.verify import delm_train as dt
-from deqlab.verify.inputs import load_dataset, prepare
+from deqlab.verification import delm as dl
+from deqlab.verification import delm_train as dt
+from deqlab.verification.inputs import load_dataset, prepare
 
 GAMMA = 0.8
 
@@ -304,7 +304,7 @@ def test_eq11_time_needs_a_positive_kappa(logistic):
 
 
 def test_answers_apply_at_d_or_name_the_unmet_hypothesis(init):
-    from deqlab.verify.answers import answers_for
+    from deqlab.verification.answers import answers_for
 
     (answer,) = answers_for("delm", init, dl.numbers(init, None, None), None)
     assert answer.status == "applies at this width" and answer.width == init.m

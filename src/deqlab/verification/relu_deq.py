@@ -1,5 +1,5 @@
 """Ling et al. (2023) on the user's data and a ReLU DEQ of width m: what is measured at
-initialization (the statements built from it: :mod:`deqlab.verify.relu_deq_statements`).
+initialization (the statements built from it: :mod:`deqlab.verification.relu_deq_statements`).
 
 - λ* = λ_min(K) (Eq. 14), cond(K), and the DEQ NTK's λ_min beside it (that of
   :func:`deqlab.theory.ntk.deq_ntk`, standard parameterization: lim Θ/m = K + P⊙K, read
@@ -19,7 +19,7 @@ initialization (the statements built from it: :mod:`deqlab.verify.relu_deq_state
   factor 2√2σ_w, but its Ω and O hide the absolute constants of Bernstein's inequality and
   of an ε-net argument (Theorems 4–5), which the paper does not give: Theorem 2 is then
   NOT APPLICABLE, never FAIL;
-- for the stand-ins (ours, :mod:`deqlab.verify.answers`): λ_max(H(0)) and the PL ratio
+- for the stand-ins (ours, :mod:`deqlab.verification.answers`): λ_max(H(0)) and the PL ratio
   ‖∇Φ(0)‖²/(2Φ(0)) = rᵀH(0)r/rᵀr of Eq. (4)'s H (n ≤ :data:`STANDIN_LIMIT`).
 """
 
@@ -56,8 +56,8 @@ from deqlab.theory.spectra import (
     spectral_norm,
     spectral_norm_lanczos,
 )
-from deqlab.verify.inputs import Inputs
-from deqlab.verify.progress import Progress, silent
+from deqlab.verification.inputs import Inputs
+from deqlab.verification.progress import Progress, silent
 
 #: The scaling under which the width Condition 1 needs is solved (Theorem 2, Section 3.2).
 SCALING = "λ_0 = mλ*/2 (Theorem 2), ‖U(0)‖₂ ∝ √m, ‖W(0)‖₂, ‖a(0)‖₂, ‖ŷ(0) − y‖₂ as measured"

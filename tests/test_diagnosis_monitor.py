@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 from deqlab import DEQ, Anderson
-from deqlab.diagnose import RateMonitor
-from deqlab.diagnose.monitor import hessian_lambda_max
+from deqlab.diagnosis import RateMonitor
+from deqlab.diagnosis.monitor import hessian_lambda_max
 
 
 class TanhCell(nn.Module):

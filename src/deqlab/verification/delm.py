@@ -23,7 +23,7 @@ Measured at initialization:
 
 The hypotheses and theorems are those of the Figure 2–3 experiments
 (:mod:`deqlab.experiments.kawaguchi2021.statements`), fed one run's rows. With ``train``
-(:mod:`deqlab.verify.delm_train`): GD, the corollary with both λ_T, and
+(:mod:`deqlab.verification.delm_train`): GD, the corollary with both λ_T, and
 the time to ε against the run: T_ε predicted (worst-case λ_T) beside the first recorded
 T = τη with L − L* ≤ ε, the theorem decided on L_T − L* ≤ ε at every recorded T ≥ T_ε.
 """
@@ -62,8 +62,8 @@ from deqlab.theory.kawaguchi2021_large import (
     dynamics_lambda_min_one_output,
     objective_sharpness_lanczos,
 )
-from deqlab.verify.inputs import InputError, Inputs
-from deqlab.verify.progress import Progress, silent
+from deqlab.verification.inputs import InputError, Inputs
+from deqlab.verification.progress import Progress, silent
 
 #: ε = this fraction of L(A_0, B_0) − L* when no ε is given.
 EPSILON_FRACTION = 1e-3

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from deqlab.verify.checks import ReLUDEQCheck, check_width
-from deqlab.verify.inputs import Inputs, prepare
-from deqlab.verify.progress import Progress, silent
-from deqlab.verify.relu_deq import initialize, kernels
+from deqlab.verification.checks import ReLUDEQCheck, check_width
+from deqlab.verification.inputs import Inputs, prepare
+from deqlab.verification.progress import Progress, silent
+from deqlab.verification.relu_deq import initialize, kernels
 
 #: The columns of a sweep row whose value ≥ 1 means the hypothesis holds.
 MARGINS = {

@@ -1,9 +1,9 @@
 """``verify(X, y, model)``: every hypothesis and prediction of one paper on given data.
 
-One call validates the data (:mod:`deqlab.verify.inputs`), runs the model's check
-(:mod:`deqlab.verify.checks`: one frozen dataclass per model, e.g.
+One call validates the data (:mod:`deqlab.verification.inputs`), runs the model's check
+(:mod:`deqlab.verification.checks`: one frozen dataclass per model, e.g.
 ``ReLUDEQCheck(width=500, sigma_w2=0.08)``) and returns a :class:`Verification`: the
-one-line answers and the stand-ins (:mod:`deqlab.verify.answers`), the statements (the same
+one-line answers and the stand-ins (:mod:`deqlab.verification.answers`), the statements (the same
 :class:`~deqlab.statements.Statement` objects the experiments report) and every number
 under a stable key. ``deqlab verify`` prints it, as lines and a table or as JSON, and
 writes it as an HTML page with figures; in Jupyter it shows itself (``_repr_html_``,
@@ -24,10 +24,10 @@ import deqlab
 from deqlab._checks import check_int, check_positive
 from deqlab.runs.devices import check_device
 from deqlab.statements import Counts, Statement
-from deqlab.verify.answers import Answer, StandIns, standins
-from deqlab.verify.checks import CHECKS, Check, check_for, check_memory, run_check
-from deqlab.verify.inputs import prepare
-from deqlab.verify.progress import Progress, silent
+from deqlab.verification.answers import Answer, StandIns, standins
+from deqlab.verification.checks import CHECKS, Check, check_for, check_memory, run_check
+from deqlab.verification.inputs import prepare
+from deqlab.verification.progress import Progress, silent
 
 #: Each model's symbols and the options they come from (one notation per model).
 LEGENDS = {
@@ -96,7 +96,7 @@ class Verification:
 
     def write_html(self, out: str | os.PathLike[str]) -> Path:
         """Write the page (``<out>/index.html``) with its figures; return its path."""
-        from deqlab.verify.page import write_page
+        from deqlab.verification.page import write_page
 
         return write_page(self, Path(out))
 
@@ -107,7 +107,7 @@ class Verification:
 
     def _repr_png_(self) -> bytes | None:
         """The first figure as PNG bytes (None when there is none)."""
-        from deqlab.verify.figures import draw
+        from deqlab.verification.figures import draw
 
         with tempfile.TemporaryDirectory() as tmp:
             drawn = draw(self, Path(tmp))
@@ -133,7 +133,7 @@ def verify(
     """Check one paper's hypotheses and predictions on ``X`` (n, d) and ``y`` (n,).
 
     Args:
-        model: a check (:class:`~deqlab.verify.checks.ReLUDEQCheck`, ``MonDEQCheck``,
+        model: a check (:class:`~deqlab.verification.checks.ReLUDEQCheck`, ``MonDEQCheck``,
             ``DELMCheck``, holding the model's settings) or its name, ``"relu-deq"``,
             ``"mondeq"``, ``"delm"``, for its defaults.
         seed: the draw of the network at initialization.
@@ -145,7 +145,7 @@ def verify(
             their least eigenvalues are computed (the network stays on the CPU, float64).
         name, labels: what the data are called and where the labels came from.
 
-    Raises :class:`~deqlab.verify.inputs.InputError` (a ValueError) for unusable data and
+    Raises :class:`~deqlab.verification.inputs.InputError` (a ValueError) for unusable data and
     ValueError/TypeError for a bad argument, each naming it.
     """
     check = check_for(model)

@@ -57,7 +57,7 @@ def _condition1_width(v, directory: Path) -> Figure | None:
     import matplotlib.pyplot as plt
 
     from deqlab.report.figures import add_reference_line, figure_style, save_figure
-    from deqlab.verify.relu_deq import SCALING
+    from deqlab.verification.relu_deq import SCALING
 
     init = v.initial
     scaled = init.scaled_constants()

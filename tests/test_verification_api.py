@@ -1,4 +1,4 @@
-"""The Python API ``deqlab.verify.verify``: the same statements as the modules, one JSON
+"""The Python API ``deqlab.verify``: the same statements as the modules, one JSON
 document, argument checks, progress, training and the HTML page."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from deqlab.cli.app import _finite
 from deqlab.statements import Statement
-from deqlab.verify import (
+from deqlab.verification import (
     DELMCheck,
     InputError,
     MonDEQCheck,
@@ -20,7 +20,7 @@ from deqlab.verify import (
     load_dataset,
     verify,
 )
-from deqlab.verify.checks import _unique
+from deqlab.verification.checks import _unique
 
 
 @pytest.fixture(scope="module")

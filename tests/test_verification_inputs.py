@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from deqlab.statements import Verdict
-from deqlab.verify.inputs import InputError, assumption2, load_dataset, load_file, prepare
+from deqlab.verification.inputs import InputError, assumption2, load_dataset, load_file, prepare
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((6, 3))

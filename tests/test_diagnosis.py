@@ -16,7 +16,7 @@ from torch import nn
 
 import deqlab
 from deqlab import DEQ, Anderson, Picard, Unrolled
-from deqlab.diagnose import diagnose
+from deqlab.diagnosis import diagnose
 from deqlab.theory.ntk import pl_gram
 from deqlab.theory.spectra import gram_lambda_min
 from helpers import relu_problem
@@ -225,13 +225,13 @@ def test_cross_entropy_rates_and_reading():
     json.dumps(found.to_dict())
 
 
-def test_package_is_callable_and_leaves_the_layer_alone():
+def test_deqlab_diagnose_is_the_function_and_leaves_the_layer_alone():
     torch.manual_seed(0)
     deq = DEQ(TanhCell(4), solver=Anderson(tol=1e-10))
     X = torch.randn(3, 4)
     before = [p.clone() for p in deq.parameters()]
     found = deqlab.diagnose(deq, X, torch.randn(3, 4), lr=0.1)
-    assert isinstance(found, deqlab.diagnose.Diagnosis)
+    assert deqlab.diagnose is diagnose and isinstance(found, deqlab.Diagnosis)
     assert deq.last_forward is None
     assert all(torch.equal(a, b) for a, b in zip(before, deq.parameters(), strict=True))
 

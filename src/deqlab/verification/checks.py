@@ -2,15 +2,15 @@
 (the way solvers hold only their hyper-parameters), and the one flow they share.
 
 - :class:`ReLUDEQCheck` (``width``, ``sigma_w2``): Ling et al. (2023), Condition 1,
-  Theorems 1–3 (:mod:`deqlab.verify.relu_deq`);
+  Theorems 1–3 (:mod:`deqlab.verification.relu_deq`);
 - :class:`MonDEQCheck` (``width``, ``monotonicity``, ``radius``): the thesis, Chapter 3
-  (:mod:`deqlab.verify.mondeq`);
+  (:mod:`deqlab.verification.mondeq`);
 - :class:`DELMCheck` (``gamma``, ``loss``, ``tau``, ``logistic_radius``, ``epsilon``):
-  Kawaguchi (2021) (:mod:`deqlab.verify.delm`; its width is d, as φ(x) = x).
+  Kawaguchi (2021) (:mod:`deqlab.verification.delm`; its width is d, as φ(x) = x).
 
 :func:`run_check` is the flow: measure at initialization, pick the step size (given, else
 the theorem's), the statements, optionally train and the statements of the run, the
-numbers, and the one-line answers (:mod:`deqlab.verify.answers`).
+numbers, and the one-line answers (:mod:`deqlab.verification.answers`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from deqlab._memory import (
 from deqlab.papers import HIEU, KAWAGUCHI, LING
 from deqlab.statements import Paper, Statement
 from deqlab.theory.kawaguchi2021 import check_radius
-from deqlab.verify import (
+from deqlab.verification import (
     answers,
     delm,
     delm_train,
@@ -41,8 +41,8 @@ from deqlab.verify import (
     relu_deq_statements,
     relu_deq_train,
 )
-from deqlab.verify.inputs import InputError, Inputs
-from deqlab.verify.progress import Progress
+from deqlab.verification.inputs import InputError, Inputs
+from deqlab.verification.progress import Progress
 
 #: Width of the ReLU DEQ and of the monotone DEQ when none is given.
 DEFAULT_WIDTH = 1000
@@ -286,7 +286,7 @@ def check_model(model: str, settings: dict[str, Any]) -> Check:
 
 @dataclass(frozen=True, eq=False)
 class Outcome:
-    """What :func:`run_check` found (:class:`~deqlab.verify.api.Verification` is built
+    """What :func:`run_check` found (:class:`~deqlab.verification.api.Verification` is built
     from it)."""
 
     init: Any

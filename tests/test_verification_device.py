@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from deqlab.verify import ReLUDEQCheck, load_dataset, verify
+from deqlab.verification import ReLUDEQCheck, load_dataset, verify
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -23,7 +23,7 @@ from deqlab.report.html import (
     verdict_badge,
 )
 from deqlab.report.rundir import FigureEntry
-from deqlab.verify.figures import draw
+from deqlab.verification.figures import draw
 
 PAGE_FILE = "index.html"
 FIGURES_DIR = "figures"

@@ -10,10 +10,10 @@ import torch
 from torch import nn
 
 from deqlab._checks import check_choice, check_int, check_positive, check_tensor
-from deqlab.diagnose.implicit_ntk import Trainable, implicit_ntk
-from deqlab.diagnose.pl import LOSSES, BatchRate, batch_rate, loss_geometry
-from deqlab.diagnose.result import Diagnosis, NTKSpectrum
-from deqlab.diagnose.wellposed import well_posedness
+from deqlab.diagnosis.implicit_ntk import Trainable, implicit_ntk
+from deqlab.diagnosis.pl import LOSSES, BatchRate, batch_rate, loss_geometry
+from deqlab.diagnosis.result import Diagnosis, NTKSpectrum
+from deqlab.diagnosis.wellposed import well_posedness
 from deqlab.implicit import DEQ
 from deqlab.solvers import Solver
 from deqlab.solvers.solution import default_tol, resolve_tol
@@ -114,7 +114,7 @@ def diagnose(
         seed: seed of the iterations' start vectors.
 
     Returns:
-        :class:`~deqlab.diagnose.result.Diagnosis`; ``print`` it for the reading.
+        :class:`~deqlab.diagnosis.result.Diagnosis`; ``print`` it for the reading.
     """
     deq = _check_deq(deq)
     X = _check_input(deq, X)

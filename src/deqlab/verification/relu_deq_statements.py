@@ -1,5 +1,5 @@
 """The statements of Ling et al. (2023) that verify checks at initialization, built from
-what :func:`deqlab.verify.relu_deq.initialize` measured, with the paper's record
+what :func:`deqlab.verification.relu_deq.initialize` measured, with the paper's record
 (:data:`deqlab.papers.LING`) and the experiments' shared builders.
 
 - Assumptions 1–2 and Theorem 3 (ii), λ* > 0;
@@ -8,7 +8,7 @@ what :func:`deqlab.verify.relu_deq.initialize` measured, with the paper's record
   with the constant taken as 1: the paper does not give the constant, so a width hypothesis
   met with it cannot make the theorem FAIL — NOT APPLICABLE with the reason (DESIGN);
 - Condition 1, Eqs. (7)–(9), their ``needs`` solved under the scaling of the one "width
-  needed" number (:func:`deqlab.verify.relu_deq.widths_needed`), and Eq. (10) given η;
+  needed" number (:func:`deqlab.verification.relu_deq.widths_needed`), and Eq. (10) given η;
 - ours: λ_min of the DEQ NTK ≥ λ*.
 """
 
@@ -29,8 +29,8 @@ from deqlab.experiments.ling2023.statements import (
 from deqlab.papers import LING
 from deqlab.statements import Kind, Statement, Verdict, ours, theorem
 from deqlab.theory.ling2023 import EQUATIONS
-from deqlab.verify.inputs import assumption2
-from deqlab.verify.relu_deq import (
+from deqlab.verification.inputs import assumption2
+from deqlab.verification.relu_deq import (
     LEMMA1_P,
     SCALING,
     THEOREM2_T,

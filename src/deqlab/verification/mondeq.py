@@ -55,9 +55,9 @@ from deqlab.theory.mondeq import (
 )
 from deqlab.theory.spectra import spectral_norm
 from deqlab.train.mondeq_gd import MonDEQGD
-from deqlab.verify.answers import measured_rate
-from deqlab.verify.inputs import Inputs
-from deqlab.verify.progress import Progress, silent
+from deqlab.verification.answers import measured_rate
+from deqlab.verification.inputs import Inputs
+from deqlab.verification.progress import Progress, silent
 
 #: The widths, as multiples of max(width, FIT_WIDTH_FACTOR·N), over which lhs/rhs ∝ n^s is
 #: fitted (the thesis' experiments fit only widths n ≥ FIT_WIDTH_FACTOR·N: near n = N,

@@ -29,10 +29,10 @@ from deqlab.theory.ling2023 import (
 )
 from deqlab.theory.ntk import pl_gram
 from deqlab.theory.spectra import gram_lambda_min
-from deqlab.verify import relu_deq as rd
-from deqlab.verify import relu_deq_statements as rs
-from deqlab.verify import relu_deq_train as rt
-from deqlab.verify.inputs import load_dataset, prepare
+from deqlab.verification import relu_deq as rd
+from deqlab.verification import relu_deq_statements as rs
+from deqlab.verification import relu_deq_train as rt
+from deqlab.verification.inputs import load_dataset, prepare
 
 SIGMA_W2 = 0.08
 

@@ -17,7 +17,7 @@ from deqlab.models.delm import DELM
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021_large import objective_sharpness_lanczos
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
-from deqlab.verify.delm import (
+from deqlab.verification.delm import (
     DELMInit,
     epsilon_for,
     gap_or_one,
@@ -26,7 +26,7 @@ from deqlab.verify.delm import (
     targets,
     time_to_epsilon,
 )
-from deqlab.verify.progress import Progress, silent
+from deqlab.verification.progress import Progress, silent
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,9 @@ from deqlab.theory.ling2023 import (
     theorem1_margins,
 )
 from deqlab.train.relu_deq import GDConfig, GDTrainer
-from deqlab.verify.answers import measured_rate
-from deqlab.verify.progress import Progress, silent
-from deqlab.verify.relu_deq import SOLVE_TOL, ReLUDEQInit
+from deqlab.verification.answers import measured_rate
+from deqlab.verification.progress import Progress, silent
+from deqlab.verification.relu_deq import SOLVE_TOL, ReLUDEQInit
 
 #: H(τ) of Eq. (4) is formed at this many evenly spread steps (and at the last).
 H_CHECKS = 10

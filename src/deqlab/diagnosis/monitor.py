@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 import torch
 
 from deqlab._checks import check_bool, check_int, check_positive
-from deqlab.diagnose.pl import predicted_factor
+from deqlab.diagnosis.pl import predicted_factor
 
 Closure = Callable[[], torch.Tensor]
 

@@ -28,7 +28,7 @@ from deqlab._format import number
 from deqlab.papers import HIEU, KAWAGUCHI, LING
 from deqlab.statements import Verdict
 from deqlab.theory.mondeq import eq_3_18_possible
-from deqlab.verify.delm import statements as delm_statements
+from deqlab.verification.delm import statements as delm_statements
 
 #: A target loss of this fraction of Φ(0) when none is given.
 TARGET_FRACTION = 1e-3

@@ -12,8 +12,8 @@ import torch
 
 from deqlab.statements import Verdict
 from deqlab.theory.mondeq import gd_rate, step_size_bound
-from deqlab.verify import mondeq as md
-from deqlab.verify.inputs import load_dataset, prepare
+from deqlab.verification import mondeq as md
+from deqlab.verification.inputs import load_dataset, prepare
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +184,7 @@ def test_training_hypotheses_hold_and_are_unmet(init, trained):
 
 
 def test_answers_say_why_theorem_3_3_5_applies_at_no_width(init, inputs):
-    from deqlab.verify.answers import answers_for
+    from deqlab.verification.answers import answers_for
 
     k = md.numbers(init, None)
     flow, gd = answers_for("mondeq", init, k, None)
@@ -217,7 +217,7 @@ def test_stand_ins_from_the_gauss_newton_curvature_of_the_monotone_deq(init, inp
     k = md.numbers(init, None)
     assert k["curvature"] == pytest.approx(float(torch.linalg.eigvalsh(J @ J.T)[-1]), rel=1e-5)
     assert k["pl_ratio0"] == pytest.approx(float((J.T @ r).square().sum() / (r @ r)), rel=1e-6)
-    from deqlab.verify.answers import standins
+    from deqlab.verification.answers import standins
 
     lines = standins(k, None, None).lines()
     assert lines[0].startswith("ours: largest useful step from the measured curvature")

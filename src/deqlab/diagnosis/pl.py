@@ -61,7 +61,7 @@ class BatchRate:
     """PL ratio and GD geometry on a batch (module docstring). ``pl_floor`` is
     λ_min(Θ)/n for ``"mse"`` (None otherwise); ``eta_max = 2/curvature``; ``predicted``
     is the factor ``L'/L`` at ``lr`` (None without ``lr``), ``measured`` the factor of one
-    real GD step (filled in by :func:`deqlab.diagnose.diagnose`)."""
+    real GD step (filled in by :func:`deqlab.diagnose`)."""
 
     loss: float
     grad_sq: float

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from deqlab.diagnose.pl import BatchRate
-from deqlab.diagnose.wellposed import WellPosedness
+from deqlab.diagnosis.pl import BatchRate
+from deqlab.diagnosis.wellposed import WellPosedness
 
 
 @dataclass(frozen=True)
