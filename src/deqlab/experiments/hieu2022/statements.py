@@ -84,7 +84,7 @@ class WidthFit:
         if self.slope <= 0:
             return f"no width: {fitted}, which does not grow with n"
         log_n = -self.intercept / self.slope
-        return f"n ≥ {_power(log_n)}, if {fitted}"
+        return f"n ≥ {number(log_n, log=True)}, if {fitted}"
 
 
 def condition_hypothesis(
@@ -384,13 +384,6 @@ def _over(steps: Sequence[int] | None) -> str:
 def _times(ratio: float) -> str:
     """A factor as "531" or "1550" (whole numbers from 10 on), else "0.5", "2.4"."""
     return f"{ratio:.0f}" if 10 <= ratio < 1e6 else f"{ratio:.3g}"
-
-
-def _power(log_n: float) -> str:
-    """``e^log_n`` as a number, or as a power of ten beyond the float range."""
-    if log_n < 700:
-        return f"{math.exp(log_n):.3g}"
-    return f"10^{log_n / math.log(10):.0f}"
 
 
 def _ordinal(k: int) -> str:
