@@ -230,18 +230,16 @@ def _check_out(out: Path | None) -> None:
 def _sweep(X, y, check, widths, common: dict, as_json: bool, out: Path | None) -> None:
     """``--width 200,400,800``: the ReLU DEQ at each width, K computed once; a table, and
     with --out a figure of the margins and λ_0/(mλ*/2) against m."""
+    from deqlab.verification.inputs import prepare
     from deqlab.verification.sweep import sweep
 
     if check.model != "relu-deq" or common["train"]:
         raise ValueError("a width sweep (--width M,M,...) is for --model relu-deq without --train")
+    reading = ("name", "normalize", "standardize", "labels")
+    inputs = prepare(X, y, **{k: common[k] for k in reading})
     with progress_bar() as progress:
         found = sweep(
-            X,
-            y,
-            check,
-            widths,
-            progress=progress,
-            **{k: v for k, v in common.items() if k not in ("train", "eta")},
+            inputs, check, widths, seed=common["seed"], device=common["device"], progress=progress
         )
     figure = None if out is None else found.draw(out)
     if as_json:

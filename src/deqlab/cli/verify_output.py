@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import typer
 
+from deqlab._format import number
+
 
 def print_result(result) -> None:
     """The data and layout read, the legend, one line per theorem, the stand-ins (ours),
@@ -48,49 +50,41 @@ def header_lines(result) -> list[str]:
     return lines
 
 
-def _g(x: object, digits: int = 4) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, float):
-        return f"{x:.{digits}g}"
-    return str(x)
-
-
 def _headline(result) -> list[tuple[str, str]]:
     k, t = result.numbers, result.training
     rows = {"relu-deq": _relu_rows, "mondeq": _mondeq_rows, "delm": _delm_rows}[result.model](k)
     if t is not None:
         rows += [
-            ("training: steps, η", f"{t['steps']}, {_g(t['eta'])}"),
+            ("training: steps, η", f"{t['steps']}, {number(t['eta'], 4)}"),
             (
                 "training: loss Φ(0) → Φ(T)",
-                f"{_g(t['loss0'])} → {_g(t['loss_final'])}"
+                f"{number(t['loss0'], 4)} → {number(t['loss_final'], 4)}"
                 if "loss0" in t
-                else _g(t["loss_final"]),
+                else number(t["loss_final"], 4),
             ),
         ]
         if "rate_measured" in t:
             rows.append(
                 (
                     "rate per step: predicted 1 − ηλ_0/2, measured (Φ(T)/Φ(0))^(1/T)",
-                    f"{_g(t['rate_predicted'], 8)}, {_g(t['rate_measured'], 8)}",
+                    f"{number(t['rate_predicted'], 8)}, {number(t['rate_measured'], 8)}",
                 )
             )
         if "time_to_epsilon" in t:
             times, reached = t["time_to_epsilon"], t["time_to_epsilon"]["measured"]
             rows.append(
                 (
-                    f"time to ε = {_g(t['epsilon'])}: predicted T_ε, measured (first τη "
+                    f"time to ε = {number(t['epsilon'], 4)}: predicted T_ε, measured (first τη "
                     "with L − L* ≤ ε)",
-                    f"{_g(times['predicted'])}, "
-                    f"{'not reached' if reached is None else _g(reached)}",
+                    f"{number(times['predicted'], 4)}, "
+                    f"{'not reached' if reached is None else number(reached, 4)}",
                 )
             )
             steps, first = t["steps_to_epsilon"], t["steps_to_epsilon"]["measured"]
             rows.append(
                 (
-                    f"steps to ε at η = {_g(t['eta'])}: predicted T_ε/η, measured",
-                    f"{_g(steps['predicted'])}, {'not reached' if first is None else first}",
+                    f"steps to ε at η = {number(t['eta'], 4)}: predicted T_ε/η, measured",
+                    f"{number(steps['predicted'], 4)}, {'not reached' if first is None else first}",
                 )
             )
     return rows
@@ -98,19 +92,19 @@ def _headline(result) -> list[tuple[str, str]]:
 
 def _relu_rows(k: dict) -> list[tuple[str, str]]:
     rows = [
-        ("λ* = λ_min(K) (Eq. 14)", _g(k["lambda_star"])),
-        ("cond(K) = λ_max/λ_min", _g(k["condition_number_K"])),
-        ("λ_min(DEQ NTK)", _g(k["ntk_lambda_min"])),
-        ("‖W(0)‖₂ (Lemma 1 bound)", f"{_g(k['W_norm'])} ({_g(k['lemma1_bound'])})"),
+        ("λ* = λ_min(K) (Eq. 14)", number(k["lambda_star"], 4)),
+        ("cond(K) = λ_max/λ_min", number(k["condition_number_K"], 4)),
+        ("λ_min(DEQ NTK)", number(k["ntk_lambda_min"], 4)),
+        ("‖W(0)‖₂ (Lemma 1 bound)", f"{number(k['W_norm'], 4)} ({number(k['lemma1_bound'], 4)})"),
         (
             f"λ_0 at m = {k['width']} (Theorem 2: mλ*/2)",
-            f"{_g(k['lambda0'])} ({_g(k['lambda0_theorem2'])})",
+            f"{number(k['lambda0'], 4)} ({number(k['lambda0_theorem2'], 4)})",
         ),
     ]
     if "condition1" in k:
         c = k["condition1"]
         rows += [
-            (f"Condition 1, Eq. ({e[2:]}): lhs/rhs", _g(c[e]["margin"]))
+            (f"Condition 1, Eq. ({e[2:]}): lhs/rhs", number(c[e]["margin"], 4))
             for e in ("eq7", "eq8", "eq9")
         ]
         w = k["required_width"]
@@ -123,8 +117,8 @@ def _relu_rows(k: dict) -> list[tuple[str, str]]:
                 "… each equation alone, same scaling: Eqs. (7), (8), (9)",
                 ", ".join(_width(w[e]) for e in ("eq7", "eq8", "eq9")),
             ),
-            ("Eq. (10): η <", _g(k["eq10_bound"])),
-            ("rate 1 − ηλ_0/2 at η = Eq. (10) bound", _g(k["rate_at_bound"], 10)),
+            ("Eq. (10): η <", number(k["eq10_bound"], 4)),
+            ("rate 1 − ηλ_0/2 at η = Eq. (10) bound", number(k["rate_at_bound"], 10)),
         ]
     scale = k["theorem2_width"]["scale"]
     rows.append(
@@ -138,18 +132,18 @@ def _relu_rows(k: dict) -> list[tuple[str, str]]:
 
 
 def _mondeq_rows(k: dict) -> list[tuple[str, str]]:
-    rows = [("λ_0 = σ_min(Z(0))", _g(k["lambda0"]))]
+    rows = [("λ_0 = σ_min(Z(0))", number(k["lambda0"], 4))]
     for name, c in k["conditions"].items():
         fit = k["required_width"].get(name)
         rows.append(
             (
                 f"{name}: lhs/rhs (width from the fit)",
-                f"{_g(c['margin'])} ({_width(fit['width']) if fit else '—'})",
+                f"{number(c['margin'], 4)} ({_width(fit['width']) if fit else '—'})",
             )
         )
     rows += [
-        ("Theorem 3.3.5: η_max", _g(k["eta_max"])),
-        ("rate 1 − η_max λ_0²/4", _g(k["rate_at_eta_max"], 10)),
+        ("Theorem 3.3.5: η_max", number(k["eta_max"], 4)),
+        ("rate 1 − η_max λ_0²/4", number(k["rate_at_eta_max"], 10)),
     ]
     return rows
 
@@ -157,17 +151,17 @@ def _mondeq_rows(k: dict) -> list[tuple[str, str]]:
 def _delm_rows(k: dict) -> list[tuple[str, str]]:
     times, corollary = k["time_to_epsilon"], k["corollary"]
     return [
-        ("λ_T ≥ 1/(m(1+γ)²) (Eq. 33)", _g(k["lambda_T_lower_bound"])),
-        ("λ_min(D_0)", _g(k["lambda_min_D0"])),
-        ("σ_min(Φ)", _g(k["sigma_min_phi"])),
-        (f"{corollary}: κ ({k['loss']} loss)", _g(k["kappa"])),
+        ("λ_T ≥ 1/(m(1+γ)²) (Eq. 33)", number(k["lambda_T_lower_bound"], 4)),
+        ("λ_min(D_0)", number(k["lambda_min_D0"], 4)),
+        ("σ_min(Φ)", number(k["sigma_min_phi"], 4)),
+        (f"{corollary}: κ ({k['loss']} loss)", number(k["kappa"], 4)),
         (
             f"{corollary} rate 2κλ_T: guaranteed, at init",
-            f"{_g(k['rate_guaranteed'])}, {_g(k['rate_at_init'])}",
+            f"{number(k['rate_guaranteed'], 4)}, {number(k['rate_at_init'], 4)}",
         ),
         (
-            f"time to ε = {_g(k['epsilon'])} ({k['time_equation']}): guaranteed, at init",
-            f"{_g(times['guaranteed'])}, {_g(times['at_init'])}",
+            f"time to ε = {number(k['epsilon'], 4)} ({k['time_equation']}): guaranteed, at init",
+            f"{number(times['guaranteed'], 4)}, {number(times['at_init'], 4)}",
         ),
     ]
 

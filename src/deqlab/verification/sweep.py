@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+from deqlab._format import number
 from deqlab.verification.checks import ReLUDEQCheck, check_width
-from deqlab.verification.inputs import Inputs, prepare
+from deqlab.verification.inputs import Inputs
 from deqlab.verification.progress import Progress, silent
 from deqlab.verification.relu_deq import initialize, kernels
 
@@ -62,8 +63,8 @@ class Sweep:
         ]
         for r in self.rows:
             out.append(
-                f"{r['width']:>8} {_g(r['lambda0']):>11} "
-                + " ".join(f"{_g(r[k]):>24}" for k in MARGINS)
+                f"{r['width']:>8} {number(r['lambda0'], 4):>11} "
+                + " ".join(f"{number(r[k], 4):>24}" for k in MARGINS)
             )
         for key, label in MARGINS.items():
             m = self.holds_from(key)
@@ -104,28 +105,19 @@ class Sweep:
         return out / "width_sweep.png"
 
 
-def _g(x: float | None) -> str:
-    return "—" if x is None else f"{x:.4g}"
-
-
 def sweep(
-    X: object,
-    y: object,
+    inputs: Inputs,
     check: ReLUDEQCheck,
     widths: list[int],
     *,
     seed: int = 0,
-    normalize: bool = False,
-    standardize: bool = False,
     device: str = "cpu",
-    name: str = "data",
-    labels: str = "y",
     progress: Progress = silent,
 ) -> Sweep:
-    """The rows of the module docstring at each of ``widths`` (σ_w² from ``check``; K on
+    """The rows of the module docstring at each of ``widths`` on the data ``inputs``
+    (:func:`deqlab.verification.inputs.prepare` read them; σ_w² from ``check``; K on
     ``device``)."""
     widths = [check_width(w) for w in widths]
-    inputs = prepare(X, y, name=name, normalize=normalize, standardize=standardize, labels=labels)
     known = kernels(inputs, check.sigma_w2, progress, device=device)
     rows = []
     for i, width in enumerate(widths):
