@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from deqlab.data.registry import RawImages
-from deqlab.experiments.kawaguchi2021 import fig1, fig1_report
+from deqlab.experiments.kawaguchi2021 import fig1, fig1_data, fig1_report
 from deqlab.experiments.kawaguchi2021.fig1 import Fig1Config, Kawaguchi2021Fig1
 from deqlab.statements import Kind, Verdict
 from helpers import assert_settings_declared_and_captions_sentences, run_all
@@ -88,10 +88,10 @@ def test_fig1_paper_preset_uses_the_paper_sets_present_and_the_stand_in_for_the_
     monkeypatch,
 ):
     experiment = Kawaguchi2021Fig1()
-    monkeypatch.setattr(fig1, "is_present", lambda name: name == "kmnist")
+    monkeypatch.setattr(fig1_data, "is_present", lambda name: name == "kmnist")
     assert experiment.resolve("paper").datasets == ("kmnist", "sphere")
     assert experiment.datasets(experiment.resolve("paper")) == ("kmnist",)
-    monkeypatch.setattr(fig1, "is_present", lambda name: True)
+    monkeypatch.setattr(fig1_data, "is_present", lambda name: True)
     assert experiment.resolve("quick").datasets == fig1.PAPER_DATASETS
     assert experiment.resolve("paper", overrides=["datasets=['digits']"]).datasets == ("digits",)
 
@@ -114,7 +114,7 @@ def test_appendix_d2_presets_declare_their_figure_and_its_setting(
 ):
     """Each preset is its figure's setting: only the stand-in (for the data sets missing
     here) and our choices are deviations."""
-    monkeypatch.setattr(fig1, "is_present", lambda name: name == "mnist")
+    monkeypatch.setattr(fig1_data, "is_present", lambda name: name == "mnist")
     experiment = Kawaguchi2021Fig1()
     config = experiment.resolve(preset)
     assert config.figure == figure and all(getattr(config, k) == v for k, v in changes.items())
@@ -183,15 +183,15 @@ def test_figure_8_reads_every_image_and_has_no_rank_statement(monkeypatch):
     """n_train = n_test = 0: whole splits (colour as luma, a single split halved, the stand-in
     at MNIST's sizes); the 200-point rank statement is not made."""
     images = np.arange(4 * 3 * 2 * 2, dtype=np.uint8).reshape(4, 3, 2, 2)
-    monkeypatch.setattr(fig1, "load_images", lambda name, split: RawImages(
+    monkeypatch.setattr(fig1_data, "load_images", lambda name, split: RawImages(
         images, np.zeros(4, dtype=np.int64), Path("x"), 255))  # fmt: skip
-    monkeypatch.setattr(fig1, "WHOLE_STANDIN", (6, 2))
+    monkeypatch.setattr(fig1_data, "WHOLE_STANDIN", (6, 2))
     config = Fig1Config(figure=8, n_train=0, n_test=0, datasets=("cifar10",))
-    train, test = fig1._pre_images(config, "cifar10", torch.Generator().manual_seed(0))
+    train, test = fig1_data._pre_images(config, "cifar10", torch.Generator().manual_seed(0))
     assert train.shape == test.shape == (4, 4) and float(train.max()) <= 1.0
-    train, test = fig1._pre_images(config, "semeion", torch.Generator().manual_seed(0))
+    train, test = fig1_data._pre_images(config, "semeion", torch.Generator().manual_seed(0))
     assert train.shape == test.shape == (4, 2)
-    train, test = fig1._pre_images(config, "sphere", torch.Generator().manual_seed(0))
+    train, test = fig1_data._pre_images(config, "sphere", torch.Generator().manual_seed(0))
     assert train.shape == (784, 6) and test.shape == (784, 2)
     rows = _fig1_rows(config, {"DELM": 1.0, "Linear": 2.0}, {"DELM": 1.0, "Linear": 1.0})
     rows = [{**r, "dataset": "cifar10"} for r in rows]
