@@ -21,7 +21,7 @@ from deqlab.theory.mondeq import (
     lemma_3_3_3,
     lemma_3_3_4,
     lemma_3_3_4_output,
-    lemma_rows,
+    lemma_columns,
     mondeq_constants,
     sigma_min,
     step_size_bound,
@@ -187,23 +187,24 @@ def test_lemma_3_3_4_output_bounds_the_change_of_the_predictions(seed):
     assert same["lhs"] == 0 and same["rhs"] == 0 and same["holds"]
 
 
-def test_lemma_rows_at_a_step_against_the_start():
+def test_lemma_columns_at_a_step_against_the_start():
     model, X, _, Z = setup(seed=5, scale=2.0)
     other = _perturbed(model, 0.2, 7)
     initial = {k: p.detach() for k, p in model.named_parameters()}
     current = {k: p.detach() for k, p in other.named_parameters()}
     with torch.no_grad():
         Z2, W = other.equilibrium(X), (other.weight(), model.weight())
-    rows = lemma_rows(X, m=model.m, current=current, initial=initial, W=W, Z=(Z2, Z))
-    assert [r["name"] for r in rows] == [
-        "Lemma 3.3.2",
-        "Lemma 3.3.3",
-        "Lemma 3.3.4",
-        "Lemma 3.3.4 (Eq. C.6)",
-    ]
-    assert rows[0] == lemma_3_3_2(W[0], current["u"], (Z2 > 0).double(), model.m)
-    assert rows[1] == lemma_3_3_3(Z2, X, current["U"], model.m)
-    assert rows[2] == lemma_3_3_4(X, Z=(Z2, Z), W=W, U=(current["U"], initial["U"]), m=model.m)
+    columns = lemma_columns(X, m=model.m, current=current, initial=initial, W=W, Z=(Z2, Z))
+    U, u = (current["U"], initial["U"]), (current["u"], initial["u"])
+    rows = {
+        "lemma3_3_2": lemma_3_3_2(W[0], current["u"], (Z2 > 0).double(), model.m),
+        "lemma3_3_3": lemma_3_3_3(Z2, X, current["U"], model.m),
+        "lemma3_3_4": lemma_3_3_4(X, Z=(Z2, Z), W=W, U=U, m=model.m),
+        "lemma3_3_4_output": lemma_3_3_4_output(X, Z=(Z2, Z), W=W, U=U, u=u, m=model.m),
+    }
+    assert columns == {
+        f"{key}_{side}": row[side] for key, row in rows.items() for side in ("lhs", "rhs")
+    }
 
 
 def test_lemma_3_3_2_holds_for_identity_mask_and_fails_for_some_masks():
@@ -232,6 +233,31 @@ def test_bad_input():
         sigma_min(torch.randn(3, 5))
     with pytest.raises(ValueError, match=r"`y` must have shape \(5,\)"):
         constants(model, X, y[:3], Z)
+    theta = {k: p.detach() for k, p in model.named_parameters()}
+    misnamed = {"v" if k == "u" else k: p for k, p in theta.items()}
+    with pytest.raises(TypeError, match=r"missing \['u'\], unknown \['v'\]"):
+        mondeq_constants(**misnamed, Z=Z, X=X, y=y, m=0.5, radius=1.0)
+
+
+def test_a_width_below_n_has_lambda0_zero_only_when_allowed():
+    """n = 3 < N = 5: Z(0) has rank ≤ 3, so σ_min(Z(0)) = 0 (the thesis assumes n ≥ N and the
+    default refuses); the other constants are those of the same formulas, by hand."""
+    model, X, y, Z = setup(width=3, N=5)
+    theta = {k: p.detach() for k, p in model.named_parameters()}
+    assert float(torch.linalg.eigvalsh(Z.T @ Z)[0]) == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="the thesis assumes n >= N"):
+        mondeq_constants(**theta, Z=Z, X=X, y=y, m=model.m, radius=0.5)
+    c = mondeq_constants(**theta, Z=Z, X=X, y=y, m=model.m, radius=0.5, allow_narrow=True)
+    assert c.lambda0 == 0.0 and c.radii == dict.fromkeys("ABUu", 0.5)
+    assert c.x_norm == pytest.approx(float(X.norm()), rel=1e-14)
+    assert c.loss0 == pytest.approx(0.5 * float(((Z.T @ theta["u"] - y) ** 2).sum()), rel=1e-14)
+    assert c.norms["U"] == pytest.approx(float(torch.linalg.svdvals(theta["U"])[0]), rel=1e-12)
+    assert c.bars["u"] == pytest.approx(float(theta["u"].norm()) + 0.5, rel=1e-14)
+    assert step_size_bound(c) == 0.0 and not any(r["holds"] for r in condition_2(c))
+    model, X, y, Z = setup(width=12, N=5)
+    theta = {k: p.detach() for k, p in model.named_parameters()}
+    allowed = mondeq_constants(**theta, Z=Z, X=X, y=y, m=0.5, radius=0.5, allow_narrow=True)
+    assert allowed == constants(model, X, y, Z, radius=0.5)  # at n ≥ N it changes nothing
 
 
 def test_lemma_3_3_2_fails_at_a_genuine_equilibrium():

@@ -83,3 +83,5 @@ def test_bad_input():
         prediction_kernel(**params, Z=Z, X=torch.randn(5, 4), m=m)  # d = 5, U has 3 columns
     with pytest.raises(ValueError, match=r"`X` must have shape \('any', 4\)"):
         prediction_kernel(**params, Z=Z, X=X[:, :3], m=m)
+    with pytest.raises(TypeError, match=r"missing \['B'\], unknown \[\]"):
+        prediction_kernel(**{k: v for k, v in params.items() if k != "B"}, Z=Z, X=X, m=m)

@@ -30,16 +30,46 @@ Facts worth knowing when reading the results:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import TypedDict, Unpack
 
 import torch
 
-from deqlab._checks import check_int, check_positive, check_real, check_tensor
+from deqlab._checks import check_bool, check_int, check_positive, check_real, check_tensor
 from deqlab.theory.spectra import gram_lambda_min, spectral_norm
 
 PARAMETERS = ("A", "B", "U", "u")
+
+
+class Theta(TypedDict):
+    """θ = (A, B, U, u) of a monotone DEQ, ``W = (1 − m)I − AᵀA + B − Bᵀ`` (Eq. 3.3):
+    A, B (n, n); U (n, d); u (n,)."""
+
+    A: torch.Tensor
+    B: torch.Tensor
+    U: torch.Tensor
+    u: torch.Tensor
+
+
+def check_point(
+    theta: Mapping[str, torch.Tensor], Z: torch.Tensor, X: torch.Tensor
+) -> tuple[int, int, int]:
+    """``(n, d, N)`` of θ = (A, B, U, u) (:class:`Theta`, given as keywords), its
+    equilibrium ``Z`` (n, N) and the inputs ``X`` (d, N); a clear error for a missing or
+    unknown keyword or a wrong shape."""
+    missing = [k for k in PARAMETERS if k not in theta]
+    unknown = [k for k in theta if k not in PARAMETERS]
+    if missing or unknown:
+        raise TypeError(f"θ is the keywords A, B, U, u; missing {missing}, unknown {unknown}")
+    n = check_tensor("A", theta["A"], ndim=2).shape[0]
+    check_tensor("B", theta["B"], shape=(n, n))
+    N = check_tensor("Z", Z, shape=(n, None)).shape[1]
+    d = check_tensor("X", X, shape=(None, N)).shape[0]
+    check_tensor("U", theta["U"], shape=(n, d))
+    check_tensor("u", theta["u"], shape=(n,))
+    return n, d, N
+
 
 #: Condition (3.18) can hold only for ``m < 1/√20`` (Lemma 3.3.3; see the module docstring).
 M_BOUND_3_18 = 1 / math.sqrt(20)
@@ -117,30 +147,28 @@ class MonDEQConstants:
 
 def mondeq_constants(
     *,
-    A: torch.Tensor,
-    B: torch.Tensor,
-    U: torch.Tensor,
-    u: torch.Tensor,
     Z: torch.Tensor,
     X: torch.Tensor,
     y: torch.Tensor,
     m: float,
     radius: float | Mapping[str, float],
+    allow_narrow: bool = False,
+    **theta: Unpack[Theta],
 ) -> MonDEQConstants:
-    """Evaluate λ_0, ‖X‖_F, L(θ_0) and the λ̄'s from the initial parameters and ``Z(0)``.
+    """Evaluate λ_0, ‖X‖_F, L(θ_0) and the λ̄'s from the initial θ = (A, B, U, u) and ``Z(0)``.
 
     Shapes: A, B (n, n); U (n, d); u (n,); Z (n, N) the equilibrium; X (d, N); y (N,).
     ``radius`` is one ``R`` for all four balls or a mapping with keys A, B, U, u.
+    ``allow_narrow`` (ours): accept a width n < N, where Z(0) has rank ≤ n < N and so
+    λ_0 = σ_min(Z(0)) = √λ_min(Z(0)ᵀZ(0)) = 0; by default such a width is refused, as the
+    thesis assumes n ≥ N (Eq. 3.14).
     """
-    n = check_tensor("A", A, ndim=2).shape[0]
-    check_tensor("B", B, shape=(n, n))
-    d = check_tensor("U", U, shape=(n, None)).shape[1]
-    check_tensor("u", u, shape=(n,))
-    N = check_tensor("X", X, shape=(d, None)).shape[1]
-    check_tensor("Z", Z, shape=(n, N))
+    n, _, N = check_point(theta, Z, X)
     check_tensor("y", y, shape=(N,))
     m = check_positive("m", m)
     radii = _check_radius(radius)
+    narrow = check_bool("allow_narrow", allow_narrow) and n < N
+    A, B, U, u = (theta[k] for k in PARAMETERS)
     with torch.no_grad():
         norms = {
             "A": spectral_norm(A),
@@ -150,7 +178,7 @@ def mondeq_constants(
         }
         loss0 = 0.5 * float(torch.sum((Z.T @ u - y) ** 2))
         x_norm = float(torch.linalg.matrix_norm(X))
-        lambda0 = sigma_min(Z.detach())
+        lambda0 = 0.0 if narrow else sigma_min(Z.detach())
     bars = {k: norms[k] + radii[k] for k in PARAMETERS}
     return MonDEQConstants(m, lambda0, x_norm, loss0, norms, radii, bars)
 
@@ -384,32 +412,8 @@ def lemma_3_3_4_output(
     return inequality("Lemma 3.3.4 (Eq. C.6)", lhs, "<=", rhs)
 
 
-#: The keys :func:`lemma_rows` gives its rows, in order.
+#: The column prefixes of :func:`lemma_columns`, in the order of its lemmas.
 LEMMA_KEYS = ("lemma3_3_2", "lemma3_3_3", "lemma3_3_4", "lemma3_3_4_output")
-
-
-def lemma_rows(
-    X: torch.Tensor,
-    *,
-    m: float,
-    current: Mapping[str, torch.Tensor],
-    initial: Mapping[str, torch.Tensor],
-    W: tuple[torch.Tensor, torch.Tensor],
-    Z: tuple[torch.Tensor, torch.Tensor],
-) -> list[Inequality]:
-    """Lemmas 3.3.2, 3.3.3 and 3.3.4 (Eqs. 3.15 and C.6) at step ``k`` against step 0.
-
-    ``current`` / ``initial`` map A, B, U, u to their values at steps ``k`` and 0; ``W`` and
-    ``Z`` are the pairs ``(W(k), W(0))`` and ``(Z(k), Z(0))`` (equilibria, n × N). Lemma
-    3.3.2's masks ``D_j`` are read off ``Z(k) > 0``. Rows in the order of :data:`LEMMA_KEYS`.
-    """
-    U, u = (current["U"], initial["U"]), (current["u"], initial["u"])
-    return [
-        lemma_3_3_2(W[0], current["u"], (Z[0] > 0).to(Z[0].dtype), m),
-        lemma_3_3_3(Z[0], X, current["U"], m),
-        lemma_3_3_4(X, Z=Z, W=W, U=U, m=m),
-        lemma_3_3_4_output(X, Z=Z, W=W, U=U, u=u, m=m),
-    ]
 
 
 def lemma_columns(
@@ -421,9 +425,26 @@ def lemma_columns(
     W: tuple[torch.Tensor, torch.Tensor],
     Z: tuple[torch.Tensor, torch.Tensor],
 ) -> dict[str, float]:
-    """:func:`lemma_rows` as tidy columns ``<key>_lhs`` / ``<key>_rhs`` (:data:`LEMMA_KEYS`)."""
-    rows = lemma_rows(X, m=m, current=current, initial=initial, W=W, Z=Z)
+    """Both sides of Lemmas 3.3.2, 3.3.3 and 3.3.4 (Eqs. 3.15 and C.6) at step ``k`` against
+    step 0, as tidy columns ``<key>_lhs`` / ``<key>_rhs`` (:data:`LEMMA_KEYS`).
+
+    ``current`` / ``initial`` map A, B, U, u to their values at steps ``k`` and 0; ``W`` and
+    ``Z`` are the pairs ``(W(k), W(0))`` and ``(Z(k), Z(0))`` (equilibria, n × N). Lemma
+    3.3.2's masks ``D_j`` are read off ``Z(k) > 0``.
+    """
+    U, u = (current["U"], initial["U"]), (current["u"], initial["u"])
+    rows = [
+        lemma_3_3_2(W[0], current["u"], (Z[0] > 0).to(Z[0].dtype), m),
+        lemma_3_3_3(Z[0], X, current["U"], m),
+        lemma_3_3_4(X, Z=Z, W=W, U=U, m=m),
+        lemma_3_3_4_output(X, Z=Z, W=W, U=U, u=u, m=m),
+    ]
+    return sides(LEMMA_KEYS, rows)
+
+
+def sides(keys: Sequence[str], rows: Sequence[Inequality]) -> dict[str, float]:
+    """``<key>_lhs`` / ``<key>_rhs`` of each row, the keys in the order of the rows."""
     columns: dict[str, float] = {}
-    for key, row in zip(LEMMA_KEYS, rows, strict=True):
+    for key, row in zip(keys, rows, strict=True):
         columns.update({f"{key}_lhs": row["lhs"], f"{key}_rhs": row["rhs"]})
     return columns

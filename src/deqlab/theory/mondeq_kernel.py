@@ -25,9 +25,12 @@ so the result checks the model's implicit gradient independently.
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import torch
 
 from deqlab._checks import check_tensor
+from deqlab.theory.mondeq import Theta, check_point
 
 BLOCKS = ("A", "B", "U", "u")
 
@@ -52,22 +55,14 @@ def output_sensitivities(
 
 
 def prediction_kernel(
-    *,
-    A: torch.Tensor,
-    B: torch.Tensor,
-    U: torch.Tensor,
-    u: torch.Tensor,
-    Z: torch.Tensor,
-    X: torch.Tensor,
-    m: float,
+    *, Z: torch.Tensor, X: torch.Tensor, m: float, **theta: Unpack[Theta]
 ) -> dict[str, torch.Tensor]:
     """The blocks ``K_A, K_B, K_U, K_u`` (N × N) of Eq. (3.7) and their sum under ``"K"``.
 
     ``Z`` is the equilibrium (n × N) of ``X`` (d × N) at θ = (A, B, U, u) (module docstring).
     """
-    n = check_tensor("A", A, ndim=2).shape[0]
-    check_tensor("B", B, shape=(n, n))
-    check_tensor("U", U, shape=(n, X.shape[0]))
+    n = check_point(theta, Z, X)[0]
+    A, B, u = theta["A"], theta["B"], theta["u"]
     with torch.no_grad():
         eye = torch.eye(n, dtype=A.dtype, device=A.device)
         W = (1.0 - m) * eye - A.T @ A + B - B.T

@@ -53,7 +53,6 @@ from deqlab.theory.mondeq import (
     mondeq_constants,
     step_size_bound,
 )
-from deqlab.theory.spectra import spectral_norm
 from deqlab.train.mondeq_gd import MonDEQGD
 from deqlab.verification.answers import measured_rate
 from deqlab.verification.inputs import Inputs
@@ -100,21 +99,14 @@ def _model(d: int, width: int, monotonicity: float, seed: int) -> MonDEQ:
 def constants_at(
     model: MonDEQ, inputs: Inputs, radius: float
 ) -> tuple[MonDEQConstants, torch.Tensor]:
-    """(:func:`~deqlab.theory.mondeq.mondeq_constants`, Z(0)); for n < N, where σ_min(Z(0))
-    is 0 (rank ≤ n) and the thesis' function refuses, the same constants with λ_0 = 0."""
+    """(:func:`~deqlab.theory.mondeq.mondeq_constants`, Z(0)) at the model's initial θ;
+    a width n < N is allowed (λ_0 = σ_min(Z(0)) = 0 there: Z(0) has rank ≤ n)."""
     X, y = inputs.X, inputs.y
-    params = {k: p.detach() for k, p in model.named_parameters()}
+    theta = {k: p.detach() for k, p in model.named_parameters()}
     with torch.no_grad():
         Z = model.equilibrium(X)  # (n, N)
-    if model.width >= inputs.n:
-        return mondeq_constants(**params, Z=Z, X=X, y=y, m=model.m, radius=radius), Z
-    norms = {k: spectral_norm(params[k]) for k in ("A", "B", "U")} | {
-        "u": float(params["u"].norm())
-    }
-    radii = dict.fromkeys(PARAMETERS, float(radius))
-    bars = {k: norms[k] + radii[k] for k in PARAMETERS}
-    loss0 = 0.5 * float(((Z.T @ params["u"] - y) ** 2).sum())
-    return MonDEQConstants(model.m, 0.0, float(X.norm()), loss0, norms, radii, bars), Z
+    c = mondeq_constants(**theta, Z=Z, X=X, y=y, m=model.m, radius=radius, allow_narrow=True)
+    return c, Z
 
 
 def _conditions(c: MonDEQConstants) -> dict[str, list[Inequality]]:
