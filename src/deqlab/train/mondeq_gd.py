@@ -42,6 +42,7 @@ from deqlab.theory.mondeq import (
     condition_2,
     hypotheses,
     mondeq_constants,
+    sides,
     step_size_bound,
 )
 from deqlab.theory.mondeq_step import (
@@ -152,7 +153,7 @@ class MonDEQGD(Trainer):
             self.constants, eta=self.lr, loss=loss, steps={**norms, "W": spectral_norm(dW)}
         )
         keys = ["lemma3_3_6", *(f"lemma3_3_7_{p}" for p in STEP_KEYS)]
-        return _sides(keys, rows)
+        return sides(keys, rows)
 
     def evaluate(self) -> Record:
         """Record θ(k) without a step: the last record of a run of ``k`` steps."""
@@ -198,7 +199,7 @@ class MonDEQGD(Trainer):
             lemma_3_3_9(c, eta=eta, loss=loss, i2=i2),
             lemma_3_3_10(c, eta=eta, loss=loss, i3=i3),
         ]
-        return _sides(["lemma3_3_8", "lemma3_3_9", "lemma3_3_10"], rows)
+        return sides(["lemma3_3_8", "lemma3_3_9", "lemma3_3_10"], rows)
 
     def _hypotheses(self, Z: torch.Tensor, loss: float) -> Record:
         """Hypotheses 1–3 of the proof of Theorem 3.3.5 at step ``k``, read by name."""
@@ -248,11 +249,3 @@ class MonDEQGD(Trainer):
         self.Z = state["Z"].clone()
         self.yhat = state["yhat"].clone() if "yhat" in state else None  # older checkpoints
         self.load_protocol_state(state)
-
-
-def _sides(keys: list[str], rows: list[Row]) -> Record:
-    """``{key}_lhs`` / ``{key}_rhs`` of each row."""
-    out: Record = {}
-    for key, row in zip(keys, rows, strict=True):
-        out.update({f"{key}_lhs": row["lhs"], f"{key}_rhs": row["rhs"]})
-    return out
