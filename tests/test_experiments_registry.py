@@ -121,6 +121,8 @@ FOLDER = {
 @pytest.fixture
 def toy_paper(tmp_path, monkeypatch):
     """The folder under ``experiments/`` and the one registry line, undone afterwards."""
+    registry.experiment_names()  # load the real papers first: the copies below then hold
+    # them, and the restored originals lack nothing that was imported meanwhile
     folder = tmp_path / "experiments" / "toy2099"
     folder.mkdir(parents=True)
     for name, text in FOLDER.items():
