@@ -57,36 +57,40 @@ class Anderson(Solver):
 
 class AndersonState:
     """What Anderson keeps between steps: the last ``m`` iterates ``x_i`` and residuals
-    ``g_i`` and the Gram matrix ``G Gᵀ`` ``(B, m, m)``, updated one row per step."""
+    ``g_i`` and the Gram matrix ``G Gᵀ`` ``(B, m, m)``, updated one row per step. Where the
+    weights are unusable they are set to the newest slot alone, so that the mix gives that
+    row's plain step exactly (no second ``(B, N)`` select)."""
 
     def __init__(self, solver: Anderson) -> None:
         self.solver = solver
         self.xs, self.gs = History(solver.history), History(solver.history)
         self.gram: torch.Tensor | None = None  # G Gᵀ (B, m, m), in at least float32
 
-    def __call__(self, z: torch.Tensor, fz: torch.Tensor) -> torch.Tensor:
+    def __call__(
+        self, z: torch.Tensor, fz: torch.Tensor, g: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Store ``(z, g = f(z) − z)`` and return the safeguarded mixed iterate ``(B, N)``."""
-        beta, g = self.solver.damping, fz - z  # (B, N)
+        beta, g = self.solver.damping, fz - z if g is None else g  # (B, N)
         self.xs.push(z)
         slot = self.gs.push(g)
-        plain = z + beta * g  # (B, N)
         H = self._update_gram(g, slot)
         n = len(self.gs)
         if n == 1:
-            return plain
-        alpha, ok = self._weights(H[:, :n, :n])  # (B, 1, n), (B,)
+            return z + beta * g  # the plain step
         X, G = self.xs.stacked(), self.gs.stacked()  # (B, n, N)
-        alpha = alpha.to(X.dtype)
-        mixed = (alpha @ X + beta * (alpha @ G))[:, 0]  # Σα(x + βg): (B, N)
-        return torch.where(ok[:, None], mixed, plain)
+        alpha = self._weights(H[:, :n, :n], slot).to(X.dtype)  # (B, 1, n)
+        mixed = alpha @ G if beta == 1.0 else beta * (alpha @ G)
+        return (alpha @ X + mixed)[:, 0]  # Σα(x + βg): (B, N)
 
     def _update_gram(self, g: torch.Tensor, slot: int) -> torch.Tensor:
-        """Write row and column ``slot`` of ``G Gᵀ`` (``g_i · g_new``); out of place."""
+        """Write row and column ``slot`` of ``G Gᵀ`` (``g_i · g_new``); in place, except when
+        autograd records the solve (``Unrolled``)."""
         if self.gram is None:
             work = torch.promote_types(g.dtype, torch.float32)  # >= float32
             m = self.solver.history
             self.gram = g.new_zeros(g.shape[0], m, m, dtype=work)
-        H = self.gram.clone()  # (B, m, m)
+        recorded = torch.is_grad_enabled() and (g.requires_grad or self.gram.requires_grad)
+        H = self.gram.clone() if recorded else self.gram
         n = len(self.gs)
         row = (self.gs.stacked().to(H.dtype) @ g.to(H.dtype)[:, :, None])[:, :, 0]  # (B, n)
         H[:, slot, :n] = row
@@ -94,14 +98,17 @@ class AndersonState:
         self.gram = H
         return H
 
-    def _weights(self, H: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``α = y / 1ᵀy`` with ``(H + λI) y = 1`` ``(B, 1, n)`` and where it is usable."""
+    def _weights(self, H: torch.Tensor, slot: int) -> torch.Tensor:
+        """``α = y / 1ᵀy`` with ``(H + λI) y = 1`` ``(B, 1, n)``; where that is unusable
+        (singular, or not finite) ``α = e_slot``, the newest step alone."""
         n = H.shape[1]
         scale = H.diagonal(dim1=1, dim2=2).mean(dim=1)  # (B,)
-        eye = torch.eye(n, dtype=H.dtype, device=H.device)
-        H = H + (self.solver.tikhonov * scale)[:, None, None] * eye
-        ones = torch.ones(H.shape[0], n, 1, dtype=H.dtype, device=H.device)
+        H = H.clone()
+        H.diagonal(dim1=1, dim2=2).add_((self.solver.tikhonov * scale)[:, None])  # H + λI
+        ones = H.new_ones(H.shape[0], n, 1)
         y, info = torch.linalg.solve_ex(H, ones)  # (B, n, 1), (B,)
         alpha = (y / y.sum(dim=1, keepdim=True)).transpose(1, 2)  # (B, 1, n)
         ok = (info == 0) & torch.isfinite(alpha).all(dim=2)[:, 0]  # (B,)
-        return torch.where(ok[:, None, None], alpha, 0.0), ok  # no NaN in the mix
+        newest = torch.zeros_like(alpha[:1])  # (1, 1, n)
+        newest[..., slot] = 1.0
+        return torch.where(ok[:, None, None], alpha, newest)  # no NaN in the mix

@@ -29,7 +29,6 @@ from deqlab.solvers.solution import (
     SolverError,
     Status,
     relative_residual,
-    residual_norms,
     resolve_tol,
 )
 
@@ -37,10 +36,13 @@ Map = Callable[[torch.Tensor], torch.Tensor]
 
 
 class Stepper(Protocol):
-    """One solve's stepping rule: ``step(z, fz) -> z_next`` on ``(B, N)`` iterates; an
-    object, so that what a method remembers between steps is explicit state."""
+    """One solve's stepping rule: ``step(z, fz, g=None) -> z_next`` on ``(B, N)`` iterates,
+    ``g = fz − z`` (the loop passes the residual it computed; None: the stepper computes it);
+    an object, so that what a method remembers between steps is explicit state."""
 
-    def __call__(self, z: torch.Tensor, fz: torch.Tensor) -> torch.Tensor: ...
+    def __call__(
+        self, z: torch.Tensor, fz: torch.Tensor, g: torch.Tensor | None = None
+    ) -> torch.Tensor: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,7 +97,7 @@ class Solver(SolverOptions, ABC):
         trace.compacting = compact
         step = self.stepper()
         while not trace.done:
-            z_next = step(z, trace.fz)
+            z_next = step(z, trace.fz, trace.g)
             if compact and trace.settled:  # evaluate only the rows still pending
                 z, fz = evaluate_pending(f, z, z_next, trace.fz, trace.pending, shape)
             else:
@@ -181,9 +183,10 @@ class IterationTrace:
         self.observe(z0, fz0)
 
     def observe(self, z: torch.Tensor, fz: torch.Tensor) -> None:
-        """Record ``f(z) = fz`` (both ``(B, N)``) and decide whether to stop."""
-        self.fz = fz
-        r_abs = residual_norms(z.detach(), fz.detach(), "abs")  # (B,)
+        """Record ``f(z) = fz`` (both ``(B, N)``), its residual ``g = fz − z`` (the stepper
+        reuses it), and decide whether to stop."""
+        self.fz, self.g = fz, fz - z
+        r_abs = torch.linalg.vector_norm(self.g.detach(), dim=1)  # (B,)
         r = r_abs if self.solver.stop == "abs" else relative_residual(r_abs, fz.detach())
         self.steps += self.best_r > self.tol  # (B,) evaluations until the row met tol
         improved = r < self.best_r  # (B,); False where r is NaN

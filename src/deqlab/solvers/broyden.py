@@ -101,9 +101,11 @@ class BroydenState:
         self.us, self.vs = History(memory), History(memory)
         self.previous: tuple[torch.Tensor, torch.Tensor] | None = None
 
-    def __call__(self, z: torch.Tensor, fz: torch.Tensor) -> torch.Tensor:
+    def __call__(
+        self, z: torch.Tensor, fz: torch.Tensor, g: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Update ``B`` with ``(Δz, Δg)`` (when there is a previous step); ``z − B g(z)``."""
-        g = fz - z  # (B, N)
+        g = fz - z if g is None else g  # (B, N)
         if self.previous is not None:
             self._update(z - self.previous[0], g - self.previous[1])
         self.previous = (z, g)

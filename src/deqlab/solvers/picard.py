@@ -29,5 +29,5 @@ class Picard(Solver):
     def stepper(self) -> Stepper:
         """``z + β(f(z) − z)``; no state."""
         if self.damping == 1.0:
-            return lambda z, fz: fz
-        return lambda z, fz: z + self.damping * (fz - z)
+            return lambda z, fz, g=None: fz
+        return lambda z, fz, g=None: z + self.damping * (fz - z if g is None else g)
