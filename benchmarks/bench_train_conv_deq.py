@@ -25,7 +25,14 @@ evaluations. Each gradient
 is labelled: deqlab from ``last_backward.exact``; torchdeq "approximate" for its default
 1-step gradient, "exact" for IFT when its adjoint met the tolerance.
 
+``--deqlab-backward NAME`` gives deqlab another backward in the defaults setting (the solver
+stays the default): ``jacobian-free`` or ``phantom:STEPS,DAMPING`` (approximate, labelled so),
+to count the steps to the target and the work per step of each; ``--settings defaults``
+skips the matched setting, ``--libraries deqlab`` torchdeq.
+
     python benchmarks/bench_train_conv_deq.py [--device cuda] [--threads 2] [--json out.json]
+    python benchmarks/bench_train_conv_deq.py --libraries deqlab --settings defaults \
+        --deqlab-backward phantom:5,0.5
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ import torch
 from torch import nn
 
 import deqlab
-from deqlab import DEQ, Anderson, Implicit
+from deqlab import DEQ, Anderson, Implicit, JacobianFree, Phantom
 
 MATCHED = {"history": 6, "tikhonov": 1e-4, "tol": 1e-3, "max_iter": 30}
 
@@ -114,14 +121,33 @@ class Net(nn.Module):
         return self.head(self.solve(x))
 
 
+def backward_option(text: str):
+    """``--deqlab-backward``: ``implicit`` (DEQ's default, exact), ``jacobian-free``, or
+    ``phantom:STEPS,DAMPING`` (both approximate); None for the default."""
+    if text == "implicit":
+        return None
+    if text == "jacobian-free":
+        return JacobianFree()
+    name, _, values = text.partition(":")
+    if name != "phantom":
+        raise argparse.ArgumentTypeError(
+            f"unknown backward {text!r}; expected implicit, jacobian-free or phantom:STEPS,DAMPING"
+        )
+    try:
+        steps, damping = values.split(",")
+        return Phantom(int(steps), float(damping))
+    except ValueError as err:  # not two numbers, or out of range (Phantom's own message)
+        raise argparse.ArgumentTypeError(f"bad phantom settings {values!r}: {err}") from err
+
+
 class DeqlabLayer(nn.Module):
-    def __init__(self, cell: Cell, matched: bool) -> None:
+    def __init__(self, cell: Cell, matched: bool, backward=None) -> None:
         super().__init__()
         if matched:
             solver = Anderson(**MATCHED, stop="rel", per_sample=True)
             self.deq = DEQ(cell, solver=solver, backward=Implicit(solver=solver))
-        else:
-            self.deq = DEQ(cell)
+        else:  # the defaults, or the defaults with another backward (--deqlab-backward)
+            self.deq = DEQ(cell, backward=backward)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.deq(x)
@@ -132,7 +158,7 @@ class DeqlabLayer(nn.Module):
 
 
 class TorchdeqLayer(nn.Module):
-    def __init__(self, cell: Cell, matched: bool) -> None:
+    def __init__(self, cell: Cell, matched: bool, backward=None) -> None:
         super().__init__()
         from torchdeq import get_deq
 
@@ -216,9 +242,9 @@ def accuracy(model: Net, images: torch.Tensor, labels: torch.Tensor) -> float:
 def make_runs(names, matched: bool, args, device) -> list[Run]:
     runs = []
     for name in names:
-        model = Net(args.channels, lambda cell, n=name: LAYERS[n](cell, matched), args.seed).to(
-            device
-        )
+        backward = backward_option(args.deqlab_backward) if name == "deqlab" else None
+        layer = lambda cell, n=name, b=backward: LAYERS[n](cell, matched, b)  # noqa: E731
+        model = Net(args.channels, layer, args.seed).to(device)
         runs.append(Run(name, model, torch.optim.Adam(model.parameters(), lr=1e-3)))
     return runs
 
@@ -264,7 +290,8 @@ def peak_memory(name: str, matched: bool, data, args, device, sync) -> float:
     this one's heap already holds what the earlier phases freed."""
     if device.type != "cuda":
         options = ["--channels", str(args.channels), "--batch", str(args.batch), "--seed",
-                   str(args.seed), "--threads", str(args.threads)]  # fmt: skip
+                   str(args.seed), "--threads", str(args.threads),
+                   "--deqlab-backward", args.deqlab_backward]  # fmt: skip
         if args.n_train is not None:
             options += ["--n-train", str(args.n_train)]
         probe = [sys.executable, __file__, *options, "--memory-probe", name, str(int(matched))]
@@ -351,11 +378,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--libraries", nargs="+", default=["deqlab", "torchdeq"], choices=list(LAYERS)
     )
+    parser.add_argument(
+        "--deqlab-backward",
+        default="implicit",
+        metavar="NAME",
+        help="deqlab's backward in the defaults setting: implicit (its default), "
+        "jacobian-free or phantom:STEPS,DAMPING (e.g. phantom:5,0.5)",
+    )
+    parser.add_argument(
+        "--settings", nargs="+", default=["defaults", "matched"], choices=["defaults", "matched"]
+    )
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--memory-probe", nargs=2, metavar=("LIBRARY", "MATCHED"),
                         help="(internal) print the peak RSS growth of 3 CPU steps")  # fmt: skip
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    try:
+        backward_option(args.deqlab_backward)
+    except argparse.ArgumentTypeError as err:
+        parser.error(f"--deqlab-backward: {err}")
+    return args
 
 
 def main(argv=None) -> dict:
@@ -380,7 +422,10 @@ def main(argv=None) -> dict:
     print(f"deqlab {deqlab.__version__}, torch {torch.__version__}, device {device}, "
           f"threads {args.threads}, {data[0].shape[0]} digits, batch {args.batch}")  # fmt: skip
     results = {}
-    for setting, matched in (("defaults", False), ("matched", True)):
+    if args.deqlab_backward != "implicit":
+        print(f"deqlab backward in the defaults setting: {args.deqlab_backward}")
+    for setting in args.settings:
+        matched = setting == "matched"
         runs = make_runs(args.libraries, matched, args, device)
         (time_to_target if not matched else per_step)(runs, data, args, sync)
         memory = {name: None for name in args.libraries}

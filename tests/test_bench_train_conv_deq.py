@@ -59,3 +59,26 @@ def test_cuda_without_a_gpu_is_a_usage_error(tmp_path):
     done = run(tmp_path, "--device", "cuda", "--no-memory")
     assert done.returncode == 2
     assert "--device cuda" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("backward", "vjps"), [("phantom:3,0.5", 2), ("jacobian-free", 0)])
+def test_named_backward_replaces_deqlabs_default(tmp_path, backward, vjps):
+    # Phantom(k, λ) spends k − 1 full-batch VJPs, JacobianFree none; both are approximate
+    done = run(tmp_path, "--libraries", "deqlab", "--settings", "defaults", "--no-memory",
+               "--deqlab-backward", backward)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "out.json").read_text())["defaults"]
+    assert row["vjps_per_step"] == vjps
+    assert row["gradient"] == {"approximate": row["steps"]}
+    assert f"deqlab backward in the defaults setting: {backward}" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("backward", "message"),
+    [("phantom:0,0.5", "`steps` must be >= 1"), ("newton", "unknown backward 'newton'")],
+)
+def test_bad_backward_is_a_usage_error(tmp_path, backward, message):
+    done = run(tmp_path, "--deqlab-backward", backward)
+    assert done.returncode == 2
+    assert message in done.stderr
