@@ -61,6 +61,7 @@ def test_phantom_equals_backpropagation_through_damped_steps_from_z_star(steps, 
         torch.testing.assert_close(a, b, atol=1e-11, rtol=0)
     record = deq.last_backward
     assert record.method == "phantom" and not record.exact and record.vjps == steps - 1
+    assert record.evaluations == (steps > 1)  # the graph at z*, only when a VJP is taken
 
 
 def test_phantom_tends_to_the_implicit_gradient_at_the_damped_rate():

@@ -187,7 +187,7 @@ def _work(problem: Adjoint) -> tuple[float, float]:
 
 def _phantom(backward: Phantom, problem: Adjoint) -> tuple[torch.Tensor, BackwardRecord]:
     lam, g, vjp = backward.damping, problem.grad, problem.vjp
-    assert vjp is not None
+    assert vjp is not None or backward.steps == 1
     u = lam * g  # the first step from u = 0 (J_fᵀ0 = 0: no VJP)
     for _ in range(backward.steps - 1):
         u = (1 - lam) * u + lam * (g + vjp(u))
@@ -246,6 +246,12 @@ class GradientSpec:
     forward: Solution
 
 
+def _takes_vjps(backward: Backward) -> bool:
+    """Whether the backward takes VJPs (then the graph of ``f`` at ``z*`` is recorded, one
+    evaluation): ``Implicit``, and ``Phantom`` beyond its first step."""
+    return isinstance(backward, Implicit) or (isinstance(backward, Phantom) and backward.steps > 1)
+
+
 class ImplicitGradient(torch.autograd.Function):
     """Identity on values (returns ``z*``); backward maps ``g`` to the ``u`` of the
     backward object (:func:`adjoint`), which autograd sends along the edge ``f(z*)``."""
@@ -271,7 +277,7 @@ class ImplicitGradient(torch.autograd.Function):
         if not isinstance(spec.backward, JacobianFree) and not bool(torch.isfinite(grad).all()):
             raise ValueError("the gradient reaching the fixed point z* must be finite; got NaN/Inf")
         (z_star,) = ctx.saved_tensors
-        vjp = VJP(spec.f, z_star) if isinstance(spec.backward, Implicit | Phantom) else None
+        vjp = VJP(spec.f, z_star) if _takes_vjps(spec.backward) else None
         problem = Adjoint(
             vjp, grad, spec.forward, spec.solver, spec.stats, spec.on_failure, spec.hint
         )
