@@ -17,6 +17,9 @@ Levers (each against its own baseline, same forward solver):
 * ``Implicit(warm_start=True)``: starts at the previous step's adjoint, exact;
 * ``Implicit(init="shine")`` with a Broyden forward: starts at SHINE's ``−Bᵀg`` (Ramzi et
   al. 2022), exact;
+* the adjoint's solver (exact, same tolerance and cap): Anderson with history 10, 20, 40
+  (on the linear adjoint, Anderson with a history as long as the solve is GMRES: Walker &
+  Ni 2011) or Broyden, against the forward's Anderson (history 5);
 * approximate backwards, for scale: ``Shine()`` (0 VJPs), ``Phantom(5, 0.5)`` (4 VJPs),
   ``JacobianFree()`` (0 VJPs).
 
@@ -26,6 +29,7 @@ Levers (each against its own baseline, same forward solver):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -40,6 +44,12 @@ from deqlab.implicit import TRAINING_SOLVER
 ANDERSON = TRAINING_SOLVER  # the DEQ layer's default: Anderson per sample, tol 1e-3, 40 evals
 BROYDEN = Broyden(tol=1e-3, max_iter=40, per_sample=True)
 
+
+def adjoint_anderson(history: int) -> Implicit:
+    """The default exact backward with an adjoint Anderson of another history (same tol, cap)."""
+    return Implicit(solver=dataclasses.replace(ANDERSON, history=history), init="grad")
+
+
 CONFIGS = {  # name: (forward solver, backward, row compaction)
     "anderson + Implicit(init=zero), all rows": (ANDERSON, Implicit(), False),
     "anderson + Implicit(init=zero)": (ANDERSON, Implicit(), True),
@@ -47,6 +57,14 @@ CONFIGS = {  # name: (forward solver, backward, row compaction)
     "anderson + Implicit(init=grad, warm_start)": (
         ANDERSON,
         Implicit(init="grad", warm_start=True),
+        True,
+    ),
+    "anderson + Implicit(init=grad), adjoint m=10": (ANDERSON, adjoint_anderson(10), True),
+    "anderson + Implicit(init=grad), adjoint m=20": (ANDERSON, adjoint_anderson(20), True),
+    "anderson + Implicit(init=grad), adjoint m=40": (ANDERSON, adjoint_anderson(40), True),
+    "anderson + Implicit(init=grad), adjoint Broyden": (
+        ANDERSON,
+        Implicit(solver=BROYDEN, init="grad"),
         True,
     ),
     "broyden + Implicit(init=zero)": (BROYDEN, Implicit(), True),
@@ -128,11 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
     rows = [train(name, args.steps, args.channels, args.seed) for name in CONFIGS]
-    head = f"{'configuration':<44} {'fwd evals':>9} {'VJPs':>6} {'bwd evals':>9}"
+    head = f"{'configuration':<48} {'fwd evals':>9} {'VJPs':>6} {'bwd evals':>9}"
     print(f"{head} {'exact':>7} {'loss':>6}   (per step, in full batches)")
     for row in rows:
         print(
-            f"{row['config']:<44} {row['forward_evaluations_per_step']:>9.2f} "
+            f"{row['config']:<48} {row['forward_evaluations_per_step']:>9.2f} "
             f"{row['vjps_per_step']:>6.2f} {row['backward_evaluations_per_step']:>9.2f} "
             f"{row['exact_gradients']:>3}/{row['steps']:<3} {row['final_loss']:>6.3f}"
         )

@@ -20,7 +20,7 @@ def test_tiny_run_counts_every_lever(tmp_path):
     done = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr
     rows = {row["config"]: row for row in json.loads(out.read_text())}
-    assert len(rows) == 9 and "fwd evals" in done.stdout
+    assert len(rows) == 13 and "fwd evals" in done.stdout
     assert rows["broyden + Shine() [approximate]"]["vjps_per_step"] == 0
     assert rows["anderson + JacobianFree() [approximate]"]["vjps_per_step"] == 0
     assert rows["anderson + Phantom(5, 0.5) [approximate]"]["vjps_per_step"] == 4
