@@ -56,31 +56,33 @@ class Anderson(Solver):
 
 
 class AndersonState:
-    """What Anderson keeps between steps: the last ``m`` iterates ``x_i`` and residuals
-    ``g_i`` and the Gram matrix ``G Gᵀ`` ``(B, m, m)``, updated one row per step. Where the
-    weights are unusable they are set to the newest slot alone, so that the mix gives that
-    row's plain step exactly (no second ``(B, N)`` select)."""
+    """What Anderson keeps between steps: the last ``m`` damped images ``x_i + β g_i`` (what
+    the weights mix) and residuals ``g_i``, and the Gram matrix ``G Gᵀ`` ``(B, m, m)``,
+    updated one row per step. Where the weights are unusable they are set to the newest slot
+    alone, so that the mix gives that row's plain step exactly (no second ``(B, N)`` select)."""
 
     def __init__(self, solver: Anderson) -> None:
         self.solver = solver
-        self.xs, self.gs = History(solver.history), History(solver.history)
+        self.steps, self.gs = History(solver.history), History(solver.history)
         self.gram: torch.Tensor | None = None  # G Gᵀ (B, m, m), in at least float32
+        self.eye: torch.Tensor | None = None  # I (m, m) and 1 (m, 1): the weights' constants
+        self.ones: torch.Tensor | None = None
 
     def __call__(
         self, z: torch.Tensor, fz: torch.Tensor, g: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """Store ``(z, g = f(z) − z)`` and return the safeguarded mixed iterate ``(B, N)``."""
+        """Store ``(x + βg, g)`` with ``g = f(z) − z`` and return the safeguarded mixed
+        iterate ``Σ α_i (x_i + β g_i)`` ``(B, N)`` (β = 1: ``Σ α_i f(x_i)``)."""
         beta, g = self.solver.damping, fz - z if g is None else g  # (B, N)
-        self.xs.push(z)
+        plain = fz if beta == 1.0 else z + beta * g  # this row's plain step
         slot = self.gs.push(g)
+        self.steps.push(plain)
         H = self._update_gram(g, slot)
         n = len(self.gs)
         if n == 1:
-            return z + beta * g  # the plain step
-        X, G = self.xs.stacked(), self.gs.stacked()  # (B, n, N)
-        alpha = self._weights(H[:, :n, :n], slot).to(X.dtype)  # (B, 1, n)
-        mixed = alpha @ G if beta == 1.0 else beta * (alpha @ G)
-        return (alpha @ X + mixed)[:, 0]  # Σα(x + βg): (B, N)
+            return plain
+        alpha = self._weights(H[:, :n, :n], slot).to(z.dtype)  # (B, 1, n)
+        return (alpha @ self.steps.stacked())[:, 0]
 
     def _update_gram(self, g: torch.Tensor, slot: int) -> torch.Tensor:
         """Write row and column ``slot`` of ``G Gᵀ`` (``g_i · g_new``); in place, except when
@@ -92,7 +94,8 @@ class AndersonState:
         recorded = torch.is_grad_enabled() and (g.requires_grad or self.gram.requires_grad)
         H = self.gram.clone() if recorded else self.gram
         n = len(self.gs)
-        row = (self.gs.stacked().to(H.dtype) @ g.to(H.dtype)[:, :, None])[:, :, 0]  # (B, n)
+        G = self.gs.stacked().to(H.dtype)  # (B, n, N)
+        row = (g.to(H.dtype)[:, None, :] @ G.mT)[:, 0]  # (B, n); gᵀGᵀ: a fast bmm layout
         H[:, slot, :n] = row
         H[:, :n, slot] = row
         self.gram = H
@@ -102,13 +105,13 @@ class AndersonState:
         """``α = y / 1ᵀy`` with ``(H + λI) y = 1`` ``(B, 1, n)``; where that is unusable
         (singular, or not finite) ``α = e_slot``, the newest step alone."""
         n = H.shape[1]
-        scale = H.diagonal(dim1=1, dim2=2).mean(dim=1)  # (B,)
-        H = H.clone()
-        H.diagonal(dim1=1, dim2=2).add_((self.solver.tikhonov * scale)[:, None])  # H + λI
-        ones = H.new_ones(H.shape[0], n, 1)
-        y, info = torch.linalg.solve_ex(H, ones)  # (B, n, 1), (B,)
-        alpha = (y / y.sum(dim=1, keepdim=True)).transpose(1, 2)  # (B, 1, n)
-        ok = (info == 0) & torch.isfinite(alpha).all(dim=2)[:, 0]  # (B,)
-        newest = torch.zeros_like(alpha[:1])  # (1, 1, n)
-        newest[..., slot] = 1.0
-        return torch.where(ok[:, None, None], alpha, newest)  # no NaN in the mix
+        if self.eye is None:  # the constants, made once per solve
+            self.eye = torch.eye(self.solver.history, dtype=H.dtype, device=H.device)
+            self.ones = torch.ones(self.solver.history, 1, dtype=H.dtype, device=H.device)
+        eye = self.eye[:n, :n]
+        lam = self.solver.tikhonov * H.diagonal(dim1=1, dim2=2).mean(dim=1)  # (B,)
+        y, info = torch.linalg.solve_ex(H + lam[:, None, None] * eye, self.ones[:n])
+        alpha = (y / y.sum(dim=1, keepdim=True)).mT  # (B, 1, n)
+        # 1ᵀα is finite exactly when every α_i is (they sum to 1 when finite)
+        ok = (info == 0) & torch.isfinite(alpha.sum(dim=2))[:, 0]  # (B,)
+        return torch.where(ok[:, None, None], alpha, eye[slot])  # no NaN in the mix

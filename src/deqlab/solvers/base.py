@@ -99,10 +99,11 @@ class Solver(SolverOptions, ABC):
         while not trace.done:
             z_next = step(z, trace.fz, trace.g)
             if compact and trace.settled:  # evaluate only the rows still pending
-                z, fz = evaluate_pending(f, z, z_next, trace.fz, trace.pending, shape)
+                moved = trace.pending
+                z, fz = evaluate_pending(f, z, z_next, trace.fz, moved, shape)
             else:
-                z, fz = z_next, f_flat(z_next)
-            trace.observe(z, fz)
+                moved, z, fz = None, z_next, f_flat(z_next)
+            trace.observe(z, fz, moved)
         solution = self.finish(step, trace.solution(shape))
         if self.throw and not solution.converged:
             raise SolverError(self.name, solution, tol=tol, stop=self.stop)
@@ -180,34 +181,40 @@ class IterationTrace:
         self.steps = torch.zeros(z0.shape[0], dtype=torch.long, device=z0.device)  # (B,)
         self.compacting = False  # rows that met tol are frozen (see deqlab.solvers.rows)
         self.settled = False  # some row met tol
+        self.pending = torch.ones_like(self.steps, dtype=torch.bool)  # (B,) rows still to converge
         self.observe(z0, fz0)
 
-    def observe(self, z: torch.Tensor, fz: torch.Tensor) -> None:
+    def observe(
+        self, z: torch.Tensor, fz: torch.Tensor, moved: torch.Tensor | None = None
+    ) -> None:
         """Record ``f(z) = fz`` (both ``(B, N)``), its residual ``g = fz − z`` (the stepper
-        reuses it), and decide whether to stop."""
+        reuses it), and decide whether to stop. ``moved`` (B,): the rows that stepped, when
+        the others were frozen at their best iterate (row compaction); None: all did."""
         self.fz, self.g = fz, fz - z
         r_abs = torch.linalg.vector_norm(self.g.detach(), dim=1)  # (B,)
         r = r_abs if self.solver.stop == "abs" else relative_residual(r_abs, fz.detach())
-        self.steps += self.best_r > self.tol  # (B,) evaluations until the row met tol
+        self.steps += self.pending  # (B,) evaluations until the row met tol
         improved = r < self.best_r  # (B,); False where r is NaN
+        kept = improved if moved is None else improved | ~moved  # frozen rows are their best
         self.best_r = torch.where(improved, r, self.best_r)
         self.least_abs = torch.fmin(self.least_abs, r_abs)
         pending = self.best_r > self.tol  # (B,) samples still to converge
         blown_up = pending & (r_abs > self.solver.divergence_factor * self.least_abs)
-        flags = [r.max(), torch.isfinite(r_abs).all(), pending.any(), blown_up.any()]
-        flags += [improved.all(), improved.any(), pending.all()]
-        worst, finite, any_pending, any_blown_up, all_improved, any_improved, all_pending = (
-            torch.stack(flags).tolist()  # the one device sync of the step
-        )
-        self.pending, self.settled = pending, not all_pending
-        if all_improved:  # no copy: iterates are never modified in place
+        maxima = torch.stack([r.max(), r_abs.max()]).double()  # NaN propagates through max
+        counts = [m.sum(dtype=torch.float64) for m in (pending, blown_up, kept, improved)]
+        worst, largest_abs, n_pending, n_blown_up, n_kept, n_improved = torch.cat(
+            [maxima, torch.stack(counts)]
+        ).tolist()  # the one device sync of the step
+        rows = len(r)
+        self.pending, self.settled = pending, n_pending < rows
+        if n_kept == rows:  # no copy: iterates are never modified in place
             self.best_z = z
-        elif any_improved:
+        elif n_improved:
             self.best_z = torch.where(improved[:, None], z, self.best_z)
         self.residuals.append(worst)
-        if not finite or any_blown_up:
+        if not math.isfinite(largest_abs) or n_blown_up:
             self.status, self.done = Status.DIVERGED, True
-        elif not any_pending:
+        elif not n_pending:
             self.status, self.done = Status.CONVERGED, True
         elif len(self.residuals) >= self.solver.max_iter:
             self.done = True

@@ -41,7 +41,6 @@ def evaluate_pending(
     """The next iterate and its image ``(B, N)``: pending rows step to ``z_next`` and are
     evaluated (``f.rows``), the others keep ``z`` and ``f(z)``."""
     index = pending.nonzero()[:, 0]  # (k,)
-    z = torch.where(pending[:, None], z_next, z)
-    z_sub = z.index_select(0, index).reshape(len(index), *shape[1:])
-    f_sub = f.rows(z_sub, index).reshape(len(index), -1)
-    return z, fz.index_copy(0, index, f_sub)
+    z_sub = z_next.index_select(0, index)  # (k, N)
+    f_sub = f.rows(z_sub.reshape(len(index), *shape[1:]), index).reshape(len(index), -1)
+    return z.index_copy(0, index, z_sub), fz.index_copy(0, index, f_sub)
