@@ -26,9 +26,10 @@ is labelled: deqlab from ``last_backward.exact``; torchdeq "approximate" for its
 1-step gradient, "exact" for IFT when its adjoint met the tolerance.
 
 ``--deqlab-backward NAME`` gives deqlab another backward in the defaults setting (the solver
-stays the default): ``jacobian-free`` or ``phantom:STEPS,DAMPING`` (approximate, labelled so),
-to count the steps to the target and the work per step of each; ``--settings defaults``
-skips the matched setting, ``--libraries deqlab`` torchdeq.
+stays the default; deqlab's own default is the phantom gradient ``Phantom()``): ``implicit``
+(exact), ``jacobian-free`` or ``phantom:STEPS,DAMPING`` (approximate, labelled so), to count
+the steps to the target and the work per step of each; ``--settings defaults`` skips the
+matched setting, ``--libraries deqlab`` torchdeq.
 
     python benchmarks/bench_train_conv_deq.py [--device cuda] [--threads 2] [--json out.json]
     python benchmarks/bench_train_conv_deq.py --libraries deqlab --settings defaults \
@@ -122,16 +123,20 @@ class Net(nn.Module):
 
 
 def backward_option(text: str):
-    """``--deqlab-backward``: ``implicit`` (DEQ's default, exact), ``jacobian-free``, or
-    ``phantom:STEPS,DAMPING`` (both approximate); None for the default."""
-    if text == "implicit":
+    """``--deqlab-backward``: ``default`` (DEQ's default, the phantom gradient ``Phantom()``:
+    None), ``implicit`` (exact, the adjoint started at g), ``jacobian-free``, or
+    ``phantom:STEPS,DAMPING`` (approximate)."""
+    if text == "default":
         return None
+    if text == "implicit":
+        return Implicit(init="grad")
     if text == "jacobian-free":
         return JacobianFree()
     name, _, values = text.partition(":")
     if name != "phantom":
         raise argparse.ArgumentTypeError(
-            f"unknown backward {text!r}; expected implicit, jacobian-free or phantom:STEPS,DAMPING"
+            f"unknown backward {text!r}; expected default, implicit, jacobian-free or "
+            "phantom:STEPS,DAMPING"
         )
     try:
         steps, damping = values.split(",")
@@ -380,10 +385,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--deqlab-backward",
-        default="implicit",
+        default="default",
         metavar="NAME",
-        help="deqlab's backward in the defaults setting: implicit (its default), "
-        "jacobian-free or phantom:STEPS,DAMPING (e.g. phantom:5,0.5)",
+        help="deqlab's backward in the defaults setting: default (DEQ's own, Phantom()), "
+        "implicit (exact), jacobian-free or phantom:STEPS,DAMPING (e.g. phantom:3,0.8)",
     )
     parser.add_argument(
         "--settings", nargs="+", default=["defaults", "matched"], choices=["defaults", "matched"]
@@ -422,7 +427,7 @@ def main(argv=None) -> dict:
     print(f"deqlab {deqlab.__version__}, torch {torch.__version__}, device {device}, "
           f"threads {args.threads}, {data[0].shape[0]} digits, batch {args.batch}")  # fmt: skip
     results = {}
-    if args.deqlab_backward != "implicit":
+    if args.deqlab_backward != "default":
         print(f"deqlab backward in the defaults setting: {args.deqlab_backward}")
     for setting in args.settings:
         matched = setting == "matched"

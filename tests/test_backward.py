@@ -184,7 +184,7 @@ def test_row_compacted_adjoint_is_exact_per_sample_with_less_work():
     records = {}
     for compaction in (True, False):
         solver = Picard(tol=1e-12, stop="abs", max_iter=2000, per_sample=True)
-        deq = DEQ(ScaledRotation(), solver=solver, row_compaction=compaction)
+        deq = DEQ(ScaledRotation(), solver=solver, backward=Implicit(), row_compaction=compaction)
         x.grad = None
         (deq((x, scales)) * c).sum().backward()
         R, eye = deq.cell.R, torch.eye(2, dtype=torch.float64)

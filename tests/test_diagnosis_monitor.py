@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from deqlab import DEQ, Anderson
+from deqlab import DEQ, Anderson, Implicit
 from deqlab.diagnosis import RateMonitor
 from deqlab.diagnosis.monitor import hessian_lambda_max
 
@@ -31,7 +31,7 @@ class TanhCell(nn.Module):
 
 def problem(n: int = 10, m: int = 4):
     torch.manual_seed(7)
-    deq = DEQ(TanhCell(m), solver=Anderson(tol=1e-13, max_iter=300))
+    deq = DEQ(TanhCell(m), solver=Anderson(tol=1e-13, max_iter=300), backward=Implicit())
     head = nn.Linear(m, 1, bias=False)
     X, y = torch.randn(n, m), torch.randn(n, 1)
 
@@ -137,7 +137,7 @@ def test_hessian_of_a_trained_deq_against_the_dense_unrolled_hessian():
     from deqlab import Picard, Unrolled
 
     X, y = torch.randn(5, 3), torch.randn(5, 2)
-    model = Model(lambda f: DEQ(f, solver=Anderson(tol=1e-14, max_iter=300)))
+    model = Model(lambda f: DEQ(f, solver=Anderson(tol=1e-14, max_iter=300), backward=Implicit()))
     oracle = Model(lambda f: DEQ(f, solver=Picard(tol=1e-14, max_iter=400), backward=Unrolled()))
     params = list(model.parameters())
     names = [name for name, _ in model.named_parameters()]

@@ -65,7 +65,7 @@ def picard_reference(cell, x, freeze=True):
 
 def failing_layer(**options):
     solver = Picard(tol=TOL, max_iter=STEPS, per_sample=True)
-    return DEQ(ScaledRotation(), solver=solver, **options)
+    return DEQ(ScaledRotation(), solver=solver, **{"backward": Implicit(), **options})
 
 
 def test_unconverged_forward_returns_each_samples_best_iterate_and_records_it():
@@ -128,7 +128,11 @@ def test_gradient_from_an_unconverged_point_is_marked_not_exact():
 
 
 def test_converged_solves_give_an_exact_gradient():
-    deq = DEQ(ScaledRotation(), solver=Anderson(tol=1e-12, max_iter=100, per_sample=True))
+    deq = DEQ(
+        ScaledRotation(),
+        solver=Anderson(tol=1e-12, max_iter=100, per_sample=True),
+        backward=Implicit(),
+    )
     contractive = torch.tensor([0.5, 0.8, 0.9], dtype=torch.float64)
     deq((torch.randn(3, 2, dtype=torch.float64), contractive)).sum().backward()
     assert deq.last_forward.converged and deq.last_backward.exact

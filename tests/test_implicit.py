@@ -201,7 +201,7 @@ class TanhCell(nn.Module):
 
 def test_deq_module_matches_unrolled_and_exposes_stats():
     x = torch.randn(3, 5)
-    deq = DEQ(TanhCell(), solver=Broyden(tol=1e-12, stop="abs"))
+    deq = DEQ(TanhCell(), solver=Broyden(tol=1e-12, stop="abs"), backward=Implicit(init="grad"))
     assert deq.last_forward is None and set(dict(deq.named_parameters())) == {
         "cell.W",
         "cell.U",
@@ -304,7 +304,10 @@ def test_deq_training_default_meets_its_tolerance_per_sample(dtype):
     fz = torch.tanh(z.double() @ W.T + b + x64)
     bound = (fz - z.double()).norm(dim=1) / 0.2
     assert bool(((z.double() - z_ref).norm(dim=1) <= bound + 1e-6).all())
-    z.square().sum().backward()  # the adjoint solve meets the same tolerance: exact
+    z.square().sum().backward()  # the layer's default gradient: phantom, labelled approximate
+    assert deq.last_backward.method == "phantom" and not deq.last_backward.exact
+    deq.backward = Implicit(init="grad")
+    deq(x).square().sum().backward()  # the adjoint solve meets the same tolerance: exact
     assert deq.last_backward.exact and deq.last_backward.residual <= tol
 
 
@@ -312,7 +315,7 @@ def test_plain_callable_cell_trains_the_modules_it_closes_over():
     c = nn.Linear(6, 6)
     with torch.no_grad():
         c.weight.copy_(contraction(6, 0.8))
-    deq = DEQ(lambda z, x: torch.tanh(c(z) + x), solver=Anderson(**EXACT))
+    deq = DEQ(lambda z, x: torch.tanh(c(z) + x), solver=Anderson(**EXACT), backward=Implicit())
     assert list(deq.parameters()) == []  # documented: a plain callable's modules stay unregistered
     x = torch.randn(4, 6)
     deq(x).pow(3).sum().backward()

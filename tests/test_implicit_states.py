@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from deqlab import DEQ, Anderson, Broyden, Picard, Unrolled, fixed_point
+from deqlab import DEQ, Anderson, Broyden, Implicit, Picard, Unrolled, fixed_point
 from helpers import contraction
 
 EXACT = {"tol": 1e-13, "stop": "abs", "max_iter": 2000}
@@ -77,7 +77,7 @@ class TwoPartCell(nn.Module):
 
 def test_deq_list_state_matches_unrolled_autograd():
     x = torch.randn(3, 5)
-    deq = DEQ(TwoPartCell(), solver=Anderson(**EXACT))
+    deq = DEQ(TwoPartCell(), solver=Anderson(**EXACT), backward=Implicit())
     h, c = z = deq(x)
     assert isinstance(z, list) and h.shape == c.shape == (4, 5)
     forward = deq.last_forward

@@ -14,7 +14,9 @@ At step t with loss ``L_t`` and gradient ``g_t`` (as the training loop computed 
 The Hessian-vector products are central differences of exact gradients,
 ``H v ≈ (∇L(θ + εv) − ∇L(θ − εv)) / (2ε)`` (error O(ε²) plus the gradient's own error
 over ε; ours): a DEQ's implicit backward is first order only, so the products cannot come
-from double backpropagation. Each one costs two calls of the user's ``closure``.
+from double backpropagation. Each one costs two calls of the user's ``closure``, whose
+gradients must be exact: a :class:`deqlab.DEQ` with ``backward=Implicit()`` (the layer's
+default phantom gradient is an approximation).
 The prediction is for plain GD; with another optimiser (Adam, momentum) it is NOT
 APPLICABLE and the monitor records the ratio and the measured factor only.
 """
