@@ -6,7 +6,8 @@ images), minibatches of 64, Adam 1e-3, float32. Both libraries solve the same ce
 same initial weights; only the DEQ layer differs.
 
 Three measurements, the two libraries stepped in turn (round robin, the order reversed every
-other step) so that load hits both alike:
+other step) so that load hits both alike, after one untimed warm-up step of each on a
+throwaway model (:func:`warm_up`):
 
 1. **defaults**: each library as a new user gets it (deqlab ``DEQ(cell)``; torchdeq
    ``get_deq()``), trained until the training accuracy (all 1797 images, measured every
@@ -267,6 +268,15 @@ def turn(runs: list[Run], step: int) -> list[Run]:
     return runs if step % 2 == 0 else runs[::-1]
 
 
+def warm_up(names, matched: bool, data, args, device, sync) -> None:
+    """One untimed step of each library on a throwaway model and the first ``--batch`` images
+    of ``data``: lazy initialisation (the CUDA context, kernels, allocator) is then not charged
+    to whichever library happens to step first."""
+    images, labels = data[0][: args.batch], data[1][: args.batch]
+    for run in make_runs(names, matched, args, device):
+        run.step(images, labels, sync)
+
+
 def time_to_target(runs: list[Run], data, args, sync) -> None:
     """Round robin over the runs still below the target, one minibatch each per turn."""
     stream = batches(*data, args.batch, args.seed)
@@ -320,9 +330,7 @@ def memory_probe(name: str, matched: bool, args) -> float:
     images has initialised torch's kernels (Linux: VmHWM, reset to the current RSS through
     /proc/self/clear_refs)."""
     data = digits(torch.device("cpu"), args.n_train)
-    (warm,) = make_runs([name], matched, args, torch.device("cpu"))
-    warm.step(data[0][:2], data[1][:2], lambda: None)  # torch's lazy initialisation, 2 images
-    del warm
+    warm_up([name], matched, (data[0][:2], data[1][:2]), args, torch.device("cpu"), lambda: None)
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")
     before = _status_kib("VmRSS")
@@ -431,6 +439,7 @@ def main(argv=None) -> dict:
         print(f"deqlab backward in the defaults setting: {args.deqlab_backward}")
     for setting in args.settings:
         matched = setting == "matched"
+        warm_up(args.libraries, matched, data, args, device, sync)
         runs = make_runs(args.libraries, matched, args, device)
         (time_to_target if not matched else per_step)(runs, data, args, sync)
         memory = {name: None for name in args.libraries}
