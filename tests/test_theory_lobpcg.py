@@ -35,6 +35,20 @@ def test_the_least_eigenvalue_of_a_clustered_spectrum_to_rtol_and_from_above():
     assert found.block.shape == (500, lobpcg.BLOCK)
 
 
+def test_the_trace_sees_every_step_and_ritz_values_fall_to_the_answer():
+    A = _with_spectrum(_clustered())
+    trace = []
+    found = least_eigenvalue_lobpcg(
+        A, float32_cholesky(A, torch.empty_like(A)), rtol=1e-9, stall=5,
+        on_step=lambda step, theta, residual: trace.append((step, theta, residual)),
+    )  # fmt: skip
+    assert [step for step, _, _ in trace] == list(range(1, found.steps + 1))
+    thetas = torch.tensor([theta for _, theta, _ in trace], dtype=torch.float64)
+    assert bool((thetas[1:] <= thetas[:-1] * (1 + 1e-12)).all())  # Rayleigh–Ritz: monotone
+    assert thetas[-1].item() == pytest.approx(found.value, rel=1e-10)
+    assert trace[-1][2] < trace[0][2]
+
+
 def test_the_block_of_a_solve_restarts_the_same_matrix_at_once():
     A = _with_spectrum(_clustered())
     precondition = float32_cholesky(A, torch.empty_like(A))

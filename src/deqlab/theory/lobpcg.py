@@ -82,12 +82,14 @@ def least_eigenvalue_lobpcg(
     stall: int,
     start: torch.Tensor | None = None,
     seed: int = 0,
+    on_step: Callable[[int, float, float], None] | None = None,
 ) -> LeastRitzPair | None:
     """λ_min of the symmetric PSD float64 matrix A, or None when :data:`MAX_STEPS` pass first.
 
     Stops when the least Ritz value θ has changed by at most ``rtol``·θ over ``stall`` steps or
     its residual is at most ``rtol``·θ. ``start``: (n, b) vectors to begin with (the block of
-    a previous call), else a seeded random block.
+    a previous call), else a seeded random block. ``on_step(step, θ, ‖r‖)`` is called at every
+    step (a convergence trace).
     """
     n = A.shape[0]
     b = min(BLOCK, max(1, n // 3))
@@ -101,7 +103,10 @@ def least_eigenvalue_lobpcg(
     for step in range(1, MAX_STEPS + 1):
         R = AX - X * theta
         history.append(float(theta[0]))
-        if _converged(history, float(R[:, 0].norm()), rtol, stall):
+        residual = float(R[:, 0].norm())
+        if on_step is not None:
+            on_step(step, history[-1], residual)
+        if _converged(history, residual, rtol, stall):
             x = X[:, 0]
             return LeastRitzPair(float(x @ (A @ x)) / float(x @ x), X, step)
         kept = X if P is None else torch.cat([X, P], dim=1)
