@@ -184,9 +184,7 @@ class IterationTrace:
         self.pending = torch.ones_like(self.steps, dtype=torch.bool)  # (B,) rows still to converge
         self.observe(z0, fz0)
 
-    def observe(
-        self, z: torch.Tensor, fz: torch.Tensor, moved: torch.Tensor | None = None
-    ) -> None:
+    def observe(self, z: torch.Tensor, fz: torch.Tensor, moved: torch.Tensor | None = None) -> None:
         """Record ``f(z) = fz`` (both ``(B, N)``), its residual ``g = fz − z`` (the stepper
         reuses it), and decide whether to stop. ``moved`` (B,): the rows that stepped, when
         the others were frozen at their best iterate (row compaction); None: all did."""

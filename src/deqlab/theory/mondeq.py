@@ -24,7 +24,11 @@ Facts worth knowing when reading the results:
   ``ŷ − y`` to ``(I − η Z(0)ᵀZ(0))(ŷ − y)``, whose eigenvalues are all ``≤ −3`` (``n ≥ N``):
   at the bound, GD can increase the loss although the theorem promises ``L(θ(1)) ≤ 0``.
 * Lemma 3.3.2 / C.0.4, ``‖(I − WᵀD)⁻¹u‖ ≤ ‖u‖/m``, holds for ``D = I`` but not for every
-  0/1 diagonal ``D`` (see :func:`lemma_3_3_2`); the gradient bounds of Lemma 3.3.7 rest on it.
+  0/1 diagonal ``D`` (see :func:`deqlab.theory.mondeq_lemmas.lemma_3_3_2`); the gradient
+  bounds of Lemma 3.3.7 rest on it.
+
+The lemmas on the equilibrium (3.3.2–3.3.4) are in :mod:`deqlab.theory.mondeq_lemmas`, those
+on one GD step (3.3.6–3.3.10) in :mod:`deqlab.theory.mondeq_step`.
 """
 
 from __future__ import annotations
@@ -330,116 +334,6 @@ def hypotheses(
     if rate_defined(c.lambda0, eta):
         rows.append(inequality("Hypothesis 3 / Eq. (3.20)", loss, "<=", float(gd_bound(c, k, eta))))
     return rows
-
-
-def lemma_3_3_3(Z: torch.Tensor, X: torch.Tensor, U: torch.Tensor, m: float) -> Inequality:
-    """Lemma 3.3.3: ``‖Z*‖_F ≤ ‖X‖_F ‖U‖₂ / m`` for the equilibrium ``Z*`` (n, N)."""
-    m = check_positive("m", m)
-    return inequality(
-        "Lemma 3.3.3",
-        float(torch.linalg.matrix_norm(Z.detach())),
-        "<=",
-        float(torch.linalg.matrix_norm(X)) * spectral_norm(U.detach()) / m,
-    )
-
-
-def lemma_3_3_2(W: torch.Tensor, u: torch.Tensor, mask: torch.Tensor, m: float) -> Inequality:
-    """Lemma 3.3.2 / C.0.4 as printed: ``max_j ‖(I − Wᵀ D_j)⁻¹ u‖ ≤ ‖u‖ / m``.
-
-    ``D_j = diag(mask[:, j])`` is the ReLU derivative of sample ``j`` (``mask`` (n, N));
-    ``(uᵀ ⊗ I_N) Q⁻¹`` is block diagonal over samples, so its norm is the max over ``j``.
-    The left side is computed exactly (one linear solve per sample). The inequality holds
-    when every ``D_j = I`` (``σ_min(I − W) ≥ m``) but fails for some 0/1 masks, even at
-    equilibria of random monotone DEQs: the complement rows of ``v`` pick up ``W``.
-    """
-    m = check_positive("m", m)
-    n = check_tensor("W", W, ndim=2).shape[0]
-    check_tensor("mask", mask, shape=(n, None))
-    eye = torch.eye(n, dtype=W.dtype, device=W.device)
-    systems = eye - W.detach().T.unsqueeze(0) * mask.T.unsqueeze(1)  # (N, n, n): I − Wᵀ D_j
-    v = torch.linalg.solve(systems, u.detach().expand(mask.shape[1], n))  # (N, n)
-    lhs = float(torch.linalg.vector_norm(v, dim=1).max())
-    return inequality("Lemma 3.3.2", lhs, "<=", float(torch.linalg.vector_norm(u)) / m)
-
-
-def lemma_3_3_4(
-    X: torch.Tensor,
-    *,
-    Z: tuple[torch.Tensor, torch.Tensor],
-    W: tuple[torch.Tensor, torch.Tensor],
-    U: tuple[torch.Tensor, torch.Tensor],
-    m: float,
-) -> Inequality:
-    """Lemma 3.3.4, Eq. (3.15): ``‖Z(k) − Z(s)‖_F ≤ ‖X‖_F(‖ΔU‖₂/m + ‖ΔW‖₂‖U(s)‖₂/m²)``.
-
-    Each pair holds the values at steps ``(k, s)``.
-    """
-    m = check_positive("m", m)
-    dU = spectral_norm((U[0] - U[1]).detach())
-    dW = spectral_norm((W[0] - W[1]).detach())
-    rhs = float(torch.linalg.matrix_norm(X)) * (dU / m + dW * spectral_norm(U[1].detach()) / m**2)
-    return inequality(
-        "Lemma 3.3.4", float(torch.linalg.matrix_norm((Z[0] - Z[1]).detach())), "<=", rhs
-    )
-
-
-def lemma_3_3_4_output(
-    X: torch.Tensor,
-    *,
-    Z: torch.Tensor,
-    W: tuple[torch.Tensor, torch.Tensor],
-    U: tuple[torch.Tensor, torch.Tensor],
-    u: tuple[torch.Tensor, torch.Tensor],
-    m: float,
-) -> Inequality:
-    """Lemma 3.3.4, second part (Eq. C.6): ``‖ŷ(k) − ŷ(s)‖ ≤ ‖X‖_F(‖ΔU‖₂‖u(k)‖/m +
-    ‖ΔW‖₂‖U(s)‖₂‖u(k)‖/m² + ‖U(s)‖₂‖Δu‖/m)`` with ``ŷ = Zᵀu``.
-
-    ``Z``, ``W``, ``U``, ``u`` are pairs of values at steps ``(k, s)``; Eq. (3.15) prints
-    ``y(s)`` on the left, Eq. (C.6) (Appendix C.0.5) ``ŷ_s``, which is what is measured.
-    """
-    m = check_positive("m", m)
-    Zk, Zs = (z.detach() for z in Z)
-    uk, us = (v.detach() for v in u)
-    Us = spectral_norm(U[1].detach())
-    norm_uk = float(torch.linalg.vector_norm(uk))
-    rhs = float(torch.linalg.matrix_norm(X)) * (
-        spectral_norm((U[0] - U[1]).detach()) * norm_uk / m
-        + spectral_norm((W[0] - W[1]).detach()) * Us * norm_uk / m**2
-        + Us * float(torch.linalg.vector_norm(uk - us)) / m
-    )
-    lhs = float(torch.linalg.vector_norm(Zk.T @ uk - Zs.T @ us))
-    return inequality("Lemma 3.3.4 (Eq. C.6)", lhs, "<=", rhs)
-
-
-#: The column prefixes of :func:`lemma_columns`, in the order of its lemmas.
-LEMMA_KEYS = ("lemma3_3_2", "lemma3_3_3", "lemma3_3_4", "lemma3_3_4_output")
-
-
-def lemma_columns(
-    X: torch.Tensor,
-    *,
-    m: float,
-    current: Mapping[str, torch.Tensor],
-    initial: Mapping[str, torch.Tensor],
-    W: tuple[torch.Tensor, torch.Tensor],
-    Z: tuple[torch.Tensor, torch.Tensor],
-) -> dict[str, float]:
-    """Both sides of Lemmas 3.3.2, 3.3.3 and 3.3.4 (Eqs. 3.15 and C.6) at step ``k`` against
-    step 0, as tidy columns ``<key>_lhs`` / ``<key>_rhs`` (:data:`LEMMA_KEYS`).
-
-    ``current`` / ``initial`` map A, B, U, u to their values at steps ``k`` and 0; ``W`` and
-    ``Z`` are the pairs ``(W(k), W(0))`` and ``(Z(k), Z(0))`` (equilibria, n × N). Lemma
-    3.3.2's masks ``D_j`` are read off ``Z(k) > 0``.
-    """
-    U, u = (current["U"], initial["U"]), (current["u"], initial["u"])
-    rows = [
-        lemma_3_3_2(W[0], current["u"], (Z[0] > 0).to(Z[0].dtype), m),
-        lemma_3_3_3(Z[0], X, current["U"], m),
-        lemma_3_3_4(X, Z=Z, W=W, U=U, m=m),
-        lemma_3_3_4_output(X, Z=Z, W=W, U=U, u=u, m=m),
-    ]
-    return sides(LEMMA_KEYS, rows)
 
 
 def sides(keys: Sequence[str], rows: Sequence[Inequality]) -> dict[str, float]:

@@ -28,8 +28,9 @@ import torch
 
 from deqlab._checks import check_positive, check_tensor
 from deqlab.models.mondeq import MonDEQ
-from deqlab.theory.mondeq import PARAMETERS, lemma_columns, sigma_min
+from deqlab.theory.mondeq import PARAMETERS, sigma_min
 from deqlab.theory.mondeq_kernel import prediction_kernel
+from deqlab.theory.mondeq_lemmas import lemma_columns
 
 Record = dict[str, float | int]
 

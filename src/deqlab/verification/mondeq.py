@@ -49,10 +49,10 @@ from deqlab.theory.mondeq import (
     condition_1,
     condition_2,
     gd_rate,
-    lemma_3_3_3,
     mondeq_constants,
     step_size_bound,
 )
+from deqlab.theory.mondeq_lemmas import lemma_3_3_3
 from deqlab.train.mondeq_gd import MonDEQGD
 from deqlab.verification.answers import measured_rate
 from deqlab.verification.inputs import Inputs

@@ -42,7 +42,8 @@ from deqlab.experiments.registry import register
 from deqlab.papers import HIEU
 from deqlab.solvers.splitting import ForwardBackward, MonotoneOperator
 from deqlab.statements import Statement
-from deqlab.theory.mondeq import lemma_columns, mondeq_constants, step_size_bound
+from deqlab.theory.mondeq import mondeq_constants, step_size_bound
+from deqlab.theory.mondeq_lemmas import lemma_columns
 from deqlab.theory.mondeq_step import proposition_3
 from deqlab.train.mondeq_gd import MonDEQGD
 from deqlab.train.resumable import run_resumable

@@ -251,7 +251,7 @@ def sigma_check(
     )
 
 
-#: What each lemma bounds, by the key of :data:`deqlab.theory.mondeq.LEMMA_KEYS`.
+#: What each lemma bounds, by the key of :data:`deqlab.theory.mondeq_lemmas.LEMMA_KEYS`.
 LEMMAS: Mapping[str, tuple[str, str]] = {
     "lemma3_3_2": ("Lemma 3.3.2", "max_j ‖(I − WᵀD_j)⁻¹u‖ ≤ ‖u‖/m (as printed, Lemma C.0.4)"),
     "lemma3_3_3": ("Lemma 3.3.3", "‖Z*‖_F ≤ ‖X‖_F‖U‖₂/m"),
