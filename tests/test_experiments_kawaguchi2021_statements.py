@@ -1,19 +1,23 @@
-"""Kawaguchi (2021) statement builders (experiments/kawaguchi2021/statements.py): Corollaries
-1–2, Theorem 1 and the accuracy times of Eqs. (9)–(12) on synthetic trajectories, each in
-both directions (a trajectory where it holds, one where it must not, and no data)."""
+"""Kawaguchi (2021) statement builders (experiments/kawaguchi2021/statements.py) and the
+hypotheses that guard them (hypotheses.py): Corollaries 1–2, Theorem 1 and the accuracy
+times of Eqs. (9)–(12) on synthetic trajectories, each in both directions (a trajectory
+where it holds, one where it must not, and no data)."""
 
 import math
 
 import pytest
 
 from deqlab.experiments.kawaguchi2021 import statements
-from deqlab.experiments.kawaguchi2021.statements import (
+from deqlab.experiments.kawaguchi2021.hypotheses import (
     COROLLARY_1,
     COROLLARY_2,
-    bound_checks,
-    faster_rate_observation,
     gamma_hypothesis,
     hypotheses,
+    kappa_hypothesis,
+)
+from deqlab.experiments.kawaguchi2021.statements import (
+    bound_checks,
+    faster_rate_observation,
     lambda_bound_check,
 )
 from deqlab.statements import Kind, Source, Verdict
@@ -182,10 +186,10 @@ def test_accuracy_time_needs_a_positive_kappa():
     """τ = 0 and R = ∞ give κ = 0: the hypothesis is unmet and Eqs. (11)–(12) not applicable."""
     rows = _trajectory(1.0, 1.0, kappa=0.0)
     runs = statements.runs_by_task(rows)
-    positive = statements.kappa_hypothesis(runs, tau=0.0, radius=math.inf)
+    positive = kappa_hypothesis(runs, tau=0.0, radius=math.inf)
     assert positive.verdict is Verdict.UNMET and "τ > 0" in positive.needs
     assert _accuracy(rows, positive).verdict is NA
-    held = statements.kappa_hypothesis(statements.runs_by_task(_trajectory(1, 1, kappa=56.25)),
+    held = kappa_hypothesis(statements.runs_by_task(_trajectory(1, 1, kappa=56.25)),
                                         tau=0.1, radius=math.inf)  # fmt: skip
     assert held.verdict is Verdict.HOLDS
     assert statements.accuracy_equation("square", 0.0, math.inf) == "Eq. (10)"

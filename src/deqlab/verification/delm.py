@@ -35,16 +35,15 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from deqlab.experiments.kawaguchi2021.statements import (
+from deqlab.experiments.kawaguchi2021.hypotheses import (
     COROLLARY_1,
     COROLLARY_2,
     Corollary,
-    accuracy_equation,
     gamma_hypothesis,
     hypotheses,
     kappa_hypothesis,
-    lambda_bound_check,
 )
+from deqlab.experiments.kawaguchi2021.statements import accuracy_equation, lambda_bound_check
 from deqlab.models.delm import DELM
 from deqlab.statements import Statement
 from deqlab.theory.kawaguchi2021 import (

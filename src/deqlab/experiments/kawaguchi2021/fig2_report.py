@@ -24,18 +24,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
+from deqlab.experiments.kawaguchi2021.hypotheses import COROLLARY_1, Runs, hypotheses
 from deqlab.experiments.kawaguchi2021.plots import (
     legend_below,
     plot_bounds,
     setting_subtitle,
 )
 from deqlab.experiments.kawaguchi2021.statements import (
-    COROLLARY_1,
-    Runs,
     accuracy_equation,
     corollary_checks,
     faster_rate_observation,
-    hypotheses,
     runs_by_task,
 )
 from deqlab.models.baselines import resnet_io_width

@@ -16,14 +16,12 @@ from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
 from deqlab.experiments.kawaguchi2021.fig2_report import final_gap
+from deqlab.experiments.kawaguchi2021.hypotheses import COROLLARY_2, hypotheses, kappa_hypothesis
 from deqlab.experiments.kawaguchi2021.plots import plot_bounds, setting_subtitle
 from deqlab.experiments.kawaguchi2021.statements import (
-    COROLLARY_2,
     accuracy_equation,
     corollary_checks,
     faster_rate_observation,
-    hypotheses,
-    kappa_hypothesis,
     runs_by_task,
 )
 from deqlab.papers import KAWAGUCHI

@@ -2,11 +2,9 @@
 
 The statement builders of Kawaguchi (2021) shared by Figures 2 and 3.  The corollaries
 are proven for every width and initialization, so they are theorem statements checked on
-every recorded trajectory, guarded by their hypotheses: γ ∈ (0, 1) (Eq. 4), the rank of
-Φ, the loss (through the PL inequality with the corollary's κ, Definition 1), ‖B_t‖₁ <
-(1 − γ)R (Corollary 2), and the gradient flow (Eq. 6), of which our runs are the GD
-discretization with the step η actually used.  A value over several runs is decided by
-:func:`deqlab.statements.worst`: a measured violation is never hidden by a missing run.
+every recorded trajectory, guarded by their hypotheses (:mod:`.hypotheses`).  A value over
+several runs is decided by :func:`deqlab.statements.worst`: a measured violation is never
+hidden by a missing run.
 
 A bound B_τ = L* + (L₀ − L*) e^{−E_τ} holds at step τ iff the trajectory's decay exponent
 e_τ = log((L₀ − L*)/(L_τ − L*)) is at least E_τ.  The statement is decided on
@@ -21,11 +19,18 @@ above the bound holds, but its exponent is not resolvable and it is not counted.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
+from deqlab.experiments.kawaguchi2021.hypotheses import (
+    Corollary,
+    Runs,
+    count_runs,
+    gamma_hypothesis,
+    recorded,
+)
 from deqlab.papers import KAWAGUCHI
 from deqlab.statements import Kind, Source, Statement, is_measured, number, theorem, worst
 from deqlab.theory.kawaguchi2021 import lambda_lower_bound, time_to_accuracy
@@ -41,9 +46,6 @@ BOUNDS = {
     "bound_independent": "λ_T = 1/(m(1+γ)²) (initialization-independent)",
 }
 
-#: Runs by task key, each a list of rows in step order.
-Runs = Mapping[str, Sequence[Row]]
-
 
 def runs_by_task(rows: Sequence[Row]) -> dict[str, list[Row]]:
     """The rows of each task, in the tasks' order of appearance, each sorted by step."""
@@ -51,139 +53,6 @@ def runs_by_task(rows: Sequence[Row]) -> dict[str, list[Row]]:
     for r in rows:
         runs.setdefault(str(r["task"]), []).append(r)
     return {k: sorted(v, key=lambda r: int(r["step"])) for k, v in runs.items()}
-
-
-@dataclass(frozen=True)
-class Corollary:
-    """What differs between Corollaries 1 and 2: name, location, loss, κ, rank, radius."""
-
-    name: str
-    location: str
-    loss: str
-    kappa: str
-    rank: str
-    radius_hypothesis: bool
-
-
-COROLLARY_1 = Corollary(
-    "Corollary 1",
-    "Corollary 1 (Section 3.1.3, Appendix A.3)",
-    "the square loss ℓ(q, y) = ‖q − y‖² summed over the samples",
-    "κ = 2σ_min(Φ)²",
-    "min(n, m)",
-    False,
-)
-COROLLARY_2 = Corollary(
-    "Corollary 2",
-    "Corollary 2 (Section 3.1.3, Appendix A.4)",
-    "the logistic loss + τq² (τ ≥ 0, y ∈ {0, 1}) summed over the samples",
-    "κ = (2τ + ρ(R))σ_min(Φ)²",
-    "m",
-    True,
-)
-
-
-def gamma_hypothesis(gamma: float) -> Statement:
-    """γ ∈ (0, 1) (Eq. 4): σ(A) is column-stochastic, so γσ(A) contracts in ‖·‖₁."""
-    return KAWAGUCHI.hypothesis(
-        "Section 2.1, Eq. (4)",
-        name="γ ∈ (0, 1)",
-        value=gamma,
-        relation="<",
-        threshold=1.0,
-        measured=f"γ = {gamma:g}",
-        expected="γ < 1 (γ > 0 is checked by the config)",
-        needs="γ < 1",
-    )
-
-
-def hypotheses(
-    corollary: Corollary, runs: Runs, *, lr: float, gamma: float, radius: float = math.inf
-) -> list[Statement]:
-    """The corollary's hypotheses, each measured over every run of ``runs`` (R: Cor. 2)."""
-    found = [
-        gamma_hypothesis(gamma),
-        _rank_hypothesis(corollary, runs),
-        _pl_hypothesis(corollary, runs),
-    ]
-    if corollary.radius_hypothesis:
-        found.append(_radius_hypothesis(runs, gamma, radius))
-    return [*found, _flow_hypothesis(corollary, runs, lr)]
-
-
-def _starts(runs: Runs, column: str) -> list[object]:
-    """``column`` of each run's first row (a constant of the run); None where missing."""
-    return [rows[0].get(column) if rows else None for rows in runs.values()]
-
-
-def _all(runs: Runs, column: str) -> list[object]:
-    return [r.get(column) for rows in runs.values() for r in rows]
-
-
-def _rank_hypothesis(corollary: Corollary, runs: Runs) -> Statement:
-    tol = worst(_starts(runs, "rank_tol"), "<")
-    threshold = tol if tol is not None else 0.0
-    value = worst(_starts(runs, "rank_ratio"), ">", threshold)
-    return KAWAGUCHI.hypothesis(
-        corollary.location,
-        name=f"rank(Φ) = {corollary.rank}",
-        value=value,
-        relation=">",
-        threshold=threshold,
-        measured=f"smallest σ_r(Φ)/σ_1(Φ) over {_runs(runs)} = {number(value, 4)}",
-        expected=f"> max(n, m)·ε = {number(tol, 4)} (numerically of rank {corollary.rank})",
-        needs=f"inputs whose feature matrix Φ has rank {corollary.rank} (generic inputs, at "
-        "least m of them for rank m)",
-    )
-
-
-def _pl_hypothesis(corollary: Corollary, runs: Runs) -> Statement:
-    value = worst(_starts(runs, "pl_ratio"), ">=", 1.0)
-    return KAWAGUCHI.hypothesis(
-        f"{corollary.location}; Definition 1 (PL inequality)",
-        name=f"the loss is {corollary.loss}",
-        value=value,
-        relation=">=",
-        threshold=1.0,
-        measured=f"smallest ½‖∇L₀(Z₀)‖²/(κ(L₀(Z₀) − L*)) over {_runs(runs)} = {number(value, 4)}",
-        expected=f"≥ 1: L₀ satisfies the PL inequality with {corollary.kappa} (what this loss "
-        "gives), measured at each run's initial predictor Z₀ = B₀U₀⁻¹",
-        needs=f"the loss of {corollary.name}, whose PL constant is {corollary.kappa}",
-    )
-
-
-def _radius_hypothesis(runs: Runs, gamma: float, radius: float) -> Statement:
-    norms = _all(runs, "b_norm1")
-    value = worst(norms, "<", (1 - gamma) * radius)
-    return KAWAGUCHI.hypothesis(
-        COROLLARY_2.location,
-        name="‖B_t‖₁ < (1 − γ)R for all t ∈ [0, T]",
-        value=value,
-        relation="<",
-        threshold=(1 - gamma) * radius,
-        measured=f"largest recorded ‖B_t‖₁ = {number(value, 4)} ({len(norms)} recorded steps)",
-        expected=f"< (1 − γ)R = {(1 - gamma) * radius:g} (R = {radius:g})",
-        needs="a larger radius R (with L*_R in place of L*)",
-    )
-
-
-def _flow_hypothesis(corollary: Corollary, runs: Runs, lr: float) -> Statement:
-    ends = _starts(runs, "sharpness_start") + _starts(runs, "sharpness_end")
-    sharpness = worst(ends, "<=", 1.0 / lr)
-    value = None if sharpness is None else lr * sharpness
-    needs = f"η ≤ {1 / sharpness:.3g} (1/λ_max at the measured λ_max)" if sharpness else ""
-    return KAWAGUCHI.hypothesis(
-        f"Eq. (6); {corollary.name} is stated for the gradient flow",
-        name="gradient descent follows the gradient flow (Eq. 6)",
-        value=value,
-        relation="<=",
-        threshold=1.0,
-        measured=f"η·λ_max(∇²L) = {lr:g} × {number(sharpness, 4)} = {number(value, 4)} "
-        f"(largest at the first and last parameters of {_runs(runs)})",
-        expected="≤ 1 (our criterion: by the descent lemma each step then decreases L by at "
-        "least half of what the flow does over the same time η)",
-        needs=needs,
-    )
 
 
 def bound_checks(
@@ -233,7 +102,7 @@ def _bound_check(
         threshold=1.0,
         measured=f"min over steps τ ≥ 1 of log((L₀ − L*)/(L_τ − L*)) / log((L₀ − L*)/"
         f"(bound_τ − L*)) = {found.ratio:.4g} ({found.where}); {found.counted} steps of "
-        f"{_runs(runs)}",
+        f"{count_runs(runs)}",
         expected=expected,
         detail=f"GD with η = {lr:g}, flow time T = τη; {found.skipped} steps where the loss "
         f"or the bound is within {BOUND_RTOL:g}·L₀ of L* (or the bound of L₀), the loss not "
@@ -286,7 +155,7 @@ def lambda_bound_check(
     """Theorem 1 (Eq. 33): λ_min(D_t) ≥ 1/(m(1+γ)²) for every (A_t, B_t), decided on the
     smallest λ_T·m(1+γ)² over all runs (λ_T is the running infimum over every GD step)."""
     lam = lambda_lower_bound(m, gamma)
-    smallest = worst(_all(runs, "lambda_T"), ">=", lam)
+    smallest = worst(recorded(runs, "lambda_T"), ">=", lam)
     ratio = None if smallest is None else smallest / lam
     return KAWAGUCHI.theorem(
         "Theorem 1, Eq. (33)",
@@ -295,7 +164,7 @@ def lambda_bound_check(
         relation=">=",
         threshold=1.0,
         measured=f"min_t λ_min(D_t) = {number(smallest, 4)} = {number(ratio, 4)} × "
-        f"1/(m(1+γ)²) over {_runs(runs)}",
+        f"1/(m(1+γ)²) over {count_runs(runs)}",
         expected=f"≥ 1/(m(1+γ)²) = {lam:.4g} (m = {m}, γ = {gamma:g})",
         given=guards,
     )
@@ -309,22 +178,6 @@ def accuracy_equation(loss: str, tau: float, radius: float) -> str:
     if radius == math.inf:
         return "Eq. (11)"
     return "Eq. (12)" if tau == 0 else "Eq. (9) with κ = (2τ + ρ(R))σ_min(Φ)²"
-
-
-def kappa_hypothesis(runs: Runs, *, tau: float, radius: float) -> Statement:
-    """κ = (2τ + ρ(R))σ_min(Φ)² > 0: with τ = 0 and R = ∞ Eqs. (11)–(12) give no time."""
-    value = worst(_starts(runs, "kappa"), ">", 0.0)
-    return KAWAGUCHI.hypothesis(
-        "Section 3.1.3, Eqs. (11)–(12)",
-        name="κ > 0 (τ > 0 for Eq. (11), R < ∞ for Eq. (12))",
-        value=value,
-        relation=">",
-        threshold=0.0,
-        measured=f"smallest κ over {_runs(runs)} = {number(value, 4)} (τ = {tau:g}, "
-        f"R = {radius:g})",
-        expected="> 0",
-        needs="τ > 0, or a finite radius R",
-    )
 
 
 def accuracy_time_check(
@@ -461,7 +314,3 @@ def faster_rate_observation(
         expected="> 1: a faster rate e^{−2κλ_T T} (both bounds start at L₀)",
         quote=source.quote,
     )
-
-
-def _runs(runs: Runs) -> str:
-    return f"{len(runs)} run" + ("" if len(runs) == 1 else "s")
