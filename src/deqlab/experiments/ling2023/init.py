@@ -19,8 +19,8 @@ Tasks: ``theorem3`` (the inputs and the population kernels alone) and one per (w
 ``m<m>-s<seed>``, each drawing its own network (seed = the Assumption 1 seed). Every
 quantity is computed in float64: in float32, round-off would floor the depth decays of
 Theorems 3 and 4 after a few layers. Metrics (``metrics.csv``): the tidy rows of
-:data:`deqlab.theory.init_theorems.ROW_KEYS`; statements and the figure:
-:mod:`deqlab.experiments.ling2023.init_report`.
+:data:`deqlab.theory.init_theorems.ROW_KEYS`; statements:
+:mod:`deqlab.experiments.ling2023.init_report`, the figure: :mod:`.init_figure`.
 
 The paper runs no experiment at initialization: its setting here is that of Section 5's
 synthetic data (the sphere, n = d = 1000, σ_w² = 0.08), the preset ``paper``.
@@ -49,7 +49,7 @@ from deqlab.experiments.constraints import (
 )
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.deviations import paper as paper_value
-from deqlab.experiments.ling2023 import init_report
+from deqlab.experiments.ling2023 import init_figure, init_report
 from deqlab.experiments.registry import register
 from deqlab.papers import LING
 from deqlab.statements import Statement
@@ -163,7 +163,7 @@ class Ling2023Init(Experiment):
         return init_report.statements(config, rows)
 
     def plot(self, config: InitConfig, rows: list[Row], directory: Path) -> list[Path]:
-        return init_report.plot(config, rows, directory)
+        return init_figure.plot(config, rows, directory)
 
 
 def _data(config: InitConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
