@@ -21,7 +21,8 @@ Levers (each against its own baseline, same forward solver):
   (on the linear adjoint, Anderson with a history as long as the solve is GMRES: Walker &
   Ni 2011) or Broyden, against the forward's Anderson (history 5);
 * approximate backwards, for scale: ``Shine()`` (0 VJPs), ``Phantom(5, 0.5)`` (4 VJPs),
-  ``JacobianFree()`` (0 VJPs).
+  ``JacobianFree()`` (0 VJPs). ``Phantom(5, 0.5)`` is the DEQ layer's default gradient;
+  ``Implicit(init="grad")`` is the exact one the other exact levers are measured against.
 
     python benchmarks/bench_backward_levers.py [--steps 100] [--channels 16] [--json out.json]
 """
@@ -46,14 +47,14 @@ BROYDEN = Broyden(tol=1e-3, max_iter=40, per_sample=True)
 
 
 def adjoint_anderson(history: int) -> Implicit:
-    """The default exact backward with an adjoint Anderson of another history (same tol, cap)."""
+    """``Implicit(init="grad")`` with an adjoint Anderson of another history (same tol, cap)."""
     return Implicit(solver=dataclasses.replace(ANDERSON, history=history), init="grad")
 
 
 CONFIGS = {  # name: (forward solver, backward, row compaction)
     "anderson + Implicit(init=zero), all rows": (ANDERSON, Implicit(), False),
     "anderson + Implicit(init=zero)": (ANDERSON, Implicit(), True),
-    "anderson + Implicit(init=grad) [default]": (ANDERSON, Implicit(init="grad"), True),
+    "anderson + Implicit(init=grad) [exact baseline]": (ANDERSON, Implicit(init="grad"), True),
     "anderson + Implicit(init=grad, warm_start)": (
         ANDERSON,
         Implicit(init="grad", warm_start=True),

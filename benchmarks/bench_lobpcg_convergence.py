@@ -55,7 +55,9 @@ def main(argv=None) -> dict:
         K, precondition, rtol=args.rtol, stall=8, on_step=lambda k, t, r: trace.append((t, r))
     )
     seconds = time.perf_counter() - factored
-    lam = found.value if found is not None else trace[-1][0]
+    if found is None:
+        raise SystemExit(f"LOBPCG did not reach rtol {args.rtol:g} in {lobpcg.MAX_STEPS} steps")
+    lam = found.value
     errors = [(theta - lam) / lam for theta, _ in trace]
     print(f"n = {args.n}, d = {args.d}, threads {args.threads}, block {lobpcg.BLOCK}: "
           f"K {formed - start:.1f} s, float32 Cholesky {factored - formed:.1f} s, "

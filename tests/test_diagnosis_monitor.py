@@ -162,3 +162,26 @@ def test_hessian_of_a_trained_deq_against_the_dense_unrolled_hessian():
     closure()
     beta = hessian_lambda_max(closure, params, iters=300, tol=1e-11, eps=1e-5, seed=0)
     assert beta == pytest.approx(expected, rel=1e-6)
+
+
+def test_steps_with_approximate_gradients_get_no_prediction_and_are_said():
+    """A DEQ with its default phantom gradient: the monitor records the step but predicts
+    nothing from an approximate gradient, and its reading counts such steps."""
+    torch.manual_seed(3)
+    deq, head = DEQ(TanhCell(4).requires_grad_()), nn.Linear(4, 1, bias=False)
+    X, y = torch.randn(10, 4), torch.randn(10, 1)
+    monitor = RateMonitor(0.1)
+    for _ in range(3):
+        head.zero_grad()
+        deq.zero_grad()
+        loss = (head(deq(X)) - y).square().mean()
+        loss.backward()
+        assert deq.last_backward.exact is False
+        record = monitor.observe(loss, [*deq.parameters(), head.weight], exact=False)
+        assert record["exact"] is False and record["predicted"] is None
+        assert record["pl_ratio"] > 0
+    monitor.observe(loss, [head.weight], exact=True)
+    assert monitor.records[-1]["predicted"] is not None
+    assert "3 of 4 steps had approximate gradients" in monitor.reading()
+    with pytest.raises(TypeError, match="`exact` must be a bool"):
+        monitor.observe(loss, [head.weight], exact=1)

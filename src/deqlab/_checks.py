@@ -51,7 +51,8 @@ def _all_finite(x: torch.Tensor) -> bool:
     """Whether every entry of the non-empty ``x`` is finite: its least and largest entries
     are, since min and max propagate NaN (one pass, no temporary; ``isfinite(x).all()``
     makes three passes and a float copy of ``x``, 7.2 GB for a 3·10⁴ × 3·10⁴ matrix)."""
-    low_high = torch.stack(torch.aminmax(x.detach())).tolist()
+    x = torch.view_as_real(x.detach()) if x.is_complex() else x.detach()
+    low_high = torch.stack(torch.aminmax(x)).tolist()
     return all(math.isfinite(v) for v in low_high)
 
 

@@ -1,4 +1,5 @@
-"""Differentiable fixed points: ``z* = f(z*)`` with exact implicit gradients.
+"""Differentiable fixed points: ``z* = f(z*)`` with exact implicit gradients (or cheaper
+approximate ones, labelled so).
 
 By the implicit function theorem (Hieu 2022, Eq. 2.3), for ``z* = f(z*, θ)`` with
 ``I - J_f(z*)`` invertible, ``∂z*/∂θ = (I - J_f)⁻¹ ∂f/∂θ``. For a loss with gradient
@@ -80,7 +81,7 @@ Map = Callable[[torch.Tensor], torch.Tensor]
 
 #: The DEQ layer's default forward solver, sized for training (ours, after the field's
 #: practice: torchdeq stops at 1e-3 within 40 iterations): Anderson per sample, relative
-#: tolerance 1e-3, at most 40 evaluations. The adjoint (exact ``Implicit``) uses it too.
+#: tolerance 1e-3, at most 40 evaluations. With ``backward=Implicit()`` the adjoint uses it too.
 TRAINING_SOLVER = Anderson(tol=1e-3, max_iter=40, per_sample=True)
 #: The DEQ layer's default backward, for training (ours, after the field's practice: torchdeq
 #: trains with a 1-step phantom gradient by default): the phantom gradient of Geng et al. 2021
@@ -241,7 +242,7 @@ class DEQ(nn.Module):
     Args:
         cell: callable ``cell(z, x) -> z``; ``z`` a tensor or a flat tuple/list of tensors
             (as in :func:`fixed_point`). An ``nn.Module`` is registered as a submodule. A
-            plain callable (a lambda closing over modules) gets exact gradients too, since
+            plain callable (a lambda closing over modules) gets gradients too, since
             autograd reaches every tensor it uses, but its modules are not registered:
             ``deq.parameters()``, ``.to()`` and ``state_dict()`` do not see them.
         solver: default :data:`TRAINING_SOLVER` (Anderson per sample, rel tol 1e-3, 40

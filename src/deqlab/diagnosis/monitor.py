@@ -14,9 +14,11 @@ At step t with loss ``L_t`` and gradient ``g_t`` (as the training loop computed 
 The Hessian-vector products are central differences of exact gradients,
 ``H v ≈ (∇L(θ + εv) − ∇L(θ − εv)) / (2ε)`` (error O(ε²) plus the gradient's own error
 over ε; ours): a DEQ's implicit backward is first order only, so the products cannot come
-from double backpropagation. Each one costs two calls of the user's ``closure``, whose
-gradients must be exact: a :class:`deqlab.DEQ` with ``backward=Implicit()`` (the layer's
-default phantom gradient is an approximation).
+from double backpropagation. Each one costs two calls of the user's ``closure``. The PL ratio,
+the prediction and the curvature all assume exact gradients, in the training loop and in the
+closure: a :class:`deqlab.DEQ` with ``backward=Implicit()`` (the layer's default phantom
+gradient is an approximation; pass ``exact=deq.last_backward.exact`` to :meth:`observe`
+and such steps get no prediction).
 The prediction is for plain GD; with another optimiser (Adam, momentum) it is NOT
 APPLICABLE and the monitor records the ratio and the measured factor only.
 """
@@ -138,8 +140,18 @@ class RateMonitor:
         loss: torch.Tensor | float,
         params: Iterable[torch.Tensor],
         closure: Closure | None = None,
+        *,
+        exact: bool | None = None,
     ) -> dict:
-        """Record step t from its loss and the ``.grad`` of ``params``; returns the record."""
+        """Record step t from its loss and the ``.grad`` of ``params``; returns the record.
+
+        ``exact``: whether those gradients are exact (for a DEQ, ``deq.last_backward.exact``;
+        None: not said). With False (the DEQ layer's default phantom gradient) the step is
+        recorded, but the PL ratio is that of an approximate gradient: no rate is predicted
+        from it, and :meth:`reading` says so.
+        """
+        if exact is not None:
+            check_bool("exact", exact)
         params = [p for p in params if p.requires_grad]
         if not params:
             raise ValueError("`params` must hold at least one tensor that requires grad")
@@ -153,9 +165,10 @@ class RateMonitor:
         if self.records and self.records[-1]["loss"] > 0:
             self.records[-1]["measured"] = value / self.records[-1]["loss"]
         ratio = grad_sq / (2.0 * value) if value > 0 else math.inf
+        predicted = None if exact is False else self._predicted(ratio)
         record = {"step": step, "loss": value, "grad_sq": grad_sq, "pl_ratio": ratio,
-                  "curvature": self._beta, "eta_max": self._eta_max(),
-                  "predicted": self._predicted(ratio), "measured": None}  # fmt: skip
+                  "curvature": self._beta, "eta_max": self._eta_max(), "exact": exact,
+                  "predicted": predicted, "measured": None}  # fmt: skip
         self.records.append(record)
         return record
 
@@ -207,4 +220,10 @@ class RateMonitor:
             )
         if s["eta_max"] is not None:
             said += f"; the measured curvature allows η < {s['eta_max']:.2g}"
+        approximate = sum(r["exact"] is False for r in self.records)
+        if approximate:
+            said += (
+                f"; {approximate} of {s['steps']} steps had approximate gradients, for which "
+                "nothing was predicted (backward=Implicit() gives exact ones)"
+            )
         return said + "."
