@@ -11,6 +11,7 @@ n×n array). Ritz values decrease to λ_min, so the error is positive.
 
     python benchmarks/bench_lobpcg_convergence.py --n 8000            # about a minute
     python benchmarks/bench_lobpcg_convergence.py --n 30000 --every 10  # 15 GB, minutes
+    python benchmarks/bench_lobpcg_convergence.py --n 8000 --block 32   # another block size
 """
 
 from __future__ import annotations
@@ -36,12 +37,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--block", type=int, default=lobpcg.BLOCK, help="Ritz vectors per step (sets BLOCK)"
+    )
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    lobpcg.BLOCK = args.block
     X = get_dataset("sphere", n=args.n, d=args.d, seed=args.seed).X
     start = time.perf_counter()
     K = population_gram(X, args.sigma_w2)
