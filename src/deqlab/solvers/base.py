@@ -99,11 +99,10 @@ class Solver(SolverOptions, ABC):
         while not trace.done:
             z_next = step(z, trace.fz, trace.g)
             if compact and trace.settled:  # evaluate only the rows still pending
-                moved = trace.pending
-                z, fz = evaluate_pending(f, z, z_next, trace.fz, moved, shape)
+                z, fz = evaluate_pending(f, z, z_next, trace.fz, trace.pending, shape)
             else:
-                moved, z, fz = None, z_next, f_flat(z_next)
-            trace.observe(z, fz, moved)
+                z, fz = z_next, f_flat(z_next)
+            trace.observe(z, fz)
         solution = self.finish(step, trace.solution(shape))
         if self.throw and not solution.converged:
             raise SolverError(self.name, solution, tol=tol, stop=self.stop)
@@ -184,16 +183,17 @@ class IterationTrace:
         self.pending = torch.ones_like(self.steps, dtype=torch.bool)  # (B,) rows still to converge
         self.observe(z0, fz0)
 
-    def observe(self, z: torch.Tensor, fz: torch.Tensor, moved: torch.Tensor | None = None) -> None:
+    def observe(self, z: torch.Tensor, fz: torch.Tensor) -> None:
         """Record ``f(z) = fz`` (both ``(B, N)``), its residual ``g = fz − z`` (the stepper
-        reuses it), and decide whether to stop. ``moved`` (B,): the rows that stepped, when
-        the others were frozen at their best iterate (row compaction); None: all did."""
+        reuses it), and decide whether to stop. Under row compaction the rows that had met
+        tol were frozen at their best iterate (the loop evaluates only the pending ones)."""
         self.fz, self.g = fz, fz - z
         r_abs = torch.linalg.vector_norm(self.g.detach(), dim=1)  # (B,)
         r = r_abs if self.solver.stop == "abs" else relative_residual(r_abs, fz.detach())
         self.steps += self.pending  # (B,) evaluations until the row met tol
         improved = r < self.best_r  # (B,); False where r is NaN
-        kept = improved if moved is None else improved | ~moved  # frozen rows are their best
+        frozen = self.compacting and self.settled  # rows not pending kept their best iterate
+        kept = improved | ~self.pending if frozen else improved
         self.best_r = torch.where(improved, r, self.best_r)
         self.least_abs = torch.fmin(self.least_abs, r_abs)
         pending = self.best_r > self.tol  # (B,) samples still to converge
