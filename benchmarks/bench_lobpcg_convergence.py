@@ -40,7 +40,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--block", type=int, default=lobpcg.BLOCK, help="Ritz vectors per step (sets BLOCK)"
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for name in ("n", "d", "block", "every", "threads"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1; got {getattr(args, name)}")
+    return args
 
 
 def main(argv=None) -> dict:

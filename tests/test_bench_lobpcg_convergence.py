@@ -29,3 +29,11 @@ def test_tiny_run_reports_errors_against_the_dense_least_eigenvalue(capsys):
     steps = list(result["reached"].values())
     assert all(isinstance(k, int) for k in steps) and steps == sorted(steps)
     assert "steps to a relative error of 1e-06:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("option", ["--block", "--n", "--every"])
+def test_a_size_below_one_is_a_usage_error(option, capsys):
+    with pytest.raises(SystemExit) as stop:
+        _bench().main([option, "0"])
+    assert stop.value.code == 2
+    assert f"{option} must be >= 1; got 0" in capsys.readouterr().err
