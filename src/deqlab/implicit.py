@@ -58,6 +58,7 @@ from deqlab.fixed_point_stats import (
 )
 from deqlab.jacobian import jacobian_penalty
 from deqlab.packing import Packing
+from deqlab.sample_coupling import samples_coupled
 from deqlab.solvers import Anderson, Solution, Solver, SolverError
 from deqlab.solvers.rows import RowMap
 
@@ -324,7 +325,7 @@ class DEQ(nn.Module):
             z0 = self.initial_state(x)
             if self._cell_init is None:
                 f = _explaining_zeros_z0(f, z0)
-        mixes = _mixes_samples(self.cell)
+        mixes = samples_coupled(self.cell) is not None
         solver = self.solver
         if self._default_solver and (mixes or not _has_batch(z0)):
             solver = dataclasses.replace(solver, per_sample=False)
@@ -401,16 +402,6 @@ def _row_map(
         return sub.pack(cell(sub.unpack(z_sub), x_sub), "f(z)")
 
     return RowMap(f, rows)
-
-
-def _mixes_samples(cell: Any) -> bool:
-    """The cell holds a BatchNorm in training mode: its output for one sample depends on
-    the others (batch statistics), so it is solved as one problem, without compaction."""
-    if not isinstance(cell, nn.Module):
-        return False
-    return any(
-        isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training for m in cell.modules()
-    )
 
 
 def _has_batch(z0: State) -> bool:
