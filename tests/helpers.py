@@ -136,3 +136,63 @@ def fake_imagenet(root, classes=3, per_class=4) -> None:
                     0, 5, (40, 60, 3), dtype=np.uint8
                 )
                 Image.fromarray(pixels).save(folder / f"img{k}.png")
+
+
+def near_singular_tanh(d: int, sigmas: list[float], *, seed: int = 0):
+    """``f(z) = tanh(z Wᵢᵀ + xᵢ)`` per sample i (float64) with a fixed point ``z*`` built in,
+    where ``σ_min(I − J_f) = sigmas[i]``: pick z*, then W = D⁻¹(I − M) with D = 1 − z*²
+    (so J_f = D W = I − M at z*) for M random with its least singular value set, and
+    x = atanh(z*) − W z*. Returns f on (B, d) states, z* (B, d) and J_f(z*) (B, d, d)."""
+    gen = torch.Generator().manual_seed(seed)
+    B = len(sigmas)
+    z = 0.8 * torch.rand(B, d, generator=gen, dtype=torch.float64) - 0.4
+    G = torch.randn(B, d, d, generator=gen, dtype=torch.float64) / d**0.5
+    U, S, Vh = torch.linalg.svd(torch.eye(d, dtype=torch.float64) - 0.9 * G)
+    S[:, -1] = torch.tensor(sigmas, dtype=torch.float64)
+    M = U @ torch.diag_embed(S) @ Vh
+    W = (torch.eye(d, dtype=torch.float64) - M) / (1 - z.square())[:, :, None]  # D⁻¹(I − M)
+    x = torch.atanh(z) - (W @ z[:, :, None])[:, :, 0]
+
+    def f(v: torch.Tensor) -> torch.Tensor:
+        return torch.tanh((W @ v[:, :, None])[:, :, 0] + x)
+
+    return f, z, torch.eye(d, dtype=torch.float64) - M
+
+
+class TransformerCell(nn.Module):
+    """A pre-norm transformer block on token states (B, T, d): attention (default backend,
+    fused on CPU) and an MLP, with input injection: f(z, x) = ½(h + MLP(LN(h))),
+    h = z + x + MHA(LN(z + x))."""
+
+    def __init__(self, d: int = 8, heads: int = 2) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+
+    def forward(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        h = self.ln1(z + x)
+        h = z + x + self.attn(h, h, h, need_weights=False)[0]
+        return 0.5 * (h + self.mlp(self.ln2(h)))
+
+
+class TwoScaleCell(nn.Module):
+    """An MDEQ-style cell on a tuple state (z₁ (B, c, 4, 4), z₂ (B, c, 2, 2)): a conv per scale,
+    down- and up-sampling fusion, GroupNorm; x is injected at the finest scale."""
+
+    def __init__(self, c: int = 2) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(c, c, 3, padding=1), nn.Conv2d(c, c, 3, padding=1)
+        self.down, self.up = nn.Conv2d(c, c, 3, stride=2, padding=1), nn.Conv2d(c, c, 1)
+        self.norm1, self.norm2 = nn.GroupNorm(1, c), nn.GroupNorm(1, c)
+
+    def forward(self, z: tuple, x: torch.Tensor) -> tuple:
+        b1 = torch.relu(self.conv1(z[0]) + x)
+        b2 = torch.relu(self.conv2(z[1]))
+        fine = self.norm1(b1 + nn.functional.interpolate(self.up(b2), scale_factor=2))
+        coarse = self.norm2(b2 + self.down(b1))
+        return 0.6 * fine, 0.6 * coarse
+
+    def initial_state(self, x: torch.Tensor) -> tuple:
+        b, c, h, w = x.shape
+        return x.new_zeros(b, c, h, w), x.new_zeros(b, c, h // 2, w // 2)

@@ -1,65 +1,91 @@
-"""Cheap, opt-in diagnostics of a fixed point ``z* = f(z*)``: how contractive and how well
-posed the equilibrium and its implicit gradient are, from JVPs and VJPs only.
+"""Diagnostics of a fixed point ``z* = f(z*)``: how contractive and how well posed the
+equilibrium and its implicit gradient are, from Jacobian products only, each estimate with
+its bracket and whether it converged.
 
 With ``J = J_f(z*)`` (per row of a ``(R, N)`` layout: per sample when ``f`` acts on each
-sample alone, so that ``J`` is block diagonal):
+sample alone, so that ``J`` is block diagonal), by the Krylov methods of
+:mod:`deqlab.krylov_bounds` on the products of :mod:`deqlab.linearization`:
 
-* spectral radius ``ρ(J)`` by power iteration ``v ← J v / ‖J v‖`` (JVPs), estimated as the
-  geometric mean of ``‖J v_i‖`` over the second half of the iterations (a real dominant
-  eigenvalue: converges geometrically; a complex pair: the mean smooths the rotation).
-  ``ρ(J) < 1`` is what makes Picard converge locally (Hieu 2022, §2.1.2);
-* ``‖J‖₂`` and ``σ_min(I − J)`` by Lanczos (full reorthogonalisation) on ``JᵀJ`` and
-  ``(I − J)ᵀ(I − J)`` (one JVP and one VJP per iteration). Ritz values lie inside the
-  spectrum, so ``‖J‖₂`` is estimated from below and ``σ_min(I − J)`` from above; both are
-  exact once the iterations reach the row's dimension (the same run gives ``σ_max(I − J)``,
-  from below). ``σ_min(I − J) > 0`` is the implicit function theorem's hypothesis (Hieu
-  2022, Eq. 2.3); ``1 / σ_min`` bounds how much the adjoint solve ``(I − J)ᵀu = g``
-  amplifies ``g``.
+* ``‖J‖₂``: Golub–Kahan on ``J``, iterated until its bracket is within ``rtol``;
+* ``σ_min(I − J)`` and ``σ_max(I − J)``: Golub–Kahan on ``I − J``, iterated until the
+  bracket of σ_min is within ``rtol``. ``σ_min(I − J) > 0`` is the implicit function
+  theorem's hypothesis (Hieu 2022, Eq. 2.3); ``1 / σ_min`` bounds how much the adjoint solve
+  ``(I − J)ᵀu = g`` amplifies ``g``. Its lower bound is also at least ``1 − ‖J‖₂``'s upper
+  bound (Weyl: ``σ_min(I − J) ≥ 1 − σ_max(J)``);
+* ``ρ(J)``: Arnoldi, converged when the dominant Ritz pair's backward error is within
+  ``rtol / 10`` (ours: one product per step, and a backward error bounds the forward error
+  only for a normal ``J``); bounded above by ``‖J‖₂``'s upper bound. ``ρ(J) < 1`` is what
+  makes Picard converge locally (Hieu 2022, §2.1.2).
+
+Every Krylov run stops at ``min(max_iter, N)`` steps; at ``N`` (the state's size per row) it
+is exact. The brackets of all rows hold together with probability ≥ 1 − :data:`FAILURE` over
+the random start vectors: three uses of Kuczyński & Woźniakowski's bound per row (σ_max of
+``J`` and of ``I − J``, σ_min of ``I − J``), each at ``FAILURE / (3 R)``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from deqlab._checks import check_int, check_tensor
+from deqlab._checks import check_int, check_real, check_tensor
+from deqlab._memory import MemoryRefusal, available_bytes, nbytes
+from deqlab.krylov_bounds import Estimate, singular_extremes, spectral_radius
+from deqlab.linearization import ROUTES, Linearization
 from deqlab.solvers import Solution
 
 Map = Callable[[torch.Tensor], torch.Tensor]
-_BREAKDOWN = 1e3  # β_j below 1e3 eps × the operator's scale seen: the Krylov space closed
+
+#: Probability that some bracket of one call fails (over the random start vectors).
+FAILURE = 1e-3
 
 
 @dataclass(frozen=True, eq=False)
 class FixedPointDiagnostics:
-    """Estimates at ``z*``, one entry per row (sample), and the forward solve's work.
+    """Estimates at ``z*``, one entry per row (sample), with brackets, and the solve's work.
 
     Attributes:
-        spectral_radius: ``ρ(J_f)`` ``(R,)``.
-        jacobian_norm: ``‖J_f‖₂`` ``(R,)`` (from below).
-        sigma_min: ``σ_min(I − J_f)`` ``(R,)`` (from above).
-        sigma_max: ``σ_max(I − J_f)`` ``(R,)`` (from below; the same Lanczos run), so
-            ``sigma_max / sigma_min`` estimates the condition number of ``I − J_f``.
+        spectral_radius: ``ρ(J_f)`` (lower bound 0, upper ``‖J_f‖₂``'s upper bound).
+        jacobian_norm: ``‖J_f‖₂``.
+        sigma_min, sigma_max: ``σ_min(I − J_f)``, ``σ_max(I − J_f)`` (one Golub–Kahan run),
+            so ``sigma_max.value / sigma_min.value`` estimates the condition of ``I − J_f``.
+        route: how ``J_f v`` was computed (:data:`deqlab.linearization.ROUTES`).
+        rtol, max_iter: the requested bracket width and the cap of Krylov steps.
         sample_steps, sample_residuals: the forward solve's per-row steps and residuals
             (None when no Solution was given).
-        products: JVPs + VJPs spent on the estimates.
+        products: JVPs + VJPs spent.
     """
 
-    spectral_radius: torch.Tensor
-    jacobian_norm: torch.Tensor
-    sigma_min: torch.Tensor
-    sigma_max: torch.Tensor
+    spectral_radius: Estimate
+    jacobian_norm: Estimate
+    sigma_min: Estimate
+    sigma_max: Estimate
+    route: str
+    rtol: float
+    max_iter: int
     sample_steps: torch.Tensor | None
     sample_residuals: torch.Tensor | None
     products: int
 
+    @property
+    def converged(self) -> bool:
+        """Whether ρ, ``‖J_f‖₂`` and σ_min converged on every row."""
+        return all(
+            bool(e.converged.all())
+            for e in (self.spectral_radius, self.jacobian_norm, self.sigma_min)
+        )
+
     def summary(self) -> str:
-        """One line: worst rows of each estimate (and the solve's steps and residual)."""
+        """One line: the worst row of each estimate with its bracket or status."""
+        worst_norm = int(self.jacobian_norm.value.argmax())
+        worst_sigma = int(self.sigma_min.value.argmin())
         text = (
-            f"ρ(J_f) max {float(self.spectral_radius.max()):.3g}, ‖J_f‖₂ max "
-            f"{float(self.jacobian_norm.max()):.3g}, σ_min(I − J_f) min "
-            f"{float(self.sigma_min.min()):.3g}"
+            f"{_radius(self.spectral_radius, self.rtol)}, ‖J_f‖₂ max "
+            f"{_bracket(self.jacobian_norm.rows(worst_norm))}, σ_min(I − J_f) min "
+            f"{_bracket(self.sigma_min.rows(worst_sigma))}"
         )
         if self.sample_steps is not None and self.sample_residuals is not None:
             text += (
@@ -69,126 +95,121 @@ class FixedPointDiagnostics:
         return text
 
 
+def _bracket(e: Estimate) -> str:
+    """One row's estimate in words: ``0.2 (exact)``, ``1.1 ∈ [1.08, 1.13]`` or, not converged,
+    ``in [0.05, 0.2] (not converged after 100 steps)``."""
+    value, lower, upper = float(e.value), float(e.lower), float(e.upper)
+    if bool(e.exact):
+        return f"{value:.3g} (exact)"
+    if bool(e.converged):
+        return f"{value:.3g} ∈ [{lower:.3g}, {upper:.3g}]"
+    return f"in [{lower:.3g}, {upper:.3g}] (not converged after {e.steps} steps)"
+
+
+def _radius(e: Estimate, rtol: float) -> str:
+    worst = int(e.value.argmax())
+    value = float(e.value[worst])
+    if bool(e.converged.all()):
+        return f"ρ(J_f) max {value:.3g} (Arnoldi, backward error ≤ {rtol / 10:g})"
+    return f"ρ(J_f) max estimate {value:.3g} (not converged after {e.steps} steps)"
+
+
 def fixed_point_diagnostics(
     f: Map,
     z: torch.Tensor,
     rows: int = 1,
-    iters: int = 20,
-    forward: Solution | None = None,
     *,
+    rtol: float = 0.1,
+    max_iter: int = 100,
+    forward: Solution | None = None,
     generator: torch.Generator | None = None,
+    route: str | None = None,
 ) -> FixedPointDiagnostics:
-    """Spectral radius, ``‖J_f‖₂`` and ``σ_min(I − J_f)`` at ``z`` (module docstring).
+    """``ρ(J_f)``, ``‖J_f‖₂``, ``σ_min(I − J_f)`` and ``σ_max(I − J_f)`` at ``z`` with brackets
+    (module docstring).
 
     Args:
         f: map of tensors shaped like ``z``.
         z: the fixed point (detached here).
         rows: ``z.shape[0]`` for per-sample estimates (``f`` acting on each sample
             alone), 1 for the whole tensor as one problem.
-        iters: power / Lanczos iterations (Lanczos stops at a row's dimension).
+        rtol: the relative width of bracket each Krylov run iterates to
+            (``upper ≤ (1 + rtol) lower``).
+        max_iter: the cap of each Krylov run (reached: the estimate says it did not converge;
+            exact once it reaches the state's size per row).
         forward: the solve's Solution, whose per-row steps and residuals are copied.
         generator: random generator of the start vectors.
+        route: force a route of ``J_f v`` (:data:`deqlab.linearization.ROUTES`); None: the
+            first that runs.
+
+    Raises:
+        deqlab._memory.MemoryRefusal (a ValueError): the Krylov bases would not fit in memory.
     """
     z = check_tensor("z", z).detach()
-    iters = check_int("iters", iters, min_value=2)
+    max_iter = check_int("max_iter", max_iter, min_value=2)
+    rtol = check_real("rtol", rtol, low=0.0, low_inclusive=False)
     rows = check_int("rows", rows, min_value=1)
+    if route is not None and route not in ROUTES:
+        raise ValueError(f"`route` must be one of {ROUTES} or None; got {route!r}")
     if z.numel() % rows or (rows > 1 and z.shape[0] != rows):
         raise ValueError(f"`rows` must be 1 or z.shape[0] = {z.shape[0]}; got {rows}")
-    ops = _Products(f, z, rows)
-    start = torch.randn(
-        (rows, z.numel() // rows), generator=generator, dtype=z.dtype, device=z.device
+    size = z.numel() // rows
+    _check_memory(rows, size, min(max_iter, size), z)
+    lin = Linearization(f, z, route)
+    shape = z.shape
+
+    def jvp(v: torch.Tensor) -> torch.Tensor:
+        return lin.jvp(v.reshape(shape)).reshape(rows, -1)
+
+    def vjp(u: torch.Tensor) -> torch.Tensor:
+        return lin.vjp(u.reshape(shape)).reshape(rows, -1)
+
+    def start() -> torch.Tensor:
+        return torch.randn((rows, size), generator=generator, dtype=z.dtype, device=z.device)
+
+    krylov = {"rtol": rtol, "max_steps": max_iter, "delta": FAILURE / (3 * rows)}
+    norm = singular_extremes(jvp, vjp, start(), target="max", **krylov)
+    shifted = singular_extremes(
+        lambda v: v - jvp(v), lambda u: u - vjp(u), start(), target="min", **krylov
     )
-    rho = _power_radius(ops.jvp, start, iters)
-    norm_sq = _lanczos_extremes(lambda v: ops.vjp(ops.jvp(v)), start, iters)[1]
-    shifted_min, shifted_max = _lanczos_extremes(ops.shifted_gram, start, iters)
+    radius = spectral_radius(jvp, start(), rtol=rtol / 10, max_steps=max_iter)
+    jacobian_norm = norm.largest
     return FixedPointDiagnostics(
-        spectral_radius=rho,
-        jacobian_norm=norm_sq.clamp_min(0).sqrt(),
-        sigma_min=shifted_min.clamp_min(0).sqrt(),
-        sigma_max=shifted_max.clamp_min(0).sqrt(),
+        spectral_radius=_capped(radius, jacobian_norm.upper),
+        jacobian_norm=jacobian_norm,
+        sigma_min=_weyl(shifted.smallest, jacobian_norm, rtol),
+        sigma_max=shifted.largest,
+        route=lin.route or ROUTES[0],
+        rtol=rtol,
+        max_iter=max_iter,
         sample_steps=None if forward is None else forward.sample_steps,
         sample_residuals=None if forward is None else forward.sample_residuals,
-        products=ops.count,
+        products=lin.count,
     )
 
 
-class _Products:
-    """``v ↦ J v`` (forward mode) and ``v ↦ Jᵀ v`` (one stored graph) on ``(R, n)`` rows."""
-
-    def __init__(self, f: Map, z: torch.Tensor, rows: int) -> None:
-        self.f, self.z, self.rows, self.count = f, z, rows, 0
-        with torch.enable_grad():
-            self.z_leaf = z.clone().requires_grad_()
-            self.fz = f(self.z_leaf)
-
-    def jvp(self, v: torch.Tensor) -> torch.Tensor:
-        self.count += 1
-        with torch.no_grad():
-            _, out = torch.func.jvp(self.f, (self.z,), (v.reshape(self.z.shape),))
-        return out.reshape(self.rows, -1)
-
-    def vjp(self, v: torch.Tensor) -> torch.Tensor:
-        self.count += 1
-        with torch.enable_grad():
-            (out,) = torch.autograd.grad(
-                self.fz, self.z_leaf, v.reshape(self.z.shape), retain_graph=True, allow_unused=True
-            )
-        return torch.zeros_like(v) if out is None else out.reshape(self.rows, -1)
-
-    def shifted_gram(self, v: torch.Tensor) -> torch.Tensor:
-        """``(I − J)ᵀ(I − J) v``."""
-        a = v - self.jvp(v)
-        return a - self.vjp(a)
+def _capped(radius: Estimate, norm_upper: torch.Tensor) -> Estimate:
+    """ρ with its upper bound ``ρ ≤ ‖J‖₂ ≤ norm_upper``."""
+    upper = norm_upper.to(radius.value)
+    return dataclasses.replace(radius, value=radius.value.minimum(upper), upper=upper)
 
 
-def _unit(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    norm = torch.linalg.vector_norm(v, dim=1, keepdim=True)  # (R, 1)
-    return v / norm.clamp_min(torch.finfo(v.dtype).tiny), norm[:, 0]
+def _weyl(sigma: Estimate, norm: Estimate, rtol: float) -> Estimate:
+    """σ_min(I − J) with the lower bound ``1 − ‖J‖₂`` where that is higher (module docstring)."""
+    lower = torch.maximum(sigma.lower, (1 - norm.upper).to(sigma.lower))
+    converged = sigma.converged | (sigma.upper <= (1 + rtol) * lower) & (lower > 0)
+    return dataclasses.replace(sigma, lower=lower, converged=converged)
 
 
-def _power_radius(jvp: Map, start: torch.Tensor, iters: int) -> torch.Tensor:
-    """``ρ(J) ≈ exp(mean log ‖J v_i‖)`` over the last half of ``iters`` power steps ``(R,)``."""
-    v, _ = _unit(start)
-    logs = []
-    for _ in range(iters):
-        v, norm = _unit(jvp(v))
-        logs.append(norm.clamp_min(torch.finfo(v.dtype).tiny).log())
-    return torch.stack(logs[iters // 2 :]).mean(dim=0).exp()
-
-
-def _lanczos_extremes(
-    op: Map, start: torch.Tensor, iters: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Smallest and largest Ritz values ``(R,)`` of the symmetric PSD ``op`` after
-    ``min(iters, n)`` Lanczos steps with full reorthogonalisation (per row).
-
-    A row whose Krylov space closes early (``β_j ≈ 0``: the Ritz values are then exact)
-    stops growing: its later diagonal entries repeat ``α_0``, a Rayleigh quotient, which
-    lies between the extreme Ritz values and so leaves them unchanged.
-    """
-    steps = min(iters, start.shape[1])
-    q, _ = _unit(start)
-    basis = [q]  # orthonormal q_1 … q_j, each (R, n)
-    alphas, betas = [], []
-    active = torch.ones(start.shape[0], dtype=torch.bool, device=start.device)  # (R,)
-    scale = torch.zeros(start.shape[0], dtype=start.dtype, device=start.device)
-    for j in range(steps):
-        w = op(q)
-        alpha = (w * q).sum(dim=1)  # (R,)
-        alphas.append(torch.where(active, alpha, alphas[0]) if alphas else alpha)
-        for _ in range(2):  # w ⟂ q_1 … q_j (twice: Kahan's rule)
-            Q = torch.stack(basis, dim=1)  # (R, j+1, n)
-            w = w - ((Q @ w[:, :, None]).transpose(1, 2) @ Q)[:, 0]
-        if j + 1 == steps:
-            break
-        q, beta = _unit(w)
-        scale = torch.maximum(scale, alpha.abs() + beta)
-        active = active & (beta > _BREAKDOWN * torch.finfo(w.dtype).eps * scale)
-        betas.append(torch.where(active, beta, 0.0))
-        basis.append(q)
-    T = torch.diag_embed(torch.stack(alphas, dim=1))  # (R, s, s) tridiagonal
-    if betas:
-        off = torch.diag_embed(torch.stack(betas, dim=1), offset=1)
-        T = T + off + off.transpose(1, 2)
-    ritz = torch.linalg.eigvalsh(T)  # (R, s), ascending
-    return ritz[:, 0], ritz[:, -1]
+def _check_memory(rows: int, size: int, steps: int, z: torch.Tensor) -> None:
+    """Refuse, before any product, Krylov bases (two of ``rows × (steps + 1) × size``) that
+    would not fit."""
+    need = 2 * rows * (steps + 1) * size * z.element_size()
+    available = available_bytes(z.device)
+    if available is not None and need > available:
+        fits = max(1, available // (2 * rows * size * z.element_size()) - 1)
+        raise MemoryRefusal(
+            f"`max_iter`: {steps} Krylov steps on {rows} rows of size {size} need "
+            f"{nbytes(need)} for their bases, but {nbytes(available)} of memory is available; "
+            f"pass max_iter <= {fits} or fewer samples"
+        )

@@ -363,16 +363,23 @@ class DEQ(nn.Module):
         return jacobian_penalty(f, z_star, k, generator=generator)
 
     def diagnostics(
-        self, iters: int = 20, *, generator: torch.Generator | None = None
+        self,
+        *,
+        rtol: float = 0.1,
+        max_iter: int = 100,
+        generator: torch.Generator | None = None,
     ) -> FixedPointDiagnostics:
         """Spectral radius, ``‖J_f‖₂`` and ``σ_min(I − J_f)`` at the last forward's ``z*``
-        (per sample with a per-sample solver), with its per-sample steps and residuals.
+        (per sample with a per-sample solver; a tuple/list state packed per sample), each
+        with its bracket and whether it converged within ``max_iter`` Krylov steps, and the
+        solve's per-sample steps and residuals.
         See :func:`deqlab.fixed_point_diagnostics.fixed_point_diagnostics`."""
         f, z_star, solver = self._last_solve("diagnostics")
         rows = z_star.shape[0] if solver.per_sample else 1
         return fixed_point_diagnostics(
-            f, z_star, rows, iters, self.last_forward, generator=generator
-        )
+            f, z_star, rows, rtol=rtol, max_iter=max_iter, forward=self.last_forward,
+            generator=generator,
+        )  # fmt: skip
 
     @property
     def last_forward(self) -> Solution | None:
