@@ -196,3 +196,23 @@ class TwoScaleCell(nn.Module):
     def initial_state(self, x: torch.Tensor) -> tuple:
         b, c, h, w = x.shape
         return x.new_zeros(b, c, h, w), x.new_zeros(b, c, h // 2, w // 2)
+
+
+def dense_ntk(cell, head, X):
+    """Θ from the per-(sample, output) gradients of an unrolled solve (Picard to 1e-14 with
+    backpropagation through its iterations), one backward each: the reference NTK."""
+    from deqlab import DEQ, Picard, Unrolled
+
+    deq = DEQ(cell, solver=Picard(tol=1e-14, max_iter=600), backward=Unrolled())
+    params = [*cell.parameters(), *head.parameters()]
+    rows = []
+    for i in range(X.shape[0]):
+        out = head(deq(X[i : i + 1])).reshape(-1)
+        for c in range(out.numel()):
+            grads = torch.autograd.grad(out[c], params, retain_graph=True, allow_unused=True)
+            rows.append(torch.cat([
+                torch.zeros(p.numel(), dtype=p.dtype) if g is None else g.reshape(-1)
+                for g, p in zip(grads, params, strict=True)
+            ]))  # fmt: skip
+    J = torch.stack(rows)
+    return J @ J.T

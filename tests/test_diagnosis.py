@@ -9,17 +9,17 @@ forms of a linear-regression head.
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import torch
 from torch import nn
 
 import deqlab
-from deqlab import DEQ, Anderson, Picard, Unrolled
+from deqlab import DEQ, Anderson, Picard
+from deqlab._memory import MemoryRefusal
 from deqlab.diagnosis import diagnose
-from deqlab.theory.ntk import pl_gram
-from deqlab.theory.spectra import gram_lambda_min
-from helpers import relu_problem
+from helpers import dense_ntk
 
 TIGHT = Picard(tol=1e-14, max_iter=3000)
 
@@ -80,58 +80,6 @@ def test_a_batchnorm_cell_in_eval_mode_is_per_sample():
     assert found.ntk.lambda_min > 0
 
 
-def ling_setup(m: int = 40, n: int = 12):
-    model, X, y = relu_problem(m=m, d=5, n=n, seed=0)
-    head = nn.Linear(m, 1, bias=False)
-    with torch.no_grad():
-        head.weight.copy_(model.a[None])
-    return model, X, y, DEQ(ReLUCell(model.W, model.U), solver=TIGHT), head
-
-
-def test_ling_lambda0_is_the_ntk_of_the_read_out():
-    """Ling et al. 2023, Section 2.1: λ_0 = λ_min(G(0)), G = ZᵀZ, the NTK of a alone."""
-    model, X, y, deq, head = ling_setup()
-    found = diagnose(deq, X.T, y, head=head, params=["head.weight"])
-    lambda0 = gram_lambda_min(model.equilibrium(X, tol=1e-14).Z)
-    assert found.ntk.lambda_min == pytest.approx(lambda0, rel=1e-10, abs=1e-10)
-    assert found.adjoint_converged is None
-
-
-def test_ling_pl_gram_is_the_ntk_of_all_parameters():
-    """Training (W, U, a): Θ = H1 + H2 + H3 of Eq. (4); λ_min(H) to 1e-10."""
-    model, X, y, deq, head = ling_setup()
-    found = diagnose(deq, X.T, y, head=head, solver=TIGHT)
-    H = pl_gram(model, X, tol=1e-14)
-    assert found.ntk.lambda_min == pytest.approx(float(torch.linalg.eigvalsh(H)[0]), abs=1e-10)
-    assert found.ntk.lambda_max == pytest.approx(float(torch.linalg.eigvalsh(H)[-1]), rel=1e-10)
-    assert found.ntk.n_params == 40 * 40 + 40 * 5 + 40
-    assert found.adjoint_converged is True
-
-
-def test_an_approximate_adjoint_would_be_caught():
-    """Dropping (I − J_fᵀ)⁻¹ (one adjoint step, u = g) moves λ_min(H) far beyond 1e-10."""
-    model, X, y, deq, head = ling_setup()
-    approx = diagnose(deq, X.T, y, head=head, solver=Picard(max_iter=1, throw=False))
-    H = pl_gram(model, X, tol=1e-14)
-    assert abs(approx.ntk.lambda_min - float(torch.linalg.eigvalsh(H)[0])) > 1e-4
-    assert approx.adjoint_converged is False
-    assert "the NTK is approximate" in approx.reading()
-
-
-def dense_ntk(cell, head, X):
-    """Θ from the per-(sample, output) gradients of an unrolled solve, one backward each."""
-    deq = DEQ(cell, solver=Picard(tol=1e-14, max_iter=400), backward=Unrolled())
-    params = [*cell.parameters(), *head.parameters()]
-    rows = []
-    for i in range(X.shape[0]):
-        out = head(deq(X[i : i + 1])).reshape(-1)
-        for c in range(out.numel()):
-            grads = torch.autograd.grad(out[c], params, retain_graph=True)
-            rows.append(torch.cat([g.reshape(-1) for g in grads]))
-    J = torch.stack(rows)
-    return J @ J.T
-
-
 @pytest.mark.parametrize("kind", ["tanh", "conv"])
 def test_ntk_against_a_dense_unrolled_jacobian(kind):
     torch.manual_seed(3)
@@ -164,12 +112,13 @@ def test_well_posedness_against_dense_svd(scale):
     torch.manual_seed(1)
     cell, X = TanhCell(6, scale), torch.randn(5, 6) * 0.3
     deq = DEQ(cell, solver=Anderson(tol=1e-12, max_iter=500))
-    found = diagnose(deq, X, iters=6).wellposed  # Lanczos is exact at the state's size 6
+    found = diagnose(deq, X, rtol=1e-12).wellposed  # Golub–Kahan is exact at the state's size 6
     z = deq(X).detach()
     ref = dense_singular_values(cell, X, z)
-    got = torch.tensor([found.jacobian_norm, found.sigma_max, found.sigma_min]).T
+    got = torch.stack([found.jacobian_norm.value, found.sigma_max.value, found.sigma_min.value]).T
     torch.testing.assert_close(got, ref, rtol=1e-8, atol=1e-10)
-    assert (found.contraction_margin > 0) is (scale < 1)
+    assert (found.contraction_margin[0] > 0) is (scale < 1)
+    assert (found.contraction_margin[1] < 0) is (scale > 1)
 
 
 def head_only_case(n=8, m=3):
@@ -221,7 +170,7 @@ def test_cross_entropy_rates_and_reading():
     assert found.rate.pl_floor is None
     assert found.rate.measured == pytest.approx(found.rate.predicted, abs=2e-3)
     text = str(found)
-    assert "contraction margin" in text and "measured" in text
+    assert "f contracts near z*" in text and "measured" in text
     json.dumps(found.to_dict())
 
 
@@ -241,7 +190,7 @@ def test_deqlab_diagnose_is_the_function_and_leaves_the_layer_alone():
     [
         ({"deq": nn.Linear(3, 3)}, TypeError, "`deq` must be a deqlab.DEQ"),
         ({"deq": DEQ(lambda z, x: torch.tanh(z + x))}, TypeError, "`deq` must have an nn.Module"),
-        ({"X": [1.0, 2.0]}, TypeError, "`X` must be a torch.Tensor"),
+        ({"X": [1.0, 2.0]}, TypeError, "`X` must be a flat tuple/list of tensors; got list of "),
         ({"y": torch.zeros(5, 3)}, ValueError, "`y` must have shape"),
         ({"loss": "hinge"}, ValueError, "loss"),
         ({"lr": -1.0}, ValueError, "lr"),
@@ -252,7 +201,22 @@ def test_deqlab_diagnose_is_the_function_and_leaves_the_layer_alone():
         ({"X": torch.randn(4, 3, dtype=torch.float32)}, ValueError, "`X` must have the cell's"),
         ({"deq": DEQ(BatchNormCell(3))}, ValueError, "treats the samples of a batch apart"),
         ({"X": torch.randn(2731, 3), "y": None}, ValueError, "NTK of 8193 rows"),
-        ({"z0": (torch.zeros(4, 3),)}, TypeError, "tensor state"),
+        ({"chunk": 0}, ValueError, r"`chunk` must be >= 1; got 0"),
+        ({"rtol": -0.1}, ValueError, r"`rtol` must be in \(0, inf\); got -0.1"),
+        ({"max_iter": 1}, ValueError, r"`max_iter` must be >= 2; got 1"),
+        (
+            {"head": nn.Linear(3, 4), "y": torch.tensor([0, 1, 4, 2]), "loss": "cross_entropy"},
+            ValueError,
+            r"`y` must hold class indices in \[0, 4\) for the head's 4 outputs; got indices "
+            r"from 0 to 4",
+        ),
+        (
+            {"head": nn.Linear(3, 4), "y": torch.tensor([0, -1, 3, 2]), "loss": "cross_entropy"},
+            ValueError,
+            r"indices from -1 to 3",
+        ),
+        ({"X": (torch.randn(4, 3), torch.randn(5, 3))}, ValueError, "share the batch dim 0"),
+        ({"X": torch.zeros(0, 3)}, ValueError, "`X` must have a non-empty batch dim 0"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, error, match):
@@ -260,3 +224,43 @@ def test_bad_arguments_are_named(kwargs, error, match):
     args |= kwargs
     with pytest.raises(error, match=match):
         diagnose(args.pop("deq"), args.pop("X"), args.pop("y"), **args)
+
+
+def test_a_head_containing_the_deq_is_refused_in_one_line():
+    """Was: 'Cannot access storage of TensorWrapper' from inside vmap."""
+    deq = DEQ(TanhCell(3))
+    net = nn.Sequential(deq, nn.Linear(3, 2))
+    with pytest.raises(ValueError, match="`head` must map the equilibrium z\\* to the outputs; it "
+                       "contains the DEQ itself"):  # fmt: skip
+        diagnose(deq, torch.randn(4, 3), head=net)
+
+
+class NaNCell(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return torch.sqrt(-1 - self.lin(z).square()) + x
+
+
+def test_a_non_finite_equilibrium_is_refused():
+    deq = DEQ(NaNCell(), solver=Anderson(tol=1e-8), on_failure="record")
+    with pytest.raises(ValueError, match=r"^the forward solve of `deq` on `X` failed: `f\(z0\)` "
+                       r"must be finite; got 12 NaN/Inf entries$"):  # fmt: skip
+        diagnose(deq, torch.randn(4, 3))
+
+
+def test_an_ntk_beyond_memory_is_refused_before_any_solve(monkeypatch):
+    monkeypatch.setattr(sys.modules["deqlab.diagnosis.checks"], "available_bytes", lambda d: 10**6)
+    calls = []
+
+    class Counting(TanhCell):
+        def forward(self, z, x):
+            calls.append(1)
+            return super().forward(z, x)
+
+    with pytest.raises(MemoryRefusal, match=r"`X`: the NTK over 20 parameters on 300 rows needs "
+                       r"1.54 MB .* pass fewer samples or fewer parameters"):  # fmt: skip
+        diagnose(DEQ(Counting(4)), torch.randn(75, 4))
+    assert not calls

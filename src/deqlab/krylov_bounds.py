@@ -95,14 +95,20 @@ def _unit(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return v / norm.clamp_min(torch.finfo(v.dtype).tiny), norm[:, 0]
 
 
-def _orthogonalise(w: torch.Tensor, basis: list[torch.Tensor]) -> torch.Tensor:
-    """``w`` ⟂ every vector of ``basis`` (each (R, n)), twice (Kahan's "twice is enough")."""
-    if not basis:
-        return w
-    Q = torch.stack(basis, dim=1)  # (R, j, n)
-    for _ in range(2):
-        w = w - ((Q @ w[:, :, None]).transpose(1, 2) @ Q)[:, 0]
-    return w
+def _orthogonalise(w: torch.Tensor, Q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``w`` (R, n) ⟂ the orthonormal rows of ``Q`` (R, j, n), twice (Kahan's "twice is
+    enough"), and the coefficients ``Qw`` it lost (R, j)."""
+    coeffs = w.new_zeros(w.shape[0], Q.shape[1])
+    for _ in range(2):  # products and sums, not bmm: 3× faster for these matrix-vector shapes
+        c = (Q * w[:, None, :]).sum(2)  # (R, j)
+        w, coeffs = w - (c[:, :, None] * Q).sum(1), coeffs + c
+    return w, coeffs
+
+
+def _basis(start: torch.Tensor, steps: int) -> torch.Tensor:
+    """An (R, steps + 1, n) buffer for an orthonormal basis (filled row by row: no copy of
+    the basis per step)."""
+    return start.new_empty(start.shape[0], steps + 1, start.shape[1])
 
 
 def _checkpoints(max_steps: int) -> set[int]:
@@ -146,25 +152,24 @@ def singular_extremes(
     steps = min(max_steps, n)
     eps = torch.finfo(start.dtype).eps
     due = _checkpoints(steps)
-    v, _ = _unit(start)
-    V, U, alphas, betas = [v], [], [], []  # betas[j] = β_{j+1}, the last one the residual's
+    V, U = _basis(start, steps), _basis(start, steps)
+    V[:, 0] = _unit(start)[0]
+    alphas, betas = [], []  # betas[j] = β_{j+1}, the last one the residual's
     active = torch.ones(R, dtype=torch.bool, device=start.device)
     scale = torch.zeros(R, dtype=start.dtype, device=start.device)
     for j in range(steps):
-        p = mv(V[j])
+        p = mv(V[:, j])
         if j:
-            p = p - betas[-1][:, None] * U[-1]
-        u, alpha = _unit(_orthogonalise(p, U))
+            p = p - betas[-1][:, None] * U[:, j - 1]
+        U[:, j], alpha = _unit(_orthogonalise(p, U[:, :j])[0])
         scale = torch.maximum(scale, alpha)
         alphas.append(torch.where(active, alpha, alphas[0]) if alphas else alpha)
         active = active & (alpha > _BREAKDOWN * eps * scale)
-        U.append(u)
-        r = rmv(u) - alpha[:, None] * V[j]
-        v, beta = _unit(_orthogonalise(r, V))
+        r = rmv(U[:, j]) - alpha[:, None] * V[:, j]
+        V[:, j + 1], beta = _unit(_orthogonalise(r, V[:, : j + 1])[0])
         scale = torch.maximum(scale, beta)
         betas.append(torch.where(active, beta, 0.0))
         active = active & (beta > _BREAKDOWN * eps * scale)
-        V.append(v)
         k = j + 1
         if k in due:
             exact = ~active | (k == n)
@@ -222,24 +227,18 @@ def spectral_radius(mv: Map, start: torch.Tensor, *, rtol: float, max_steps: int
     steps = min(max_steps, n)
     eps = torch.finfo(start.dtype).eps
     due = _checkpoints(steps)
-    v, _ = _unit(start)
-    V = [v]
+    V = _basis(start, steps)
+    V[:, 0] = _unit(start)[0]
     H = torch.zeros(R, steps + 1, steps, dtype=torch.float64, device=start.device)
     active = torch.ones(R, dtype=torch.bool, device=start.device)
     scale = torch.zeros(R, dtype=start.dtype, device=start.device)
     for j in range(steps):
-        w = mv(V[j])
-        Q = torch.stack(V, dim=1)  # (R, j+1, n)
-        coeffs = torch.zeros(R, j + 1, dtype=w.dtype, device=w.device)
-        for _ in range(2):
-            c = (Q @ w[:, :, None])[:, :, 0]  # (R, j+1)
-            w, coeffs = w - (c[:, None, :] @ Q)[:, 0], coeffs + c
-        v, h = _unit(w)
+        w, coeffs = _orthogonalise(mv(V[:, j]), V[:, : j + 1])
+        V[:, j + 1], h = _unit(w)
         scale = torch.maximum(scale, torch.linalg.vector_norm(coeffs, dim=1) + h)
         H[:, : j + 1, j] = torch.where(active[:, None], coeffs, 0.0).to(H)
         active = active & (h > _BREAKDOWN * eps * scale)
         H[:, j + 1, j] = torch.where(active, h, 0.0).to(H)
-        V.append(v)
         k = j + 1
         if k in due:
             value, residual = _dominant_ritz(H[:, : k + 1, :k])

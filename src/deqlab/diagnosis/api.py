@@ -9,7 +9,9 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from deqlab._checks import check_choice, check_int, check_positive, check_tensor
+from deqlab._checks import check_choice, check_int, check_positive, check_real
+from deqlab.diagnosis import checks
+from deqlab.diagnosis.batch import Inputs, Layout, PackedDEQ, batch_size, check_inputs
 from deqlab.diagnosis.implicit_ntk import Trainable, implicit_ntk
 from deqlab.diagnosis.pl import LOSSES, BatchRate, batch_rate, loss_geometry
 from deqlab.diagnosis.result import Diagnosis, NTKSpectrum
@@ -18,31 +20,6 @@ from deqlab.implicit import DEQ
 from deqlab.sample_coupling import samples_coupled
 from deqlab.solvers import Solver
 from deqlab.solvers.solution import default_tol, resolve_tol
-
-
-def _check_deq(deq: object) -> DEQ:
-    if not isinstance(deq, DEQ):
-        raise TypeError(f"`deq` must be a deqlab.DEQ layer; got {type(deq).__name__}")
-    if not isinstance(deq.cell, nn.Module):
-        raise TypeError(
-            "`deq` must have an nn.Module cell (its parameters are differentiated by name); "
-            f"got a {type(deq.cell).__name__}"
-        )
-    return deq
-
-
-def _check_targets(y: object, n: int, loss: str) -> torch.Tensor:
-    y = check_tensor("y", y, floating=loss == "mse")
-    if y.ndim == 0 or y.shape[0] != n:
-        raise ValueError(
-            f"`y` must have shape (n, ...) with n == X.shape[0] == {n}; got {tuple(y.shape)}"
-        )
-    if loss == "cross_entropy" and (y.dtype.is_floating_point or y.ndim != 1):
-        raise ValueError(
-            f"`y` must hold class indices, an integer tensor of shape ({n},), for "
-            f"loss='cross_entropy'; got {y.dtype} {tuple(y.shape)}"
-        )
-    return y
 
 
 def _precise_solver(deq: DEQ, solver: Solver | None, dtype: torch.dtype) -> Solver:
@@ -58,24 +35,24 @@ def _precise_solver(deq: DEQ, solver: Solver | None, dtype: torch.dtype) -> Solv
     return dataclasses.replace(solver, throw=False)
 
 
-def _gd_step_loss(deq, head, x, z_star, gradient, lr, loss, y, solver) -> float:
+def _gd_step_loss(model: PackedDEQ, x, z_star, gradient, lr, loss, y, solver) -> float:
     """The loss after one GD step ``θ − η ∇L`` on copies of the cell and head, the
     equilibrium re-solved by ``solver`` from the old one."""
-    cell, head = copy.deepcopy(deq.cell), copy.deepcopy(head)
-    modules = {"cell": cell, "head": head}
+    moved = copy.deepcopy(model)
+    modules = {"cell": moved.cell, "head": moved.head}
     with torch.no_grad():
         for name, grad in gradient.items():
             where, _, pname = name.partition(".")
             param = modules[where].get_parameter(pname)
             param.sub_(lr * grad.to(param))
-        z_new = solver(lambda z: cell(z, x), z_star.clone()).z
-        out = z_new.flatten(1) if head is None else head(z_new).reshape(z_new.shape[0], -1)
+        z_new = solver(moved.f(x), z_star.clone()).z
+        out = moved.outputs(z_new)
     return loss_geometry(loss, out, y).loss
 
 
 def diagnose(
     deq: DEQ,
-    X: torch.Tensor,
+    X: Inputs,
     y: torch.Tensor | None = None,
     *,
     head: nn.Module | None = None,
@@ -84,7 +61,8 @@ def diagnose(
     params: Iterable[str] | None = None,
     lr: float | None = None,
     solver: Solver | None = None,
-    iters: int = 30,
+    rtol: float = 0.1,
+    max_iter: int = 100,
     chunk: int | None = None,
     seed: int = 0,
 ) -> Diagnosis:
@@ -92,118 +70,105 @@ def diagnose(
 
     Args:
         deq: a :class:`deqlab.DEQ` whose cell is an ``nn.Module`` treating samples
-            independently (dim 0 of ``X`` and of the state is the batch; no BatchNorm).
-        X: the DEQ's input on the batch, ``(n, ...)`` (what ``deq(X)`` takes).
-        y: targets: ``(n, k)`` / ``(n,)`` values for ``"mse"``, class indices ``(n,)``
-            for ``"cross_entropy"``; None skips the loss part (``rate`` is None).
-        head: module mapping ``z*`` to the outputs ``(n, k)``; None: the flattened state.
+            independently (dim 0 of ``X`` and of the state is the batch; no BatchNorm in
+            training mode). A tuple/list state (a multi-scale cell) is packed per sample,
+            as the layer packs it: the per-sample Jacobian is over the concatenated state.
+        X: the DEQ's input on the batch, ``(n, ...)`` (what ``deq(X)`` takes), or a
+            tuple/list of such tensors.
+        y: targets: ``(n, k)`` / ``(n,)`` values for ``"mse"``, class indices ``(n,)`` in
+            ``[0, k)`` for ``"cross_entropy"``; None skips the loss part (``rate`` is None).
+        head: module mapping ``z*`` (the state, or the tuple/list) to the outputs ``(n, k)``,
+            not containing the DEQ; None: the flattened (packed) state.
         z0: the forward solve's starting state, as in ``deq(X, z0)``; None: the layer's
             default (``cell.initial_state(X)`` or zeros like ``X``).
         loss: ``"mse"`` (``Σ_i ½‖ŷ_i − y_i‖²/n``) or ``"cross_entropy"`` (mean).
         params: names of the trained parameters, ``"cell.<name>"`` / ``"head.<name>"``;
-            None: every parameter of cell and head that requires grad.
+            None: every parameter of cell and head that requires grad. The NTK is over
+            these: the reading names them.
         lr: step size η: the predicted GD factor, and one real GD step on copies
             (the layer itself is not changed) for the measured one.
         solver: solver that refines z* from the layer's own solve, and solves the
             adjoints and the equilibrium after the GD step; None: the layer's forward
             solver at the dtype's default tolerance (float64 1e-8, float32 9.5e-7) or its
             own if tighter, with at least 200 iterations.
-        iters: Lanczos / power iterations of the per-sample Jacobian estimates
-            (:func:`deqlab.fixed_point_diagnostics`; exact once ``iters`` reaches the
-            state's size per sample).
+        rtol, max_iter: the per-sample Jacobian estimates iterate until their brackets are
+            within ``rtol`` or ``max_iter`` Krylov steps (:func:`deqlab.fixed_point_diagnostics`;
+            exact once ``max_iter`` reaches the state's size per sample).
         chunk: rows per vmap chunk of the per-sample Jacobians (None: all at once).
-        seed: seed of the iterations' start vectors.
+        seed: seed of the Krylov start vectors.
 
     Returns:
-        :class:`~deqlab.diagnosis.result.Diagnosis`; ``print`` it for the reading.
+        :class:`~deqlab.diagnosis.result.Diagnosis`; ``print`` it for the reading, or show it
+        (``_repr_html_`` in Jupyter, ``to_html(path)``).
+
+    Raises:
+        TypeError / ValueError: bad arguments, a head containing the DEQ, a cell mixing the
+            samples, a non-finite equilibrium; ``MemoryRefusal`` (a ValueError) when the
+            Krylov bases or the NTK would not fit in memory.
     """
-    deq = _check_deq(deq)
-    X = _check_input(deq, X)
-    if head is not None and not isinstance(head, nn.Module):
-        raise TypeError(f"`head` must be an nn.Module or None; got {type(head).__name__}")
+    deq = checks.check_deq(deq)
+    X = check_inputs(X, {p.dtype for p in deq.cell.parameters()})
+    n = batch_size(X)
+    head = checks.check_head(head, deq)
     loss = check_choice("loss", loss, LOSSES)
-    y = None if y is None else _check_targets(y, X.shape[0], loss)
+    y = None if y is None else checks.check_targets(y, n, loss)
     lr = None if lr is None else check_positive("lr", lr)
-    iters = check_int("iters", iters, min_value=2)
+    rtol = check_real("rtol", rtol, low=0.0, low_inclusive=False)
+    max_iter = check_int("max_iter", max_iter, min_value=2)
+    chunk = checks.check_chunk(chunk)
     trainable = Trainable.select(deq.cell, head, params)
-    _check_ntk_size(deq, head, X, z0)
-    precise = _precise_solver(deq, solver, X.dtype)
-    z_star, steps = _equilibrium(deq, X, z0, precise)
-    wellposed = well_posedness(deq.cell, X, z_star, iters=iters, seed=seed)
+    start = deq.initial_state(X) if z0 is None else z0
+    model = PackedDEQ(deq.cell, head, Layout.of(start))
+    packed_start = model.layout.pack(start, "z0")
     with torch.no_grad():
-        outputs = z_star.flatten(1) if head is None else head(z_star).reshape(X.shape[0], -1)
-    if y is not None and loss == "mse" and y.numel() != outputs.numel():
-        raise ValueError(
-            f"`y` must have one target per output, {tuple(outputs.shape)}; got {tuple(y.shape)}"
-        )
+        k = model.outputs(packed_start[:1]).shape[1]
+    checks.check_ntk_memory(
+        n * k, trainable.count, packed_start.element_size(), packed_start.device
+    )
+    precise = _precise_solver(deq, solver, packed_start.dtype)
+    z_star, steps, converged = _equilibrium(deq, model, X, z0, precise)
+    wellposed = well_posedness(model.f(X), z_star, rtol=rtol, max_iter=max_iter, seed=seed)
+    with torch.no_grad():
+        outputs = model.outputs(z_star)
+    checks.check_against_outputs(y, loss, outputs)
     w = None if y is None else loss_geometry(loss, outputs, y).w
-    ntk = implicit_ntk(
-        deq.cell, head, X, z_star, trainable, precise, cotangent=w,
-        chunk=chunk,
-    )  # fmt: skip
+    ntk = implicit_ntk(model, X, z_star, trainable, precise, cotangent=w, chunk=chunk)
     rate = None
     if y is not None:
         rate = batch_rate(loss, ntk.matrix, ntk.outputs, y, lr)
         if lr is not None:
-            after = _gd_step_loss(deq, head, X, z_star, ntk.gradient, lr, loss, y, precise)
+            after = _gd_step_loss(model, X, z_star, ntk.gradient, lr, loss, y, precise)
             rate = _with_measured(rate, after)
     adjoint_ok = None if ntk.adjoint is None else ntk.adjoint.converged
-    trained = tuple(f"cell.{k}" for k in trainable.cell)
-    trained += tuple(f"head.{k}" for k in trainable.head)
-    spectrum = NTKSpectrum.of(ntk.matrix, ntk.n_params)
-    return Diagnosis(wellposed, spectrum, rate, steps, adjoint_ok, trained)
-
-
-#: The NTK has (n k)² float64 entries: 8192 rows are 512 MiB, refused beyond.
-MAX_NTK_ROWS = 8192
-
-
-@torch.no_grad()
-def _check_ntk_size(deq: DEQ, head: nn.Module | None, X: torch.Tensor, z0) -> None:
-    """Refuse, before any solve, an NTK over :data:`MAX_NTK_ROWS` rows (k from the head at
-    the first sample's starting state)."""
-    start = deq.initial_state(X) if z0 is None else z0
-    if not isinstance(start, torch.Tensor):
-        raise TypeError("`deq` must have a tensor state for diagnose; got a tuple/list state")
-    start = start[:1]
-    n, k = X.shape[0], start.numel() if head is None else head(start).numel()
-    if n * k > MAX_NTK_ROWS:
-        gib = (n * k) ** 2 * 8 / 2**30
-        raise ValueError(
-            f"`X` ({n} samples) and `head` ({k} outputs each) give an NTK of {n * k} rows "
-            f"({gib:.1f} GiB in float64); at most {MAX_NTK_ROWS}: pass fewer samples, or a "
-            "head with fewer outputs (without a head every entry of the state is an output)"
-        )
-
-
-def _check_input(deq: DEQ, X: object) -> torch.Tensor:
-    """``X``: a finite floating tensor with a non-empty batch dim, in the cell's dtype."""
-    X = check_tensor("X", X)
-    if X.ndim == 0 or X.shape[0] == 0:
-        raise ValueError(f"`X` must have a non-empty batch dim 0; got shape {tuple(X.shape)}")
-    dtypes = {p.dtype for p in deq.cell.parameters()}
-    if dtypes and dtypes != {X.dtype}:
-        raise ValueError(f"`X` must have the cell's dtype {dtypes.pop()}; got {X.dtype}")
-    return X
+    spectrum = NTKSpectrum.of(ntk.matrix, trainable.counts)
+    return Diagnosis(wellposed, spectrum, rate, steps, converged, adjoint_ok)
 
 
 def _equilibrium(
-    deq: DEQ, X: torch.Tensor, z0: torch.Tensor | None, precise: Solver
-) -> tuple[torch.Tensor, int]:
-    """z* of ``deq(X, z0)`` on a copy of the layer (the user's keeps its statistics and warm
-    starts), refined by ``precise`` from there, and the layer's own forward steps; checks
-    that the cell treats the samples apart."""
+    deq: DEQ, model: PackedDEQ, X: Inputs, z0, precise: Solver
+) -> tuple[torch.Tensor, int, bool]:
+    """The packed z* of ``deq(X, z0)`` on a copy of the layer (the user's keeps its statistics
+    and warm starts), refined by ``precise`` from there, the layer's own forward steps and
+    whether the refinement converged; checks that the cell treats the samples apart and that
+    z* is finite."""
     probe = copy.deepcopy(deq)
+    f = model.f(X)
     with torch.no_grad():
-        z_star = probe(X, z0)
-        coupled = samples_coupled(deq.cell, (lambda z: deq.cell(z, X), z_star))
+        try:
+            state = probe(X, z0)
+        except ValueError as err:
+            raise ValueError(f"the forward solve of `deq` on `X` failed: {err}") from err
+        z_star = model.layout.pack(state, "z*")
+        checks.check_equilibrium(z_star)
+        coupled = samples_coupled(deq.cell, (f, z_star))
         if coupled is not None:
             raise ValueError(
                 "`deq` must have a cell that treats the samples of a batch apart (no BatchNorm "
                 f"in training mode, nothing across dim 0): {coupled}"
             )
-        refined = precise(lambda z: deq.cell(z, X), z_star).z
-    return refined, probe.last_forward.n_steps
+        refined = precise(f, z_star)
+    checks.check_equilibrium(refined.z)
+    return refined.z, probe.last_forward.n_steps, refined.converged
 
 
 def _with_measured(rate: BatchRate, after: float) -> BatchRate:

@@ -13,11 +13,15 @@ sample-major ``(i, c)`` (Jacot et al. 2018; for DEQs Feng & Kolter 2020). Batche
 adjoints ``u_ic`` are one linear fixed-point solve on the batch repeated k times (the cell
 is per sample, so its Jacobian is block diagonal), and the per-sample parameter VJPs
 ``u_icᵀ ∂f_i/∂θ`` are one ``torch.func.vmap`` over the k·n rows. Θ is accumulated
-parameter by parameter in float64.
+parameter by parameter in float64. A tuple/list state is packed per sample
+(:mod:`.batch`): ``z_i`` is the concatenated state and ``J_f,i`` its Jacobian.
 
 On Ling et al.'s ReLU DEQ (``f = relu(W z + U x)``, ``h = aᵀz``) the blocks are their
 Section 2.3: training ``a`` alone gives ``Θ = ZᵀZ = G`` (λ_min = λ_0 at init), training
-(W, U, a) gives ``H = H1 + H2 + H3`` of Eq. (4) (:func:`deqlab.theory.ntk.pl_gram`).
+(W, U, a) gives ``H = H1 + H2 + H3`` of Eq. (4) (:func:`deqlab.theory.ntk.pl_gram`). On the
+thesis's monotone DEQ, over θ = (A, B, U, u), it is the kernel ``K`` of Proposition 4
+(:func:`deqlab.theory.mondeq_kernel.prediction_kernel`); on Kawaguchi's DELM with φ(X) = I,
+over (A, B), the matrix ``D_t`` of Eq. (8) (:func:`deqlab.theory.kawaguchi2021.dynamics_matrix`).
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.func import functional_call, jacrev, vjp, vmap
+from torch.func import jacrev, vjp, vmap
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from deqlab.diagnosis.batch import Inputs, PackedDEQ, repeat_inputs
 from deqlab.solvers import Solution, Solver
 
 
@@ -67,6 +73,13 @@ class Trainable:
     def count(self) -> int:
         return sum(p.numel() for p in (*self.cell.values(), *self.head.values()))
 
+    @property
+    def counts(self) -> dict[str, int]:
+        """Entries of each trained parameter, by ``"cell.<name>"`` / ``"head.<name>"``."""
+        return {f"cell.{k}": p.numel() for k, p in self.cell.items()} | {
+            f"head.{k}": p.numel() for k, p in self.head.items()
+        }
+
 
 @dataclass(frozen=True)
 class ImplicitNTK:
@@ -81,17 +94,11 @@ class ImplicitNTK:
     gradient: dict[str, torch.Tensor] | None
 
 
-def _head_outputs(head: nn.Module | None, z: torch.Tensor) -> torch.Tensor:
-    """ŷ = h(z*) as (n, k); the state itself (flattened) when there is no head."""
-    out = z.flatten(1) if head is None else head(z)
-    return out.reshape(z.shape[0], -1)
-
-
-def _output_cotangents(head: nn.Module | None, z: torch.Tensor, k: int) -> torch.Tensor:
+def _output_cotangents(model: PackedDEQ, z: torch.Tensor, k: int) -> torch.Tensor:
     """``g_ic = (∂ŷ_ic/∂z_i)ᵀ`` stacked output-major: (k, n, *S)."""
     z_leaf = z.detach().requires_grad_()
     with torch.enable_grad():
-        out = _head_outputs(head, z_leaf)
+        out = model.outputs(z_leaf)
     rows = []
     for c in range(k):
         (g,) = torch.autograd.grad(out[:, c].sum(), z_leaf, retain_graph=c + 1 < k)
@@ -99,13 +106,12 @@ def _output_cotangents(head: nn.Module | None, z: torch.Tensor, k: int) -> torch
     return torch.stack(rows)
 
 
-def _adjoints(cell, x, z, cot, solver: Solver) -> Solution:
+def _adjoints(model: PackedDEQ, x: Inputs, z, cot, solver: Solver) -> Solution:
     """Solve ``u = g + J_fᵀ u`` for the k·n stacked cotangents (k n, *S) in one batched run."""
     k = cot.shape[0]
     z_rep = z.detach().repeat(k, *([1] * (z.ndim - 1))).requires_grad_()
-    x_rep = x.repeat(k, *([1] * (x.ndim - 1)))
     with torch.enable_grad():
-        f_z = cell(z_rep, x_rep)
+        f_z = model.f(repeat_inputs(x, k))(z_rep)
     g = cot.reshape(z_rep.shape)
 
     def adjoint_map(u: torch.Tensor) -> torch.Tensor:  # u ↦ g + J_fᵀ u
@@ -116,34 +122,31 @@ def _adjoints(cell, x, z, cot, solver: Solver) -> Solution:
         return solver(adjoint_map, torch.zeros_like(g))
 
 
-def _cell_rows(cell, params, x, z, u, chunk: int | None) -> dict[str, torch.Tensor]:
+def _cell_rows(model: PackedDEQ, params, x: Inputs, z, u, chunk: int | None) -> dict:
     """Per-row ``u_icᵀ ∂f_i/∂θ_f`` for every (repeated) sample, ``{name: (k n, *p)}``."""
     k = u.shape[0] // z.shape[0]
     z_rep = z.detach().repeat(k, *([1] * (z.ndim - 1)))
-    x_rep = x.repeat(k, *([1] * (x.ndim - 1)))
 
-    def one(zi: torch.Tensor, xi: torch.Tensor, ui: torch.Tensor) -> dict[str, torch.Tensor]:
-        def f_of(p):
-            return functional_call(cell, p, (zi[None], xi[None]))[0]
+    def one(zi: torch.Tensor, xi: Inputs, ui: torch.Tensor) -> dict[str, torch.Tensor]:
+        return vjp(lambda p: model.cell_one(p, zi, xi), params)[1](ui)[0]
 
-        return vjp(f_of, params)[1](ui)[0]
-
-    return vmap(one, chunk_size=chunk)(z_rep, x_rep, u)
+    with sdpa_kernel(SDPBackend.MATH):  # the fused attention kernels have no batching rule
+        return vmap(one, chunk_size=chunk)(z_rep, repeat_inputs(x, k), u)
 
 
-def _head_rows(head, params, z, chunk: int | None) -> dict[str, torch.Tensor]:
+def _head_rows(model: PackedDEQ, params, z, chunk: int | None) -> dict[str, torch.Tensor]:
     """Per-sample ``∂ŷ_i/∂θ_h``, ``{name: (n, k, *p)}``."""
 
     def one(zi: torch.Tensor) -> dict[str, torch.Tensor]:
-        return jacrev(lambda p: functional_call(head, p, (zi[None],)).reshape(-1))(params)
+        return jacrev(lambda p: model.head_one(p, zi))(params)
 
-    return vmap(one, chunk_size=chunk)(z.detach())
+    with sdpa_kernel(SDPBackend.MATH):
+        return vmap(one, chunk_size=chunk)(z.detach())
 
 
 def implicit_ntk(
-    cell: nn.Module,
-    head: nn.Module | None,
-    x: torch.Tensor,
+    model: PackedDEQ,
+    x: Inputs,
     z_star: torch.Tensor,
     trainable: Trainable,
     solver: Solver,
@@ -151,29 +154,29 @@ def implicit_ntk(
     cotangent: torch.Tensor | None = None,
     chunk: int | None = None,
 ) -> ImplicitNTK:
-    """Θ = J Jᵀ at ``z_star`` (module docstring); ``solver`` solves the adjoints.
+    """Θ = J Jᵀ at the packed ``z_star`` (module docstring); ``solver`` solves the adjoints.
 
     ``cotangent`` (n, k), if given, also returns ``Jᵀ w`` per parameter (the gradient of
     ``Σ w_ic ŷ_ic``, e.g. a loss's gradient from its output gradient ``w``).
     """
     with torch.no_grad():
-        outputs = _head_outputs(head, z_star)
+        outputs = model.outputs(z_star)
     n, k = outputs.shape
     blocks: list[torch.Tensor] = []  # each (n, k, P_name), later (n k, P_name)
     adjoint = None  # no cell parameter trained: no adjoint solve
     if trainable.cell:
-        adjoint = _adjoints(cell, x, z_star, _output_cotangents(head, z_star, k), solver)
-        rows = _cell_rows(cell, trainable.cell, x, z_star, adjoint.z, chunk)
+        adjoint = _adjoints(model, x, z_star, _output_cotangents(model, z_star, k), solver)
+        rows = _cell_rows(model, trainable.cell, x, z_star, adjoint.z, chunk)
         blocks += [r.reshape(k, n, -1).transpose(0, 1) for r in rows.values()]
     if trainable.head:
-        rows = _head_rows(head, trainable.head, z_star, chunk)
+        rows = _head_rows(model, trainable.head, z_star, chunk)
         blocks += [r.reshape(n, k, -1) for r in rows.values()]
     names = [f"cell.{p}" for p in trainable.cell] + [f"head.{p}" for p in trainable.head]
     shapes = [p.shape for p in (*trainable.cell.values(), *trainable.head.values())]
     theta = torch.zeros(n * k, n * k, dtype=torch.float64, device=z_star.device)
     gradient = {} if cotangent is not None else None
     for name, shape, block in zip(names, shapes, blocks, strict=True):
-        jac = block.reshape(n * k, -1).to(torch.float64)  # (n k, P_name)
+        jac = block.reshape(n * k, -1).detach().to(torch.float64)  # (n k, P_name)
         theta += jac @ jac.T
         if gradient is not None:
             gradient[name] = (cotangent.reshape(-1).to(jac) @ jac).reshape(shape)
