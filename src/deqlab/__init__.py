@@ -19,7 +19,7 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 import deqlab.papers  # noqa: F401  (first: registers the Paper records statements cite)
 from deqlab.data import LabelledData, get_dataset, synthetic_sphere, zou_synthetic
-from deqlab.diagnosis import Diagnosis, RateMonitor, diagnose
+from deqlab.diagnosis import Diagnosis, DiagnosticsRecorder, RateMonitor, diagnose
 from deqlab.fixed_point_diagnostics import FixedPointDiagnostics, fixed_point_diagnostics
 from deqlab.fixed_point_stats import BackwardRecord, ConvergenceWarning
 from deqlab.implicit import (
@@ -86,6 +86,7 @@ __all__ = [
     "ConvergenceWarning",
     "DELMCheck",
     "Diagnosis",
+    "DiagnosticsRecorder",
     "FixedPointDiagnostics",
     "FixedPointStats",
     "ForwardBackward",
