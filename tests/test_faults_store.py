@@ -9,7 +9,8 @@ environment (``DEQLAB_TEST_FAULT``; ``DEQLAB_TEST_SLOW`` seconds per step;
 data sets it claims to read). Run as ``python -c "import test_faults_store as t; t.main()"
 ARGS`` it is the ``deqlab`` command with the same faults, plus the points inside the store
 (a checkpoint, metrics.csv, summary.json or report.html being written, the index being
-finished) installed by :func:`_install_store_faults`. Nothing here is production code.
+finished, a run's begin paused, a fresh store indexed slowly) installed by
+:func:`_install_store_faults`. Nothing here is production code.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import torch
 from typer.testing import CliRunner
 
 import deqlab._atomic
+import deqlab.runs.store
 from deqlab._atomic import write_text_atomic
 from deqlab.cli import app
 from deqlab.experiments.registry import register
@@ -93,7 +95,10 @@ class FaultyLsq(LeastSquaresGD):
 def _install_store_faults(fault: str) -> None:
     """SIGKILL this process inside the store: ``checkpoint:KEY:DONE`` (after the temporary
     file is written, before its rename), ``write:NAME[:NEEDLE]`` (half-way through writing
-    NAME, whose text holds NEEDLE), ``finish`` (before the index records the end)."""
+    NAME, whose text holds NEEDLE), ``finish`` (before the index records the end). Or
+    order two processes: ``pause-begin:FILE`` (between a run's config.toml and its index
+    row, wait until FILE exists), ``slow-index:FILE`` (open the store only once a run
+    directory exists; having read it for the index, create FILE and wait a second)."""
     kind, _, rest = fault.partition(":")
     if kind == "checkpoint":
         key, _, done = rest.partition(":")
@@ -118,6 +123,36 @@ def _install_store_faults(fault: str) -> None:
         deqlab._atomic._write = write
     elif kind == "finish":
         RunStore.finish = lambda self, *a, **k: _kill()
+    elif kind == "pause-begin":  # between writing config.toml and the run's index row
+        real_write = deqlab.runs.store.write_text_atomic
+
+        def write_then_pause(target, text):
+            real_write(target, text)
+            if Path(target).name == "config.toml":
+                _wait_for_file(Path(rest))
+
+        deqlab.runs.store.write_text_atomic = write_then_pause
+    elif kind == "slow-index":  # open the store once another run began; index it slowly
+        real_init, real_entry = RunStore.__init__, deqlab.runs.store._index_entry
+
+        def init_when_begun(self, root):
+            while not list(Path(root).glob("*/*/config.toml")):
+                time.sleep(0.02)
+            real_init(self, root)
+
+        def slow_entry(run):
+            entry = real_entry(run)
+            Path(rest).touch()
+            time.sleep(1.0)
+            return entry
+
+        RunStore.__init__, deqlab.runs.store._index_entry = init_when_begun, slow_entry
+
+
+def _wait_for_file(path: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def main() -> None:
@@ -1163,3 +1198,125 @@ def test_a_missing_data_set_refusal_leaves_nothing(tmp_path, monkeypatch):
     existing.mkdir()
     assert reproduce(existing).exit_code == 2
     assert list(existing.iterdir()) == []  # a store that was there stays, empty
+
+
+# --- issue 36: a writer killed inside an index write, two fresh runs at once, --experiment, ------
+# --- a --figure below a file ---------------------------------------------------------------------
+
+#: A writer of the index killed inside its transaction: a small page cache makes SQLite write
+#: the rollback journal (and changed pages) to disk before the commit that never comes.
+KILLED_WRITER = """
+import os, signal, sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA cache_size = 1")
+db.execute("BEGIN IMMEDIATE")
+db.execute("UPDATE runs SET status = 'uncommitted', started = NULL")
+for i in range(2000):
+    db.execute("INSERT INTO tasks VALUES ('x', ?, 'k', 'failed', NULL, 1.0, 'now')", (f"{i:0200}",))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _kill_a_writer_inside_a_transaction(index: Path) -> Path:
+    """Leave a hot journal beside ``index``, as a process killed inside a write does."""
+    before = index.read_bytes()
+    done = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(index)], timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    journal = index.with_name(index.name + "-journal")
+    assert journal.stat().st_size > 0 and index.read_bytes() != before  # pages on disk, torn
+    return journal
+
+
+@pytest.mark.parametrize(
+    "args", [["list"], ["list", "--json"], ["show", "{ref}"], ["diff", "{ref}", "{ref}"]]
+)
+def test_read_commands_roll_back_the_journal_of_a_killed_index_writer(store, args):
+    ref = run_dir(store).path.name
+    journal = _kill_a_writer_inside_a_transaction(store / "index.sqlite")
+    result = cli("runs", *[a.format(ref=ref) for a in args], "--out", store)
+    assert result.exit_code == 0 and result.stderr == "", result.output
+    assert "finished" in result.stdout and "uncommitted" not in result.stdout
+    assert not journal.exists()  # rolled back: the index is as its last commit left it
+    (row,) = consistent(store)
+    assert row["status"] == "finished" and row["started"]
+    with sqlite3.connect(store / "index.sqlite") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert db.execute("SELECT count(*) FROM tasks").fetchone() == (2,)
+
+
+def test_a_read_only_store_is_read_past_the_journal_of_a_killed_writer(store):
+    journal = _kill_a_writer_inside_a_transaction(store / "index.sqlite")
+    torn = (store / "index.sqlite").read_bytes(), journal.read_bytes()
+    with read_only(store):
+        listed = cli("runs", "list", "--out", store, "--json")
+        shown = cli("runs", "show", run_dir(store).path.name, "--out", store, "--json")
+    assert listed.exit_code == 0 and shown.exit_code == 0, listed.output + shown.output
+    (row,) = json.loads(listed.stdout)
+    assert row["status"] == "finished" and row["started"]
+    assert len(json.loads(shown.stdout)["tasks"]) == 2
+    assert ((store / "index.sqlite").read_bytes(), journal.read_bytes()) == torn  # untouched
+    assert reproduce(store).exit_code == 0  # writable again: the next writer rolls it back
+    assert not journal.exists() and consistent(store)[0]["status"] == "finished"
+
+
+def test_reindex_after_a_killed_writer_keeps_the_committed_index(store):
+    _kill_a_writer_inside_a_transaction(store / "index.sqlite")
+    result = cli("runs", "reindex", "--out", store)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [f"rebuilt {store / 'index.sqlite'} from 1 run directory"]
+    assert not (store / "index.sqlite.corrupt").exists()
+    assert not (store / "index.sqlite-journal").exists()
+    assert consistent(store)[0]["status"] == "finished"
+
+
+def test_two_runs_begun_at_once_in_a_fresh_store_both_keep_their_start_time(tmp_path):
+    """The race of issue 36: B opens the fresh store after A wrote its config.toml but before
+    A's index row, finds run directories and no index, and indexes them; A's row lands in
+    the meantime. B must not replace the index under A (A's row lost its start time)."""
+    out, indexing = tmp_path / "res", tmp_path / "b-is-indexing"
+    a = spawn(out, "--set", "steps=12", env={"DEQLAB_TEST_FAULT": f"pause-begin:{indexing}"})
+    b = spawn(out, env={"DEQLAB_TEST_FAULT": f"slow-index:{indexing}"})
+    outputs = [p.communicate(timeout=300) for p in (a, b)]
+    assert [a.returncode, b.returncode] == [0, 0], outputs
+    rows = consistent(out)
+    assert len(rows) == 2 and {r["status"] for r in rows} == {"finished"}
+    for row in rows:
+        summary = RunDir(out / NAME / row["config_hash"]).read_summary()
+        assert row["started"] and row["started"] <= summary["started"], (row, summary)
+    listed = cli("runs", "list", "--out", out, "--json")
+    assert all(r["started"] for r in json.loads(listed.stdout))
+
+
+def test_runs_list_of_an_unknown_experiment_is_a_usage_error(store):
+    result = cli("runs", "list", "--out", store, "--experiment", "nosuch")
+    assert result.exit_code == 2 and result.stdout == ""
+    line = one_line(result.stderr)
+    assert line.startswith("error: `--experiment` 'nosuch' is not an experiment; known: ")
+    assert "ling2023-fig1" in line and NAME in line
+    known = cli("runs", "list", "--out", store, "--experiment", "ling2023-fig1")
+    assert known.exit_code == 0 and known.stdout.endswith(
+        f"no runs of ling2023-fig1 in '{store}'\n"
+    )
+    as_json = cli("runs", "list", "--out", store, "--experiment", "ling2023-fig1", "--json")
+    assert as_json.exit_code == 0 and json.loads(as_json.stdout) == []
+
+
+def test_runs_diff_figure_below_a_regular_file_is_a_usage_error(store, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    ref = run_dir(store).path.name
+    result = cli("runs", "diff", ref, ref, "--out", store, "--figure", afile / "d.png")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert one_line(result.stderr) == (
+        f"error: `--figure` '{afile / 'd.png'}' cannot be written: '{afile}' is not a directory"
+    )
+    onto = cli("runs", "diff", ref, ref, "--out", store, "--figure", tmp_path)
+    assert onto.exit_code == 2
+    assert one_line(onto.stderr).startswith("error: `--figure` must end in .png, .pdf or .svg")
+    afile.unlink()
+    (tmp_path / "d.png").mkdir()
+    directory = cli("runs", "diff", ref, ref, "--out", store, "--figure", tmp_path / "d.png")
+    assert one_line(directory.stderr) == (
+        f"error: `--figure` '{tmp_path / 'd.png'}' is a directory; give a file name, e.g. "
+        f"{tmp_path / 'd.png' / 'diff.png'}"
+    )

@@ -19,6 +19,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -114,6 +115,29 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
 def warn(message: str) -> None:
     """Print ``warning: message`` (one line) on stderr."""
     typer.echo(f"warning: {' '.join(message.split())}", err=True)
+
+
+def check_output_file(flag: str, path: Path, example: str) -> None:
+    """Raise a ValueError (one line naming ``flag``) when no file can be written at
+    ``path``: it is a directory, a file stands where a directory above it must be, or
+    the nearest existing directory above it is not writable; checked before any work."""
+    import tempfile
+
+    where = f"`{flag}` {str(path)!r}"
+    if path.is_dir():
+        raise ValueError(f"{where} is a directory; give a file name, e.g. {path / example}")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"{where} cannot be written: {str(parent)!r} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as err:
+        raise ValueError(
+            f"{where} cannot be written: {str(parent)!r} is not writable ({err.strerror or err})"
+        ) from None
 
 
 def echo_json(document: Any) -> None:

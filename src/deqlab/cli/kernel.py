@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from deqlab.cli.app import JSON_HELP, app, echo_json, fail, warn
+from deqlab.cli.app import JSON_HELP, app, check_output_file, echo_json, fail, warn
 from deqlab.data.registry import DATASETS
 
 #: Accuracy of K = K^(∞) (absolute, on the normalised entries): population_gram's tol.
@@ -55,28 +55,6 @@ def _read_array(path: Path):
             "nonzero inputs (Assumption 2 takes ‖x_i‖ = √d)"
         )
     return torch.from_numpy(np.ascontiguousarray(array.T)).to(torch.float64)
-
-
-def _check_save(save: Path) -> None:
-    """Refuse a ``--save`` target that is a directory or lies where nothing can be written,
-    before anything is computed."""
-    import tempfile
-
-    where = f"`--save` {str(save)!r}"
-    if save.is_dir():
-        raise ValueError(f"{where} is a directory; give a file name, e.g. {save / 'K.npy'}")
-    parent = save.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ValueError(f"{where} cannot be written: {str(parent)!r} is not a directory")
-    try:
-        with tempfile.TemporaryFile(dir=parent):
-            pass
-    except OSError as err:
-        raise ValueError(
-            f"{where} cannot be written: {str(parent)!r} is not writable ({err.strerror or err})"
-        ) from None
 
 
 def _save_matrix(save: Path, M) -> None:
@@ -201,7 +179,7 @@ def kernel(
         try:
             device = check_device(device)
             if save is not None:
-                _check_save(save)
+                check_output_file("--save", save, "K.npy")
             X, source = _load_inputs(dataset, input_file, n, d, seed, data_dir, device)
             X = X.to(device)
             M, what, note = _matrix(X, sigma_w2, layers, ntk, parameterization, progress)

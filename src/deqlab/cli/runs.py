@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from deqlab.cli.app import EXIT_FAILED, JSON_HELP, app, echo_json, fail, warn
+from deqlab.cli.app import EXIT_FAILED, JSON_HELP, app, check_output_file, echo_json, fail, warn
 
 runs_app = typer.Typer(
     name="runs",
@@ -75,7 +75,10 @@ def runs_list(
     is gone). Works on a read-only store.
     """
     store = _open_store(out)
-    rows = [r for r in store.runs() if experiment is None or r["experiment"] == experiment]
+    rows = store.runs()
+    if experiment is not None:
+        _check_experiment_name(experiment, rows)
+        rows = [r for r in rows if r["experiment"] == experiment]
     if as_json:
         echo_json([_row_document(r) for r in rows])
         return
@@ -93,6 +96,8 @@ def runs_list(
             str(r["n_failed"] or 0),
         )
     Console(width=160).print(table)
+    if experiment is not None and not rows:
+        typer.echo(f"no runs of {experiment} in {str(out)!r}")
     if any(r["status"] == "dead" for r in rows):
         typer.echo(
             "dead: the process computing the run is gone (killed, or its machine restarted); "
@@ -103,6 +108,18 @@ def runs_list(
             "missing: the run directory is gone (deleted or moved); "
             f"`deqlab runs reindex --out {out}` drops it from the index"
         )
+
+
+def _check_experiment_name(name: str, rows: list[dict[str, Any]]) -> None:
+    """Refuse an ``--experiment`` that names no registered experiment and no run in the
+    store (a registered one without runs lists nothing, and says so)."""
+    from deqlab.experiments.registry import experiment_names
+
+    if any(r["experiment"] == name for r in rows):
+        return
+    known = experiment_names()
+    if name not in known:
+        raise fail(f"`--experiment` {name!r} is not an experiment; known: {', '.join(known)}")
 
 
 def run_document(store, row: dict[str, Any]) -> dict[str, Any]:
@@ -252,8 +269,13 @@ def runs_diff(
     """Compare two runs: config, statements side by side, and (--figure) their curves."""
     from deqlab.runs.diff import diff_runs, overlay_figure
 
-    if figure is not None and figure.suffix.lower() not in (".png", ".pdf", ".svg"):
-        raise fail(f"`--figure` must end in .png, .pdf or .svg; got {str(figure)!r}")
+    if figure is not None:
+        if figure.suffix.lower() not in (".png", ".pdf", ".svg"):
+            raise fail(f"`--figure` must end in .png, .pdf or .svg; got {str(figure)!r}")
+        try:
+            check_output_file("--figure", figure, "diff.png")
+        except ValueError as err:
+            raise fail(str(err)) from None
     store = _open_store(out)
     try:
         diff = diff_runs(store, ref_a, ref_b)

@@ -11,6 +11,7 @@ directories themselves are :mod:`deqlab.runs.rundir`.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import sys
@@ -26,6 +27,7 @@ from deqlab._atomic import atomic_path, write_text_atomic
 from deqlab.experiments.config import config_to_dict
 from deqlab.runs.lock import RunLock, lock_holder, now_iso, owner_state, process_identity
 from deqlab.runs.rundir import RunDir, RunStoreError, SummaryError
+from deqlab.runs.sqlite_read import journal_of, open_for_reading
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -101,7 +103,7 @@ class RunStore:
                 f"output directory {str(self.root)!r} is not writable: {err.strerror or err}"
             ) from None
         if not (self.index.is_file() and self.index.stat().st_size) and self.run_directories():
-            self.reindex()  # a lost (or emptied) index is rebuilt from the run directories
+            self._index_unindexed_runs()  # a lost (or emptied) index
         if self.index.is_file():
             with self._db(write=True) as db:
                 have = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
@@ -159,8 +161,7 @@ class RunStore:
             if write:
                 db.executescript(_SCHEMA)  # the first write creates the index
         else:
-            uri = "file:" + str(self.index.absolute()).replace("?", "%3f").replace("#", "%23")
-            db = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=30)
+            db = open_for_reading(self.index)
         db.row_factory = sqlite3.Row
         return db
 
@@ -333,6 +334,29 @@ class RunStore:
             return []
         return sorted(p.parent for p in self.root.glob("*/*/config.toml") if p.is_file())
 
+    def _index_unindexed_runs(self) -> None:
+        """Add the run directories the index lacks, in place, in one write transaction.
+
+        For a lost or emptied index, when a store is opened to write. Not :meth:`reindex`:
+        replacing the file would race with another process that opened the same fresh
+        store a moment earlier and is beginning its own run: its row, written between our
+        reading the run directories and our replacing the file, would come back without its
+        start time (the directory's summary is not written yet). In place and under
+        ``BEGIN IMMEDIATE``, that row is either already there (and kept) or written after
+        ours (and then overwrites it).
+        """
+        with self._db(write=True) as db:
+            db.execute("BEGIN IMMEDIATE")
+            indexed = {tuple(r) for r in db.execute("SELECT experiment, config_hash FROM runs")}
+            for path in self.run_directories():
+                if (path.parent.name, path.name) in indexed:
+                    continue
+                try:
+                    run, tasks = _index_entry(RunDir(path))
+                except (OSError, ValueError):
+                    continue  # `deqlab runs reindex` names what it skips
+                _insert_entry(db, run, tasks, "IGNORE")
+
     def reindex(self) -> dict[str, Any]:
         """Rebuild ``index.sqlite`` from the run directories (atomically replacing it).
 
@@ -340,8 +364,9 @@ class RunStore:
         summary says ``running`` is ``running`` only while a live process holds its lock,
         else ``interrupted`` (and its summary is rewritten to say so); a run without a
         readable summary is ``interrupted`` with the reason as its error. An unreadable old
-        index is kept as ``index.sqlite.corrupt``. Returns ``{"runs", "skipped", "set_aside"}``;
-        raises :class:`RunStoreError` (one line) when the new index cannot be written.
+        index is kept as ``index.sqlite.corrupt`` (with its journal, if a writer left one).
+        Returns ``{"runs", "skipped", "set_aside"}``; raises :class:`RunStoreError` (one
+        line) when the new index cannot be written.
         """
         entries, skipped = [], []
         for path in self.run_directories():
@@ -353,18 +378,14 @@ class RunStore:
         if self.index.is_file() and self.index.stat().st_size and not _readable_index(self.index):
             aside = self.index.with_name(INDEX_NAME + ".corrupt")
             shutil.copyfile(self.index, aside)
+            if journal_of(self.index).is_file():  # it belongs to the old index, not the new one
+                os.replace(journal_of(self.index), journal_of(aside))
             set_aside = str(aside)
         try:
             with atomic_path(self.index) as tmp, closing(sqlite3.connect(tmp)) as db, db:
                 db.executescript(_SCHEMA)
                 for run, tasks in entries:
-                    db.execute(
-                        f"INSERT OR REPLACE INTO runs ({', '.join(run)}) VALUES "
-                        f"({', '.join('?' * len(run))})",
-                        tuple(run.values()),
-                    )
-                    db.executemany("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                   tasks)  # fmt: skip
+                    _insert_entry(db, run, tasks, "REPLACE")
         except sqlite3.Error as err:  # e.g. a read-only directory: the new index cannot be made
             raise self._index_error(err) from None
         return {"runs": len(entries), "skipped": skipped, "set_aside": set_aside}
@@ -379,11 +400,24 @@ def _resolved(path: str) -> Path | None:
 
 def _readable_index(path: Path) -> bool:
     try:
-        with closing(sqlite3.connect(f"file:{path.absolute()}?mode=ro", uri=True)) as db:
+        with closing(open_for_reading(path)) as db:
             db.execute("SELECT count(*) FROM runs").fetchone()
     except sqlite3.Error:
         return False
     return True
+
+
+def _insert_entry(
+    db: sqlite3.Connection, run: dict[str, Any], tasks: list[tuple], conflict: str
+) -> None:
+    """Insert a run's row and task rows (:func:`_index_entry`); ``conflict`` says what an
+    existing row does: ``"IGNORE"`` (stays) or ``"REPLACE"``."""
+    columns = ", ".join(run)
+    db.execute(
+        f"INSERT OR {conflict} INTO runs ({columns}) VALUES ({', '.join('?' * len(run))})",
+        tuple(run.values()),
+    )
+    db.executemany(f"INSERT OR {conflict} INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?)", tasks)
 
 
 def _index_entry(run: RunDir) -> tuple[dict[str, Any], list[tuple]]:
