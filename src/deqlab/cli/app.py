@@ -156,6 +156,15 @@ def _finite(value: Any) -> Any:
     return value
 
 
+_as_command = False
+
+
+def running_as_command() -> bool:
+    """Whether this process is the ``deqlab`` command (:func:`main`), whose start-up
+    (interpreter, imports) is what a ``deqlab reproduce`` pays before its first task."""
+    return _as_command
+
+
 def _register_commands() -> None:
     """Import the command modules (each adds its commands or sub-apps to ``app``)."""
     # One import per command module; keep them light (heavy imports inside commands).
@@ -171,4 +180,6 @@ _register_commands()
 
 def main() -> None:
     """Console-script entry point."""
+    global _as_command
+    _as_command = True
     app()

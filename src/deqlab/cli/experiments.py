@@ -15,7 +15,15 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperCommand
 
-from deqlab.cli.app import EXIT_FAILED, JSON_HELP, app, echo_json, fail, warn
+from deqlab.cli.app import (
+    EXIT_FAILED,
+    JSON_HELP,
+    app,
+    echo_json,
+    fail,
+    running_as_command,
+    warn,
+)
 
 PRESET_METAVAR = "tiny|quick|paper"
 DEVICE_METAVAR = "cpu|cuda|cuda:N"
@@ -352,8 +360,19 @@ def show(
         resolved = resolve(experiment, preset, config_file=config, overrides=overrides)
     except (ValueError, TypeError) as err:
         raise fail(str(err)) from None
+    startup = None
+    if measure is not None and running_as_command():
+        from deqlab.runs.costs import process_age
+
+        startup = process_age()
     info = describe_experiment(
-        experiment, preset, config=resolved, out=out, data_dir=data_dir, measure=measure
+        experiment,
+        preset,
+        config=resolved,
+        out=out,
+        data_dir=data_dir,
+        measure=measure,
+        startup_s=startup,
     )
     if as_json:
         echo_json(info)

@@ -184,6 +184,7 @@ def _run_time(
     digest: str,
     out: str | os.PathLike[str] | None,
     measure: float | None,
+    startup_s: float | None,
 ) -> dict[str, Any]:
     """The estimate from earlier runs, or with ``measure`` seconds one timed now."""
     estimate = estimate_run_time(experiment.name, preset, digest, out)
@@ -191,7 +192,7 @@ def _run_time(
         return estimate
     from deqlab.runs.costs import measure_run_time
 
-    return measure_run_time(experiment, config, measure)
+    return measure_run_time(experiment, config, measure, startup_s=startup_s)
 
 
 def describe_experiment(
@@ -202,13 +203,15 @@ def describe_experiment(
     out: str | os.PathLike[str] | None = None,
     data_dir: str | os.PathLike[str] | None = None,
     measure: float | None = None,
+    startup_s: float | None = None,
 ) -> dict[str, Any]:
     """Everything ``deqlab show NAME --preset P`` prints, as JSON values.
 
     ``config``: the resolved config (default: the preset's); ``out``: a run store whose
     finished runs time the estimate; ``measure``: seconds to spend timing the preset's
     first steps here (:func:`deqlab.runs.costs.measure_run_time`), unless this very config
-    has finished in ``out``.
+    has finished in ``out``; ``startup_s``: this process's start-up when it is the
+    ``deqlab`` command (a ``reproduce`` pays the same before its first task).
     """
     if config is None:
         config = experiment.resolve(preset)
@@ -237,6 +240,6 @@ def describe_experiment(
         },
         "deviations": [d.as_dict() for d in deviations],
         "deviations_sentence": one_line(deviations),
-        "run_time": _run_time(experiment, preset, config, digest, out, measure),
+        "run_time": _run_time(experiment, preset, config, digest, out, measure, startup_s),
         "command": f"deqlab reproduce {experiment.name} --preset {preset}",
     }
