@@ -8,6 +8,9 @@ import gzip
 import json
 import os
 import re
+import resource
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -279,7 +282,40 @@ def test_kernel_at_a_size_that_cannot_fit_is_refused_within_seconds():
     assert result.exit_code == 2
     line = one_error(result)
     assert line.startswith("error: `--n`: n = 1000000 needs 16 TB for the kernel matrix and the ")
-    assert re.search(r"memory is available; the largest n that fits is \d+$", line)
+    assert re.search(r"memory is available \(.+\); the largest n that fits is \d+$", line)
+
+
+def ulimited(*args: object, address_space: int = 6 * 10**9) -> subprocess.CompletedProcess:
+    """``python -m deqlab ARGS`` in a process whose address space is limited (``ulimit -v``)."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "deqlab", *map(str, args)]
+    return subprocess.run(
+        command, env=env, preexec_fn=limit, capture_output=True, text=True, timeout=120
+    )
+
+
+ULIMIT_V_SAYS = (
+    r"but [\d.]+ GB of memory is available \(this process's address-space limit, "
+    r"`ulimit -v` 6 GB, less the [\d.]+ MB it has mapped\); the largest n that fits is (\d+)$"
+)
+
+
+def test_kernel_under_a_ulimit_is_refused_naming_the_limit_and_its_estimate():
+    """Issue 36: the check compared 14.4 GB with the machine's memory and passed; the
+    allocation then failed with a traceback. The process's own limit is the bound."""
+    done = ulimited("kernel", "--dataset", "sphere", "--n", "30000", "--d", "5")
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(
+        "error: `--n`: n = 30000 needs 14.4 GB for the kernel matrix and the work array of "
+        "its least eigenvalue (2 n×n float64 array(s)), "
+    )
+    largest = int(re.search(ULIMIT_V_SAYS, line).group(1))
+    assert 10_000 < largest < 30_000
 
 
 def _mnist(root: Path, images: np.ndarray) -> Path:

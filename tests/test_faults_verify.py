@@ -5,10 +5,12 @@ and the layout read are printed."""
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import numpy as np
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from deqlab.cli import app
@@ -200,3 +202,37 @@ def test_a_width_that_does_not_fit_is_named_not_n(monkeypatch):
         "norms (3 m×m float64 arrays), but 2 GB of memory is available; the largest width "
         "that fits is 8494"  # √((2·10⁹ − 256 MiB headroom)/24)
     )
+
+
+def test_verify_under_a_ulimit_is_refused_naming_the_limit_and_its_estimate():
+    """Issue 36: `ulimit -v 6000000; deqlab verify --width 50 --dataset sphere --n 30000
+    --d 5` passed the memory check (15 GB against the machine's memory) and died 4 s later
+    with "can't allocate memory"."""
+    from test_faults_data import ULIMIT_V_SAYS, ulimited
+
+    args = ("verify", "--width", "50", "--dataset", "sphere", "--n", "30000", "--d", "5")
+    done = ulimited(*args)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(
+        "error: `--n`: n = 30000 needs 14.4 GB for K, the DEQ NTK over it and a work array "
+        "(2 n×n float64 array(s)), "
+    )
+    assert 10_000 < int(re.search(ULIMIT_V_SAYS, line).group(1)) < 30_000
+
+
+def test_an_allocation_that_fails_after_the_check_is_one_line(monkeypatch):
+    """The last resort where an estimate falls short: torch's own allocation error, named."""
+    import deqlab.verification
+
+    def allocate(*args, **kwargs):
+        return torch.empty(2**50, dtype=torch.uint8)  # 1 PB: fails here and now
+
+    monkeypatch.setattr(deqlab.verification, "verify", allocate)
+    line = one_error(invoke("verify", "--dataset", "sphere", "--n", "6", "--d", "3"))
+    assert line.startswith(
+        "error: out of memory: DefaultCPUAllocator: can't allocate memory: you tried to "
+        "allocate 1125899906842624 bytes. Error code 12 (Cannot allocate memory); "
+    )
+    assert re.search(r"; [\d.]+ [kMGT]?B is available now \(.+\); a smaller --n or --width "
+                     r"fits$", line)  # fmt: skip

@@ -65,3 +65,62 @@ def test_the_cgroup_limit_bounds_the_available_memory(tmp_path, monkeypatch):
 
 def test_bytes_are_written_for_a_reader():
     assert [nbytes(b) for b in (512, 7.2e9, 8e12)] == ["512 bytes", "7.2 GB", "8 TB"]
+
+
+def test_a_cgroup_above_this_process_bounds_the_available_memory(tmp_path, monkeypatch):
+    """The limit of a cgroup holds for every cgroup below it (systemd-run -p MemoryMax=,
+    nested containers): v2 and v1, read where /proc/self/cgroup places this process."""
+    monkeypatch.setattr(_memory, "_CGROUP", tmp_path)
+    monkeypatch.setattr(_memory, "_PROC_CGROUP", tmp_path / "self-cgroup")
+    (tmp_path / "self-cgroup").write_text("4:cpu,memory:/job/step\n0::/user.slice/run-1\n")
+    own, above = tmp_path / "user.slice" / "run-1", tmp_path / "user.slice"
+    for directory, limit, usage in ((own, "max", 10**9), (above, 8 * 10**9, 7 * 10**9)):
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "memory.max").write_text(f"{limit}\n")
+        (directory / "memory.current").write_text(f"{usage}\n")
+    assert _memory._cgroup_free() == (
+        10**9,
+        f"its cgroup's limit of 8 GB ({above / 'memory.max'}), less 7 GB in use",
+    )
+    v1 = tmp_path / "memory" / "job"
+    v1.mkdir(parents=True)
+    (v1 / "memory.limit_in_bytes").write_text("3000000000\n")
+    (v1 / "memory.usage_in_bytes").write_text("2500000000\n")
+    assert _memory._cgroup_free()[0] == 5 * 10**8  # v1 /job, above /job/step
+
+
+def test_the_process_own_limits_bound_the_available_memory(tmp_path, monkeypatch):
+    import resource
+
+    limits = {resource.RLIMIT_AS: 6 * 10**9, resource.RLIMIT_DATA: resource.RLIM_INFINITY}
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (limits[which], limits[which]))
+    monkeypatch.setattr(_memory, "_STATUS", tmp_path / "status")
+    (tmp_path / "status").write_text("VmPeak:\t 900000 kB\nVmSize:\t 781250 kB\nVmData: 1 kB\n")
+    assert _memory._process_free() == (
+        6 * 10**9 - 800 * 10**6,
+        "this process's address-space limit, `ulimit -v` 6 GB, less the 800 MB it has mapped",
+    )
+    available, source = _memory.available_memory()
+    assert available <= 5.2 * 10**9 and "`ulimit -v`" in source  # far below the machine's
+    limits[resource.RLIMIT_DATA] = 10**9
+    assert _memory._process_free() == (
+        10**9 - 1024,
+        "this process's data-segment limit, `ulimit -d` 1 GB, less the 1.02 kB it has mapped",
+    )
+
+
+def test_an_allocation_failure_is_one_line_and_other_errors_are_not_one():
+    import numpy as np
+    import torch
+
+    try:
+        torch.empty(2**50, dtype=torch.uint8)
+    except RuntimeError as err:
+        line = _memory.out_of_memory(err)
+    assert line.startswith("out of memory: DefaultCPUAllocator: can't allocate memory: you ")
+    assert "\n" not in line and " is available now (" in line
+    try:
+        np.empty(2**50, dtype=np.uint8)
+    except MemoryError as err:
+        assert _memory.out_of_memory(err).startswith("out of memory: Unable to allocate 1.00 PiB")
+    assert _memory.out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied")) is None

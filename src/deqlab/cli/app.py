@@ -117,6 +117,16 @@ def warn(message: str) -> None:
     typer.echo(f"warning: {' '.join(message.split())}", err=True)
 
 
+def failed_allocation(err: BaseException, advice: str) -> BaseException:
+    """An allocation that failed (:func:`deqlab._memory.out_of_memory`) as one ``error:``
+    line with ``advice`` and exit 2 (the input is too large for this process), to raise;
+    any other error as it is."""
+    from deqlab._memory import out_of_memory
+
+    line = out_of_memory(err)
+    return err if line is None else fail(f"{line}; {advice}")
+
+
 def check_output_file(flag: str, path: Path, example: str) -> None:
     """Raise a ValueError (one line naming ``flag``) when no file can be written at
     ``path``: it is a directory, a file stands where a directory above it must be, or

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import typer
 
-from deqlab.cli.app import JSON_HELP, app, check_output_file, echo_json, fail, warn
+from deqlab.cli.app import (
+    JSON_HELP,
+    app,
+    check_output_file,
+    echo_json,
+    fail,
+    failed_allocation,
+    warn,
+)
 from deqlab.data.registry import DATASETS
 
 #: Accuracy of K = K^(∞) (absolute, on the normalised entries): population_gram's tol.
@@ -190,6 +198,8 @@ def kernel(
             raise fail(
                 f"`--input` {str(input_file)!r}: {message}" if about_file else message
             ) from None
+        except (MemoryError, RuntimeError) as err:
+            raise failed_allocation(err, "a smaller --n fits") from None
     for warning in caught:
         warn(str(warning.message))
     if save is not None:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import typer
 
-from deqlab.cli.app import JSON_HELP, app, echo_json, fail
+from deqlab.cli.app import JSON_HELP, app, echo_json, fail, failed_allocation
 from deqlab.cli.progress import progress_bar
 from deqlab.data.registry import DATASETS
 
@@ -187,6 +187,8 @@ def verify_command(
         page = None if out is None else result.write_html(out)
     except (ValueError, TypeError, OSError) as err:  # a missing data set is an OSError
         raise fail(str(err)) from None
+    except (MemoryError, RuntimeError) as err:
+        raise failed_allocation(err, "a smaller --n or --width fits") from None
     if as_json:
         echo_json({**result.as_dict(), "page": None if page is None else str(page)})
         return
