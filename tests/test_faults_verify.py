@@ -236,3 +236,148 @@ def test_an_allocation_that_fails_after_the_check_is_one_line(monkeypatch):
     )
     assert re.search(r"; [\d.]+ [kMGT]?B is available now \(.+\); a smaller --n or --width "
                      r"fits$", line)  # fmt: skip
+
+
+# --- issue 36: complex X, two label columns, a semicolon file, overflowing scales, a .pt that
+# --- holds no data, a width sweep of the DELM, training that stops at once -----------------
+
+
+def _xy(n: int = 8, d: int = 3):
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((n, d)), rng.standard_normal(n)
+
+
+def _csv(path, header: str, separator: str = ",", rows=None) -> None:
+    X, y = _xy()
+    rows = rows if rows is not None else np.column_stack([X, y])
+    lines = [header] + [separator.join(str(v) for v in row) for row in rows]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _complex(path):
+    X, y = _xy()
+    np.savez(path, X=X + 1j * X, y=y)
+
+
+def _two_labels(path):
+    _csv(path, "a,b,label,y")
+
+
+def _huge_labels(path):
+    X, y = _xy()
+    np.savez(path, X=X, y=y * 1e300)
+
+
+def _huge_inputs(path):
+    X, y = _xy()
+    np.savez(path, X=X * 1e200, y=y)
+
+
+def _module(path):
+    torch.save(torch.nn.Linear(3, 1), path)
+
+
+def _random_bytes(path):
+    path.write_bytes(np.random.default_rng(0).bytes(1000))
+
+
+def _one_column(path):
+    path.write_text("a b c target\n1 2 3 4\n5 6 7 9\n")
+
+
+def _decimal_commas(path):
+    path.write_text("a;b;target\n1,5;2;3\n2;1;0\n")
+
+
+PT_HOLDS = (
+    "it must hold a dict {'X': ..., 'y': ...} or a pair (X, y) of tensors or arrays, saved "
+    "with torch.save({'X': X, 'y': y}, path)"
+)
+BAD_FILES = {  # name: (make the file, the one error line after "error: ", {file} its path)
+    "complex.npz": (_complex, "X holds complex numbers (complex128); verify needs real numbers: "
+                    "pass the real part (X.real) or the magnitudes (abs(X)) if that is what you "
+                    "mean"),
+    "both.csv": (_two_labels, "{file} has 2 label-like columns ('label', 'y'): name the label "
+                 "column with --label-column NAME (the others are then features; drop those "
+                 "that are not)"),
+    "labels.npz": (_huge_labels, "y's largest entry is 1.01e+300 (label 6); verify takes entries "
+                   "up to 1e+100 in magnitude: Φ(0) = ½‖y‖² and the bounds built on it overflow "
+                   "float64; rescale the labels"),
+    "inputs.npz": (_huge_inputs, "X's largest entry is 2.33e+200 (input 4, feature 0); verify "
+                   "takes entries up to 1e+60 in magnitude: K, the NTK and Condition 1 carry up "
+                   "to the fourth power of an input's norm, which overflows float64; rescale X, "
+                   "or pass --normalize (normalize=True) to scale every input to norm √d"),
+    "module.pt": (_module, "{file} holds a torch.nn.modules.linear.Linear, not data (it is read "
+                  "with weights_only=True: nothing in it is run); " + PT_HOLDS),
+    "random.pt": (_random_bytes, "{file} is not a file torch.save wrote; " + PT_HOLDS),
+    "spaces.csv": (_one_column, "{file} needs at least two columns (features and the label), "
+                   "separated by commas, semicolons or tabs; its first line has one"),
+    "commas.csv": (_decimal_commas, "{file}, line 2: column 'a' holds '1,5', not a number; a "
+                   "decimal comma? write decimal points (1.5, not 1,5)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", BAD_FILES)
+def test_a_file_verify_cannot_check_is_one_line(tmp_path, name):
+    make, says = BAD_FILES[name]
+    path = tmp_path / name
+    make(path)
+    line = one_error(invoke("verify", "--input", path, "--width", "20"))
+    assert line == "error: " + says.replace("{file}", repr(str(path)))
+
+
+def test_a_semicolon_or_tab_separated_csv_is_read_and_said_so(tmp_path):
+    for separator, word in ((";", "semicolon"), ("\t", "tab")):
+        path = tmp_path / f"{word}.csv"
+        _csv(path, separator.join(["a", "b", "c", "target"]), separator)
+        result = invoke("verify", "--input", path, "--width", "20")
+        assert result.exit_code == 0, result.output
+        assert result.stdout.splitlines()[1] == (
+            f"X read as (n, d) = (8, 3): one sample per row; labels: column 'target' "
+            f"({word}-separated)"
+        )
+
+
+def test_huge_inputs_are_checked_after_normalize_scales_them(tmp_path):
+    path = tmp_path / "inputs.npz"
+    _huge_inputs(path)
+    result = invoke("verify", "--input", path, "--normalize", "--width", "20", "--json")
+    assert result.exit_code == 0, result.output
+    small = tmp_path / "small.npz"
+    X, y = _xy()
+    np.savez(small, X=X, y=y)
+    same = invoke("verify", "--input", small, "--normalize", "--width", "20", "--json")
+    import json
+
+    big, ref = json.loads(result.stdout), json.loads(same.stdout)
+    assert big["numbers"]["lambda_star"] == pytest.approx(ref["numbers"]["lambda_star"], 1e-12)
+
+
+def test_a_label_column_named_among_two_is_read(tmp_path):
+    path = tmp_path / "both.csv"
+    _two_labels(path)
+    result = invoke("verify", "--input", path, "--label-column", "label", "--width", "20")
+    assert result.exit_code == 0, result.output
+    assert "X read as (n, d) = (8, 3): one sample per row; labels: column 'label'" in (
+        result.stdout
+    )  # y is a feature: the user said so
+
+
+@pytest.mark.parametrize("model", ["delm", "mondeq"])
+def test_a_width_sweep_of_another_model_is_one_line(model):
+    args = ("--dataset", "sphere", "--n", "10", "--d", "5", "--width", "200,400", "--model", model)
+    assert one_error(invoke("verify", *args)) == (
+        "error: a width sweep (--width M,M,...) is for --model relu-deq without --train"
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [("relu-deq", "step 1: ‖W‖₂ = "), ("mondeq", "step 1 with learning rate lr = 1000: ")],
+)
+def test_training_that_stops_at_once_says_why_in_the_text(model, says):
+    args = ("--dataset", "sphere", "--n", "10", "--d", "5", "--width", "40", "--model", model)
+    result = invoke("verify", *args, "--train", "5", "--eta", "1e3")
+    assert result.exit_code == 0, result.output
+    (row,) = [line for line in result.stdout.splitlines() if "training: stopped at" in line]
+    assert says in row

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from deqlab.statements import Verdict
-from deqlab.verification.inputs import InputError, assumption2, load_dataset, load_file, prepare
+from deqlab.verification.files import load_file
+from deqlab.verification.inputs import InputError, assumption2, load_dataset, prepare
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((6, 3))
@@ -157,7 +158,7 @@ def test_a_non_numeric_label_names_the_column_and_the_value(tmp_path):
         ("x.txt", b"1,2", "the extension must be one of .npy, .npz, .pt, .csv"),
         ("x.npz", b"not a zip file", "cannot read"),
         ("x.npy", b"\x93NUMPY garbage", "is not a valid .npy array file"),
-        ("x.pt", b"garbage", "cannot read"),
+        ("x.pt", b"garbage", "is not a file torch.save wrote; it must hold a dict {'X'"),
         ("x.csv", b"a,b,y\n1,2,3\n4,5\n", "line 3: 2 columns, the first line has 3"),
         ("x.csv", b"a,y\n1,2\n3,oops\n", "line 3: the label column 'y' holds 'oops'"),
         ("x.csv", b"1\n2\n", "needs at least two columns"),
@@ -182,7 +183,7 @@ def test_file_problems_name_what_is_missing(tmp_path):
     with pytest.raises(InputError, match=r"one \(n, d \+ 1\) array"):
         load_file(tmp_path / "d.npy")
     torch.save([1, 2, 3], tmp_path / "d.pt")
-    with pytest.raises(InputError, match="a dict with keys X and y"):
+    with pytest.raises(InputError, match=r"a pair \(X, y\) of tensors .*; it holds a list$"):
         load_file(tmp_path / "d.pt")
     with pytest.raises(InputError, match=r"applies to \.csv files only"):
         load_file(tmp_path / "d.pt", label_column="y")

@@ -22,6 +22,7 @@ from deqlab.cli.progress import progress_bar
 from deqlab.data.registry import DATASETS
 
 MODEL_METAVAR = "relu-deq|mondeq|delm"
+SWEEP_ONLY = "a width sweep (--width M,M,...) is for --model relu-deq without --train"
 INPUT_HELP = (
     "Your data: .npz (arrays X (n, d) and y), .pt ({'X', 'y'} or (X, y)), .npy (an (n, d+1) "
     "array, labels last) or .csv (labels: the column named label, y or target, or the one "
@@ -134,6 +135,8 @@ def verify_command(
             raise ValueError("give exactly one of --dataset NAME or --input FILE")
         _check_exclusive(dataset, n=n, d=d, classes=classes, label_column=label_column)
         widths = _widths(width)
+        if len(widths) > 1 and (model != "relu-deq" or train):
+            raise ValueError(SWEEP_ONLY)
         settings = {
             "width": widths[0] if len(widths) == 1 else None,
             "sigma_w2": sigma_w2,
@@ -236,7 +239,7 @@ def _sweep(X, y, check, widths, common: dict, as_json: bool, out: Path | None) -
     from deqlab.verification.sweep import sweep
 
     if check.model != "relu-deq" or common["train"]:
-        raise ValueError("a width sweep (--width M,M,...) is for --model relu-deq without --train")
+        raise ValueError(SWEEP_ONLY)
     reading = ("name", "normalize", "standardize", "labels")
     inputs = prepare(X, y, **{k: common[k] for k in reading})
     with progress_bar() as progress:

@@ -56,6 +56,7 @@ def _headline(result) -> list[tuple[str, str]]:
     if t is not None:
         rows += [
             ("training: steps, η", f"{t['steps']}, {number(t['eta'], 4)}"),
+            *([("training: stopped at", t["message"])] if t.get("message") else []),
             (
                 "training: loss Φ(0) → Φ(T)",
                 f"{number(t['loss0'], 4)} → {number(t['loss_final'], 4)}"

@@ -8,7 +8,8 @@ named apart from it, holds the classes and the data loaders.
 
 from deqlab.verification.api import Verification, verify
 from deqlab.verification.checks import DEFAULT_WIDTH, DELMCheck, MonDEQCheck, ReLUDEQCheck
-from deqlab.verification.inputs import FORMATS, InputError, load_dataset, load_file
+from deqlab.verification.files import FORMATS, load_file
+from deqlab.verification.inputs import InputError, load_dataset
 
 __all__ = [
     "DEFAULT_WIDTH",

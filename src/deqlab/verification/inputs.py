@@ -1,66 +1,46 @@
 """The data ``deqlab verify`` checks: a data set of ``deqlab data list`` or the user's own,
 validated with one clear message per problem, and measured against Assumption 2.
 
-The user's data come as X of shape (n, d), one sample per row, and labels y of length n:
-
-- ``.npz``: arrays ``X`` and ``y``;
-- ``.pt``: a dict ``{"X": ..., "y": ...}`` or a pair ``(X, y)`` (read with
-  ``torch.load(weights_only=True)``: no code is run);
-- ``.npy``: one (n, d + 1) array whose last column holds the labels;
-- ``.csv``: one sample per line, comma-separated, a header line naming the columns; the
-  labels are the column named ``label``, ``y`` or ``target`` (any case), or the one
-  ``label_column`` names or numbers. A file with no such column is refused: a feature
-  column is never taken for the labels by guess.
-
-Every reader says where it found the labels (:class:`DataFile` ``labels``), and
-:class:`Inputs` the layout it read, which verify prints.
+The user's data come as X of shape (n, d), one sample per row, and labels y of length n,
+as arrays or from a file (:mod:`deqlab.verification.files`, which says where it found the
+labels); :class:`Inputs` says the layout it read, which verify prints.
 
 Inside, X is turned into the papers' convention, (d, n) with samples as columns, float64.
 Problems that make every theorem vacuous are errors (:class:`InputError`): a shape
-mismatch, NaN/Inf, no data, n = 1, a zero input, duplicate inputs (λ* = 0, so no width
-makes Condition 1 hold), labels of the wrong length, an unreadable file. What merely
-departs from Assumption 2 (‖x_i‖ ≠ √d, parallel inputs) is measured and reported as a
-hypothesis; inputs are scaled to norm √d only when ``normalize`` is asked for (rows to the
-sphere: Assumption 2, what the theorems assume), and each feature to zero mean and unit
-variance only when ``standardize`` is (ours: a common preprocessing, assumed by no theorem;
-with both, standardisation comes first).
+mismatch, NaN/Inf, complex numbers, entries so large that the kernels or the loss overflow
+float64 (:data:`MAX_INPUT` and :data:`MAX_LABEL`), no data, n = 1, a zero input, duplicate
+inputs (λ* = 0, so no width makes Condition 1 hold), labels of the wrong length, an
+unreadable file. What merely departs from Assumption 2 (‖x_i‖ ≠ √d, parallel inputs) is
+measured and reported as a hypothesis; inputs are scaled to norm √d only when
+``normalize`` is asked for (rows to the sphere: Assumption 2, what the theorems assume),
+and each feature to zero mean and unit variance only when ``standardize`` is (ours: a
+common preprocessing, assumed by no theorem; with both, standardisation comes first).
 """
 
 from __future__ import annotations
 
-import csv
 import os
-import pickle
-import zipfile
 from dataclasses import dataclass
-from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from deqlab.data.diagnostics import InputDiagnostics, input_diagnostics
-from deqlab.data.npy import read_npy
 from deqlab.data.preprocess import normalize_columns
 from deqlab.experiments.ling2023.statements import assumption2 as ling2023_assumption2
 from deqlab.statements import Statement
 
-#: Extensions of the files ``--input`` reads.
-FORMATS = (".npy", ".npz", ".pt", ".csv")
-#: Header names taken as the label column of a CSV file, in this order.
-LABEL_NAMES = ("label", "y", "target")
+#: The largest input entry verify takes (ours): K, the NTK and Condition 1's terms carry up
+#: to the fourth power of an input's norm, which overflows float64 (1.8·10³⁰⁸) from about
+#: 10⁷⁷; 10⁶⁰ leaves room for the factors of n and m beside it. --normalize lifts it.
+MAX_INPUT = 1e60
+#: The largest label verify takes (ours): Φ(0) = ½‖y‖² and the bounds built on it
+#: overflow float64 from about 10¹⁵⁴.
+MAX_LABEL = 1e100
 
 
 class InputError(ValueError):
     """Data that verify cannot check; the message is one line saying what and where."""
-
-
-class DataFile(NamedTuple):
-    """What :func:`load_file` read: ``X`` (n, d), ``y`` (n,) and where the labels were."""
-
-    X: object
-    y: object
-    labels: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,6 +131,8 @@ def prepare(
         )
     _check_finite("X", X)
     _check_finite("y", y)
+    _check_scale("y", y, MAX_LABEL, "Φ(0) = ½‖y‖² and the bounds built on it overflow "
+                 "float64; rescale the labels")  # fmt: skip
     if n == 1:
         raise InputError("one sample (n = 1): λ*, λ_0 and Condition 1 need n ≥ 2 samples")
     zero = torch.nonzero((X == 0).all(dim=1)).flatten()
@@ -161,9 +143,12 @@ def prepare(
         )
     columns = X.T.contiguous()  # (d, n)
     if standardize:
-        columns = standardize_features(columns)
+        columns = standardize_features(_tamed(columns, columns.abs().max()))
     if normalize:
-        columns = normalize_columns(columns)
+        columns = normalize_columns(_tamed(columns, columns.abs().amax(dim=0)))
+    _check_scale("X", columns.T, MAX_INPUT, "K, the NTK and Condition 1 carry up to the "
+                 "fourth power of an input's norm, which overflows float64; rescale X, or "
+                 "pass --normalize (normalize=True) to scale every input to norm √d")  # fmt: skip
     _check_duplicates(columns)
     return Inputs(columns, y, name, normalize, input_diagnostics(columns), labels, standardize)
 
@@ -188,13 +173,49 @@ def standardize_features(columns: torch.Tensor) -> torch.Tensor:
     return centred
 
 
+def _tamed(columns: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``columns`` divided by ``scale`` (their largest magnitude, overall or per input) when
+    that exceeds :data:`MAX_INPUT`: standardising and normalising do not depend on it, and
+    the squares they take would otherwise overflow."""
+    if not bool((scale > MAX_INPUT).any()):
+        return columns
+    return columns / torch.where(scale > 0, scale, torch.ones_like(scale))
+
+
+def _check_scale(name: str, values: torch.Tensor, limit: float, why: str) -> None:
+    """Refuse entries of magnitude above ``limit`` (``values``: (n, ...) samples first)."""
+    magnitude = values.abs()
+    largest = float(magnitude.max())
+    if largest > limit:
+        at = np.unravel_index(int(magnitude.argmax()), tuple(magnitude.shape))
+        where = f"input {at[0]}, feature {at[1]}" if len(at) == 2 else f"label {at[0]}"
+        raise InputError(
+            f"{name}'s largest entry is {largest:.3g} ({where}); verify takes entries up to "
+            f"{limit:.0e} in magnitude: {why}"
+        )
+
+
 def _as_float64(name: str, value: object) -> torch.Tensor:
     try:
         if isinstance(value, torch.Tensor):
+            _check_real(name, value.dtype, value.is_complex())
             return value.detach().to(device="cpu", dtype=torch.float64)
-        return torch.as_tensor(np.asarray(value, dtype=np.float64))
+        array = np.asarray(value)
+        _check_real(name, array.dtype, np.iscomplexobj(array))
+        return torch.as_tensor(np.asarray(array, dtype=np.float64))
     except (TypeError, ValueError) as err:
+        if isinstance(err, InputError):
+            raise
         raise InputError(f"{name} must hold numbers: {err}") from None
+
+
+def _check_real(name: str, dtype: object, complex_: bool) -> None:
+    """Refuse complex numbers (casting would silently keep the real part)."""
+    if complex_:
+        raise InputError(
+            f"{name} holds complex numbers ({dtype}); verify needs real numbers: pass the "
+            f"real part ({name}.real) or the magnitudes (abs({name})) if that is what you mean"
+        )
 
 
 def _check_finite(name: str, x: torch.Tensor) -> None:
@@ -219,147 +240,6 @@ def _check_duplicates(columns: torch.Tensor) -> None:
             "λ* = λ_0 = 0 and no width makes Condition 1 (Eqs. (7)–(9)) hold; remove the "
             "duplicates"
         )
-
-
-def load_file(path: str | os.PathLike[str], *, label_column: str | None = None) -> DataFile:
-    """X (n, d), y (n,) and where the labels were, from one of :data:`FORMATS` (module
-    docstring)."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in FORMATS:
-        raise InputError(
-            f"cannot read {str(path)!r}: the extension must be one of {', '.join(FORMATS)}"
-        )
-    if not path.is_file():
-        raise InputError(f"cannot read {str(path)!r}: no such file")
-    if label_column is not None and suffix != ".csv":
-        raise InputError("--label-column applies to .csv files only")
-    try:
-        return _READERS[suffix](path, label_column)
-    except InputError:
-        raise
-    except (
-        OSError,
-        ValueError,
-        KeyError,
-        EOFError,
-        RuntimeError,
-        zipfile.BadZipFile,
-        pickle.UnpicklingError,
-    ) as err:
-        lines = str(err).strip().splitlines()
-        message = lines[0][:200] if lines else type(err).__name__
-        raise InputError(f"cannot read {str(path)!r}: {message}") from None
-
-
-def _read_npy(path: Path, _: str | None) -> DataFile:
-    """The one .npy reader of deqlab (:func:`deqlab.data.npy.read_npy`: the header checked
-    against the file's size, no pickles), its one line kept as it is."""
-    try:
-        array = read_npy(path, repr(str(path)))
-    except ValueError as err:
-        raise InputError(str(err)) from None
-    if array.ndim != 2 or array.shape[1] < 2:
-        raise InputError(
-            f"{str(path)!r} must hold one (n, d + 1) array, the labels in its last column; "
-            f"got shape {array.shape}"
-        )
-    return DataFile(array[:, :-1], array[:, -1], f"the last column ({array.shape[1] - 1})")
-
-
-def _read_npz(path: Path, _: str | None) -> DataFile:
-    with np.load(path, allow_pickle=False) as archive:
-        missing = [k for k in ("X", "y") if k not in archive.files]
-        if missing:
-            raise InputError(
-                f"{str(path)!r} must hold arrays named X and y; it has "
-                f"{', '.join(archive.files) or 'none'}"
-            )
-        return DataFile(archive["X"], archive["y"], "the array y")
-
-
-def _read_pt(path: Path, _: str | None) -> DataFile:
-    obj = torch.load(path, map_location="cpu", weights_only=True)
-    if isinstance(obj, dict) and {"X", "y"} <= set(obj):
-        return DataFile(obj["X"], obj["y"], "the entry 'y'")
-    if isinstance(obj, list | tuple) and len(obj) == 2:
-        return DataFile(obj[0], obj[1], "the second of the pair (X, y)")
-    raise InputError(f"{str(path)!r} must hold a dict with keys X and y, or a pair (X, y)")
-
-
-def _read_csv(path: Path, label_column: str | None) -> DataFile:
-    with open(path, newline="", encoding="utf-8") as handle:
-        lines = [row for row in csv.reader(handle) if row and any(c.strip() for c in row)]
-    if not lines:
-        raise InputError(f"{str(path)!r} is empty")
-    width = len(lines[0])
-    header = None if _numeric(lines[0]) else [c.strip() for c in lines[0]]
-    body = lines[1:] if header else lines
-    label = _label_index(path, header, width, label_column)
-    names = header or [f"column {j}" for j in range(width)]
-    rows = [
-        _csv_row(path, number, row, names, label)
-        for number, row in enumerate(body, start=2 if header else 1)
-    ]
-    table = np.asarray(rows, dtype=np.float64).reshape(len(rows), width)
-    where = f"column {names[label]!r}" if header else f"column {label}"
-    return DataFile(np.delete(table, label, axis=1), table[:, label], where)
-
-
-def _csv_row(path: Path, number: int, row: list[str], names: list[str], label: int) -> list:
-    """One line of numbers; a wrong length or a non-number names the line, column, value."""
-    if len(row) != len(names):
-        raise InputError(
-            f"{str(path)!r}, line {number}: {len(row)} columns, the first line has {len(names)}"
-        )
-    values = []
-    for j, cell in enumerate(row):
-        try:
-            values.append(float(cell))
-        except ValueError:
-            what = "the label column" if j == label else "column"
-            hint = "; labels must be numbers (encode the classes as 0, 1, …)" if j == label else ""
-            raise InputError(
-                f"{str(path)!r}, line {number}: {what} {names[j]!r} holds {cell.strip()!r}, "
-                f"not a number{hint}"
-            ) from None
-    return values
-
-
-def _numeric(row: list[str]) -> bool:
-    try:
-        [float(c) for c in row]
-    except ValueError:
-        return False
-    return True
-
-
-def _label_index(path: Path, header: list[str] | None, width: int, chosen: str | None) -> int:
-    """The label column: ``chosen`` (a name or a number), else the one named as in
-    :data:`LABEL_NAMES`; none is an error (never a guess)."""
-    if width < 2:
-        raise InputError(f"{str(path)!r} needs at least two columns (features and the label)")
-    if chosen is None:
-        names = [h.lower() for h in header or []]
-        found = next((names.index(k) for k in LABEL_NAMES if k in names), None)
-        if found is None:
-            columns = f"its columns: {', '.join(header)}" if header else "it has no header line"
-            raise InputError(
-                f"{str(path)!r} has no label column (named {', '.join(LABEL_NAMES)}; "
-                f"{columns}): name it with --label-column NAME|INDEX"
-            )
-        return found
-    if header and chosen in header:
-        return header.index(chosen)
-    if chosen.lstrip("-").isdigit() and -width <= int(chosen) < width:
-        return int(chosen) % width
-    raise InputError(
-        f"--label-column {chosen!r} is neither a column name of {str(path)!r} nor a column "
-        f"number in 0..{width - 1}"
-    )
-
-
-_READERS = {".npy": _read_npy, ".npz": _read_npz, ".pt": _read_pt, ".csv": _read_csv}
 
 
 def assumption2(inputs: Inputs) -> list[Statement]:

@@ -268,10 +268,12 @@ def statements(init: MonDEQInit, eta: float | None) -> list[Statement]:
 
 @dataclass(frozen=True)
 class MonDEQTraining:
-    """A GD run: η and the records of steps 0..T (:mod:`deqlab.train.mondeq_gd`)."""
+    """A GD run: η, the records of steps 0..T (:mod:`deqlab.train.mondeq_gd`) and why it
+    stopped before its last step ("" when it did not)."""
 
     eta: float
     records: list[dict]
+    message: str = ""
 
 
 def train(init: MonDEQInit, *, steps: int, eta: float, progress: Progress = silent):
@@ -293,7 +295,7 @@ def train(init: MonDEQInit, *, steps: int, eta: float, progress: Progress = sile
     if not trainer.stopped:
         trainer.evaluate()  # the record of θ(steps)
     progress("gradient descent (monotone DEQ)", steps, steps)
-    return MonDEQTraining(eta, trainer.records)
+    return MonDEQTraining(eta, trainer.records, trainer.message)
 
 
 def train_statements(init: MonDEQInit, run: MonDEQTraining) -> list[Statement]:
@@ -325,6 +327,7 @@ def train_numbers(init: MonDEQInit, run: MonDEQTraining) -> dict[str, object]:
     return {
         "steps": steps,
         "eta": run.eta,
+        "message": run.message,
         "loss0": losses[0],
         "loss_final": losses[-1],
         "rate_predicted": predicted,
