@@ -14,6 +14,18 @@ from numbers import Integral, Real
 import torch
 
 
+class NonFiniteError(ValueError):
+    """A tensor argument holding NaN/Inf (:func:`check_tensor`); ``name`` names it, so a
+    caller that knows where the values came from can say so (the DEQ layer names ``x``, the
+    backward pass its adjoint solve)."""
+
+    def __init__(self, name: str, count: int, message: str | None = None) -> None:
+        """``message`` (formatted with ``count``) replaces the generic one."""
+        self.name, self.count = name, count
+        generic = f"`{name}` must be finite; got {count} NaN/Inf entries"
+        super().__init__(generic if message is None else message.format(count=count))
+
+
 def check_tensor(
     name: str,
     x: object,
@@ -42,8 +54,12 @@ def check_tensor(
     ):
         expected = tuple("any" if s is None else s for s in shape)
         raise ValueError(f"`{name}` must have shape {expected}; got {tuple(x.shape)}")
+    if finite and x.is_meta:
+        raise ValueError(
+            f"`{name}` is on the meta device: it has a shape but no values to check or use"
+        )
     if finite and x.numel() and not _all_finite(x):
-        raise ValueError(f"`{name}` must be finite; got {_count_non_finite(x)} NaN/Inf entries")
+        raise NonFiniteError(name, _count_non_finite(x))
     return x
 
 

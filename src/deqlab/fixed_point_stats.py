@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from deqlab._checks import NonFiniteError
 from deqlab.solvers import Solution, Solver, SolverError, Status
-from deqlab.solvers.solution import resolve_tol
+from deqlab.solvers.solution import NAN_HINT, resolve_tol
 
 ON_FAILURE = ("warn", "raise", "record")
 Hint = str | Callable[[], str] | None
@@ -169,7 +170,12 @@ def solve(
     ``which`` (``"forward"`` / ``"adjoint"``) solve; then the policy on failure (None: the
     solver's own ``throw`` decides, ``"raise"`` if set else ``"record"``)."""
     quiet = dataclasses.replace(solver, throw=False) if solver.throw else solver
-    solution = quiet(f, z0)
+    try:
+        solution = quiet(f, z0)
+    except NonFiniteError as err:
+        if which == "forward":
+            raise
+        raise NonFiniteError(err.name, err.count, _ADJOINT_START[err.name]) from None
     if which == "forward":
         stats.record_forward(solution)
     else:
@@ -181,6 +187,22 @@ def solve(
     return solution
 
 
+#: What a NaN/Inf at the start of the adjoint solve (the backward pass) means, by the argument
+#: the solver named.
+_ADJOINT_START = {
+    "z0": (
+        "backward pass: the adjoint solve u = g + J_f(z*)ᵀu starts from a u₀ with {count} "
+        "NaN/Inf entries (a warm start from an earlier adjoint that was not finite)"
+    ),
+    "f(z0)": (
+        "backward pass: the adjoint solve u = g + J_f(z*)ᵀu met {count} NaN/Inf entries at "
+        "its first step, g + J_fᵀu₀; the gradient g reaching z* is finite, so the cell's "
+        "vector-Jacobian product at z* is not (a derivative that is infinite there: sqrt or "
+        "log at 0, a division)"
+    ),
+}
+
+
 def handle_failure(failure: Failure, on_failure: str, stats: FixedPointStats, hint: Hint) -> None:
     """Apply the policy to an unconverged solve: raise, warn once per ``stats``, or pass.
 
@@ -188,7 +210,7 @@ def handle_failure(failure: Failure, on_failure: str, stats: FixedPointStats, hi
     when it is shown), put in the error / warning.
     """
     if on_failure == "raise":
-        what = "forward solve" if failure.which == "forward" else "adjoint solve u = g + J_fᵀu"
+        what = "forward solve" if failure.which == "forward" else _ADJOINT
         text = _text(hint)
         context = f"{text}; {what}" if text else what
         raise SolverError(
@@ -231,11 +253,25 @@ def _warning_text(failure: Failure, hint: str) -> str:
         "a larger max_iter, Anderson/Broyden, or Jacobian regularisation "
         "(deq.jacobian_penalty()); on_failure='raise' makes it an error"
     )
+    solve = "forward solve" if failure.which == "forward" else "backward pass: adjoint solve"
+    steps = f"{solution.status.value} after {solution.n_steps} steps"
+    outcome = f"did not converge ({failure.solver} {steps})"
+    if solution.non_finite is not None:
+        outcome = f"did not converge ({failure.solver} {steps}: {solution.non_finite})"
+    if solution.non_finite is not None and solution.non_finite.map_made_nan:
+        outcome = (  # a NaN is named, not taken for a lack of contraction
+            f"stopped at NaN ({failure.solver} after {solution.n_steps} steps: "
+            f"{solution.non_finite})"
+        )
+        advice = NAN_HINT + "; on_failure='raise' makes it an error"
     context = f" Context: {hint}." if hint else ""
     return (
-        f"DEQ {failure.which} solve did not converge ({failure.solver} "
-        f"{solution.status.value} after {solution.n_steps} steps): {failure.stop} residual "
+        f"DEQ {solve} {outcome}: {failure.stop} residual "
         f"{solution.residual:.2e} > tol {failure.tol:.1e}{share}. Using {effect}"
         f"{gradient}; counted in stats.{counter}; shown once per layer.{context} "
         f"What to try: {advice}."
     )
+
+
+#: The adjoint solve, named as the backward pass it is.
+_ADJOINT = "backward pass: adjoint solve u = g + J_fᵀu"

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from deqlab._checks import check_bool, check_choice
+from deqlab._checks import NonFiniteError, check_bool, check_choice
 from deqlab.backward import (
     Backward,
     GradientSpec,
@@ -61,6 +61,7 @@ from deqlab.packing import Packing
 from deqlab.sample_coupling import samples_coupled
 from deqlab.solvers import Anderson, Solution, Solver, SolverError
 from deqlab.solvers.rows import RowMap
+from deqlab.solvers.solution import training_tol
 
 __all__ = [
     "DEQ",
@@ -82,7 +83,9 @@ Map = Callable[[torch.Tensor], torch.Tensor]
 
 #: The DEQ layer's default forward solver, sized for training (ours, after the field's
 #: practice: torchdeq stops at 1e-3 within 40 iterations): Anderson per sample, relative
-#: tolerance 1e-3, at most 40 evaluations. With ``backward=Implicit()`` the adjoint uses it too.
+#: tolerance 1e-3, at most 40 evaluations; in a low precision its tolerance follows the
+#: state's dtype (:func:`~deqlab.solvers.solution.training_tol`: bfloat16 1.6e-2). With
+#: ``backward=Implicit()`` the adjoint uses it too.
 TRAINING_SOLVER = Anderson(tol=1e-3, max_iter=40, per_sample=True)
 #: The DEQ layer's default backward, for training (ours, after the field's practice: torchdeq
 #: trains with a 1-step phantom gradient by default): the phantom gradient of Geng et al. 2021
@@ -150,7 +153,8 @@ def fixed_point(
 
     Returns:
         ``z*`` with ``z0``'s shape (the forward solver's best iterate); a tuple/list like
-        ``z0`` for a tuple/list state (then ``stats`` hold the packed tensor).
+        ``z0`` for a tuple/list state (then ``stats`` hold the packed tensor). An empty
+        ``z0`` (a batch of 0 samples) is its own equilibrium: ``f(z0)``, empty too.
 
     Raises:
         TypeError / ValueError: bad arguments (see :meth:`Solver.__call__`); a tuple/list
@@ -165,6 +169,9 @@ def fixed_point(
     if not isinstance(stats, FixedPointStats):
         raise TypeError(f"`stats` must be a FixedPointStats; got {type(stats).__name__}")
     f, z0, packing = _packed(f, z0, solver.per_sample)
+    if not z0.numel():  # no sample (an empty batch): the empty equilibrium, in the graph of f
+        solution = solve(solver, f, z0.detach(), "forward", stats, hint=hint, on_failure=on_failure)
+        return _unpack(f(solution.z) if torch.is_grad_enabled() else solution.z, packing)
     if isinstance(backward, Unrolled):
         if backward.steps is not None:
             solver = dataclasses.replace(solver, max_iter=backward.steps)
@@ -246,10 +253,11 @@ class DEQ(nn.Module):
             plain callable (a lambda closing over modules) gets gradients too, since
             autograd reaches every tensor it uses, but its modules are not registered:
             ``deq.parameters()``, ``.to()`` and ``state_dict()`` do not see them.
-        solver: default :data:`TRAINING_SOLVER` (Anderson per sample, rel tol 1e-3, 40
-            evaluations; per sample assumes the cell treats each sample alone, and falls
-            back to one problem for a state without a common batch dim 0 or a cell module
-            holding a BatchNorm in training mode).
+        solver: default :data:`TRAINING_SOLVER` (Anderson per sample, rel tol 1e-3 or, in
+            bfloat16 and float16, what their rounding lets a solve reach, 40 evaluations; per
+            sample assumes the cell treats each sample alone, and falls back to one problem
+            for a state without a common batch dim 0 or a cell module holding a BatchNorm in
+            training mode).
         backward: default :data:`TRAINING_BACKWARD`, the phantom gradient ``Phantom()``
             (APPROXIMATE: 5 damped steps; ``last_backward.exact`` is False);
             ``Implicit(init="grad")`` gives the exact implicit gradient (to the adjoint
@@ -267,7 +275,9 @@ class DEQ(nn.Module):
     ``forward(x, z0=None)``: if ``z0`` is None the starting point is
     ``cell.initial_state(x)`` when the cell defines that method, else ``zeros_like(x)``
     (for cells whose state has the input's shape; a cell that rejects it raises a
-    ValueError naming ``z0``).
+    ValueError naming ``z0``; an integer ``x`` then raises a TypeError naming ``x``). A
+    ``z0`` on another device than ``x`` is refused; NaN/Inf in ``x`` is named as such; a
+    batch of 0 samples gives the empty equilibrium.
 
     After a forward: ``last_forward`` (Solution: status, residuals, per-sample
     ``sample_residuals`` / ``sample_steps``), after a backward ``last_backward``
@@ -315,6 +325,12 @@ class DEQ(nn.Module):
                 "`z0` is needed: the cell has no initial_state(x) and `x` is not a tensor "
                 f"(got {type(x).__name__})"
             )
+        if not x.is_floating_point():
+            raise TypeError(
+                f"`x` must be a floating-point tensor when the cell has no initial_state(x): "
+                f"the default z0 is zeros_like(x); got dtype {x.dtype}. Pass x.float(), or "
+                "the starting state as deq(x, z0=...), or give the cell an initial_state(x)"
+            )
         return torch.zeros_like(x)
 
     def forward(self, x: Any, z0: State | None = None) -> State:
@@ -325,22 +341,28 @@ class DEQ(nn.Module):
             z0 = self.initial_state(x)
             if self._cell_init is None:
                 f = _explaining_zeros_z0(f, z0)
+        _check_same_device(z0, x)
         mixes = samples_coupled(self.cell) is not None
         solver = self.solver
         if self._default_solver and (mixes or not _has_batch(z0)):
             solver = dataclasses.replace(solver, per_sample=False)
         f_packed, z0_packed, packing = _packed(f, z0, solver.per_sample)
+        if self._default_solver:
+            solver = dataclasses.replace(solver, tol=training_tol(z0_packed.dtype))
         if solver.per_sample and self.row_compaction and not mixes:
             f_packed = _row_map(self.cell, x, f_packed, packing, z0_packed.shape[0])
-        z = fixed_point(
-            f_packed,
-            z0_packed,
-            solver=solver,
-            backward=self.backward,
-            stats=self.stats,
-            hint=self.hint,
-            on_failure=self.on_failure,
-        )
+        try:
+            z = fixed_point(
+                f_packed,
+                z0_packed,
+                solver=solver,
+                backward=self.backward,
+                stats=self.stats,
+                hint=self.hint,
+                on_failure=self.on_failure,
+            )
+        except NonFiniteError as err:
+            raise _named_input(err, x) from None
         self._last = (f_packed, z.detach(), solver)
         return _unpack(z, packing)
 
@@ -409,6 +431,42 @@ def _row_map(
         return sub.pack(cell(sub.unpack(z_sub), x_sub), "f(z)")
 
     return RowMap(f, rows)
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    parts = list(value) if isinstance(value, tuple | list) else [value]
+    return [p for p in parts if isinstance(p, torch.Tensor)]
+
+
+def _check_same_device(z0: State, x: Any) -> None:
+    """Refuse a ``z0`` on another device than ``x`` (a tensor, or tensors on one device)."""
+    inputs = {p.device for p in _tensors(x)}
+    states = {p.device for p in _tensors(z0)}
+    if len(inputs) == 1 and states and states != inputs:
+        (there,) = inputs
+        here = ", ".join(sorted(str(d) for d in states))
+        raise ValueError(
+            f"`z0` is on {here} and `x` on {there}: the state and the input must be on one "
+            f"device; move z0 there (z0.to(x.device))"
+        )
+
+
+def _named_input(err: NonFiniteError, x: Any) -> NonFiniteError:
+    """A NaN/Inf at the solve's first evaluation, blamed on what holds it: ``x``, else the
+    cell (``x`` and ``z0`` finite); other arguments' errors as they are."""
+    if err.name != "f(z0)":
+        return err
+    count = sum(int((~torch.isfinite(p)).sum()) for p in _tensors(x) if p.is_floating_point())
+    if count:
+        return NonFiniteError(
+            "x", count, "`x` must be finite; got {count} NaN/Inf entries (the cell's input)"
+        )
+    return NonFiniteError(
+        "f(z0)",
+        err.count,
+        "`f(z0)` = cell(z0, x) must be finite; got {count} NaN/Inf entries: x and z0 are "
+        "finite, so the cell made them at its first evaluation",
+    )
 
 
 def _has_batch(z0: State) -> bool:

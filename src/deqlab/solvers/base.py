@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import torch
@@ -28,6 +28,7 @@ from deqlab.solvers.solution import (
     Solution,
     SolverError,
     Status,
+    non_finite_reason,
     relative_residual,
     resolve_tol,
 )
@@ -73,10 +74,15 @@ class Solver(SolverOptions, ABC):
     def __call__(self, f: Map, z0: torch.Tensor) -> Solution:
         """Solve ``z = f(z)`` from ``z0``; ``f`` maps tensors of ``z0``'s shape to that shape.
 
+        An empty ``z0`` (no entries, e.g. a batch of 0 samples) is its own fixed point:
+        converged after 0 evaluations. A solve that meets NaN/Inf stops DIVERGED with
+        ``Solution.non_finite`` saying where (:class:`~deqlab.solvers.solution.NonFinite`).
+
         Raises:
-            TypeError: ``f`` not callable; ``z0`` or ``f(z0)`` not a floating tensor.
+            TypeError: ``f`` not callable; ``z0`` or ``f(z0)`` not a floating tensor;
+                ``f(z0)`` of another dtype or device than ``z0``.
             ValueError: non-finite ``z0`` or ``f(z0)``; ``f(z0)`` shaped unlike ``z0``;
-                ``per_sample`` with a 0-d ``z0``.
+                ``per_sample`` with a 0-d ``z0``; ``z0`` on the meta device.
             SolverError: not converged (status MAX_STEPS or DIVERGED) and ``throw=True``.
         """
         if not callable(f):
@@ -84,6 +90,8 @@ class Solver(SolverOptions, ABC):
         check_tensor("z0", z0)
         if self.per_sample and z0.ndim == 0:
             raise ValueError("`z0` must have a batch dim 0 when per_sample=True; got a 0-d tensor")
+        if not z0.numel():
+            return _empty_solution(z0, self.per_sample)
         shape = z0.shape
         batch = shape[0] if self.per_sample else 1
 
@@ -104,6 +112,9 @@ class Solver(SolverOptions, ABC):
                 z, fz = z_next, f_flat(z_next)
             trace.observe(z, fz)
         solution = self.finish(step, trace.solution(shape))
+        if solution.status is Status.DIVERGED and not math.isfinite(solution.residuals[-1]):
+            reason = non_finite_reason(z, trace.fz, solution.n_steps)
+            solution = replace(solution, non_finite=reason)
         if self.throw and not solution.converged:
             raise SolverError(self.name, solution, tol=tol, stop=self.stop)
         return solution
@@ -148,13 +159,35 @@ class History:
 
 
 def _first_eval(f: Map, z0: torch.Tensor) -> torch.Tensor:
-    """``f(z0)``, checked: a floating tensor of ``z0``'s shape with finite entries."""
+    """``f(z0)``, checked: a floating tensor of ``z0``'s shape, dtype and device with finite
+    entries (a map that changes the dtype would fail one step later inside the solver)."""
     fz = check_tensor("f(z0)", f(z0), finite=False)
     if fz.shape != z0.shape:
         raise ValueError(
             f"`f(z0)` must have the shape of `z0` {tuple(z0.shape)}; got {tuple(fz.shape)}"
         )
+    if (fz.dtype, fz.device) != (z0.dtype, z0.device):
+        raise TypeError(
+            f"`f(z0)` must have the dtype and device of `z0` ({z0.dtype}, {z0.device}); got "
+            f"({fz.dtype}, {fz.device}): the map changes them (cast its output to z's dtype, "
+            "or keep its parameters in the state's dtype and device)"
+        )
     return check_tensor("f(z0)", fz)
+
+
+def _empty_solution(z0: torch.Tensor, per_sample: bool) -> Solution:
+    """The solve of an empty ``z0``: itself, converged after 0 evaluations."""
+    rows = z0.shape[0] if per_sample else 1
+    return Solution(
+        z=z0,
+        status=Status.CONVERGED,
+        n_steps=0,
+        residuals=[],
+        residual=0.0,
+        sample_residuals=z0.new_zeros(rows),
+        sample_steps=torch.zeros(rows, dtype=torch.long, device=z0.device),
+        evaluations=0.0,
+    )
 
 
 class IterationTrace:
