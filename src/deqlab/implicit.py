@@ -347,7 +347,7 @@ class DEQ(nn.Module):
         if self._default_solver and (mixes or not _has_batch(z0)):
             solver = dataclasses.replace(solver, per_sample=False)
         f_packed, z0_packed, packing = _packed(f, z0, solver.per_sample)
-        if self._default_solver:
+        if self._default_solver and solver.tol != training_tol(z0_packed.dtype):
             solver = dataclasses.replace(solver, tol=training_tol(z0_packed.dtype))
         if solver.per_sample and self.row_compaction and not mixes:
             f_packed = _row_map(self.cell, x, f_packed, packing, z0_packed.shape[0])
