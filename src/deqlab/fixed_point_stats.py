@@ -173,7 +173,7 @@ def solve(
     try:
         solution = quiet(f, z0)
     except NonFiniteError as err:
-        if which == "forward":
+        if which == "forward" or err.name not in _ADJOINT_START:
             raise
         raise NonFiniteError(err.name, err.count, _ADJOINT_START[err.name]) from None
     if which == "forward":
@@ -187,6 +187,8 @@ def solve(
     return solution
 
 
+#: The adjoint solve, named as the backward pass it is.
+_ADJOINT = "backward pass: adjoint solve u = g + J_fᵀu"
 #: What a NaN/Inf at the start of the adjoint solve (the backward pass) means, by the argument
 #: the solver named.
 _ADJOINT_START = {
@@ -271,7 +273,3 @@ def _warning_text(failure: Failure, hint: str) -> str:
         f"{gradient}; counted in stats.{counter}; shown once per layer.{context} "
         f"What to try: {advice}."
     )
-
-
-#: The adjoint solve, named as the backward pass it is.
-_ADJOINT = "backward pass: adjoint solve u = g + J_fᵀu"
