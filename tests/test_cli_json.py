@@ -65,8 +65,10 @@ def test_runs_list_json(store):
     assert row["config"] == {"n": 40, "d": 5, "steps": 20, "lrs": [0.05, 0.3], "seed": 0}
     assert row["n_tasks"] == 2 and row["n_failed"] == 0 and row["wall_s"] > 0
     assert "config_json" not in row
-    only = parsed(invoke("runs", "list", "--out", out, "--experiment", "nothing", "--json"))
-    assert only == []
+    only = parsed(invoke("runs", "list", "--out", out, "--experiment", "ling2023-fig1", "--json"))
+    assert only == []  # a known experiment without runs here
+    unknown = invoke("runs", "list", "--out", out, "--experiment", "nothing", "--json")
+    assert unknown.exit_code == 2 and unknown.stdout == ""  # not an empty list (issue 36)
 
 
 def test_runs_show_json_has_statements_deviations_and_verdict_counts(store):
