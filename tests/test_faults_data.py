@@ -8,7 +8,6 @@ import gzip
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import time
@@ -285,22 +284,33 @@ def test_kernel_at_a_size_that_cannot_fit_is_refused_within_seconds():
     assert re.search(r"memory is available \(.+\); the largest n that fits is \d+$", line)
 
 
-def ulimited(*args: object, address_space: int = 6 * 10**9) -> subprocess.CompletedProcess:
-    """``python -m deqlab ARGS`` in a process whose address space is limited (``ulimit -v``)."""
+#: Run as ``python -c`` with the headroom and the command: the address-space limit is set
+#: once deqlab is imported, to what the process has mapped plus the headroom (an import of
+#: a CUDA build of torch alone maps several GB: a fixed ``ulimit -v`` would refuse it first).
+ULIMITED = """
+import resource, sys
+import deqlab.cli
+status = open("/proc/self/status").read().splitlines()
+mapped = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+limit = mapped + int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+sys.argv = ["deqlab", *sys.argv[2:]]
+deqlab.cli.main()
+"""
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
 
+def ulimited(*args: object, headroom: int = 5 * 10**9) -> subprocess.CompletedProcess:
+    """``deqlab ARGS`` in a process whose address space (``ulimit -v``) leaves it
+    ``headroom`` bytes beyond what it has mapped."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    command = [sys.executable, "-m", "deqlab", *map(str, args)]
-    return subprocess.run(
-        command, env=env, preexec_fn=limit, capture_output=True, text=True, timeout=120
-    )
+    command = [sys.executable, "-c", ULIMITED, str(headroom), *map(str, args)]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
 ULIMIT_V_SAYS = (
     r"but [\d.]+ GB of memory is available \(this process's address-space limit, "
-    r"`ulimit -v` 6 GB, less the [\d.]+ MB it has mapped\); the largest n that fits is (\d+)$"
+    r"`ulimit -v` [\d.]+ GB, less the [\d.]+ [MG]B it has mapped\); the largest n that fits "
+    r"is (\d+)$"
 )
 
 
