@@ -314,6 +314,7 @@ ULIMIT_V_SAYS = (
 )
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux's /proc")
 def test_kernel_under_a_ulimit_is_refused_naming_the_limit_and_its_estimate():
     """Issue 36: the check compared 14.4 GB with the machine's memory and passed; the
     allocation then failed with a traceback. The process's own limit is the bound."""

@@ -204,6 +204,7 @@ def test_a_width_that_does_not_fit_is_named_not_n(monkeypatch):
     )
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux's /proc")
 def test_verify_under_a_ulimit_is_refused_naming_the_limit_and_its_estimate():
     """Issue 36: `ulimit -v 6000000; deqlab verify --width 50 --dataset sphere --n 30000
     --d 5` passed the memory check (15 GB against the machine's memory) and died 4 s later
