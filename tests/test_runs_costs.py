@@ -210,4 +210,4 @@ def test_show_measure_prints_the_measured_estimate(tmp_path):
     assert run_time["parts"]["tasks_serial_s"] >= 2 * 200 * SLEEP_S
     assert run_time["parts"]["startup_s"] is None  # in-process: not a `deqlab` process
     plain = CliRunner().invoke(app, args)
-    assert "`--measure 30` times its first steps here" in plain.stdout
+    assert "`--measure 30` times it here" in plain.stdout

@@ -338,8 +338,9 @@ def show(
         "--measure",
         metavar="SECONDS",
         min=1,
-        help="Time the preset's first steps here for about SECONDS (its own tasks at its "
-        "config, no checkpoints) and extrapolate the run time from them.",
+        help="Time the preset here for about SECONDS (its own tasks at its config, no "
+        "checkpoints: whole where they fit, else their first steps, extrapolated) and estimate "
+        "the whole run: start-up, worker processes, tasks, statements and figures.",
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -348,8 +349,8 @@ def show(
     The config keys with their types, defaults and the preset's values; the data sets the
     preset reads and whether each is on this machine; the columns of metrics.csv and their
     meanings; the paper's setting and this preset's deviations from it; an estimated run
-    time (from finished runs of this preset in --out, or with --measure from its first
-    steps timed now on this machine, else a generic estimate).
+    time (from finished runs of this preset in --out, or with --measure timed now on this
+    machine, start-up and statements included, else a generic estimate).
     """
     from deqlab.experiments.registry import get_experiment
     from deqlab.runs.api import resolve

@@ -173,7 +173,7 @@ def estimate_run_time(
         "seconds": None,
         "runs": 0,
         "text": f"{generic} (a generic estimate for the {preset!r} preset: no finished run "
-        f"of it{where} to time; `--measure 30` times its first steps here)",
+        f"of it{where} to time; `--measure 30` times it here)",
     }
 
 
