@@ -57,9 +57,10 @@ from deqlab.fixed_point_stats import (
     solve,
 )
 from deqlab.jacobian import jacobian_penalty
+from deqlab.layer_inputs import check_same_device, default_z0, explaining_zeros_z0, named_input
 from deqlab.packing import Packing
 from deqlab.sample_coupling import samples_coupled
-from deqlab.solvers import Anderson, Solution, Solver, SolverError
+from deqlab.solvers import Anderson, Solution, Solver
 from deqlab.solvers.rows import RowMap
 from deqlab.solvers.solution import training_tol
 
@@ -205,45 +206,6 @@ def _record_unrolled(solution: Solution, stats: FixedPointStats) -> None:
     solution.z.register_hook(hook)
 
 
-_NOT_SHAPE_ERRORS = (torch.OutOfMemoryError, SolverError)  # never blamed on the zeros z0
-
-
-def _explaining_zeros_z0(f: Callable[[Any], Any], z0: torch.Tensor) -> Callable[[Any], Any]:
-    """``f`` whose first call, at DEQ's default ``z0 = zeros_like(x)``, turns a rejection
-    (a shape error, or an output of another shape) into a ValueError naming ``z0``.
-
-    Reason: a cell whose state is wider than ``x`` otherwise fails with a bare "mat1 and
-    mat2 shapes cannot be multiplied" that does not say where the zeros came from.
-    """
-    called = False
-
-    def checked(z: Any) -> Any:
-        nonlocal called
-        if called:
-            return f(z)
-        called = True
-        try:
-            fz = f(z)
-        except _NOT_SHAPE_ERRORS:
-            raise
-        except (RuntimeError, IndexError) as err:
-            raise ValueError(_zeros_z0_message(z0, f"raised {type(err).__name__}: {err}")) from err
-        if isinstance(fz, torch.Tensor) and fz.shape != z0.shape:
-            raise ValueError(_zeros_z0_message(z0, f"returned shape {tuple(fz.shape)}"))
-        return fz
-
-    return checked
-
-
-def _zeros_z0_message(z0: torch.Tensor, rejection: str) -> str:
-    return (
-        f"the default z0 is zeros shaped like x {tuple(z0.shape)} (the cell has no "
-        f"initial_state(x)), and the cell rejected it: it {rejection}. If the state is not "
-        "shaped like x, pass the starting state as deq(x, z0=...) (the `z0` argument of "
-        "DEQ.forward) or give the cell an initial_state(x) method"
-    )
-
-
 class DEQ(nn.Module):
     """Deep equilibrium layer ``z* = cell(z*, x)`` (Hieu 2022, §2.1), training-grade.
 
@@ -325,13 +287,7 @@ class DEQ(nn.Module):
                 "`z0` is needed: the cell has no initial_state(x) and `x` is not a tensor "
                 f"(got {type(x).__name__})"
             )
-        if not x.is_floating_point():
-            raise TypeError(
-                f"`x` must be a floating-point tensor when the cell has no initial_state(x): "
-                f"the default z0 is zeros_like(x); got dtype {x.dtype}. Pass x.float(), or "
-                "the starting state as deq(x, z0=...), or give the cell an initial_state(x)"
-            )
-        return torch.zeros_like(x)
+        return default_z0(x)
 
     def forward(self, x: Any, z0: State | None = None) -> State:
         def f(z: State) -> State:
@@ -340,8 +296,8 @@ class DEQ(nn.Module):
         if z0 is None:
             z0 = self.initial_state(x)
             if self._cell_init is None:
-                f = _explaining_zeros_z0(f, z0)
-        _check_same_device(z0, x)
+                f = explaining_zeros_z0(f, z0)
+        check_same_device(z0, x)
         mixes = samples_coupled(self.cell) is not None
         solver = self.solver
         if self._default_solver and (mixes or not _has_batch(z0)):
@@ -362,7 +318,7 @@ class DEQ(nn.Module):
                 on_failure=self.on_failure,
             )
         except NonFiniteError as err:
-            raise _named_input(err, x) from None
+            raise named_input(err, x) from None
         self._last = (f_packed, z.detach(), solver)
         return _unpack(z, packing)
 
@@ -431,42 +387,6 @@ def _row_map(
         return sub.pack(cell(sub.unpack(z_sub), x_sub), "f(z)")
 
     return RowMap(f, rows)
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    parts = list(value) if isinstance(value, tuple | list) else [value]
-    return [p for p in parts if isinstance(p, torch.Tensor)]
-
-
-def _check_same_device(z0: State, x: Any) -> None:
-    """Refuse a ``z0`` on another device than ``x`` (a tensor, or tensors on one device)."""
-    inputs = {p.device for p in _tensors(x)}
-    states = {p.device for p in _tensors(z0)}
-    if len(inputs) == 1 and states and states != inputs:
-        (there,) = inputs
-        here = ", ".join(sorted(str(d) for d in states))
-        raise ValueError(
-            f"`z0` is on {here} and `x` on {there}: the state and the input must be on one "
-            f"device; move z0 there (z0.to(x.device))"
-        )
-
-
-def _named_input(err: NonFiniteError, x: Any) -> NonFiniteError:
-    """A NaN/Inf at the solve's first evaluation, blamed on what holds it: ``x``, else the
-    cell (``x`` and ``z0`` finite); other arguments' errors as they are."""
-    if err.name != "f(z0)":
-        return err
-    count = sum(int((~torch.isfinite(p)).sum()) for p in _tensors(x) if p.is_floating_point())
-    if count:
-        return NonFiniteError(
-            "x", count, "`x` must be finite; got {count} NaN/Inf entries (the cell's input)"
-        )
-    return NonFiniteError(
-        "f(z0)",
-        err.count,
-        "`f(z0)` = cell(z0, x) must be finite; got {count} NaN/Inf entries: x and z0 are "
-        "finite, so the cell made them at its first evaluation",
-    )
 
 
 def _has_batch(z0: State) -> bool:

@@ -1,0 +1,106 @@
+"""What the :class:`~deqlab.DEQ` layer checks of its input ``x`` and starting state ``z0``,
+and how it names them when a solve rejects them.
+
+The default ``z0`` is ``zeros_like(x)`` (a cell without ``initial_state(x)``): an integer
+``x`` is named then, and a cell that rejects the zeros is told where they came from. A
+``z0`` on another device than ``x`` is refused before any evaluation. A NaN/Inf met at the
+solve's first evaluation is blamed on ``x`` where ``x`` holds it, else on the cell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from deqlab._checks import NonFiniteError
+from deqlab.solvers import SolverError
+
+State = torch.Tensor | Sequence[torch.Tensor]
+
+
+def default_z0(x: torch.Tensor) -> torch.Tensor:
+    """``zeros_like(x)``, the starting state of a cell without ``initial_state(x)``."""
+    if not x.is_floating_point():
+        raise TypeError(
+            f"`x` must be a floating-point tensor when the cell has no initial_state(x): "
+            f"the default z0 is zeros_like(x); got dtype {x.dtype}. Pass x.float(), or "
+            "the starting state as deq(x, z0=...), or give the cell an initial_state(x)"
+        )
+    return torch.zeros_like(x)
+
+
+_NOT_SHAPE_ERRORS = (torch.OutOfMemoryError, SolverError)  # never blamed on the zeros z0
+
+
+def explaining_zeros_z0(f: Callable[[Any], Any], z0: torch.Tensor) -> Callable[[Any], Any]:
+    """``f`` whose first call, at DEQ's default ``z0 = zeros_like(x)``, turns a rejection
+    (a shape error, or an output of another shape) into a ValueError naming ``z0``.
+
+    Reason: a cell whose state is wider than ``x`` otherwise fails with a bare "mat1 and
+    mat2 shapes cannot be multiplied" that does not say where the zeros came from.
+    """
+    called = False
+
+    def checked(z: Any) -> Any:
+        nonlocal called
+        if called:
+            return f(z)
+        called = True
+        try:
+            fz = f(z)
+        except _NOT_SHAPE_ERRORS:
+            raise
+        except (RuntimeError, IndexError) as err:
+            raise ValueError(_zeros_z0_message(z0, f"raised {type(err).__name__}: {err}")) from err
+        if isinstance(fz, torch.Tensor) and fz.shape != z0.shape:
+            raise ValueError(_zeros_z0_message(z0, f"returned shape {tuple(fz.shape)}"))
+        return fz
+
+    return checked
+
+
+def _zeros_z0_message(z0: torch.Tensor, rejection: str) -> str:
+    return (
+        f"the default z0 is zeros shaped like x {tuple(z0.shape)} (the cell has no "
+        f"initial_state(x)), and the cell rejected it: it {rejection}. If the state is not "
+        "shaped like x, pass the starting state as deq(x, z0=...) (the `z0` argument of "
+        "DEQ.forward) or give the cell an initial_state(x) method"
+    )
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    parts = list(value) if isinstance(value, tuple | list) else [value]
+    return [p for p in parts if isinstance(p, torch.Tensor)]
+
+
+def check_same_device(z0: State, x: Any) -> None:
+    """Refuse a ``z0`` on another device than ``x`` (a tensor, or tensors on one device)."""
+    inputs = {p.device for p in _tensors(x)}
+    states = {p.device for p in _tensors(z0)}
+    if len(inputs) == 1 and states and states != inputs:
+        (there,) = inputs
+        here = ", ".join(sorted(str(d) for d in states))
+        raise ValueError(
+            f"`z0` is on {here} and `x` on {there}: the state and the input must be on one "
+            f"device; move z0 there (z0.to(x.device))"
+        )
+
+
+def named_input(err: NonFiniteError, x: Any) -> NonFiniteError:
+    """A NaN/Inf at the solve's first evaluation, blamed on what holds it: ``x``, else the
+    cell (``x`` and ``z0`` finite); other arguments' errors as they are."""
+    if err.name != "f(z0)":
+        return err
+    count = sum(int((~torch.isfinite(p)).sum()) for p in _tensors(x) if p.is_floating_point())
+    if count:
+        return NonFiniteError(
+            "x", count, "`x` must be finite; got {count} NaN/Inf entries (the cell's input)"
+        )
+    return NonFiniteError(
+        "f(z0)",
+        err.count,
+        "`f(z0)` = cell(z0, x) must be finite; got {count} NaN/Inf entries: x and z0 are "
+        "finite, so the cell made them at its first evaluation",
+    )
