@@ -247,7 +247,8 @@ class NaNCell(nn.Module):
 def test_a_non_finite_equilibrium_is_refused():
     deq = DEQ(NaNCell(), solver=Anderson(tol=1e-8), on_failure="record")
     with pytest.raises(ValueError, match=r"^the forward solve of `deq` on `X` failed: `f\(z0\)` "
-                       r"must be finite; got 12 NaN/Inf entries$"):  # fmt: skip
+                       r"= cell\(z0, x\) must be finite; got 12 NaN/Inf entries: x and z0 are "
+                       r"finite, so the cell made them at its first evaluation$"):  # fmt: skip
         diagnose(deq, torch.randn(4, 3))
 
 
