@@ -9,8 +9,8 @@ import pytest
 
 from deqlab.experiments.hieu2022.gd_proof import GDTrace, premise, theorem_3_3_5
 from deqlab.experiments.hieu2022.statements import condition_hypothesis
+from deqlab.papers.hieu2022.mondeq import Inequality
 from deqlab.statements import Kind, Source, Verdict, implication, measure
-from deqlab.theory.mondeq import Inequality
 
 PASS, FAIL, NA, NM = Verdict.PASS, Verdict.FAIL, Verdict.NOT_APPLICABLE, Verdict.NOT_MEASURED
 HOLDS, UNMET = Verdict.HOLDS, Verdict.UNMET

@@ -23,9 +23,9 @@ from deqlab.experiments.hieu2022.gradflow import Hieu2022GradFlow, _initial_kern
 from deqlab.experiments.hieu2022.setting import build_model
 from deqlab.experiments.hieu2022.statements import WidthFit
 from deqlab.experiments.registry import experiment_names
+from deqlab.papers.hieu2022.mondeq import Inequality
+from deqlab.papers.hieu2022.mondeq_kernel import prediction_kernel
 from deqlab.statements import Kind, Verdict
-from deqlab.theory.mondeq import Inequality
-from deqlab.theory.mondeq_kernel import prediction_kernel
 from deqlab.train.mondeq_flow import MonDEQFlow
 from helpers import MemoryCheckpoints
 

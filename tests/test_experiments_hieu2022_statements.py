@@ -19,8 +19,8 @@ from deqlab.experiments.hieu2022.statements import (
     step_size_hypothesis,
     untrained,
 )
+from deqlab.papers.hieu2022.mondeq import Inequality
 from deqlab.statements import Kind, Verdict
-from deqlab.theory.mondeq import Inequality
 
 PASS, FAIL, NA, NM = Verdict.PASS, Verdict.FAIL, Verdict.NOT_APPLICABLE, Verdict.NOT_MEASURED
 HOLDS, UNMET = Verdict.HOLDS, Verdict.UNMET

@@ -20,8 +20,8 @@ from deqlab.experiments.kawaguchi2021.statements import (
     faster_rate_observation,
     lambda_bound_check,
 )
+from deqlab.papers.kawaguchi2021.theory import lambda_lower_bound
 from deqlab.statements import Kind, Source, Verdict
-from deqlab.theory.kawaguchi2021 import lambda_lower_bound
 
 PASS, FAIL, NM, NA = Verdict.PASS, Verdict.FAIL, Verdict.NOT_MEASURED, Verdict.NOT_APPLICABLE
 

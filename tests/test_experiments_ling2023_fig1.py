@@ -25,9 +25,9 @@ from deqlab.experiments.ling2023 import fig1
 from deqlab.experiments.ling2023.fig1 import Fig1Config, Ling2023Fig1
 from deqlab.experiments.ling2023.fig1_report import by_dataset, dataset_statements
 from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.papers.ling2023.theory import Condition1, Constants, best_delta
 from deqlab.runs.store import RunStore
 from deqlab.runs.tables import read_rows_csv
-from deqlab.theory.ling2023 import Condition1, Constants, best_delta
 
 ARGS = ("reproduce", "ling2023-fig1", "--preset", "tiny", "--quiet", "--workers", "1",
         "--checkpoint-every", "4")  # fmt: skip

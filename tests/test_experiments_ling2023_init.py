@@ -19,8 +19,8 @@ from deqlab.experiments.ling2023.init import Ling2023Init
 from deqlab.experiments.ling2023.init_figure import plot_initialization
 from deqlab.experiments.ling2023.init_report import init_statements
 from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.papers.ling2023.init_theorems import lemma1_bound, measure_assumption2, measure_theorem3
 from deqlab.runs.tables import read_rows_csv
-from deqlab.theory.init_theorems import lemma1_bound, measure_assumption2, measure_theorem3
 
 SIGMA_W2 = 0.08
 NAMES = {

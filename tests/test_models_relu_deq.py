@@ -9,8 +9,8 @@ import torch
 
 from deqlab.implicit import Implicit, fixed_point
 from deqlab.models import ReLUDEQ
+from deqlab.papers.ling2023.theory import lemma2_gradients
 from deqlab.solvers import Picard, SolverError, Status
-from deqlab.theory.ling2023 import lemma2_gradients
 from helpers import relu_problem
 
 

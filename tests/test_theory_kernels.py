@@ -10,6 +10,7 @@ from scipy import integrate
 
 from deqlab._memory import MemoryRefusal
 from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.papers.ling2023.theory import lemma2_gradients
 from deqlab.solvers import SolverError
 from deqlab.theory import kernels
 from deqlab.theory.kernels import (
@@ -21,7 +22,6 @@ from deqlab.theory.kernels import (
     least_eigenvalue,
     population_gram,
 )
-from deqlab.theory.ling2023 import lemma2_gradients
 from deqlab.theory.ntk import deq_ntk, empirical_ntk, pl_gram
 
 

@@ -7,7 +7,11 @@ import pytest
 import torch
 
 from deqlab.models.delm import DELM
-from deqlab.theory.kawaguchi2021 import corollary2_kappa, lambda_lower_bound, lambda_min_dynamics
+from deqlab.papers.kawaguchi2021.theory import (
+    corollary2_kappa,
+    lambda_lower_bound,
+    lambda_min_dynamics,
+)
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 from deqlab.train.divergence import DivergenceError
 

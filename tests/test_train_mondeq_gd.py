@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from deqlab.models.mondeq import MonDEQ
+from deqlab.papers.hieu2022.mondeq import sigma_min, step_size_bound
 from deqlab.solvers import Anderson, SolverError
 from deqlab.solvers.splitting import PeacemanRachford
-from deqlab.theory.mondeq import sigma_min, step_size_bound
 from deqlab.train.mondeq_gd import MonDEQGD
 
 TIGHT = PeacemanRachford(tol=1e-12, max_iter=5000)

@@ -3,7 +3,7 @@ path: one step is gradient descent with the Lemma 2 gradients."""
 
 import pytest
 
-from deqlab.theory.ling2023 import lemma2_gradients
+from deqlab.papers.ling2023.theory import lemma2_gradients
 from deqlab.train.relu_deq import reference_step
 from helpers import relu_problem
 

@@ -12,7 +12,7 @@ import torch
 
 import deqlab
 from deqlab.models import ReLUDEQ
-from deqlab.theory.ling2023 import theorem1_margins
+from deqlab.papers.ling2023.theory import theorem1_margins
 from deqlab.train import GDConfig, GDTrainer
 from deqlab.train.protocol import Trainer
 from deqlab.train.relu_deq import reference_step

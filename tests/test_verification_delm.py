@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from deqlab.papers.kawaguchi2021.theory import objective_sharpness
 from deqlab.statements import Verdict
-from deqlab.theory.kawaguchi2021 import objective_sharpness
 from deqlab.verification import delm as dl
 from deqlab.verification import delm_train as dt
 from deqlab.verification.inputs import load_dataset, prepare

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from deqlab.papers.hieu2022.mondeq import gd_rate, step_size_bound
 from deqlab.statements import Verdict
-from deqlab.theory.mondeq import gd_rate, step_size_bound
 from deqlab.verification import mondeq as md
 from deqlab.verification.inputs import load_dataset, prepare
 

@@ -11,9 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from deqlab.statements import Verdict
-from deqlab.theory.kernels import LeastEigenvalue
-from deqlab.theory.ling2023 import (
+from deqlab.papers.ling2023.theory import (
     Constants,
     condition1,
     condition1_margin,
@@ -27,6 +25,8 @@ from deqlab.theory.ling2023 import (
     width_margin,
     width_where,
 )
+from deqlab.statements import Verdict
+from deqlab.theory.kernels import LeastEigenvalue
 from deqlab.theory.ntk import pl_gram
 from deqlab.theory.spectra import gram_lambda_min
 from deqlab.verification import relu_deq as rd
@@ -84,7 +84,8 @@ def test_lambda_star_and_ntk_of_two_points_in_closed_form():
 
 
 def test_lambda0_matches_theorem1s_helper_and_its_conditions(small):
-    """λ_0, Condition 1 and Eq. (10) against deqlab.theory.ling2023.condition1 (dense path)."""
+    """λ_0, Condition 1 and Eq. (10) against deqlab.papers.ling2023.theory.condition1 (dense
+    path)."""
     x, y = small.inputs.X, small.inputs.y
     reference = condition1(small.model, x, y, tol=1e-12)
     cond = small.cond

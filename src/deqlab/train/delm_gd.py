@@ -32,7 +32,7 @@ import torch
 
 from deqlab._checks import check_choice, check_int, check_positive, check_real, check_tensor
 from deqlab.models.delm import DELM
-from deqlab.theory.kawaguchi2021 import (
+from deqlab.papers.kawaguchi2021.theory import (
     check_radius,
     convergence_bound,
     corollary1_kappa,

@@ -6,7 +6,7 @@ splitting adjoint (:mod:`deqlab.models.mondeq`), each forward solve warm-started
 error is first order in ``h``: running ``h`` and ``h/2`` and comparing measures it.
 
 A probe step also checks Proposition 4 (Eq. 3.7) along the run: with ``K`` from the closed
-form of :mod:`deqlab.theory.mondeq_kernel` and ``r = ŷ − y``, the finite differences
+form of :mod:`deqlab.papers.hieu2022.mondeq_kernel` and ``r = ŷ − y``, the finite differences
 ``D_s = (ŷ(θ − s∇L) − ŷ(θ))/s`` at ``s = h`` (the run's own step) and ``s = h/2`` differ
 from ``−K r`` by ``O(s)``; ``2D_{h/2} − D_h`` removes that first-order term (Richardson),
 leaving ``O(h²)`` if and only if the identity holds — where ŷ is differentiable: a ReLU
@@ -28,9 +28,9 @@ import torch
 
 from deqlab._checks import check_positive, check_tensor
 from deqlab.models.mondeq import MonDEQ
-from deqlab.theory.mondeq import PARAMETERS, sigma_min
-from deqlab.theory.mondeq_kernel import prediction_kernel
-from deqlab.theory.mondeq_lemmas import lemma_columns
+from deqlab.papers.hieu2022.mondeq import PARAMETERS, sigma_min
+from deqlab.papers.hieu2022.mondeq_kernel import prediction_kernel
+from deqlab.papers.hieu2022.mondeq_lemmas import lemma_columns
 
 Record = dict[str, float | int]
 

@@ -12,9 +12,10 @@ solve is warm-started from the previous equilibrium. Step ``k`` records one tidy
 
 With ``step_lemmas`` (the default), the record of step ``k`` also holds both sides of the
 inequalities the proof of Theorem 3.3.5 states for the step ``k → k+1``
-(:mod:`deqlab.theory.mondeq_step`): ``lemma3_3_6_lhs``/``_rhs``, ``lemma3_3_7_<p>_lhs``/``_rhs``
-for p in U, u, A, B, W, and ``lemma3_3_8``–``lemma3_3_10`` (the terms I₁, I₂, I₃ of the
-change of the loss), the last three once θ(k+1)'s equilibrium is solved.
+(:mod:`deqlab.papers.hieu2022.mondeq_step`): ``lemma3_3_6_lhs``/``_rhs``,
+``lemma3_3_7_<p>_lhs``/``_rhs`` for p in U, u, A, B, W, and ``lemma3_3_8``–``lemma3_3_10``
+(the terms I₁, I₂, I₃ of the change of the loss), the last three once θ(k+1)'s equilibrium
+is solved.
 
 Any η > 0 trains; Theorem 3.3.5 assumes η ≤ 4/λ_0² (the first term of its bound), beyond
 which Eq. (3.20)'s rate 1 − ηλ_0²/4 is negative: there ``loss_bound`` and ``loss_ok`` are
@@ -33,8 +34,7 @@ import torch
 
 from deqlab._checks import check_bool, check_positive, check_tensor
 from deqlab.models.mondeq import MonDEQ
-from deqlab.solvers import SolverError
-from deqlab.theory.mondeq import (
+from deqlab.papers.hieu2022.mondeq import (
     PARAMETERS,
     MonDEQConstants,
     Row,
@@ -45,7 +45,7 @@ from deqlab.theory.mondeq import (
     sides,
     step_size_bound,
 )
-from deqlab.theory.mondeq_step import (
+from deqlab.papers.hieu2022.mondeq_step import (
     STEP_KEYS,
     lemma_3_3_6,
     lemma_3_3_7,
@@ -54,6 +54,7 @@ from deqlab.theory.mondeq_step import (
     lemma_3_3_10,
     progress_terms,
 )
+from deqlab.solvers import SolverError
 from deqlab.theory.spectra import spectral_norm
 from deqlab.train.divergence import (
     check_parameters,
@@ -63,7 +64,8 @@ from deqlab.train.divergence import (
 )
 from deqlab.train.protocol import Record, Trainer
 
-#: The names :func:`deqlab.theory.mondeq.hypotheses` gives its rows (proof of Theorem 3.3.5).
+#: The names :func:`deqlab.papers.hieu2022.mondeq.hypotheses` gives its rows (proof of
+#: Theorem 3.3.5).
 BALL = "Hypothesis 1 ({})"
 SIGMA = "Hypothesis 2"
 LOSS = "Hypothesis 3 / Eq. (3.20)"

@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass
 
 from deqlab._format import number
 from deqlab.papers import HIEU, KAWAGUCHI, LING
+from deqlab.papers.hieu2022.mondeq import eq_3_18_possible
 from deqlab.statements import Verdict
-from deqlab.theory.mondeq import eq_3_18_possible
 from deqlab.verification.delm import statements as delm_statements
 
 #: A target loss of this fraction of Φ(0) when none is given.

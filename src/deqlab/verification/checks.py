@@ -30,8 +30,8 @@ from deqlab._memory import (
     square_bytes,
 )
 from deqlab.papers import HIEU, KAWAGUCHI, LING
+from deqlab.papers.kawaguchi2021.theory import check_radius
 from deqlab.statements import Paper, Statement
-from deqlab.theory.kawaguchi2021 import check_radius
 from deqlab.verification import (
     answers,
     delm,

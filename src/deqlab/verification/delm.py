@@ -12,7 +12,7 @@ Measured at initialization:
 
 - Theorem 1's guaranteed λ_T ≥ 1/(m(1 + γ)²) (Eq. 33) and the initialization-dependent
   λ_min(D_0) of Eq. (8) (m_y = 1, in O(m³):
-  :func:`deqlab.theory.kawaguchi2021_large.dynamics_lambda_min_one_output`);
+  :func:`deqlab.papers.kawaguchi2021.theory_large.dynamics_lambda_min_one_output`);
 - σ_min(Φ), the corollary's κ, L(A_0, B_0) and L*;
 - the rate: L − L* falls at least like e^{−2κλ_T T} (Eq. 7), with λ_T at its guaranteed
   bound and at λ_min(D_0) (what λ_T is if λ_min(D_t) never drops below its start);
@@ -45,8 +45,7 @@ from deqlab.experiments.kawaguchi2021.hypotheses import (
 )
 from deqlab.experiments.kawaguchi2021.statements import accuracy_equation, lambda_bound_check
 from deqlab.models.delm import DELM
-from deqlab.statements import Statement
-from deqlab.theory.kawaguchi2021 import (
+from deqlab.papers.kawaguchi2021.theory import (
     lambda_lower_bound,
     logistic_loss,
     logistic_loss_optimum,
@@ -57,10 +56,11 @@ from deqlab.theory.kawaguchi2021 import (
     square_loss,
     square_loss_optimum,
 )
-from deqlab.theory.kawaguchi2021_large import (
+from deqlab.papers.kawaguchi2021.theory_large import (
     dynamics_lambda_min_one_output,
     objective_sharpness_lanczos,
 )
+from deqlab.statements import Statement
 from deqlab.verification.inputs import InputError, Inputs
 from deqlab.verification.progress import Progress, silent
 

@@ -14,8 +14,8 @@ from deqlab.experiments.kawaguchi2021.statements import (
     lambda_bound_check,
 )
 from deqlab.models.delm import DELM
+from deqlab.papers.kawaguchi2021.theory_large import objective_sharpness_lanczos
 from deqlab.statements import Statement
-from deqlab.theory.kawaguchi2021_large import objective_sharpness_lanczos
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 from deqlab.verification.delm import (
     DELMInit,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deqlab.theory.ling2023 import EQUATIONS, condition1_margin, width_margin
+from deqlab.papers.ling2023.theory import EQUATIONS, condition1_margin, width_margin
 
 Figure = tuple[str, str]  # (file stem, caption)
 

@@ -39,10 +39,7 @@ from deqlab.experiments.hieu2022.statements import (
 )
 from deqlab.models.mondeq import MonDEQ
 from deqlab.papers import HIEU
-from deqlab.solvers.splitting import PeacemanRachford
-from deqlab.statements import Statement
-from deqlab.theory.gauss_newton import GaussNewton, gauss_newton
-from deqlab.theory.mondeq import (
+from deqlab.papers.hieu2022.mondeq import (
     PARAMETERS,
     Inequality,
     MonDEQConstants,
@@ -52,7 +49,10 @@ from deqlab.theory.mondeq import (
     mondeq_constants,
     step_size_bound,
 )
-from deqlab.theory.mondeq_lemmas import lemma_3_3_3
+from deqlab.papers.hieu2022.mondeq_lemmas import lemma_3_3_3
+from deqlab.solvers.splitting import PeacemanRachford
+from deqlab.statements import Statement
+from deqlab.theory.gauss_newton import GaussNewton, gauss_newton
 from deqlab.train.mondeq_gd import MonDEQGD
 from deqlab.verification.answers import measured_rate
 from deqlab.verification.inputs import Inputs
@@ -99,7 +99,7 @@ def _model(d: int, width: int, monotonicity: float, seed: int) -> MonDEQ:
 def constants_at(
     model: MonDEQ, inputs: Inputs, radius: float
 ) -> tuple[MonDEQConstants, torch.Tensor]:
-    """(:func:`~deqlab.theory.mondeq.mondeq_constants`, Z(0)) at the model's initial θ;
+    """(:func:`~deqlab.papers.hieu2022.mondeq.mondeq_constants`, Z(0)) at the model's initial θ;
     a width n < N is allowed (λ_0 = σ_min(Z(0)) = 0 there: Z(0) has rank ≤ n)."""
     X, y = inputs.X, inputs.y
     theta = {k: p.detach() for k, p in model.named_parameters()}

@@ -8,11 +8,11 @@ initialization (the statements built from it: :mod:`deqlab.verification.relu_deq
 - a network drawn from Assumption 1 (``seed``): λ_0 = λ_min(Z(0)ᵀZ(0)) with Theorem 2's
   mλ*/2 beside it (λ_0 = 0 exactly when m < n: Z(0)ᵀZ(0) has rank ≤ m);
 - Condition 1, Eqs. (7)–(9), each with its margin lhs/rhs, at the δ that maximizes the
-  smallest margin (:func:`deqlab.theory.ling2023.best_delta`);
+  smallest margin (:func:`deqlab.papers.ling2023.theory.best_delta`);
 - the smallest width at which Condition 1 would hold (:func:`widths_needed`), under
   :data:`SCALING`: λ_0 = mλ*/2 as Theorem 2 gives, ‖U(0)‖₂ ∝ √m, the other constants as
   measured (Section 3.2); where Eq. (9) never holds, its margin's limit and the bound
-  :func:`deqlab.theory.ling2023.eq9_margin_bound` it stays under;
+  :func:`deqlab.papers.ling2023.theory.eq9_margin_bound` it stays under;
 - Eq. (10)'s bound on η and the rate 1 − ηλ_0/2 it implies (Theorem 1 (iii));
 - Theorem 2's width n²λ*⁻² log(n/(λ*t)) without its constant: the proof (Section 4.4)
   makes explicit the accuracy λ*/2 that ‖G/m − K‖_F must reach (Weyl) and the per-layer
@@ -33,10 +33,9 @@ import numpy as np
 import torch
 
 from deqlab.models.relu_deq import ReLUDEQ
-from deqlab.theory import ling2023
-from deqlab.theory.init_theorems import lemma1_bound
-from deqlab.theory.kernels import LeastEigenvalue, population_gram
-from deqlab.theory.ling2023 import (
+from deqlab.papers.ling2023 import theory as ling2023
+from deqlab.papers.ling2023.init_theorems import lemma1_bound
+from deqlab.papers.ling2023.theory import (
     EQUATIONS,
     MAX_WIDTH,
     Condition1,
@@ -48,6 +47,7 @@ from deqlab.theory.ling2023 import (
     required_width,
     width_margin,
 )
+from deqlab.theory.kernels import LeastEigenvalue, population_gram
 from deqlab.theory.ntk import deq_ntk, pl_gram
 from deqlab.theory.spectra import (
     DENSE_LIMIT,
@@ -233,7 +233,7 @@ def evaluate_condition1(constants: Constants) -> Condition1:
 def widths_needed(constants: Constants, m: int) -> dict[str, float]:
     """The smallest width ≥ m at which Condition 1 holds (one δ for Eqs. (7)–(9)) and at
     which each of Eqs. (7)–(9) holds alone (δ free), from ``constants`` measured at m
-    (:func:`deqlab.theory.ling2023.condition1_width`, ``required_width``); none (inf)
+    (:func:`deqlab.papers.ling2023.theory.condition1_width`, ``required_width``); none (inf)
     when λ_0 = 0 there (λ* = 0: λ_0 = mλ*/2 = 0 at every width)."""
     if not constants.lambda0 > 0:
         return dict.fromkeys(("condition1", *EQUATIONS), math.inf)
@@ -245,7 +245,7 @@ def widths_needed(constants: Constants, m: int) -> dict[str, float]:
 
 def theorem2_scale(n: int, lambda_star: float) -> float:
     """Theorem 2's width scale at t = :data:`THEOREM2_T`
-    (:func:`deqlab.theory.ling2023.theorem2_scale`)."""
+    (:func:`deqlab.papers.ling2023.theory.theorem2_scale`)."""
     return ling2023.theorem2_scale(n, lambda_star, THEOREM2_T)
 
 

@@ -27,8 +27,8 @@ from deqlab.experiments.ling2023.statements import (
     theorem3_ii,
 )
 from deqlab.papers import LING
+from deqlab.papers.ling2023.theory import EQUATIONS
 from deqlab.statements import Kind, Statement, Verdict, ours, theorem
-from deqlab.theory.ling2023 import EQUATIONS
 from deqlab.verification.inputs import assumption2
 from deqlab.verification.relu_deq import (
     LEMMA1_P,

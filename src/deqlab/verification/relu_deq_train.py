@@ -9,7 +9,7 @@ The statements are the Figure 1 experiment's builders, fed this one run:
 - Eqs. (4)–(5) and λ_min(H(τ)) ≥ λ_τ of Section 2.3
   (:func:`~deqlab.experiments.ling2023.statements.pl_statements`) over τ ≥ 1, guarded by
   Lemma 2's ‖W(τ)‖₂ < 1; λ_min of H(τ) = H1 + H2 + H3
-  (:func:`deqlab.theory.ling2023.pl_gram_lambda_min`) is taken
+  (:func:`deqlab.papers.ling2023.theory.pl_gram_lambda_min`) is taken
   at :data:`H_CHECKS` evenly spread steps and at the last.
 
 The run records steps τ = 0, …, T (the record of τ = T is taken after the T-th update).
@@ -22,14 +22,14 @@ import math
 from dataclasses import dataclass
 
 from deqlab.experiments.ling2023.statements import pl_statements, theorem1_statements
-from deqlab.statements import Statement, is_measured
-from deqlab.theory.ling2023 import (
+from deqlab.papers.ling2023.theory import (
     PLMargins,
     Theorem1Margins,
     pl_gram_lambda_min,
     pl_margins,
     theorem1_margins,
 )
+from deqlab.statements import Statement, is_measured
 from deqlab.train.relu_deq import GDConfig, GDTrainer
 from deqlab.verification.answers import measured_rate
 from deqlab.verification.progress import Progress, silent

@@ -19,8 +19,8 @@ from deqlab.experiments.hieu2022.statements import (
     sigma_check,
 )
 from deqlab.papers import HIEU
+from deqlab.papers.hieu2022.mondeq import Inequality
 from deqlab.statements import Statement, is_measured, number, ours, theorem
-from deqlab.theory.mondeq import Inequality
 
 #: (name, location) of the two steps of Theorem 3.3.1's proof that :func:`theorem_3_3_1`
 #: checks with :func:`~deqlab.experiments.hieu2022.statements.ball_check` and

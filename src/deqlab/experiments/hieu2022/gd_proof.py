@@ -32,9 +32,9 @@ from deqlab.experiments.hieu2022.statements import (
     step_size_hypothesis,
 )
 from deqlab.papers import HIEU
+from deqlab.papers.hieu2022.mondeq import PARAMETERS, Inequality, gd_rate, rate_defined
+from deqlab.papers.hieu2022.mondeq_step import STEP_KEYS
 from deqlab.statements import Statement, implication, is_measured, number, theorem
-from deqlab.theory.mondeq import PARAMETERS, Inequality, gd_rate, rate_defined
-from deqlab.theory.mondeq_step import STEP_KEYS
 
 #: Per-step inequalities of the proof: key → (label, bound as printed, premise). The
 #: premise is the hypotheses that must hold at ``k′ = 1, …, k`` ("" for none).

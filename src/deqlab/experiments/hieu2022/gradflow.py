@@ -41,9 +41,9 @@ from deqlab.experiments.hieu2022.mondeq_gd import PAPER_SETTING as GD_SETTING
 from deqlab.experiments.hieu2022.setting import CONDITION_1_KEYS, MonDEQSetting, build_model
 from deqlab.experiments.registry import register
 from deqlab.papers import HIEU
+from deqlab.papers.hieu2022.mondeq import condition_1, gradient_flow_bound, mondeq_constants
+from deqlab.papers.hieu2022.mondeq_kernel import prediction_kernel
 from deqlab.statements import Statement
-from deqlab.theory.mondeq import condition_1, gradient_flow_bound, mondeq_constants
-from deqlab.theory.mondeq_kernel import prediction_kernel
 from deqlab.train.mondeq_flow import MonDEQFlow
 
 

@@ -43,8 +43,8 @@ from deqlab.experiments.hieu2022.statements import (
     WidthFit,
     lemma_statements,
 )
+from deqlab.papers.hieu2022.mondeq import PARAMETERS
 from deqlab.statements import Statement
-from deqlab.theory.mondeq import PARAMETERS
 
 if TYPE_CHECKING:
     from deqlab.experiments.hieu2022.gradflow import GradFlowConfig

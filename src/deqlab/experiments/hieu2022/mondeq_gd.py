@@ -40,11 +40,11 @@ from deqlab.experiments.hieu2022 import mondeq_gd_report
 from deqlab.experiments.hieu2022.setting import CONDITION_KEYS, MonDEQSetting, build_model
 from deqlab.experiments.registry import register
 from deqlab.papers import HIEU
+from deqlab.papers.hieu2022.mondeq import mondeq_constants, step_size_bound
+from deqlab.papers.hieu2022.mondeq_lemmas import lemma_columns
+from deqlab.papers.hieu2022.mondeq_step import proposition_3
 from deqlab.solvers.splitting import ForwardBackward, MonotoneOperator
 from deqlab.statements import Statement
-from deqlab.theory.mondeq import mondeq_constants, step_size_bound
-from deqlab.theory.mondeq_lemmas import lemma_columns
-from deqlab.theory.mondeq_step import proposition_3
 from deqlab.train.mondeq_gd import MonDEQGD
 from deqlab.train.resumable import run_resumable
 

@@ -32,8 +32,8 @@ from deqlab.experiments.hieu2022.statements import (
     lemma_statements,
     proposition_3_check,
 )
+from deqlab.papers.hieu2022.mondeq import PARAMETERS
 from deqlab.statements import Statement, min_step_gap, ours
-from deqlab.theory.mondeq import PARAMETERS
 
 if TYPE_CHECKING:
     from deqlab.experiments.hieu2022.mondeq_gd import MonDEQGDConfig

@@ -26,8 +26,8 @@ from deqlab.experiments.constraints import (
     Interval,
 )
 from deqlab.models.mondeq import MonDEQ
+from deqlab.papers.hieu2022.mondeq import Inequality, inequality
 from deqlab.solvers.splitting import PeacemanRachford
-from deqlab.theory.mondeq import Inequality, inequality
 
 #: Condition 1 (Theorem 3.3.1) and Condition 2 (Theorem 3.3.5), as row-column prefixes.
 CONDITION_1_KEYS = ("eq3_8", "eq3_9")

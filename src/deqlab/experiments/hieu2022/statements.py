@@ -1,6 +1,6 @@
 """The thesis' statements (Hieu 2022), built from measured numbers.
 
-The builders turn the inequalities of :mod:`deqlab.theory.mondeq` and the numbers of a GD
+The builders turn the inequalities of :mod:`deqlab.papers.hieu2022.mondeq` and the numbers of a GD
 run into :class:`~deqlab.statements.Statement` s, so that ``hieu2022-mondeq-gd`` and a
 check of any other monotone DEQ decide verdicts the same way:
 
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from deqlab.experiments.base import linear_fit
 from deqlab.papers import HIEU
+from deqlab.papers.hieu2022.mondeq import Inequality, eq_3_18_possible
 from deqlab.statements import Kind, Statement, is_measured, number
-from deqlab.theory.mondeq import Inequality, eq_3_18_possible
 
 #: Ours: a classifier of ten classes counts as trained at 5× chance training accuracy.
 TRAINED_ACCURACY = 0.5
@@ -251,7 +251,7 @@ def sigma_check(
     )
 
 
-#: What each lemma bounds, by the key of :data:`deqlab.theory.mondeq_lemmas.LEMMA_KEYS`.
+#: What each lemma bounds, by the key of :data:`deqlab.papers.hieu2022.mondeq_lemmas.LEMMA_KEYS`.
 LEMMAS: Mapping[str, tuple[str, str]] = {
     "lemma3_3_2": ("Lemma 3.3.2", "max_j ‖(I − WᵀD_j)⁻¹u‖ ≤ ‖u‖/m (as printed, Lemma C.0.4)"),
     "lemma3_3_3": ("Lemma 3.3.3", "‖Z*‖_F ≤ ‖X‖_F‖U‖₂/m"),

@@ -40,8 +40,7 @@ from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps, probe_
 from deqlab.experiments.registry import register
 from deqlab.models.delm import DELM
 from deqlab.papers import KAWAGUCHI
-from deqlab.statements import Statement
-from deqlab.theory.kawaguchi2021 import (
+from deqlab.papers.kawaguchi2021.theory import (
     appendix_b_velocity,
     error_vector,
     flow_velocities,
@@ -49,6 +48,7 @@ from deqlab.theory.kawaguchi2021 import (
     perron_vector,
     trust_region_terms,
 )
+from deqlab.statements import Statement
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 
 NO_EXPERIMENT = "Appendix B has no experiment"

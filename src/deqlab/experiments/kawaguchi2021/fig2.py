@@ -62,8 +62,8 @@ from deqlab.experiments.registry import register
 from deqlab.models.baselines import RESNET_IO, LinearResNet
 from deqlab.models.delm import DELM
 from deqlab.papers import KAWAGUCHI
+from deqlab.papers.kawaguchi2021.theory import square_loss, square_loss_optimum
 from deqlab.statements import Statement
-from deqlab.theory.kawaguchi2021 import square_loss, square_loss_optimum
 from deqlab.theory.spectra import lanczos_largest
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 from deqlab.train.divergence import DivergenceError

@@ -32,8 +32,8 @@ from deqlab.experiments.kawaguchi2021.hypotheses import (
     recorded,
 )
 from deqlab.papers import KAWAGUCHI
+from deqlab.papers.kawaguchi2021.theory import lambda_lower_bound, time_to_accuracy
 from deqlab.statements import Kind, Source, Statement, is_measured, number, theorem, worst
-from deqlab.theory.kawaguchi2021 import lambda_lower_bound, time_to_accuracy
 
 if TYPE_CHECKING:
     from deqlab.experiments.blocks import DELMSynthetic

@@ -17,7 +17,12 @@ from collections.abc import Callable
 import torch
 
 from deqlab.experiments.base import Row, TaskContext
-from deqlab.theory.kawaguchi2021 import objective_sharpness, pl_ratio, rank_ratio, rank_tolerance
+from deqlab.papers.kawaguchi2021.theory import (
+    objective_sharpness,
+    pl_ratio,
+    rank_ratio,
+    rank_tolerance,
+)
 from deqlab.train.delm_gd import DELMGradientDescent
 
 #: The trainer's history columns kept in the rows.

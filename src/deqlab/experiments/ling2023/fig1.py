@@ -16,9 +16,9 @@ at initialization. ``G`` is the first of the three terms of the NTK Gram ``H`` (
 2.3), so this is the classical stability limit 2/λ_max of GD on the linearized model up
 to ``eta_fraction``; a fixed η across widths is what makes "wider is faster" a statement
 about m alone. ``eta_rule = "theorem1"`` uses, for each width, the theory helper's η
-(:func:`deqlab.theory.ling2023.learning_rate`, ``eta_fraction`` × Eq. (10)); ``eta`` sets
+(:func:`deqlab.papers.ling2023.theory.learning_rate`, ``eta_fraction`` × Eq. (10)); ``eta`` sets
 η directly. Condition 1 and Eq. (10) are evaluated at initialization either way
-(:func:`deqlab.theory.ling2023.condition1`, with the δ that makes Condition 1 easiest).
+(:func:`deqlab.papers.ling2023.theory.condition1`, with the δ that makes Condition 1 easiest).
 
 The PL Gram of Section 2.3. At the steps where both λ_τ (``metrics_every``) and ‖W(τ)‖₂
 (``spectral_every``) are measured — every lcm of the two, and step 0 — the run also forms
@@ -32,7 +32,7 @@ Tasks: one per (data set, width). Metrics (``metrics.csv``): every record of
 :class:`deqlab.train.relu_deq.GDTrainer` (step, loss, lambda_min, grad_norm, W_norm, W_norm_bound,
 …), ``H_lambda_min`` = λ_min(H(τ)) (NaN where not formed), plus ``dataset``, ``n``, ``d``,
 ``m``, ``eta`` and, constant over a task, every field of
-:meth:`deqlab.theory.ling2023.Condition1.as_dict` prefixed ``cond1_`` (``cond1_holds``,
+:meth:`deqlab.papers.ling2023.theory.Condition1.as_dict` prefixed ``cond1_`` (``cond1_holds``,
 ``cond1_eq7_lhs``, …, ``cond1_lr_bound`` = Eq. (10)). Statements and figures:
 :mod:`~deqlab.experiments.ling2023.fig1_report`.
 
@@ -71,8 +71,8 @@ from deqlab.experiments.ling2023 import fig1_report
 from deqlab.experiments.registry import register
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.papers import LING
+from deqlab.papers.ling2023.theory import Condition1, condition1, learning_rate, pl_gram_lambda_min
 from deqlab.statements import Statement
-from deqlab.theory.ling2023 import Condition1, condition1, learning_rate, pl_gram_lambda_min
 from deqlab.train.relu_deq import GDConfig, GDTrainer
 from deqlab.train.resumable import run_resumable
 
@@ -167,7 +167,7 @@ class Ling2023Fig1(Experiment):
         "W_norm_bound": "upper bound of ‖W(τ)‖₂ at every step (Weyl)",
         "cond1_holds": "Condition 1 (Eqs. 7–9) holds at initialization",
         "cond1_eq7_lhs": "λ_0, left side of Eq. (7) (likewise eq8/eq9, _lhs/_rhs/_holds)",
-        "cond1_delta": "the δ that makes Condition 1 easiest (deqlab.theory.ling2023)",
+        "cond1_delta": "the δ that makes Condition 1 easiest (deqlab.papers.ling2023.theory)",
         "cond1_lambda0": "λ_0 (likewise cond1_W_norm, _U_norm, _a_norm, _X_fro, _residual_norm)",
         "cond1_lr_bound": "the learning-rate bound of Eq. (10)",
     }

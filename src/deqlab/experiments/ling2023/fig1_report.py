@@ -41,14 +41,14 @@ from deqlab.experiments.ling2023.statements import (
     widths,
 )
 from deqlab.papers import LING
-from deqlab.statements import Statement, is_measured, min_step_gap, numbers, ours, worst
-from deqlab.theory.ling2023 import (
+from deqlab.papers.ling2023.theory import (
     Condition1,
     PLMargins,
     Theorem1Margins,
     pl_margins,
     theorem1_margins,
 )
+from deqlab.statements import Statement, is_measured, min_step_gap, numbers, ours, worst
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

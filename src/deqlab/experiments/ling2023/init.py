@@ -2,7 +2,7 @@
 
 For inputs X (d, n) of a data set (default: n = 200 points on the sphere of radius √d in
 R^200) and ReLU DEQs ``Z = relu(W Z + U X)`` drawn by Assumption 1 with σ_w² = 0.08 over
-widths m and seeds, :mod:`deqlab.theory.init_theorems` measures
+widths m and seeds, :mod:`deqlab.papers.ling2023.init_theorems` measures
 
 * Assumption 2 (i) on the inputs: ‖x_i‖₂ = √d and no two inputs parallel;
 * Lemma 1: ‖W(0)‖₂ against 2√2 σ_w;
@@ -19,7 +19,7 @@ Tasks: ``theorem3`` (the inputs and the population kernels alone) and one per (w
 ``m<m>-s<seed>``, each drawing its own network (seed = the Assumption 1 seed). Every
 quantity is computed in float64: in float32, round-off would floor the depth decays of
 Theorems 3 and 4 after a few layers. Metrics (``metrics.csv``): the tidy rows of
-:data:`deqlab.theory.init_theorems.ROW_KEYS`; statements:
+:data:`deqlab.papers.ling2023.init_theorems.ROW_KEYS`; statements:
 :mod:`deqlab.experiments.ling2023.init_report`, the figure: :mod:`.init_figure`.
 
 The paper runs no experiment at initialization: its setting here is that of Section 5's
@@ -52,12 +52,12 @@ from deqlab.experiments.deviations import paper as paper_value
 from deqlab.experiments.ling2023 import init_figure, init_report
 from deqlab.experiments.registry import register
 from deqlab.papers import LING
-from deqlab.statements import Statement
-from deqlab.theory.init_theorems import (
+from deqlab.papers.ling2023.init_theorems import (
     measure_assumption2,
     measure_theorem3,
     measure_width_sweep,
 )
+from deqlab.statements import Statement
 
 THEOREM3_TASK = "theorem3"
 

@@ -1,6 +1,6 @@
 """The figure of ``ling2023-init``: six log-scale panels of the tidy table of
-:mod:`deqlab.theory.init_theorems` (Lemma 1, Theorems 3, 4, 5, the concentration of G/m, and
-Theorem 2), each measured value beside the paper's form."""
+:mod:`deqlab.papers.ling2023.init_theorems` (Lemma 1, Theorems 3, 4, 5, the concentration of
+G/m, and Theorem 2), each measured value beside the paper's form."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from deqlab.experiments.base import Row
 from deqlab.experiments.ling2023.init_report import FAILURE_PROBABILITY, seed_mean, select
-from deqlab.theory.init_theorems import lemma1_bound
+from deqlab.papers.ling2023.init_theorems import lemma1_bound
 
 if TYPE_CHECKING:
     from deqlab.experiments.ling2023.init import InitConfig

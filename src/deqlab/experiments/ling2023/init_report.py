@@ -1,5 +1,5 @@
 """The statements of ``ling2023-init`` (its figure: :mod:`.init_figure`), read from the tidy
-table of :mod:`deqlab.theory.init_theorems` (Assumption 2, Lemma 1, Theorems 2–5 and the
+table of :mod:`deqlab.papers.ling2023.init_theorems` (Assumption 2, Lemma 1, Theorems 2–5 and the
 bounds of Section 3.2 at initialization).
 
 Hypotheses: Assumption 1 (σ_w² < 1/8) and Assumption 2 (i) measured on the inputs —
@@ -10,7 +10,7 @@ Theorems 2–5 by Assumptions 1 and 2, as the paper states them):
 
 * Lemma 1, well-posedness: max ‖W(0)‖₂ < 1 over every draw (Section 2.2);
 * Lemma 1, bound: every ‖W(0)‖₂ <= 2√2σ_w (1 + √(ln(1/p)/(2m))), p = 10⁻⁶ per draw — the
-  finite-m form of the lemma (:func:`deqlab.theory.init_theorems.lemma1_bound`);
+  finite-m form of the lemma (:func:`deqlab.papers.ling2023.init_theorems.lemma1_bound`);
 * Theorem 3 (i): the raw per-layer decay of ‖K − K^(l)‖_F between the two deepest depths
   above round-off, shown next to σ_w², against the decay of the theorem's n l σ_w^{2l}
   between the same depths (σ_w² (l₂/l₁)^(1/(l₂−l₁)), which tends to σ_w² as l grows): a
@@ -23,9 +23,9 @@ Theorems 2–5 by Assumptions 1 and 2, as the paper states them):
 * Theorem 2: λ_0 >= mλ*/2 for every seed at the largest width;
 * Section 3.2, ‖U(0)‖₂ = O(√(m/d)): every ‖U(0)‖₂/√(m/d) <= √2(1 + √(d/m₀) + t/√m₀), the
   Gaussian bound at the smallest width m₀, which holds at every width >= m₀
-  (:func:`deqlab.theory.init_theorems.u_norm_ratio_bound`);
+  (:func:`deqlab.papers.ling2023.init_theorems.u_norm_ratio_bound`);
 * Section 3.2, Φ(0) = O(n): every Φ(0)/n <= ½(√(2μ) + t√s)², the Gaussian bound given Z(0)
-  (:func:`deqlab.theory.init_theorems.initial_loss_bound`), which tends to a constant as
+  (:func:`deqlab.papers.ling2023.init_theorems.initial_loss_bound`), which tends to a constant as
   s → tr K / n;
 * ours: the seed-mean ‖G/m − K‖_F falls like m^(−1/2) (log-log slope within 1/4 of −1/2),
   the concentration rate of averages of m independent units that the proof of Theorem 2
@@ -50,14 +50,14 @@ from deqlab.experiments.ling2023.statements import assumption1
 from deqlab.experiments.ling2023.statements import assumption2 as shared_assumption2
 from deqlab.experiments.ling2023.statements import theorem3_ii as shared_theorem3_ii
 from deqlab.papers import LING
-from deqlab.statements import Statement, numbers, ours, theorem
-from deqlab.theory.init_theorems import (
+from deqlab.papers.ling2023.init_theorems import (
     fit_loglog_slope,
     geometric_decay,
     initial_loss_bound,
     lemma1_bound,
     u_norm_ratio_bound,
 )
+from deqlab.statements import Statement, numbers, ours, theorem
 
 if TYPE_CHECKING:
     from deqlab.experiments.ling2023.init import InitConfig
@@ -118,7 +118,7 @@ def init_statements(rows: Sequence[dict], sigma_w2: float) -> list[Statement]:
 
 def assumption2(rows: Sequence[dict]) -> list[Statement]:
     """Assumption 2 (i) on the run's inputs (:func:`~.statements.assumption2`), from the rows
-    of :func:`deqlab.theory.init_theorems.measure_assumption2`."""
+    of :func:`deqlab.papers.ling2023.init_theorems.measure_assumption2`."""
     (norm,) = select(rows, "x_norm_deviation") or [None]
     (cos,) = select(rows, "max_abs_cos") or [None]
     return shared_assumption2(

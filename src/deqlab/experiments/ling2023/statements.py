@@ -5,7 +5,7 @@
 - :func:`theorem3_ii`: Theorem 3 (ii), λ* = λ_min(K) > 0;
 - :func:`condition1_hypotheses`: Eqs. (7), (8), (9) at initialization, each a hypothesis
   with its margin lhs/rhs and, when unmet, the width it needs
-  (:func:`deqlab.theory.ling2023.required_width`, scaling stated in ``needs``);
+  (:func:`deqlab.papers.ling2023.theory.required_width`, scaling stated in ``needs``);
 - :func:`eq9_unreachable` (ours): Eq. (9) holds at no width unless ‖a(0)‖₂ < 1/(2√n);
 - :func:`learning_rate_hypothesis`: η below the bound of Eq. (10);
 - :func:`theorem1_statements`: Theorem 1 (i)–(iii) and two quantities its proof bounds,
@@ -31,8 +31,7 @@ from collections.abc import Sequence
 
 from deqlab.models.relu_deq import SIGMA_W2_LIMIT
 from deqlab.papers import LING
-from deqlab.statements import Statement, is_measured, number, numbers, ours, theorem, worst
-from deqlab.theory.ling2023 import (
+from deqlab.papers.ling2023.theory import (
     EQUATIONS,
     MAX_WIDTH,
     Condition1,
@@ -42,6 +41,7 @@ from deqlab.theory.ling2023 import (
     required_width,
     width_margin,
 )
+from deqlab.statements import Statement, is_measured, number, numbers, ours, theorem, worst
 
 #: The scaling under which the needed width is computed (Section 3.2; the other constants
 #: of Condition 1 stay as measured at the widest width).
@@ -185,7 +185,7 @@ def _width_needed(key: str, ms: Sequence[int], conds: Sequence[Condition1 | None
 def eq9_unreachable(prefix: str, ms: Sequence[int], conds: Sequence[Condition1 | None], n: int):
     """Ours: Condition 1, Eq. (9) holds at no width for this draw — its margin is at most
     (1 − ‖W(0)‖₂)²/(4n‖a(0)‖₂²) at every δ and width
-    (:func:`deqlab.theory.ling2023.eq9_margin_ceiling`), decided on the largest ceiling over
+    (:func:`deqlab.papers.ling2023.theory.eq9_margin_ceiling`), decided on the largest ceiling over
     the widths, which must be < 1 (it is ≥ 1 only when ‖a(0)‖₂ < (1 − ‖W(0)‖₂)/(2√n))."""
     ceilings = [None if c is None else eq9_margin_ceiling(c.constants, n) for c in conds]
     margins = [None if c is None else c.eq9.margin for c in conds]

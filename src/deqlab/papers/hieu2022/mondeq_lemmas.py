@@ -3,9 +3,9 @@ measured: the norm of the equilibrium (3.3.3), its resolvent bound (3.3.2, which
 some ReLU masks: see :func:`lemma_3_3_2`) and how far the equilibrium and the output move
 when the parameters do (3.3.4, Eqs. 3.15 and C.6).
 
-Notation of :mod:`deqlab.theory.mondeq`: the equilibrium ``Z`` (n, N), ``W = (1 − m)I −
+Notation of :mod:`deqlab.papers.hieu2022.mondeq`: the equilibrium ``Z`` (n, N), ``W = (1 − m)I −
 AᵀA + B − Bᵀ``, inputs ``X`` (d, N), output ``ŷ = Zᵀu``; every lemma returns an
-:class:`~deqlab.theory.mondeq.Inequality`.
+:class:`~deqlab.papers.hieu2022.mondeq.Inequality`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import torch
 
 from deqlab._checks import check_positive, check_tensor
-from deqlab.theory.mondeq import Inequality, inequality, sides
+from deqlab.papers.hieu2022.mondeq import Inequality, inequality, sides
 from deqlab.theory.spectra import spectral_norm
 
 

@@ -1,5 +1,5 @@
 """The DELM's λ_min(D) for one output in O(m³) and λ_max(∇²L) by Lanczos on Hessian-vector
-products, against the dense forms of deqlab.theory.kawaguchi2021 (float64)."""
+products, against the dense forms of deqlab.papers.kawaguchi2021.theory (float64)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from deqlab.models.delm import DELM
-from deqlab.theory.kawaguchi2021 import lambda_min_dynamics, objective_sharpness
-from deqlab.theory.kawaguchi2021_large import (
+from deqlab.papers.kawaguchi2021.theory import lambda_min_dynamics, objective_sharpness
+from deqlab.papers.kawaguchi2021.theory_large import (
     dynamics_lambda_min_one_output,
     objective_sharpness_lanczos,
 )

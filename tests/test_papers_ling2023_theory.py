@@ -9,24 +9,20 @@ import numpy as np
 import pytest
 import torch
 
-from deqlab.theory import (
-    condition1,
-    gram_lambda_min,
-    learning_rate,
-    lemma2_gradients,
-    required_width,
-    spectral_norm,
-    spectral_norm_lanczos,
-    theorem1_margins,
-)
-from deqlab.theory.ling2023 import (
+from deqlab.papers.ling2023.theory import (
     Condition1,
     Constants,
+    condition1,
     eq9_margin_ceiling,
+    learning_rate,
+    lemma2_gradients,
     pl_gram_lambda_min,
     pl_margins,
+    required_width,
+    theorem1_margins,
     width_margin,
 )
+from deqlab.theory import gram_lambda_min, spectral_norm, spectral_norm_lanczos
 from helpers import relu_problem
 
 

@@ -4,7 +4,7 @@ Jacobian of an unrolled forward-backward splitting by autograd, in float64."""
 import pytest
 import torch
 
-from deqlab.theory.mondeq_kernel import BLOCKS, output_sensitivities, prediction_kernel
+from deqlab.papers.hieu2022.mondeq_kernel import BLOCKS, output_sensitivities, prediction_kernel
 
 
 def instance(n=7, N=4, d=3, m=0.5, seed=0, scale=0.6):

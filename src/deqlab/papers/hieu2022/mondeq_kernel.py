@@ -30,7 +30,7 @@ from typing import Unpack
 import torch
 
 from deqlab._checks import check_tensor
-from deqlab.theory.mondeq import Theta, check_point
+from deqlab.papers.hieu2022.mondeq import Theta, check_point
 
 BLOCKS = ("A", "B", "U", "u")
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from deqlab.theory.init_theorems import (
+from deqlab.papers.ling2023.init_theorems import (
     ROW_KEYS,
     fit_loglog_slope,
     geometric_decay,

@@ -8,7 +8,7 @@ import torch
 from scipy.optimize import minimize
 
 from deqlab.models.delm import DELM
-from deqlab.theory.kawaguchi2021 import (
+from deqlab.papers.kawaguchi2021.theory import (
     appendix_b_velocity,
     convergence_bound,
     corollary1_kappa,

@@ -5,8 +5,7 @@ import pytest
 import torch
 
 from deqlab.models.mondeq import MonDEQ
-from deqlab.solvers.splitting import PeacemanRachford
-from deqlab.theory.mondeq import (
+from deqlab.papers.hieu2022.mondeq import (
     M_BOUND_3_18,
     MonDEQConstants,
     condition_1,
@@ -20,6 +19,7 @@ from deqlab.theory.mondeq import (
     sigma_min,
     step_size_bound,
 )
+from deqlab.solvers.splitting import PeacemanRachford
 
 TIGHT = PeacemanRachford(tol=1e-12, max_iter=5000)
 

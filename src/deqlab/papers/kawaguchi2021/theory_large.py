@@ -1,5 +1,5 @@
 """Kawaguchi (2021)'s λ_min(D) and λ_max(∇²L) of a DELM at sizes where the dense forms of
-:mod:`deqlab.theory.kawaguchi2021` do not fit: the structured O(m³) form of D for one output
+:mod:`deqlab.papers.kawaguchi2021.theory` do not fit: the structured O(m³) form of D for one output
 and Lanczos on Hessian-vector products. The tests compare each with its dense form.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from deqlab.models.delm import DELM, column_softmax
-from deqlab.theory.kawaguchi2021 import delm_objective
+from deqlab.papers.kawaguchi2021.theory import delm_objective
 from deqlab.theory.spectra import lanczos_largest
 
 __all__ = ["dynamics_lambda_min_one_output", "objective_sharpness_lanczos"]
@@ -19,7 +19,7 @@ def dynamics_lambda_min_one_output(A: torch.Tensor, B: torch.Tensor, gamma: floa
 
     With m_y = 1, D = Σ_k M_k v_k v_kᵀ = Vᵀ diag(M) V, V = U⁻¹ (rows v_k), and
     M_k = 1 + γ²‖Z J_k‖² where (Z J_k)_j = s_kj (Z_j − Z s_k) (J_k = diag(s_k) − s_k s_kᵀ,
-    s_k column k of σ(A), Z = BU⁻¹). :func:`deqlab.theory.kawaguchi2021.lambda_min_dynamics`
+    s_k column k of σ(A), Z = BU⁻¹). :func:`deqlab.papers.kawaguchi2021.theory.lambda_min_dynamics`
     forms D for any m_y through an O(m³)-memory einsum.
     """
     if B.shape[0] != 1:
@@ -40,7 +40,7 @@ def objective_sharpness_lanczos(
 ) -> float:
     """λ_max(∇²L(A, B)) by Lanczos on Hessian-vector products (double backward).
 
-    The same number as :func:`deqlab.theory.kawaguchi2021.objective_sharpness`, which forms
+    The same number as :func:`deqlab.papers.kawaguchi2021.theory.objective_sharpness`, which forms
     the (m² + m)² Hessian.
     """
     A, B = model.A.detach(), model.B.detach()

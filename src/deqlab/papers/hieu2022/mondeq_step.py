@@ -25,8 +25,8 @@ from collections.abc import Mapping
 import torch
 
 from deqlab._checks import check_positive, check_real
+from deqlab.papers.hieu2022.mondeq import Inequality, MonDEQConstants, c11, inequality
 from deqlab.solvers.splitting import MonotoneOperator
-from deqlab.theory.mondeq import Inequality, MonDEQConstants, c11, inequality
 from deqlab.theory.spectra import spectral_norm
 
 #: The keys of :func:`lemma_3_3_7`'s rows, in order (``W`` last).

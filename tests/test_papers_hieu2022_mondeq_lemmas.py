@@ -1,5 +1,6 @@
-"""Lemmas 3.3.2–3.3.4 of the thesis on a monotone DEQ's equilibrium (deqlab.theory.mondeq_lemmas):
-both sides against independent computations, and Lemma 3.3.2's counterexamples."""
+"""Lemmas 3.3.2–3.3.4 of the thesis on a monotone DEQ's equilibrium
+(deqlab.papers.hieu2022.mondeq_lemmas): both sides against independent computations, and Lemma
+3.3.2's counterexamples."""
 
 import math
 
@@ -7,14 +8,14 @@ import pytest
 import torch
 
 from deqlab.models.mondeq import MonDEQ
-from deqlab.theory.mondeq_lemmas import (
+from deqlab.papers.hieu2022.mondeq_lemmas import (
     lemma_3_3_2,
     lemma_3_3_3,
     lemma_3_3_4,
     lemma_3_3_4_output,
     lemma_columns,
 )
-from test_theory_mondeq import TIGHT, setup
+from test_papers_hieu2022_mondeq import TIGHT, setup
 
 
 def _perturbed(model, scale, seed):

@@ -24,11 +24,11 @@ Facts worth knowing when reading the results:
   ``ŷ − y`` to ``(I − η Z(0)ᵀZ(0))(ŷ − y)``, whose eigenvalues are all ``≤ −3`` (``n ≥ N``):
   at the bound, GD can increase the loss although the theorem promises ``L(θ(1)) ≤ 0``.
 * Lemma 3.3.2 / C.0.4, ``‖(I − WᵀD)⁻¹u‖ ≤ ‖u‖/m``, holds for ``D = I`` but not for every
-  0/1 diagonal ``D`` (see :func:`deqlab.theory.mondeq_lemmas.lemma_3_3_2`); the gradient
+  0/1 diagonal ``D`` (see :func:`deqlab.papers.hieu2022.mondeq_lemmas.lemma_3_3_2`); the gradient
   bounds of Lemma 3.3.7 rest on it.
 
-The lemmas on the equilibrium (3.3.2–3.3.4) are in :mod:`deqlab.theory.mondeq_lemmas`, those
-on one GD step (3.3.6–3.3.10) in :mod:`deqlab.theory.mondeq_step`.
+The lemmas on the equilibrium (3.3.2–3.3.4) are in :mod:`deqlab.papers.hieu2022.mondeq_lemmas`,
+those on one GD step (3.3.6–3.3.10) in :mod:`deqlab.papers.hieu2022.mondeq_step`.
 """
 
 from __future__ import annotations

@@ -6,9 +6,8 @@ import pytest
 import torch
 
 from deqlab.models.mondeq import MonDEQ
-from deqlab.solvers.splitting import PeacemanRachford
-from deqlab.theory.mondeq import MonDEQConstants, c11
-from deqlab.theory.mondeq_step import (
+from deqlab.papers.hieu2022.mondeq import MonDEQConstants, c11
+from deqlab.papers.hieu2022.mondeq_step import (
     c12,
     lemma_3_3_6,
     lemma_3_3_7,
@@ -17,6 +16,7 @@ from deqlab.theory.mondeq_step import (
     lemma_3_3_10,
     proposition_3,
 )
+from deqlab.solvers.splitting import PeacemanRachford
 from deqlab.train.mondeq_gd import MonDEQGD
 
 TIGHT = PeacemanRachford(tol=1e-12, max_iter=5000)
