@@ -10,7 +10,11 @@ import torch
 
 from deqlab.data import get_dataset
 from deqlab.experiments.config import ConfigError
-from deqlab.experiments.hieu2022.flow_statements import (
+from deqlab.experiments.hieu2022.gradflow import Hieu2022GradFlow, _initial_kernel_max
+from deqlab.experiments.hieu2022.setting import build_model
+from deqlab.experiments.registry import experiment_names
+from deqlab.papers.hieu2022.claims import WidthFit
+from deqlab.papers.hieu2022.flow import (
     FlowTrace,
     feature_learning_check,
     flow_rate_check,
@@ -19,10 +23,6 @@ from deqlab.experiments.hieu2022.flow_statements import (
     step_error_check,
     theorem_3_3_1,
 )
-from deqlab.experiments.hieu2022.gradflow import Hieu2022GradFlow, _initial_kernel_max
-from deqlab.experiments.hieu2022.setting import build_model
-from deqlab.experiments.hieu2022.statements import WidthFit
-from deqlab.experiments.registry import experiment_names
 from deqlab.papers.hieu2022.mondeq import Inequality
 from deqlab.papers.hieu2022.mondeq_kernel import prediction_kernel
 from deqlab.statements import Kind, Verdict

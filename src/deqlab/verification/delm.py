@@ -22,7 +22,7 @@ Measured at initialization:
   it takes at η.
 
 The hypotheses and theorems are those of the Figure 2–3 experiments
-(:mod:`deqlab.experiments.kawaguchi2021.statements`), fed one run's rows. With ``train``
+(:mod:`deqlab.papers.kawaguchi2021.corollaries`), fed one run's rows. With ``train``
 (:mod:`deqlab.verification.delm_train`): GD, the corollary with both λ_T, and
 the time to ε against the run: T_ε predicted (worst-case λ_T) beside the first recorded
 T = τη with L − L* ≤ ε, the theorem decided on L_T − L* ≤ ε at every recorded T ≥ T_ε.
@@ -35,7 +35,9 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from deqlab.experiments.kawaguchi2021.hypotheses import (
+from deqlab.models.delm import DELM
+from deqlab.papers.kawaguchi2021.corollaries import accuracy_equation, lambda_bound_check
+from deqlab.papers.kawaguchi2021.hypotheses import (
     COROLLARY_1,
     COROLLARY_2,
     Corollary,
@@ -43,8 +45,6 @@ from deqlab.experiments.kawaguchi2021.hypotheses import (
     hypotheses,
     kappa_hypothesis,
 )
-from deqlab.experiments.kawaguchi2021.statements import accuracy_equation, lambda_bound_check
-from deqlab.models.delm import DELM
 from deqlab.papers.kawaguchi2021.theory import (
     lambda_lower_bound,
     logistic_loss,

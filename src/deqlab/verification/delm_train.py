@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deqlab.experiments.kawaguchi2021.statements import (
+from deqlab.models.delm import DELM
+from deqlab.papers.kawaguchi2021.corollaries import (
     accuracy_equation,
     accuracy_time_check,
     bound_checks,
     lambda_bound_check,
 )
-from deqlab.models.delm import DELM
 from deqlab.papers.kawaguchi2021.theory_large import objective_sharpness_lanczos
 from deqlab.statements import Statement
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent

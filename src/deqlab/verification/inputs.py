@@ -27,7 +27,7 @@ import torch
 
 from deqlab.data.diagnostics import InputDiagnostics, input_diagnostics
 from deqlab.data.preprocess import normalize_columns
-from deqlab.experiments.ling2023.statements import assumption2 as ling2023_assumption2
+from deqlab.papers.ling2023.claims import assumption2 as ling2023_assumption2
 from deqlab.statements import Statement
 
 #: The largest input entry verify takes (ours): K, the NTK and Condition 1's terms carry up
@@ -244,7 +244,7 @@ def _check_duplicates(columns: torch.Tensor) -> None:
 
 def assumption2(inputs: Inputs) -> list[Statement]:
     """Assumption 2 (i) on ``inputs`` (after any normalisation), built by
-    :func:`deqlab.experiments.ling2023.statements.assumption2` as in the experiments."""
+    :func:`deqlab.papers.ling2023.claims.assumption2` as in the experiments."""
     diag = inputs.diagnostics
     return ling2023_assumption2(
         diag.max_norm_error,

@@ -7,7 +7,7 @@ initialization:
 - λ_0 = σ_min(Z(0)) (Section 3.3; 0 when n < N, as Z(0) then has rank ≤ n);
 - Condition 1, (3.8)–(3.9) (Theorem 3.3.1, gradient flow) and Condition 2, (3.16)–(3.18)
   (Theorem 3.3.5, GD), each a hypothesis lhs/rhs ≥ 1 built by the thesis' experiments'
-  :func:`~deqlab.experiments.hieu2022.statements.condition_hypothesis`; the width that
+  :func:`~deqlab.papers.hieu2022.claims.condition_hypothesis`; the width that
   would satisfy each comes from lhs/rhs ∝ n^s fitted over the widths :data:`FIT_FACTORS` ×
   max(n, 4N) (same seed), the scaling assumption its ``needs`` states; Eq. (3.18) holds at
   no width when m²N ≥ 1/20 (the thesis' experiments' ``n_samples`` rule);
@@ -18,8 +18,8 @@ initialization:
 With ``train``: GD with η_max (or the given η) and Theorem 3.3.5 with Propositions 5–6 and
 Lemmas 3.3.6–3.3.10 as implications, each checked only on the steps where its premise held
 and NOT APPLICABLE from the step where it fails
-(:func:`~deqlab.experiments.hieu2022.gd_proof.theorem_3_3_5` on
-:func:`~deqlab.experiments.hieu2022.gd_proof.trace_from_records`).
+(:func:`~deqlab.papers.hieu2022.gd_proof.theorem_3_3_5` on
+:func:`~deqlab.papers.hieu2022.gd_proof.trace_from_records`).
 """
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ from dataclasses import dataclass
 
 import torch
 
-from deqlab.experiments.hieu2022.gd_proof import theorem_3_3_5, trace_from_records
-from deqlab.experiments.hieu2022.statements import (
+from deqlab.models.mondeq import MonDEQ
+from deqlab.papers import HIEU
+from deqlab.papers.hieu2022.claims import (
     FIT_WIDTH_FACTOR,
     WidthFit,
     condition_hypothesis,
     step_size_hypothesis,
 )
-from deqlab.models.mondeq import MonDEQ
-from deqlab.papers import HIEU
+from deqlab.papers.hieu2022.gd_proof import theorem_3_3_5, trace_from_records
 from deqlab.papers.hieu2022.mondeq import (
     PARAMETERS,
     Inequality,

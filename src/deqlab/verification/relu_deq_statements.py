@@ -20,13 +20,13 @@ from dataclasses import replace
 import numpy as np
 
 from deqlab._format import number
-from deqlab.experiments.ling2023.statements import (
+from deqlab.papers import LING
+from deqlab.papers.ling2023.claims import (
     assumption1,
     condition1_hypotheses,
     learning_rate_hypothesis,
     theorem3_ii,
 )
-from deqlab.papers import LING
 from deqlab.papers.ling2023.theory import EQUATIONS
 from deqlab.statements import Kind, Statement, Verdict, ours, theorem
 from deqlab.verification.inputs import assumption2

@@ -4,10 +4,10 @@ network of initialization, then Theorem 1's predictions against the run, side by
 The statements are the Figure 1 experiment's builders, fed this one run:
 
 - Theorem 1 (i)–(iii), the per-step contraction and the parameter drift of its proof
-  (:func:`~deqlab.experiments.ling2023.statements.theorem1_statements`) over τ ≥ 1, NOT
+  (:func:`~deqlab.papers.ling2023.claims.theorem1_statements`) over τ ≥ 1, NOT
   APPLICABLE outside Condition 1 and Eq. (10);
 - Eqs. (4)–(5) and λ_min(H(τ)) ≥ λ_τ of Section 2.3
-  (:func:`~deqlab.experiments.ling2023.statements.pl_statements`) over τ ≥ 1, guarded by
+  (:func:`~deqlab.papers.ling2023.claims.pl_statements`) over τ ≥ 1, guarded by
   Lemma 2's ‖W(τ)‖₂ < 1; λ_min of H(τ) = H1 + H2 + H3
   (:func:`deqlab.papers.ling2023.theory.pl_gram_lambda_min`) is taken
   at :data:`H_CHECKS` evenly spread steps and at the last.
@@ -21,7 +21,7 @@ import copy
 import math
 from dataclasses import dataclass
 
-from deqlab.experiments.ling2023.statements import pl_statements, theorem1_statements
+from deqlab.papers.ling2023.claims import pl_statements, theorem1_statements
 from deqlab.papers.ling2023.theory import (
     PLMargins,
     Theorem1Margins,

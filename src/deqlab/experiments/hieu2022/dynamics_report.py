@@ -12,7 +12,7 @@ Observations of the thesis (Section 4.1), each quoted with its location:
   the between/within-class spread of the final PCA points grows from epoch 0.
 
 The last two are about trained models: NOT MEASURED when the model did not learn
-(:func:`deqlab.experiments.hieu2022.statements.untrained`).
+(:func:`deqlab.papers.hieu2022.claims.untrained`).
 
 Ours: the small initialisation needs fewer solver steps than N(0, 1), and its median final
 relative residual meets ``tol``.
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.hieu2022.statements import untrained
 from deqlab.papers import HIEU
+from deqlab.papers.hieu2022.claims import untrained
 from deqlab.statements import DEQLAB, Kind, Source, Statement, ours
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Statements and figure of ``hieu2022-gradflow``, computed from its tidy rows.
 
-At each width n (builders of :mod:`deqlab.experiments.hieu2022.statements`):
+At each width n (builders of :mod:`deqlab.papers.hieu2022.claims`):
 
 - Condition 1, Eqs. (3.8)–(3.9), as HYPOTHESIS statements with their margins and the width
   that would satisfy them; Theorem 3.3.1 (``L(θ(t)) ≤ exp(−λ₀²t/2)L(θ(0))``, on the
@@ -24,24 +24,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.hieu2022.flow_statements import (
-    FlowTrace,
-    feature_learning_check,
-    kernel_floor_check,
-    proposition_4_check,
-    step_error_check,
-    theorem_3_3_1,
-)
 from deqlab.experiments.hieu2022.setting import (
     CONDITION_1_KEYS,
     CONDITION_LABELS,
     condition,
     margin,
 )
-from deqlab.experiments.hieu2022.statements import (
+from deqlab.papers.hieu2022.claims import (
     LEMMAS,
     WidthFit,
     lemma_statements,
+)
+from deqlab.papers.hieu2022.flow import (
+    FlowTrace,
+    feature_learning_check,
+    kernel_floor_check,
+    proposition_4_check,
+    step_error_check,
+    theorem_3_3_1,
 )
 from deqlab.papers.hieu2022.mondeq import PARAMETERS
 from deqlab.statements import Statement

@@ -9,7 +9,7 @@ the area of the small-loss neighbourhood ``{L ≤ L(θ*) + flat_delta}`` of the 
 
 Both are NOT MEASURED when a model's area is saturated (the whole grid, or only its
 centre: the grid or ``flat_delta`` cannot tell the models apart) or when the models are
-not trained (:func:`deqlab.experiments.hieu2022.statements.untrained`): the thesis plots
+not trained (:func:`deqlab.papers.hieu2022.claims.untrained`): the thesis plots
 surfaces around minimisers. The second is also NOT MEASURED when the DEQ's forward solves
 stop at ``max_iter`` on the grid (ours: the loss is then that of the ``max_iter``-th
 iterate, not of the equilibrium). Figure ``landscapes``: one contour plot per model.
@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.hieu2022.statements import untrained
 from deqlab.landscape import LossSurface
 from deqlab.papers import HIEU
+from deqlab.papers.hieu2022.claims import untrained
 from deqlab.statements import Kind, Statement, min_step_gap
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ with its location, measured on the grid surface ``Φ(α, β)``:
   ``flat_fraction`` of the grid (both numbers are ours: the thesis reads a plot).
 
 Both are NOT MEASURED without a surface, when the model is not trained
-(:func:`deqlab.experiments.hieu2022.statements.untrained`: the thesis plots the surface of
+(:func:`deqlab.papers.hieu2022.claims.untrained`: the thesis plots the surface of
 a trained MDEQ), when the equilibrium at θ* is not solved to the solver's tolerance, or
 when a solve on the grid used all ``max_iter`` iterations (then the surface is that of a
 truncated solver, not of the DEQ; as for the conv-DEQ's landscape). Ours: the equilibrium
@@ -29,9 +29,9 @@ from torch.nn import functional as F
 
 from deqlab.experiments.base import Row
 from deqlab.experiments.hieu2022.landscape_report import final_accuracy, level, surfaces
-from deqlab.experiments.hieu2022.statements import untrained
 from deqlab.landscape import LossSurface
 from deqlab.papers import HIEU
+from deqlab.papers.hieu2022.claims import untrained
 from deqlab.statements import (
     DEQLAB,
     Kind,

@@ -2,7 +2,7 @@
 
 Chapter 3 has no experiment, so no statement here is an observation of the thesis.
 
-At each width n (:func:`deqlab.experiments.hieu2022.statements.theorem_3_3_5`):
+At each width n (:func:`deqlab.papers.hieu2022.claims.theorem_3_3_5`):
 Condition 2, Eqs. (3.16)–(3.18), and ``η ≤ η_max`` are HYPOTHESIS statements with their
 margins and what would satisfy them; Theorem 3.3.5 (``L(k+1) ≤ (1 − ηλ₀²/4) L(k)``),
 Proposition 5 (the parameters stay in their balls) and Proposition 6 (``σ_min(Z(k)) ≥
@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.hieu2022.gd_proof import GDTrace, theorem_3_3_5, trace_from_records
 from deqlab.experiments.hieu2022.setting import CONDITION_LABELS, condition, margin
-from deqlab.experiments.hieu2022.statements import (
+from deqlab.papers.hieu2022.claims import (
     WidthFit,
     conjecture_1_check,
     lemma_statements,
     proposition_3_check,
 )
+from deqlab.papers.hieu2022.gd_proof import GDTrace, theorem_3_3_5, trace_from_records
 from deqlab.papers.hieu2022.mondeq import PARAMETERS
 from deqlab.statements import Statement, min_step_gap, ours
 

@@ -24,20 +24,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.kawaguchi2021.hypotheses import COROLLARY_1, Runs, hypotheses
 from deqlab.experiments.kawaguchi2021.plots import (
     legend_below,
     plot_bounds,
     setting_subtitle,
 )
-from deqlab.experiments.kawaguchi2021.statements import (
+from deqlab.models.baselines import resnet_io_width
+from deqlab.papers import KAWAGUCHI
+from deqlab.papers.kawaguchi2021.corollaries import (
     accuracy_equation,
     corollary_checks,
     faster_rate_observation,
     runs_by_task,
 )
-from deqlab.models.baselines import resnet_io_width
-from deqlab.papers import KAWAGUCHI
+from deqlab.papers.kawaguchi2021.hypotheses import COROLLARY_1, Runs, hypotheses
 from deqlab.statements import Statement, Verdict, is_measured, number, ours, worst
 
 if TYPE_CHECKING:

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
 from deqlab.experiments.kawaguchi2021.fig2_report import final_gap
-from deqlab.experiments.kawaguchi2021.hypotheses import COROLLARY_2, hypotheses, kappa_hypothesis
 from deqlab.experiments.kawaguchi2021.plots import plot_bounds, setting_subtitle
-from deqlab.experiments.kawaguchi2021.statements import (
+from deqlab.papers import KAWAGUCHI
+from deqlab.papers.kawaguchi2021.corollaries import (
     accuracy_equation,
     corollary_checks,
     faster_rate_observation,
     runs_by_task,
 )
-from deqlab.papers import KAWAGUCHI
+from deqlab.papers.kawaguchi2021.hypotheses import COROLLARY_2, hypotheses, kappa_hypothesis
 from deqlab.statements import Statement, number, ours
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ Per data set, over the widths m of the sweep, in this order:
 - ours: GD ran every configured step at every width (a stop, e.g. ‖W‖₂ >= 1, is shown);
 - the hypotheses of Theorem 1 (Condition 1's Eqs. (7)–(9) and Eq. (10)), ours: Eq. (9)
   holds at no width unless ‖a(0)‖₂ < 1/(2√n) (docs/findings.md#ling-eq9), and Theorem 1's
-  statements guarded by the hypotheses (:mod:`deqlab.experiments.ling2023.statements`);
+  statements guarded by the hypotheses (:mod:`deqlab.papers.ling2023.claims`);
 - the PL inequalities of Section 2.3 (Eqs. (4)–(5)), which hold at every width, guarded
   only by Lemma 2's hypothesis (identities once it holds: a consistency check of two
   computations, not evidence for Theorem 1).
@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row, linear_fit
-from deqlab.experiments.ling2023.statements import (
+from deqlab.papers import LING
+from deqlab.papers.ling2023.claims import (
     condition1_hypotheses,
     eq9_unreachable,
     learning_rate_hypothesis,
@@ -40,7 +41,6 @@ from deqlab.experiments.ling2023.statements import (
     theorem1_statements,
     widths,
 )
-from deqlab.papers import LING
 from deqlab.papers.ling2023.theory import (
     Condition1,
     PLMargins,

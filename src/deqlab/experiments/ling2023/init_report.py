@@ -4,7 +4,7 @@ bounds of Section 3.2 at initialization).
 
 Hypotheses: Assumption 1 (σ_w² < 1/8) and Assumption 2 (i) measured on the inputs —
 ‖x_i‖ = √d and no two inputs parallel (|cos θ_ij| < 1), built, as Theorem 3 (ii), by
-:mod:`deqlab.experiments.ling2023.statements` (shared with ``deqlab verify``). Statements
+:mod:`deqlab.papers.ling2023.claims` (shared with ``deqlab verify``). Statements
 (Lemma 1's bound holds for any σ_w; Lemma 1 and Section 3.2 are guarded by Assumption 1,
 Theorems 2–5 by Assumptions 1 and 2, as the paper states them):
 
@@ -46,10 +46,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.ling2023.statements import assumption1
-from deqlab.experiments.ling2023.statements import assumption2 as shared_assumption2
-from deqlab.experiments.ling2023.statements import theorem3_ii as shared_theorem3_ii
 from deqlab.papers import LING
+from deqlab.papers.ling2023.claims import assumption1
+from deqlab.papers.ling2023.claims import assumption2 as shared_assumption2
+from deqlab.papers.ling2023.claims import theorem3_ii as shared_theorem3_ii
 from deqlab.papers.ling2023.init_theorems import (
     fit_loglog_slope,
     geometric_decay,

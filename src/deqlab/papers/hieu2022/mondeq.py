@@ -8,7 +8,7 @@ and ``λ̄_{ab} = λ̄_a λ̄_b``. The loss is ``L(θ) = ½‖ŷ − y‖²`` (E
 Every check returns :class:`Inequality` values ``{"name", "lhs", "relation", "rhs", "holds"}``:
 both sides of one inequality of the thesis as plain floats (``holds`` is ``lhs ≥ rhs`` or
 ``lhs ≤ rhs``), so a caller can tell how far each one is from holding; statements and
-verdicts are built from them elsewhere (``deqlab.experiments.hieu2022.statements``). The
+verdicts are built from them elsewhere (``deqlab.papers.hieu2022.claims``). The
 formulas are transcribed as printed, including (3.17), which has no ``m``.
 
 Facts worth knowing when reading the results:

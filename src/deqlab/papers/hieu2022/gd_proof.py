@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from deqlab.experiments.hieu2022.statements import (
+from deqlab.papers import HIEU
+from deqlab.papers.hieu2022.claims import (
     PROPOSITION_5,
     PROPOSITION_6,
     WidthFit,
@@ -31,7 +32,6 @@ from deqlab.experiments.hieu2022.statements import (
     sigma_check,
     step_size_hypothesis,
 )
-from deqlab.papers import HIEU
 from deqlab.papers.hieu2022.mondeq import PARAMETERS, Inequality, gd_rate, rate_defined
 from deqlab.papers.hieu2022.mondeq_step import STEP_KEYS
 from deqlab.statements import Statement, implication, is_measured, number, theorem

@@ -1,4 +1,4 @@
-"""hieu2022 statement builders (experiments/hieu2022/statements.py): the width fit, the
+"""hieu2022 statement builders (papers/hieu2022/claims.py): the width fit, the
 hypotheses, Theorem 3.3.5's checks, Conjecture 1, Proposition 3 and Lemmas 3.3.2–3.3.4,
 each in both directions on made-up numbers."""
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from deqlab.experiments.hieu2022.statements import (
+from deqlab.papers.hieu2022.claims import (
     WidthFit,
     ball_check,
     condition_hypothesis,

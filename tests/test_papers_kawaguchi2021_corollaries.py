@@ -1,4 +1,4 @@
-"""Kawaguchi (2021) statement builders (experiments/kawaguchi2021/statements.py) and the
+"""Kawaguchi (2021) statement builders (papers/kawaguchi2021/corollaries.py) and the
 hypotheses that guard them (hypotheses.py): Corollaries 1–2, Theorem 1 and the accuracy
 times of Eqs. (9)–(12) on synthetic trajectories, each in both directions (a trajectory
 where it holds, one where it must not, and no data)."""
@@ -7,18 +7,18 @@ import math
 
 import pytest
 
-from deqlab.experiments.kawaguchi2021 import statements
-from deqlab.experiments.kawaguchi2021.hypotheses import (
+from deqlab.papers.kawaguchi2021 import corollaries as statements
+from deqlab.papers.kawaguchi2021.corollaries import (
+    bound_checks,
+    faster_rate_observation,
+    lambda_bound_check,
+)
+from deqlab.papers.kawaguchi2021.hypotheses import (
     COROLLARY_1,
     COROLLARY_2,
     gamma_hypothesis,
     hypotheses,
     kappa_hypothesis,
-)
-from deqlab.experiments.kawaguchi2021.statements import (
-    bound_checks,
-    faster_rate_observation,
-    lambda_bound_check,
 )
 from deqlab.papers.kawaguchi2021.theory import lambda_lower_bound
 from deqlab.statements import Kind, Source, Verdict

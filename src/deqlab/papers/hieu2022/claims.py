@@ -33,7 +33,7 @@ TRAINED_ACCURACY = 0.5
 
 #: (name, location) of the proof steps :func:`ball_check` and :func:`sigma_check` check: by
 #: default those of Theorem 3.3.5 (GD); the gradient flow's are in
-#: :mod:`deqlab.experiments.hieu2022.flow_statements`.
+#: :mod:`deqlab.papers.hieu2022.flow`.
 PROPOSITION_5 = (
     "Proposition 5 (Hypothesis 1)",
     "Proposition 5 (Hypothesis 1), proof of Theorem 3.3.5",

@@ -1,5 +1,5 @@
 """The proof of Theorem 3.3.5 (thesis, Section 3.3.3) as statements
-(``deqlab.experiments.hieu2022.gd_proof``): the theorem inside its hypotheses, the
+(``deqlab.papers.hieu2022.gd_proof``): the theorem inside its hypotheses, the
 premises of the induction, its steps as implications, and Lemmas 3.3.6–3.3.10 on made-up
 numbers, in both directions."""
 
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from deqlab.experiments.hieu2022.gd_proof import GDTrace, premise, theorem_3_3_5
-from deqlab.experiments.hieu2022.statements import condition_hypothesis
+from deqlab.papers.hieu2022.claims import condition_hypothesis
+from deqlab.papers.hieu2022.gd_proof import GDTrace, premise, theorem_3_3_5
 from deqlab.papers.hieu2022.mondeq import Inequality
 from deqlab.statements import Kind, Source, Verdict, implication, measure
 

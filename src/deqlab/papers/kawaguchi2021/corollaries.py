@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.kawaguchi2021.hypotheses import (
+from deqlab.papers import KAWAGUCHI
+from deqlab.papers.kawaguchi2021.hypotheses import (
     Corollary,
     Runs,
     count_runs,
     gamma_hypothesis,
     recorded,
 )
-from deqlab.papers import KAWAGUCHI
 from deqlab.papers.kawaguchi2021.theory import lambda_lower_bound, time_to_accuracy
 from deqlab.statements import Kind, Source, Statement, is_measured, number, theorem, worst
 

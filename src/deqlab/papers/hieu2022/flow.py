@@ -12,19 +12,19 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from deqlab.experiments.hieu2022.statements import (
+from deqlab.papers import HIEU
+from deqlab.papers.hieu2022.claims import (
     WidthFit,
     ball_check,
     condition_hypothesis,
     sigma_check,
 )
-from deqlab.papers import HIEU
 from deqlab.papers.hieu2022.mondeq import Inequality
 from deqlab.statements import Statement, is_measured, number, ours, theorem
 
 #: (name, location) of the two steps of Theorem 3.3.1's proof that :func:`theorem_3_3_1`
-#: checks with :func:`~deqlab.experiments.hieu2022.statements.ball_check` and
-#: :func:`~deqlab.experiments.hieu2022.statements.sigma_check`.
+#: checks with :func:`~deqlab.papers.hieu2022.claims.ball_check` and
+#: :func:`~deqlab.papers.hieu2022.claims.sigma_check`.
 FLOW_BALLS = (
     "Theorem 3.3.1's induction (1)",
     "Theorem 3.3.1, proof: induction (1), Eqs. (3.11)–(3.13)",
