@@ -20,7 +20,8 @@ from deqlab.cli import app
 from deqlab.data import write_idx
 from deqlab.experiments import deviations
 from deqlab.experiments.base import Experiment, Task, TaskContext
-from deqlab.experiments.registry import BUILTIN_MODULES, experiment_names, register
+from deqlab.experiments.registry import experiment_names, get_experiment, register
+from deqlab.papers import reproduced
 from deqlab.runs.describe import GENERIC_RUN_TIME, dataset_status
 from deqlab.runs.tables import read_rows_csv
 from helpers import TEST_PAPER
@@ -49,13 +50,11 @@ def test_every_registered_experiment_runs_tiny_through_the_cli(name, tmp_path):
     assert read_rows_csv(run_dir / "metrics.csv")
 
 
-def test_builtin_packages_register_every_experiment_of_their_paper():
-    assert len(BUILTIN_MODULES) == 3
-    assert {name.split("-")[0] for name in BUILTIN} == {"ling2023", "kawaguchi2021", "hieu2022"}
-    figures = {"ling2023-fig1", "ling2023-init", "kawaguchi2021-fig1", "kawaguchi2021-fig2",
-               "kawaguchi2021-fig3", "hieu2022-mondeq-gd", "hieu2022-dynamics",
-               "hieu2022-landscape"}  # fmt: skip
-    assert figures <= set(BUILTIN)
+def test_every_builtin_experiment_belongs_to_a_reproduced_paper_and_each_has_one():
+    papers = reproduced()
+    assert {get_experiment(name).paper for name in BUILTIN} == set(papers)
+    for name in BUILTIN:
+        assert name.split("-")[0] in {paper.key for paper in papers}
 
 
 def test_reproduce_reuse_runs_and_report_commands(tmp_path):

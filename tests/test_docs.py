@@ -19,7 +19,7 @@ import pytest
 
 from deqlab.experiments.catalog import BEGIN, END, with_table
 from deqlab.experiments.registry import experiment_names, get_experiment
-from deqlab.papers import REPRODUCED
+from deqlab.papers import reproduced
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -163,7 +163,7 @@ def test_the_readme_lists_every_registered_experiment_and_preset() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert with_table(readme) == readme, "README.md's experiment table is stale: run `make readme`"
     for name in experiment_names():
-        if get_experiment(name).paper in REPRODUCED:
+        if get_experiment(name).paper in reproduced():
             assert f"| `{name}` |" in readme
 
 

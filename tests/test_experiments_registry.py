@@ -8,6 +8,7 @@ cited to the toy paper.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import textwrap
 
@@ -17,7 +18,16 @@ import deqlab.experiments
 from deqlab import papers
 from deqlab.experiments import registry
 from deqlab.experiments.config import ConfigError
-from deqlab.statements import Paper, Verdict, statement
+from deqlab.statements import Verdict, statement
+
+#: papers/toy2099/__init__.py: the paper's record.
+RECORD = '''
+    """Toy 2099: a paper with one experiment (the checklist's test)."""
+
+    from deqlab.statements import Paper
+
+    TOY = Paper("toy2099", "Toy 2099", "Toy, The slope of a line (Journal of Toys, 2099)")
+'''
 
 #: experiments/toy2099/: the package and its one experiment (run module + report module).
 FOLDER = {
@@ -33,7 +43,7 @@ FOLDER = {
 
         from typing import TYPE_CHECKING
 
-        from deqlab.papers import TOY
+        from deqlab.papers.toy2099 import TOY
         from deqlab.statements import number, worst
 
         if TYPE_CHECKING:
@@ -70,7 +80,7 @@ FOLDER = {
         from deqlab.experiments.deviations import not_given, paper
         from deqlab.experiments.registry import register
         from deqlab.experiments.toy2099 import line_report
-        from deqlab.papers import TOY
+        from deqlab.papers.toy2099 import TOY
 
 
         @dataclass(frozen=True)
@@ -133,16 +143,21 @@ def toy_paper(tmp_path, monkeypatch):
     monkeypatch.setattr(statement, "_PAPERS", dict(statement._PAPERS))
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     monkeypatch.setattr(registry, "_loaded", set(registry._loaded))
-    # the registry line: the paper's record in deqlab/papers.py, listed in REPRODUCED
-    toy = Paper("toy2099", "Toy 2099", "Toy, The slope of a line (Journal of Toys, 2099)")
-    monkeypatch.setattr(papers, "TOY", toy, raising=False)
-    monkeypatch.setattr(papers, "REPRODUCED", (*papers.REPRODUCED, toy))
-    yield toy
-    for module in [m for m in sys.modules if m.startswith("deqlab.experiments.toy2099")]:
+    # the paper's folder: its record in papers/toy2099/__init__.py
+    record = tmp_path / "papers" / "toy2099"
+    record.mkdir(parents=True)
+    (record / "__init__.py").write_text(textwrap.dedent(RECORD).lstrip(), encoding="utf-8")
+    monkeypatch.setattr(papers, "__path__", [*papers.__path__, str(record.parent)])
+    yield importlib.import_module("deqlab.papers.toy2099").TOY
+    for module in [
+        m
+        for m in sys.modules
+        if m.startswith(("deqlab.experiments.toy2099", "deqlab.papers.toy2099"))
+    ]:
         del sys.modules[module]
 
 
-def test_a_toy_paper_is_one_folder_and_one_registry_line(toy_paper, tmp_path):
+def test_a_toy_paper_is_two_folders(toy_paper, tmp_path):
     from deqlab.runs.api import reproduce
 
     assert "toy2099-line" in registry.experiment_names()
@@ -159,8 +174,8 @@ def test_a_toy_paper_is_one_folder_and_one_registry_line(toy_paper, tmp_path):
         reproduce("toy2099-line", "tiny", overrides=["seeds=3,3"], out=tmp_path / "r", workers=1)
 
 
-def test_without_its_registry_line_the_toy_paper_is_unknown(toy_paper, monkeypatch):
-    monkeypatch.setattr(papers, "REPRODUCED", papers.REPRODUCED[:-1])
+def test_without_its_papers_folder_the_toy_paper_is_unknown(toy_paper, monkeypatch):
+    monkeypatch.setattr(papers, "__path__", papers.__path__[:-1])
     assert "toy2099-line" not in registry.experiment_names()
     with pytest.raises(ConfigError, match="unknown experiment 'toy2099-line'"):
         registry.get_experiment("toy2099-line")

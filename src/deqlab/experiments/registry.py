@@ -1,14 +1,15 @@
 """The registry of experiments, by name.
 
-Each paper of :data:`deqlab.papers.REPRODUCED` has its experiments in the package
-``deqlab.experiments.<key>``, imported on first lookup (so ``import deqlab`` stays light);
-importing it registers each experiment class with :func:`register`. Adding a paper is its
-record in :mod:`deqlab.papers` (one line in ``REPRODUCED``) and its folder.
+Each paper of :func:`deqlab.papers.reproduced` (a package ``deqlab.papers.<key>``) has its
+experiments in the package ``deqlab.experiments.<key>``, imported on first lookup (so
+``import deqlab`` stays light); importing it registers each experiment class with
+:func:`register`. Adding a paper is its two folders.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 from deqlab import papers
 from deqlab.experiments.base import Experiment
@@ -31,17 +32,14 @@ def register(cls: type[Experiment]) -> type[Experiment]:
 
 def experiment_packages() -> tuple[str, ...]:
     """The package of each reproduced paper: ``deqlab.experiments.<key>``."""
-    return tuple(f"{__package__}.{paper.key}" for paper in papers.REPRODUCED)
-
-
-#: The packages of the papers deqlab ships with (a paper added later is found as well).
-BUILTIN_MODULES: tuple[str, ...] = experiment_packages()
+    return tuple(f"{__package__}.{paper.key}" for paper in papers.reproduced())
 
 
 def _load_builtins() -> None:
     for package in experiment_packages():
         if package not in _loaded:
-            importlib.import_module(package)
+            if importlib.util.find_spec(package) is not None:  # a paper may have none
+                importlib.import_module(package)
             _loaded.add(package)
 
 

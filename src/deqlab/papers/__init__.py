@@ -1,36 +1,43 @@
-"""The papers deqlab reproduces: one :class:`~deqlab.statements.Paper` record each.
+"""The papers deqlab reproduces: one package each, ``deqlab.papers.<key>``.
 
-A paper is named here and nowhere else: its key (also the folder of its experiments,
-``deqlab/experiments/<key>/``), its short citation (in every statement's source) and its
-full citation (in reports, ``deqlab list`` and ``deqlab verify``). Adding a paper is one
-record here, listed in :data:`REPRODUCED`, plus its folder (docs/architecture.md).
+A paper's package holds its :class:`~deqlab.statements.Paper` record (in its
+``__init__.py``: its key, which is also the folder's name and the prefix of its experiments'
+names, and its short and full citations), the mathematics of the paper alone (the shared
+kernels, NTK and spectra stay in :mod:`deqlab.theory`) and its claims: functions from typed
+measurements to :class:`~deqlab.statements.Statement` s, below both drivers (the experiments
+in ``deqlab.experiments.<key>`` and ``deqlab verify``). A paper is named by its record and
+nowhere else. Adding a paper is two folders, ``papers/<key>/`` and ``experiments/<key>/``
+(docs/architecture.md): :func:`reproduced` finds the first, the experiment registry the second.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
+from deqlab.papers.hieu2022 import HIEU
+from deqlab.papers.kawaguchi2021 import KAWAGUCHI
+from deqlab.papers.ling2023 import LING
 from deqlab.statements import DEQLAB, Paper
 
-LING = Paper(
-    "ling2023",
-    "Ling et al. 2023",
-    "Ling, Xie, Wang, Zhang & Lin, Global convergence of over-parameterized deep "
-    "equilibrium models (AISTATS 2023)",
-)
-KAWAGUCHI = Paper(
-    "kawaguchi2021",
-    "Kawaguchi 2021",
-    "Kawaguchi, On the theory of implicit deep learning: global convergence with implicit "
-    "layers (ICLR 2021)",
-)
-HIEU = Paper(
-    "hieu2022",
-    "Hieu 2022 (thesis)",
-    "Nguyen Ngoc Hieu, An analysis of applying neural tangent kernels for deep equilibrium "
-    "models (thesis, VNU University of Engineering and Technology, 2022)",
-)
 
-#: The papers whose experiments live in ``deqlab/experiments/<key>/``, in the order
-#: ``deqlab list`` shows them (the experiment registry imports each folder).
-REPRODUCED: tuple[Paper, ...] = (LING, KAWAGUCHI, HIEU)
+def reproduced() -> tuple[Paper, ...]:
+    """The record of every paper package under ``deqlab/papers/``, by key: the one
+    :class:`Paper` its ``__init__.py`` defines whose key is the folder's name."""
+    found = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
+        if not info.ispkg:
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        records = [v for v in vars(module).values() if isinstance(v, Paper)]
+        mine = [paper for paper in records if paper.key == info.name]
+        if len(mine) != 1:
+            raise TypeError(
+                f"deqlab/papers/{info.name}/__init__.py must define one Paper record with key "
+                f"{info.name!r}; found {[paper.key for paper in records]}"
+            )
+        found.append(mine[0])
+    return tuple(found)
 
-__all__ = ["DEQLAB", "HIEU", "KAWAGUCHI", "LING", "REPRODUCED", "Paper"]
+
+__all__ = ["DEQLAB", "HIEU", "KAWAGUCHI", "LING", "Paper", "reproduced"]
