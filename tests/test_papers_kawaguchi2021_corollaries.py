@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from deqlab.papers.kawaguchi2021 import corollaries as statements
+from deqlab.papers.kawaguchi2021 import corollaries
 from deqlab.papers.kawaguchi2021.corollaries import (
     bound_checks,
     faster_rate_observation,
@@ -21,7 +21,7 @@ from deqlab.papers.kawaguchi2021.hypotheses import (
     kappa_hypothesis,
 )
 from deqlab.papers.kawaguchi2021.theory import lambda_lower_bound
-from deqlab.statements import Kind, Source, Verdict
+from deqlab.statements import Kind, Run, Source, Verdict, runs_from_rows
 
 PASS, FAIL, NM, NA = Verdict.PASS, Verdict.FAIL, Verdict.NOT_MEASURED, Verdict.NOT_APPLICABLE
 
@@ -41,7 +41,7 @@ def _trajectory(rate, bound_rate, *, key="t", steps=11, loss_star=1.0, gap0=10.0
 
 
 def _checks(rows, corollary=COROLLARY_1, lr=0.01, gamma=0.5, **kw):
-    runs = statements.runs_by_task(rows)
+    runs = runs_from_rows(rows)
     guards = hypotheses(corollary, runs, lr=lr, gamma=gamma, **kw)
     return guards, bound_checks(corollary, runs, guards, lr=lr)
 
@@ -67,6 +67,21 @@ def test_bound_check_fails_on_a_violating_trajectory():
     one_step = _trajectory(0.3, 0.2)
     one_step[5]["loss"] = one_step[5]["bound_dependent"] + 1e-6  # above by more than rounding
     assert _checks(one_step)[1][0].verdict is FAIL
+
+
+def test_a_loss_that_rises_above_the_bound_and_then_overflows_fails():
+    """A diverging DELM run: the loss rises above both bounds, then becomes inf (the last
+    recorded step), and beside it a run that was not measured at all: Corollary 1 FAILs
+    with both λ_T (the finite violation is measured), it is not left NOT MEASURED."""
+    rows = _trajectory(0.3, 0.2)
+    for r in rows[6:]:
+        r["loss"] = r["bound_independent"] * 2.0
+    rows.append({**rows[-1], "step": 11, "loss": math.inf})
+    blank = [{**r, "task": "u", "loss": math.nan} for r in _trajectory(0.3, 0.2)]
+    guards, checks = _checks(rows + blank)
+    assert all(g.verdict is Verdict.HOLDS for g in guards[:3])
+    assert [c.verdict for c in checks] == [FAIL, FAIL]
+    assert "not measured (a non-finite loss or bound) at" in checks[0].detail
 
 
 def test_bound_check_rounding_ties_and_unresolvable_steps():
@@ -140,7 +155,7 @@ def test_a_violation_beside_an_unmeasured_step_is_unmet_not_unmeasured():
     assert next(g for g in guards if g.name.startswith("‖B_t‖₁")).verdict is NM
     low = _trajectory(0.3, 0.2, lambda_T=1.0)
     low[1]["lambda_T"], low[4]["lambda_T"] = math.nan, 0.01
-    check = lambda_bound_check({"t": low}, [gamma_hypothesis(0.5)], m=4, gamma=0.5)
+    check = lambda_bound_check(runs_from_rows(low), [gamma_hypothesis(0.5)], m=4, gamma=0.5)
     assert check.verdict is FAIL
 
 
@@ -151,8 +166,8 @@ def test_an_unmeasured_hypothesis_leaves_the_corollary_not_measured():
 
 def _accuracy(rows, *guards, eps_rel=math.exp(-2.5)):
     """Eq. (10) on ``rows`` with m = 1, γ = 0.5, η = 0.01: T_ε = 2.8125/κ (log(1/ε_rel) = 2.5)."""
-    runs = statements.runs_by_task(rows)
-    return statements.accuracy_time_check(
+    runs = runs_from_rows(rows)
+    return corollaries.accuracy_time_check(
         runs, list(guards), equation="Eq. (10)", lr=0.01, m=1, gamma=0.5, eps_rel=eps_rel
     )
 
@@ -178,24 +193,24 @@ def test_accuracy_time_check_in_both_directions(rate, kappa, verdict, value):
     else:
         assert "slack" not in found.detail
     nan_rows = _trajectory(rate, rate, kappa=kappa)
-    nan_rows[3]["loss"] = math.nan
-    assert _accuracy(nan_rows).verdict is NM
+    nan_rows[7]["loss"] = math.nan  # after T_ε: a NaN beside a violation does not hide it
+    assert _accuracy(nan_rows).verdict is (NM if verdict is PASS else verdict)
 
 
 def test_accuracy_time_needs_a_positive_kappa():
     """τ = 0 and R = ∞ give κ = 0: the hypothesis is unmet and Eqs. (11)–(12) not applicable."""
     rows = _trajectory(1.0, 1.0, kappa=0.0)
-    runs = statements.runs_by_task(rows)
+    runs = runs_from_rows(rows)
     positive = kappa_hypothesis(runs, tau=0.0, radius=math.inf)
     assert positive.verdict is Verdict.UNMET and "τ > 0" in positive.needs
     assert _accuracy(rows, positive).verdict is NA
-    held = kappa_hypothesis(statements.runs_by_task(_trajectory(1, 1, kappa=56.25)),
+    held = kappa_hypothesis(runs_from_rows(_trajectory(1, 1, kappa=56.25)),
                                         tau=0.1, radius=math.inf)  # fmt: skip
     assert held.verdict is Verdict.HOLDS
-    assert statements.accuracy_equation("square", 0.0, math.inf) == "Eq. (10)"
-    assert statements.accuracy_equation("logistic", 0.1, math.inf) == "Eq. (11)"
-    assert statements.accuracy_equation("logistic", 0.0, 3.0) == "Eq. (12)"
-    assert statements.accuracy_equation("logistic", 0.1, 3.0).startswith("Eq. (9)")
+    assert corollaries.accuracy_equation("square", 0.0, math.inf) == "Eq. (10)"
+    assert corollaries.accuracy_equation("logistic", 0.1, math.inf) == "Eq. (11)"
+    assert corollaries.accuracy_equation("logistic", 0.0, 3.0) == "Eq. (12)"
+    assert corollaries.accuracy_equation("logistic", 0.1, 3.0).startswith("Eq. (9)")
 
 
 def test_lambda_bound_and_faster_rate_in_both_directions():
@@ -209,10 +224,11 @@ def test_lambda_bound_and_faster_rate_in_both_directions():
         (0.5 * lam, FAIL, FAIL),
     ):
         rows = _trajectory(0.3, 0.2, lambda_T=lam_T)
-        check = lambda_bound_check({"t": rows}, guard, m=m, gamma=gamma)
+        check = lambda_bound_check(runs_from_rows(rows), guard, m=m, gamma=gamma)
         assert check.verdict is verdict and check.value == pytest.approx(lam_T / lam)
-        assert faster_rate_observation(rows, source, m=m, gamma=gamma).verdict is faster
+        run = Run.from_rows("t", rows)
+        assert faster_rate_observation(run, source, m=m, gamma=gamma).verdict is faster
     nan_rows = _trajectory(0.3, 0.2, lambda_T=math.nan)
-    assert lambda_bound_check({"t": nan_rows}, guard, m=m, gamma=gamma).verdict is NM
+    assert lambda_bound_check(runs_from_rows(nan_rows), guard, m=m, gamma=gamma).verdict is NM
     assert lambda_bound_check({}, guard, m=m, gamma=gamma).verdict is NM
-    assert faster_rate_observation([], source, m=m, gamma=gamma).verdict is NM
+    assert faster_rate_observation(None, source, m=m, gamma=gamma).verdict is NM

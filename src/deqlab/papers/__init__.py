@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 
 from deqlab.papers.hieu2022 import HIEU
 from deqlab.papers.kawaguchi2021 import KAWAGUCHI
 from deqlab.papers.ling2023 import LING
 from deqlab.statements import DEQLAB, Paper
+from deqlab.statements.claims import registered
 
 
 def reproduced() -> tuple[Paper, ...]:
@@ -40,4 +42,15 @@ def reproduced() -> tuple[Paper, ...]:
     return tuple(found)
 
 
-__all__ = ["DEQLAB", "HIEU", "KAWAGUCHI", "LING", "Paper", "reproduced"]
+def claims() -> dict[str, Callable[..., object]]:
+    """Every claim of every paper of :func:`reproduced`, by qualified name: the functions
+    its modules declare with :func:`deqlab.statements.claim` (importing them all)."""
+    keys = tuple(f"{__name__}.{paper.key}." for paper in reproduced())
+    for package in keys:
+        module = importlib.import_module(package[:-1])
+        for info in pkgutil.walk_packages(module.__path__, package):
+            importlib.import_module(info.name)
+    return {name: f for name, f in registered().items() if name.startswith(keys)}
+
+
+__all__ = ["DEQLAB", "HIEU", "KAWAGUCHI", "LING", "Paper", "claims", "reproduced"]

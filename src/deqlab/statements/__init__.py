@@ -25,13 +25,17 @@ optimistix's ``RESULTS`` owns its messages::
 Modules: :mod:`~deqlab.statements.statement` (the types), :mod:`~deqlab.statements.decide`
 (:func:`measure`, :func:`theorem`, :func:`implication` and :func:`worst`, the only places
 verdicts are decided), :mod:`~deqlab.statements.paper` (:class:`Paper` and its builders),
-:mod:`~deqlab.statements.counts` (:class:`Counts`). Numbers are written by
-:func:`deqlab._format.number`, re-exported here with :func:`numbers`.
+:mod:`~deqlab.statements.counts` (:class:`Counts`), :mod:`~deqlab.statements.series` (the
+typed measurements claims take: :class:`Series`, :class:`Run`) and
+:mod:`~deqlab.statements.claims` (:func:`claim`, the registry of the papers' claims).
+Numbers are written by :func:`deqlab._format.number`, re-exported here with :func:`numbers`.
 """
 
 from deqlab._format import number, numbers
+from deqlab.statements.claims import claim
 from deqlab.statements.counts import Counts
 from deqlab.statements.decide import (
+    constant_not_given,
     implication,
     measure,
     min_step_gap,
@@ -42,6 +46,7 @@ from deqlab.statements.decide import (
     worst,
 )
 from deqlab.statements.paper import DEQLAB, OURS, Paper
+from deqlab.statements.series import Run, Series, runs_from_rows
 from deqlab.statements.statement import (
     ALLOWED,
     OURS_KEY,
@@ -63,9 +68,13 @@ __all__ = [
     "Counts",
     "Kind",
     "Paper",
+    "Run",
+    "Series",
     "Source",
     "Statement",
     "Verdict",
+    "claim",
+    "constant_not_given",
     "implication",
     "is_measured",
     "measure",
@@ -75,6 +84,7 @@ __all__ = [
     "numbers",
     "ours",
     "paper_of",
+    "runs_from_rows",
     "strictly_increasing",
     "theorem",
     "worst",

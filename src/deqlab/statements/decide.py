@@ -201,12 +201,31 @@ def strictly_increasing(values: Iterable[float]) -> bool:
     return all(a < b for a, b in itertools.pairwise(values))
 
 
-def min_step_gap(values: Sequence[float]) -> float | None:
-    """``min_i (v[i+1] − v[i])``: > 0 iff strictly increasing; ``None`` for < 2 values.
+def min_step_gap(values: Sequence[object]) -> float | None:
+    """``min_i (v[i+1] − v[i])``, decided by :func:`worst` against 0: > 0 iff strictly
+    increasing; ``None`` for < 2 values.
 
     The number an "increases with …" statement is decided on, so a tie (gap 0) or a
-    reversal (gap < 0) fails it and a NaN leaves it unmeasured.
+    reversal (gap < 0) fails it, also beside a missing value, and a missing value beside
+    no failure leaves it unmeasured.
     """
     if len(values) < 2:
         return None
-    return min(b - a for a, b in itertools.pairwise(values))
+    gaps = [
+        float(b) - float(a) if is_measured(a) and is_measured(b) else None  # type: ignore[arg-type]
+        for a, b in itertools.pairwise(values)
+    ]
+    return worst(gaps, ">", 0.0)
+
+
+def constant_not_given(check: Statement, needs: str) -> Statement:
+    """``check``, a theorem whose width hypothesis holds only with a constant the paper does
+    not give (taken as 1), where a FAIL cannot be told from a too small constant: NOT
+    APPLICABLE, with ``needs`` (DESIGN: a width hypothesis with a constant the paper does not
+    give cannot make a theorem FAIL). Every other verdict is kept."""
+    if check.kind is not Kind.THEOREM:
+        raise ValueError(f"`check` must be a theorem statement; got {check.kind.value}")
+    if check.verdict is not Verdict.FAIL:
+        return check
+    why = "the width hypothesis cannot be decided without the paper's constant"
+    return _replace(check, Verdict.NOT_APPLICABLE, why, needs)

@@ -21,8 +21,8 @@ Measured at initialization:
   with τ = 0, R < ∞; ε = :data:`EPSILON_FRACTION` of L_0 − L* unless given) and the GD steps
   it takes at η.
 
-The hypotheses and theorems are those of the Figure 2–3 experiments
-(:mod:`deqlab.papers.kawaguchi2021.corollaries`), fed one run's rows. With ``train``
+The hypotheses and theorems are the paper's claims (:mod:`deqlab.papers.kawaguchi2021`),
+fed one run (:func:`start_run`: the initialization as step 0). With ``train``
 (:mod:`deqlab.verification.delm_train`): GD, the corollary with both λ_T, and
 the time to ε against the run: T_ε predicted (worst-case λ_T) beside the first recorded
 T = τη with L − L* ≤ ε, the theorem decided on L_T − L* ≤ ε at every recorded T ≥ T_ε.
@@ -31,6 +31,7 @@ T = τη with L − L* ≤ ε, the theorem decided on L_T − L* ≤ ε at every
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import torch
@@ -60,7 +61,7 @@ from deqlab.papers.kawaguchi2021.theory_large import (
     dynamics_lambda_min_one_output,
     objective_sharpness_lanczos,
 )
-from deqlab.statements import Statement
+from deqlab.statements import Run, Statement
 from deqlab.verification.inputs import InputError, Inputs
 from deqlab.verification.progress import Progress, silent
 
@@ -273,17 +274,22 @@ def numbers(init: DELMInit, eta: float | None, epsilon: float | None) -> dict[st
     }
 
 
+def start_run(init: DELMInit) -> Run:
+    """The initialization as a run of one step (step 0)."""
+    return Run.from_rows("init", [init.row()])
+
+
 def statements(init: DELMInit, eta: float | None) -> list[Statement]:
     """The corollary's hypotheses (:func:`guards_for`; for the logistic loss also κ > 0,
     which Eqs. (11)–(12)'s time to ε needs); Theorem 1's λ_min(D_0) ≥ 1/(m(1+γ)²) guarded
     by them."""
-    runs = {"init": [init.row()]}
+    runs = {"init": start_run(init)}
     guards = guards_for(init, runs, eta)
     positive = kappa_guard(init, runs)
     return [*guards, *positive, lambda_bound_check(runs, guards, m=init.m, gamma=init.gamma)]
 
 
-def kappa_guard(init: DELMInit, runs) -> list[Statement]:
+def kappa_guard(init: DELMInit, runs: Mapping[str, Run]) -> list[Statement]:
     """κ > 0, which Eqs. (11)–(12) need (logistic loss; the square loss's κ = 2σ_min(Φ)² > 0
     is rank(Φ) = min(n, m), already a guard)."""
     loss = init.loss
@@ -292,7 +298,7 @@ def kappa_guard(init: DELMInit, runs) -> list[Statement]:
     return [kappa_hypothesis(runs, tau=loss.tau, radius=loss.radius)]
 
 
-def guards_for(init: DELMInit, runs, eta: float | None) -> list[Statement]:
+def guards_for(init: DELMInit, runs: Mapping[str, Run], eta: float | None) -> list[Statement]:
     """The corollary's hypotheses on ``runs``: rank(Φ), the PL inequality, for the logistic
     loss with R < ∞ ‖B_t‖₁ < (1 − γ)R and, with an η, GD following the flow. Left out, as
     they could not fail here: γ ∈ (0, 1) (verify refuses any other γ: the DELM is not

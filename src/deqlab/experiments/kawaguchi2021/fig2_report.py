@@ -1,25 +1,22 @@
-"""Figure 2's statements and figure, read from the tidy rows of :mod:`.fig2`.
+"""Figure 2: the runs as the claims take them, and the figures.
 
-The paper's observations (Section 4): DELMs reach the global minimum value from every
-initialization on both data sets; the linear ResNet with identity initialization stalls
-on the Gaussian data and converges on the uniform data; the initialization-dependent
-bound converges faster.  Theorems: Corollary 1 with both λ_T, Theorem 1's bound on λ_T and
-Eq. (10)'s time to reach ε, on every DELM trajectory, guarded by Corollary 1's hypotheses.
-The ResNet observations are measured on the ResNet ``resnet_io`` names (see :mod:`.fig2`);
-their detail gives its construction and η·λ_max(∇²L(W₀)) (above 2: GD unstable at the
-start).
+:func:`runs` turns the tidy rows of :mod:`.fig2` into one :class:`~deqlab.statements.Run`
+per task; the claims are :mod:`deqlab.papers.kawaguchi2021.figure2`'s observations of
+panels (a)–(c) and :mod:`~deqlab.papers.kawaguchi2021.corollaries`' Corollary 1 with both
+λ_T, Theorem 1's bound on λ_T and Eq. (10)'s time to reach ε on every DELM trajectory,
+guarded by Corollary 1's hypotheses. The ResNet observations are measured on the ResNet
+``resnet_io`` names (see :mod:`.fig2`).
 
 The sweep (ours, :data:`.fig2.SWEEP`): the four observations of panels (a)–(b) again at
-each η (the ResNet's) and (η, γ) (the DELMs'), the DELMs' decided on the number of runs
-that do not reach L* (a diverged run counts: a measured failure), and per (η, γ) whether
-all four hold — the verdict per step size.  See docs/findings.md#kawaguchi-fig2.
+each η (the ResNet's) and (η, γ) (the DELMs'), and per (η, γ) whether all four hold — the
+verdict per step size.  See docs/findings.md#kawaguchi-fig2.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,55 +27,27 @@ from deqlab.experiments.kawaguchi2021.plots import (
     setting_subtitle,
 )
 from deqlab.models.baselines import resnet_io_width
-from deqlab.papers import KAWAGUCHI
 from deqlab.papers.kawaguchi2021.corollaries import (
     accuracy_equation,
     corollary_checks,
     faster_rate_observation,
-    runs_by_task,
 )
-from deqlab.papers.kawaguchi2021.hypotheses import COROLLARY_1, Runs, hypotheses
-from deqlab.statements import Statement, Verdict, is_measured, number, ours, worst
+from deqlab.papers.kawaguchi2021.figure2 import (
+    FASTER,
+    PANELS,
+    Reach,
+    delm_reach,
+    final_gap,
+    reproduces,
+    resnet,
+    sweep_reach,
+)
+from deqlab.papers.kawaguchi2021.hypotheses import COROLLARY_1, hypotheses
+from deqlab.statements import Run, Statement, is_measured, runs_from_rows
 
 if TYPE_CHECKING:
     from deqlab.experiments.kawaguchi2021.fig2 import Fig2Config
 
-PANELS = {"a": "Gaussian", "b": "uniform"}
-#: panel -> (location, the paper's words) of "DELMs reach the global minimum value".
-DELM_REACH = {
-    "a": (
-        "Section 4, Figure 2 (a)",
-        "deep equilibrium linear models converges to the global minimum value with all "
-        "initialization and random trials",
-    ),
-    "b": (
-        "Section 4, Figure 2 (b)",
-        "confirm the global convergence of deep equilibrium linear models again with all "
-        "initialization and random trials",
-    ),
-}
-#: panel -> (relation of the final gap to the tolerance, what the ResNet does, location,
-#: the paper's words)
-RESNET = {
-    "a": (
-        ">",
-        "stays above",
-        "Section 4, Figure 2 (a)",
-        "linear ResNet converges to a suboptimal value with identity initialization",
-    ),
-    "b": (
-        "<=",
-        "reaches",
-        "Section 4, Figure 2 (b)",
-        "In this case, linear ResNet with identity initialization also converged to the "
-        "global minimum value.",
-    ),
-}
-FASTER = KAWAGUCHI.source(
-    "Section 4, Figure 2 (c)",
-    "the theoretical bound with initialization-dependent λT demonstrates a faster and more "
-    "accurate convergence rate",
-)
 #: What each ``resnet_io`` is, for the statements and the subtitle.
 CONSTRUCTION = {
     "modified_identity": "Zou et al.'s modified identity input/output transformations",
@@ -86,8 +55,8 @@ CONSTRUCTION = {
     "identity": "identity input/output layers (our stand-in, not Zou et al.'s: it starts at "
     "f₀(x) = x against the target −x)",
 }
-TOLERANCE = "the tolerance optimum_rtol is ours (the paper shows the curves meeting L*)"
-FINDING = "docs/findings.md#kawaguchi-fig2"
+
+Runs = Mapping[str, Run]
 
 
 def sweep_key(lr: float, gamma: float | None = None) -> str:
@@ -100,6 +69,19 @@ def is_sweep(row: Row) -> bool:
     return str(row["task"]).startswith("sweep-")
 
 
+def runs(rows: Sequence[Row]) -> dict[str, Run]:
+    """One run per task, with its ``model``, ``init`` and ``panel``."""
+    return runs_from_rows(rows, labels=("model", "init", "panel"))
+
+
+def _with_prefix(runs: Runs, prefix: str) -> dict[str, Run]:
+    return {k: v for k, v in runs.items() if k.startswith(prefix)}
+
+
+def _of_panel(runs: Runs, panel: str) -> dict[str, Run]:
+    return {k: v for k, v in runs.items() if f"-{panel}-delm-" in k}
+
+
 def statements(config: Fig2Config, rows: list[Row]) -> list[Statement]:
     """Observations of panels (a)–(c), Corollary 1's hypotheses, the theorems, the sweep."""
     return [
@@ -109,58 +91,32 @@ def statements(config: Fig2Config, rows: list[Row]) -> list[Statement]:
 
 
 def _figure_statements(config: Fig2Config, rows: list[Row]) -> list[Statement]:
-    delm = runs_by_task([r for r in rows if r["model"] == "DELM"])
-    resnet = runs_by_task([r for r in rows if r["model"] == "LinearResNet"])
+    everything = runs(rows)
+    delm = {k: v for k, v in everything.items() if v.label("model") == "DELM"}
+    reach = Reach(config.steps, config.optimum_rtol)
     guards = hypotheses(COROLLARY_1, delm, lr=config.lr, gamma=config.gamma)
     m, gamma = config.d, config.gamma
+    setting = _resnet_setting(config)
+    reached = [
+        delm_reach(p, _with_prefix(delm, f"{p}-delm"), reach, n_random=config.n_random)
+        for p in PANELS
+    ]
     return [
-        *(_delm_reach(config, delm, panel) for panel in PANELS),
-        *(_resnet(config, resnet.get(f"{panel}-resnet", []), panel) for panel in PANELS),
-        faster_rate_observation(delm.get("c-delm-random1", []), FASTER, m=m, gamma=gamma),
+        *reached,
+        *(resnet(p, everything.get(f"{p}-resnet"), reach, setting=setting) for p in PANELS),
+        faster_rate_observation(delm.get("c-delm-random1"), FASTER, m=m, gamma=gamma),
         *guards,
         *corollary_checks(
             COROLLARY_1,
             delm,
             guards,
-            config,
+            m=m,
+            gamma=gamma,
+            lr=config.lr,
             equation=accuracy_equation("square", 0.0, math.inf),
             eps_rel=config.epsilon,
         ),
     ]
-
-
-def final_gap(rows: Sequence[Row], steps: int) -> float | None:
-    """(L − L*)/L* at step ``steps``; None if the run did not record it or it is not finite."""
-    if not rows or int(rows[-1]["step"]) != steps:
-        return None
-    loss, loss_star = float(rows[-1]["loss"]), float(rows[-1]["loss_star"])
-    gap = (loss - loss_star) / abs(loss_star) if loss_star else math.nan
-    return gap if is_measured(gap) else None
-
-
-def _delm_reach(config: Fig2Config, delm: Runs, panel: str) -> Statement:
-    gaps = {
-        k: final_gap(rows, config.steps)
-        for k, rows in delm.items()
-        if k.startswith(f"{panel}-delm")
-    }
-    value = worst(list(gaps.values()), "<=", config.optimum_rtol)
-    where = next((k for k, g in gaps.items() if g == value), "—")
-    location, quote = DELM_REACH[panel]
-    return KAWAGUCHI.observation(
-        location,
-        name=f"DELMs reach the global minimum value on {PANELS[panel]} data from every "
-        "initialization",
-        value=value,
-        relation="<=",
-        threshold=config.optimum_rtol,
-        measured=f"worst final (L − L*)/L* = {number(value)} ({where}) over {len(gaps)} runs "
-        f"after {config.steps} steps",
-        expected=f"≤ {config.optimum_rtol:g} for the identity and {config.n_random} random "
-        "initializations",
-        detail=TOLERANCE,
-        quote=quote,
-    )
 
 
 def resnet_setting(config: Fig2Config) -> str:
@@ -169,100 +125,30 @@ def resnet_setting(config: Fig2Config) -> str:
     return f"{CONSTRUCTION[config.resnet_io]}, depth {config.resnet_depth}, width {width}"
 
 
-def _resnet(config: Fig2Config, rows: Sequence[Row], panel: str, suffix: str = "") -> Statement:
-    relation, does, location, quote = RESNET[panel]
-    value = final_gap(rows, config.steps)
-    ratio = rows[0].get("step_sharpness") if rows else None
-    last = rows[-1] if rows else {}
-    diverged = "loss" in last and not is_measured(last["loss"])
-    ended = f"diverged: the loss is {last.get('loss')} at step {last.get('step')}"
-    return KAWAGUCHI.observation(
-        location,
-        name=f"linear ResNet (identity init) {does} the global minimum value on "
-        f"{PANELS[panel]} data{suffix}",
-        value=value,
-        relation=relation,
-        threshold=config.optimum_rtol,
-        measured=ended
-        if diverged
-        else f"final (L − L*)/L* = {number(value)} after {config.steps} steps",
-        expected=f"{relation} {config.optimum_rtol:g}",
-        detail=f"{resnet_setting(config)}, zero-initialized blocks, GD with η = {config.lr:g}; "
-        f"η·λ_max(∇²L(W₀)) = {number(ratio)} (GD is unstable at the start where this "
-        f"exceeds 2); {TOLERANCE}",
-        quote=quote,
-    )
+def _resnet_setting(config: Fig2Config) -> str:
+    return f"{resnet_setting(config)}, zero-initialized blocks, GD with η = {config.lr:g}"
 
 
 def sweep_statements(config: Fig2Config, rows: list[Row]) -> list[Statement]:
     """Per η of the sweep: the ResNet's two observations; per (η, γ): the DELMs' two and
-    whether all four hold (:func:`_reproduces`)."""
-    runs = runs_by_task(rows)
+    whether all four hold (:func:`reproduces`)."""
+    everything = runs(rows)
+    reach = Reach(config.steps, config.optimum_rtol)
     found = []
     for lr in config.sweep_lrs:
         at = dataclasses.replace(config, lr=lr)
-        resnet = [
-            _resnet(at, runs.get(f"{sweep_key(lr)}-{p}-resnet", []), p, f" at η = {lr:g} (sweep)")
+        setting = {"setting": _resnet_setting(at), "suffix": f" at η = {lr:g} (sweep)"}
+        observed = [
+            resnet(p, everything.get(f"{sweep_key(lr)}-{p}-resnet"), reach, **setting)
             for p in PANELS
         ]
-        found += resnet
+        found += observed
         for gamma in config.sweep_gammas:
-            prefix = sweep_key(lr, gamma)
-            mine = {k: v for k, v in runs.items() if k.startswith(prefix + "-")}
-            delm = [_sweep_reach(config, mine, p, lr, gamma) for p in PANELS]
-            found += [*delm, _reproduces(lr, gamma, [*delm, *resnet])]
+            mine = _with_prefix(everything, sweep_key(lr, gamma) + "-")
+            point = {"lr": lr, "gamma": gamma, "expected": 1 + config.n_random}
+            delm = [sweep_reach(p, _of_panel(mine, p), reach, **point) for p in PANELS]
+            found += [*delm, reproduces(lr, gamma, [*delm, *observed])]
     return found
-
-
-def _sweep_reach(config: Fig2Config, runs: Runs, panel: str, lr: float, gamma: float) -> Statement:
-    """DELMs reach L* at (η, γ): the number of runs that end above ``optimum_rtol`` or
-    diverge must be 0; NOT MEASURED when a run is missing or unfinished and none failed."""
-    mine = {k: v for k, v in runs.items() if f"-{panel}-delm-" in k}
-    expected = 1 + config.n_random
-    gaps = {k: final_gap(v, config.steps) for k, v in mine.items()}
-    diverged = {k: v[-1]["step"] for k, v in mine.items() if v and not is_measured(v[-1]["loss"])}
-    failed = [k for k, g in gaps.items() if g is not None and g > config.optimum_rtol]
-    failed += list(diverged)
-    complete = len(mine) == expected and all(
-        g is not None or k in diverged for k, g in gaps.items()
-    )
-    known = [g for g in gaps.values() if g is not None]
-    said = "; ".join(f"{k} diverged at step {s}" for k, s in diverged.items())
-    location, quote = DELM_REACH[panel]
-    return KAWAGUCHI.observation(
-        location,
-        name=f"DELMs reach the global minimum value on {PANELS[panel]} data from every "
-        f"initialization at η = {lr:g}, γ = {gamma:g} (sweep)",
-        value=len(failed) if failed or complete else None,
-        relation="<=",
-        threshold=0.0,
-        measured=f"{len(failed)} of {len(mine)} runs end above (L − L*)/L* = "
-        f"{config.optimum_rtol:g} or diverge; worst finite final gap "
-        f"{number(max(known, default=None))}" + (f"; {said}" if said else ""),
-        expected=f"0 of {expected} runs (identity and {config.n_random} random "
-        f"initializations) after {config.steps} steps",
-        detail=f"{TOLERANCE}; a diverged run is a measured failure",
-        quote=quote,
-    )
-
-
-def _reproduces(lr: float, gamma: float, observed: Sequence[Statement]) -> Statement:
-    """Ours: all four observations of panels (a)–(b) hold at (η, γ) — the value is how many
-    do; NOT MEASURED when none fails and one is not measured."""
-    passed = sum(s.verdict is Verdict.PASS for s in observed)
-    failed = [s for s in observed if s.verdict is Verdict.FAIL]
-    unmeasured = any(s.verdict is Verdict.NOT_MEASURED for s in observed)
-    return ours(
-        f"Figure 2 (a)–(b) reproduces at η = {lr:g}, γ = {gamma:g} (sweep)",
-        value=None if unmeasured and not failed else passed,
-        relation=">=",
-        threshold=float(len(observed)),
-        measured=f"{passed} of {len(observed)} observations pass"
-        + "".join(f"; fails: {s.name}" for s in failed),
-        expected=f"all {len(observed)}: DELMs reach L* on both data sets, the ResNet stays "
-        "above it on the Gaussian data and reaches it on the uniform data",
-        detail=f"the step size is not given by Section 4; {FINDING}",
-    )
 
 
 def plot(config: Fig2Config, rows: list[Row], directory: Path) -> list[Path]:
@@ -277,14 +163,12 @@ def plot(config: Fig2Config, rows: list[Row], directory: Path) -> list[Path]:
     with figure_style():
         fig, axes = plt.subplots(1, 3, figsize=(14.0, 5.0))
         for ax, (panel, data) in zip(axes, PANELS.items(), strict=False):
-            mine = runs_by_task([r for r in rows if r["panel"] == panel])
-            for run in mine.values():
-                label = f"{run[0]['model']}: {run[0]['init']}"
-                ax.semilogy([r["step"] for r in run], [r["loss"] for r in run], label=label)
+            mine = [r for r in runs(rows).values() if r.label("panel") == panel]
+            for run in mine:
+                label = f"{run.label('model')}: {run.label('init')}"
+                ax.semilogy(run.steps, run["loss"], label=label)
             if mine:
-                add_reference_line(
-                    ax, next(iter(mine.values()))[0]["loss_star"], "global optimum L*"
-                )
+                add_reference_line(ax, mine[0]["loss_star"][0], "global optimum L*")
             ax.set(xlabel="# of iterations", ylabel="train loss", title=f"({panel}) {data} data")
             legend_below(ax)
         plot_bounds(axes[2], [r for r in rows if r["panel"] == "c"])
@@ -310,7 +194,7 @@ def plot_sweep(config: Fig2Config, rows: list[Row], directory: Path) -> list[Pat
 
     from deqlab.report import add_reference_line, figure_style, save_figure
 
-    runs = runs_by_task(rows)
+    by_task = runs(rows)
     with figure_style():
         fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.8))
         for ax, (panel, data) in zip(axes, PANELS.items(), strict=True):
@@ -321,11 +205,11 @@ def plot_sweep(config: Fig2Config, rows: list[Row], directory: Path) -> list[Pat
             }
             for gamma in config.sweep_gammas:
                 lines[f"DELMs (worst), γ = {gamma:g}"] = [
-                    (lr, [k for k in runs if k.startswith(f"{sweep_key(lr, gamma)}-{panel}-")])
+                    (lr, [k for k in by_task if k.startswith(f"{sweep_key(lr, gamma)}-{panel}-")])
                     for lr in config.sweep_lrs
                 ]
             gaps = {
-                label: [(lr, _worst_gap(runs, keys, config.steps)) for lr, keys in points]
+                label: [(lr, _worst_gap(by_task, keys, config.steps)) for lr, keys in points]
                 for label, points in lines.items()
             }
             finite = [g for p in gaps.values() for _, g in p if g is not None and g < math.inf]
@@ -354,8 +238,8 @@ def _worst_gap(runs: Runs, keys: Sequence[str], steps: int) -> float | None:
     """The largest final gap of ``keys`` (inf if one diverged, None if one is missing)."""
     gaps = []
     for key in keys:
-        mine = runs.get(key, [])
-        if mine and not is_measured(mine[-1]["loss"]):
+        mine = runs.get(key)
+        if mine is not None and mine.steps and not is_measured(mine["loss"][-1]):
             gaps.append(math.inf)
         else:
             gaps.append(final_gap(mine, steps))

@@ -1,12 +1,12 @@
-"""Figure 3's statements and figure, read from the tidy rows of :mod:`.fig3`.
+"""Figure 3: the run as the claims take it, and the figure.
 
-The paper's observation (Appendix D.2): the initialization-dependent bound converges
-faster.  Theorems: Corollary 2 (radius R) with both λ_T and Theorem 1's bound on λ_T,
-guarded by Corollary 2's hypotheses.  Eq. (11) (τ > 0, R = ∞) or Eq. (12) (τ = 0, R < ∞):
-the time to reach ε, guarded by the same hypotheses and κ > 0.  For R < ∞ the gap is taken
-to L*_{0,R} = min_{‖W‖₁≤R} L₀(W) ≤ L*_R, which Theorem 1's proof (Eq. 31) allows: a claim
-at least as strong as Eq. (12)'s.  Ours: the trajectory reaches L*
-within ``optimum_rtol``.
+The claims (:mod:`deqlab.papers.kawaguchi2021`): the paper's observation that the
+initialization-dependent bound converges faster (Appendix D.2); Corollary 2 (radius R) with
+both λ_T and Theorem 1's bound on λ_T, guarded by Corollary 2's hypotheses; Eq. (11)
+(τ > 0, R = ∞) or Eq. (12) (τ = 0, R < ∞): the time to reach ε, guarded by the same
+hypotheses and κ > 0.  For R < ∞ the gap is taken to L*_{0,R} = min_{‖W‖₁≤R} L₀(W) ≤ L*_R,
+which Theorem 1's proof (Eq. 31) allows: a claim at least as strong as Eq. (12)'s.  Ours:
+the trajectory reaches L* within ``optimum_rtol``.
 """
 
 from __future__ import annotations
@@ -15,17 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.kawaguchi2021.fig2_report import final_gap
 from deqlab.experiments.kawaguchi2021.plots import plot_bounds, setting_subtitle
-from deqlab.papers import KAWAGUCHI
+from deqlab.papers.kawaguchi2021 import KAWAGUCHI
 from deqlab.papers.kawaguchi2021.corollaries import (
     accuracy_equation,
     corollary_checks,
     faster_rate_observation,
-    runs_by_task,
 )
+from deqlab.papers.kawaguchi2021.figure2 import Reach, reaches
 from deqlab.papers.kawaguchi2021.hypotheses import COROLLARY_2, hypotheses, kappa_hypothesis
-from deqlab.statements import Statement, number, ours
+from deqlab.statements import Statement, runs_from_rows
 
 if TYPE_CHECKING:
     from deqlab.experiments.kawaguchi2021.fig3 import Fig3Config
@@ -39,38 +38,29 @@ FASTER = KAWAGUCHI.source(
 
 def statements(config: Fig3Config, rows: list[Row]) -> list[Statement]:
     """The observation, Corollary 2's hypotheses and theorems, and ours."""
-    runs = runs_by_task(rows)
+    runs = runs_from_rows(rows)
+    run = next(iter(runs.values()), None)
     m, gamma = config.d, config.gamma
     guards = hypotheses(COROLLARY_2, runs, lr=config.lr, gamma=gamma, radius=config.radius)
     positive = kappa_hypothesis(runs, tau=config.tau, radius=config.radius)
     equation = accuracy_equation("logistic", config.tau, config.radius)
     return [
-        faster_rate_observation(rows, FASTER, m=m, gamma=gamma),
+        faster_rate_observation(run, FASTER, m=m, gamma=gamma),
         *guards,
         positive,
         *corollary_checks(
             COROLLARY_2,
             runs,
             guards,
-            config,
+            m=m,
+            gamma=gamma,
+            lr=config.lr,
             equation=equation,
             eps_rel=config.epsilon,
             time_guards=[positive],
         ),
-        _reaches(config, rows),
+        reaches(run, Reach(config.steps, config.optimum_rtol)),
     ]
-
-
-def _reaches(config: Fig3Config, rows: list[Row]) -> Statement:
-    value = final_gap(rows, config.steps)
-    return ours(
-        "the DELM reaches the global minimum value of the logistic loss",
-        value=value,
-        relation="<=",
-        threshold=config.optimum_rtol,
-        measured=f"final (L − L*)/L* = {number(value)} after {config.steps} steps",
-        expected=f"≤ {config.optimum_rtol:g}",
-    )
 
 
 def plot(config: Fig3Config, rows: list[Row], directory: Path) -> list[Path]:

@@ -2,22 +2,24 @@
 over every recorded DELM trajectory: γ ∈ (0, 1) (Eq. 4), the rank of Φ, the loss (through
 the PL inequality with the corollary's κ, Definition 1), ‖B_t‖₁ < (1 − γ)R (Corollary 2),
 κ > 0 (Eqs. 11–12), and the gradient flow (Eq. 6), of which our runs are the GD
-discretization with the step η actually used.  A value over several runs is the worst one
-(:func:`deqlab.statements.worst`).
+discretization with the step η actually used.  Each takes the runs as :class:`Runs` (one
+:class:`~deqlab.statements.Run` per trajectory, its step 0 the initialization); a value over
+several runs and steps is the worst one (:func:`deqlab.statements.worst`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from deqlab.experiments.base import Row
-from deqlab.papers import KAWAGUCHI
-from deqlab.statements import Statement, number, worst
+from deqlab.papers.kawaguchi2021 import KAWAGUCHI
+from deqlab.statements import Run, Statement, claim, number, worst
 
-#: Runs by task key, each a list of rows in step order.
-Runs = Mapping[str, Sequence[Row]]
+#: The trajectories by key: their ``loss``, ``loss_star``, ``lambda_T``, the bounds,
+#: ``b_norm1`` at each recorded step, and what was measured at step 0 (``rank_ratio``,
+#: ``rank_tol``, ``pl_ratio``, ``kappa``, ``sharpness_start``, ``sharpness_end``).
+Runs = Mapping[str, Run]
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ COROLLARY_2 = Corollary(
 )
 
 
+@claim
 def gamma_hypothesis(gamma: float) -> Statement:
     """γ ∈ (0, 1) (Eq. 4): σ(A) is column-stochastic, so γσ(A) contracts in ‖·‖₁."""
     return KAWAGUCHI.hypothesis(
@@ -64,6 +67,7 @@ def gamma_hypothesis(gamma: float) -> Statement:
     )
 
 
+@claim
 def hypotheses(
     corollary: Corollary, runs: Runs, *, lr: float, gamma: float, radius: float = math.inf
 ) -> list[Statement]:
@@ -78,14 +82,14 @@ def hypotheses(
     return [*found, _flow_hypothesis(corollary, runs, lr)]
 
 
-def _starts(runs: Runs, column: str) -> list[object]:
-    """``column`` of each run's first row (a constant of the run); None where missing."""
-    return [rows[0].get(column) if rows else None for rows in runs.values()]
+def _starts(runs: Runs, column: str) -> list[float]:
+    """``column`` at each run's first step (measured once there); NaN where missing."""
+    return [run[column][0] if run.steps else math.nan for run in runs.values()]
 
 
-def recorded(runs: Runs, column: str) -> list[object]:
-    """``column`` of every recorded row of every run."""
-    return [r.get(column) for rows in runs.values() for r in rows]
+def recorded(runs: Runs, column: str) -> list[float]:
+    """``column`` at every recorded step of every run."""
+    return [v for run in runs.values() for v in run[column]]
 
 
 def _rank_hypothesis(corollary: Corollary, runs: Runs) -> Statement:
@@ -155,6 +159,7 @@ def _flow_hypothesis(corollary: Corollary, runs: Runs, lr: float) -> Statement:
     )
 
 
+@claim
 def kappa_hypothesis(runs: Runs, *, tau: float, radius: float) -> Statement:
     """κ = (2τ + ρ(R))σ_min(Φ)² > 0: with τ = 0 and R = ∞ Eqs. (11)–(12) give no time."""
     value = worst(_starts(runs, "kappa"), ">", 0.0)
