@@ -4,7 +4,8 @@ least-squares line fit against a closed form."""
 
 import pytest
 
-from deqlab.experiments.base import Experiment, Task, linear_fit
+from deqlab._fit import linear_fit
+from deqlab.experiments.base import Experiment, Task
 from deqlab.papers import LING
 
 

@@ -23,8 +23,9 @@ from deqlab.data import synthetic_sphere
 from deqlab.experiments.config import ConfigError
 from deqlab.experiments.ling2023 import fig1
 from deqlab.experiments.ling2023.fig1 import Fig1Config, Ling2023Fig1
-from deqlab.experiments.ling2023.fig1_report import by_dataset, dataset_statements
+from deqlab.experiments.ling2023.fig1_report import by_dataset
 from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.papers.ling2023.figure1 import figure1_statements
 from deqlab.papers.ling2023.theory import Condition1, Constants, best_delta
 from deqlab.runs.store import RunStore
 from deqlab.runs.tables import read_rows_csv
@@ -32,6 +33,12 @@ from deqlab.runs.tables import read_rows_csv
 ARGS = ("reproduce", "ling2023-fig1", "--preset", "tiny", "--quiet", "--workers", "1",
         "--checkpoint-every", "4")  # fmt: skip
 TIMING = ("wall_time_s", "elapsed_s")
+
+
+def dataset_statements(name, runs, steps, widths):
+    """Every statement of data set ``name``'s widths ``runs`` (as the experiment makes them)."""
+    n = int(runs[0].run.constant("n")) if runs else 0
+    return figure1_statements(f"{name}: ", runs, steps, widths, n=n)
 
 
 def _untimed(rows: list[dict]) -> list[str]:

@@ -17,12 +17,19 @@ from deqlab.data import synthetic_sphere
 from deqlab.experiments.config import ConfigError
 from deqlab.experiments.ling2023.init import Ling2023Init
 from deqlab.experiments.ling2023.init_figure import plot_initialization
-from deqlab.experiments.ling2023.init_report import init_statements
+from deqlab.experiments.ling2023.init_report import draws
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.papers.ling2023.init_theorems import lemma1_bound, measure_assumption2, measure_theorem3
+from deqlab.papers.ling2023.initialization import initialization
 from deqlab.runs.tables import read_rows_csv
 
 SIGMA_W2 = 0.08
+
+
+def init_statements(rows, sigma_w2):
+    return initialization(draws(rows), sigma_w2)
+
+
 NAMES = {
     "assumption1": "Assumption 1: σ_w² < 1/8",
     "assumption2_norm": "Assumption 2 (i): ‖x_i‖ = √d",

@@ -13,6 +13,7 @@ import torch
 import deqlab
 from deqlab.models import ReLUDEQ
 from deqlab.papers.ling2023.theory import theorem1_margins
+from deqlab.statements import Run
 from deqlab.train import GDConfig, GDTrainer
 from deqlab.train.protocol import Trainer
 from deqlab.train.relu_deq import reference_step
@@ -179,7 +180,7 @@ def test_theorem1_margins_on_a_short_run():
     lr = 1e-3
     trainer = GDTrainer(model, X, y, GDConfig(lr=lr, spectral_every=1))
     records = trainer.run(15)
-    margins = theorem1_margins(records, lr)
+    margins = theorem1_margins(Run.from_rows("run", records), lr)
     assert margins == trainer.theorem1()
     assert margins.last_step == 14
     assert margins.max_W_norm == max(r["W_norm"] for r in records[1:]) < 1

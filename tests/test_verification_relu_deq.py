@@ -25,7 +25,7 @@ from deqlab.papers.ling2023.theory import (
     width_margin,
     width_where,
 )
-from deqlab.statements import Verdict
+from deqlab.statements import Run, Verdict
 from deqlab.theory.kernels import LeastEigenvalue
 from deqlab.theory.ntk import pl_gram
 from deqlab.theory.spectra import gram_lambda_min
@@ -380,7 +380,7 @@ def _record(step, loss, lam, w, dist, grad, h=math.nan):
 
 
 def _run(records, eta=0.1):
-    return rt.Training(eta, records, "ok", "", theorem1_margins(records, eta))
+    return rt.Training(eta, records, "ok", "", theorem1_margins(Run.from_rows("t", records), eta))
 
 
 def test_training_statements_fail_on_a_violating_run(small):

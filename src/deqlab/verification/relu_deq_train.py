@@ -1,13 +1,13 @@
 """``train`` for the ReLU DEQ: full-batch GD (:class:`deqlab.train.GDTrainer`) from the
 network of initialization, then Theorem 1's predictions against the run, side by side.
 
-The statements are the Figure 1 experiment's builders, fed this one run:
+The statements are the paper's claims (shared with the Figure 1 experiment), fed this run:
 
 - Theorem 1 (i)–(iii), the per-step contraction and the parameter drift of its proof
-  (:func:`~deqlab.papers.ling2023.claims.theorem1_statements`) over τ ≥ 1, NOT
+  (:func:`~deqlab.papers.ling2023.theorem1.theorem1_statements`) over τ ≥ 1, NOT
   APPLICABLE outside Condition 1 and Eq. (10);
 - Eqs. (4)–(5) and λ_min(H(τ)) ≥ λ_τ of Section 2.3
-  (:func:`~deqlab.papers.ling2023.claims.pl_statements`) over τ ≥ 1, guarded by
+  (:func:`~deqlab.papers.ling2023.theorem1.pl_statements`) over τ ≥ 1, guarded by
   Lemma 2's ‖W(τ)‖₂ < 1; λ_min of H(τ) = H1 + H2 + H3
   (:func:`deqlab.papers.ling2023.theory.pl_gram_lambda_min`) is taken
   at :data:`H_CHECKS` evenly spread steps and at the last.
@@ -21,7 +21,8 @@ import copy
 import math
 from dataclasses import dataclass
 
-from deqlab.papers.ling2023.claims import pl_statements, theorem1_statements
+from deqlab.papers.ling2023.claims import Width
+from deqlab.papers.ling2023.theorem1 import pl_statements, theorem1_statements
 from deqlab.papers.ling2023.theory import (
     PLMargins,
     Theorem1Margins,
@@ -29,7 +30,7 @@ from deqlab.papers.ling2023.theory import (
     pl_margins,
     theorem1_margins,
 )
-from deqlab.statements import Statement, is_measured
+from deqlab.statements import Run, Statement, is_measured
 from deqlab.train.relu_deq import GDConfig, GDTrainer
 from deqlab.verification.answers import measured_rate
 from deqlab.verification.progress import Progress, silent
@@ -61,8 +62,12 @@ class Training:
     margins: Theorem1Margins | None
 
     @property
+    def run(self) -> Run:
+        return Run.from_rows("train", self.records)
+
+    @property
     def pl(self) -> PLMargins:
-        return pl_margins(self.records)
+        return pl_margins(self.run)
 
 
 def train(init: ReLUDEQInit, *, steps: int, eta: float, progress: Progress = silent) -> Training:
@@ -81,7 +86,7 @@ def train(init: ReLUDEQInit, *, steps: int, eta: float, progress: Progress = sil
         trainer.step()
     records = [{**r, "H_lambda_min": gram.get(r["step"], math.nan)} for r in trainer.records]
     try:
-        margins = theorem1_margins(records, eta)
+        margins = theorem1_margins(Run.from_rows("train", records), eta)
     except ValueError:  # step 0 has no loss or λ_0: nothing to compare with
         margins = None
     return Training(eta, records, trainer.stop_reason or "ok", trainer.message, margins)
@@ -90,8 +95,8 @@ def train(init: ReLUDEQInit, *, steps: int, eta: float, progress: Progress = sil
 def statements(init: ReLUDEQInit, run: Training, guards: list[Statement]) -> list[Statement]:
     """Theorem 1 guarded by ``guards`` (Assumption 1, Eqs. (7)–(9), Eq. (10)); Eqs. (4)–(5)
     guarded by Lemma 2's hypothesis."""
-    theorem1 = theorem1_statements("", [init.width], [init.cond], [run.eta], [run.margins], guards)
-    return [*theorem1, *pl_statements("", [init.width], [run.pl])]
+    trained = [Width(init.width, run.eta, init.cond, run.run)]
+    return [*theorem1_statements("", trained, guards), *pl_statements("", trained)]
 
 
 def numbers(init: ReLUDEQInit, run: Training) -> dict[str, object]:

@@ -1,5 +1,6 @@
-"""The statements and figures of Figure 1 / Theorem 1 of Ling et al. (2023), read from the
-tidy table of :mod:`.fig1` (:func:`statements`, :func:`plot`).
+"""Figure 1 / Theorem 1 of Ling et al. (2023): the tidy table of :mod:`.fig1` as the claims
+take it (:func:`by_dataset`: one :class:`~deqlab.papers.ling2023.claims.Width` per width),
+the statements (:func:`deqlab.papers.ling2023.figure1.figure1_statements`) and the figures.
 
 Per data set, over the widths m of the sweep, in this order:
 
@@ -10,7 +11,7 @@ Per data set, over the widths m of the sweep, in this order:
 - ours: GD ran every configured step at every width (a stop, e.g. ‖W‖₂ >= 1, is shown);
 - the hypotheses of Theorem 1 (Condition 1's Eqs. (7)–(9) and Eq. (10)), ours: Eq. (9)
   holds at no width unless ‖a(0)‖₂ < 1/(2√n) (docs/findings.md#ling-eq9), and Theorem 1's
-  statements guarded by the hypotheses (:mod:`deqlab.papers.ling2023.claims`);
+  statements guarded by the hypotheses (:mod:`deqlab.papers.ling2023.theorem1`);
 - the PL inequalities of Section 2.3 (Eqs. (4)–(5)), which hold at every width, guarded
   only by Lemma 2's hypothesis (identities once it holds: a consistency check of two
   computations, not evidence for Theorem 1).
@@ -26,90 +27,21 @@ outside the panels, so no reference line is covered.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deqlab.experiments.base import Row, linear_fit
-from deqlab.papers import LING
-from deqlab.papers.ling2023.claims import (
-    condition1_hypotheses,
-    eq9_unreachable,
-    learning_rate_hypothesis,
-    pl_statements,
-    theorem1_statements,
-    widths,
-)
-from deqlab.papers.ling2023.theory import (
-    Condition1,
-    PLMargins,
-    Theorem1Margins,
-    pl_margins,
-    theorem1_margins,
-)
-from deqlab.statements import Statement, is_measured, min_step_gap, numbers, ours, worst
+from deqlab.experiments.base import Row
+from deqlab.papers.ling2023.claims import Width
+from deqlab.papers.ling2023.figure1 import figure1_statements, finite_losses
+from deqlab.papers.ling2023.theory import Condition1
+from deqlab.statements import Run, Statement
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from deqlab.experiments.ling2023.fig1 import Fig1Config
-
-
-@dataclass(frozen=True)
-class WidthRun:
-    """The rows of one (data set, width) task, as columns."""
-
-    dataset: str
-    m: int
-    eta: float
-    n: int
-    d: int
-    steps: list[int]  # steps with a finite loss
-    loss: list[float]
-    lambda_min: list[tuple[int, float]]  # (step, λ_τ) where measured
-    W_norm: list[tuple[int, float]]  # (step, ‖W(τ)‖₂) where measured (Lanczos)
-    status: str  # of the last record: "ok" or why the run stopped
-    condition1: Condition1 | None = None
-    records: list[Row] = field(default_factory=list)
-
-    @property
-    def lambda_0(self) -> float:
-        first = self.lambda_min[0] if self.lambda_min else (None, math.nan)
-        return first[1] if first[0] == 0 else math.nan
-
-    @property
-    def ok_steps(self) -> int:
-        """Steps evaluated without a stop."""
-        return sum(r["status"] == "ok" for r in self.records)
-
-    def margins(self) -> Theorem1Margins | None:
-        """Theorem 1's quantities over τ >= 1; ``None`` if step 0 lacks Φ(0) or λ_0."""
-        try:
-            return theorem1_margins(self.records, self.eta)
-        except ValueError:
-            return None
-
-    def pl(self) -> PLMargins:
-        """The PL inequalities of Section 2.3 over τ >= 1 (Eqs. (4)–(5))."""
-        return pl_margins(self.records)
-
-    def theorem1_bound(self) -> list[float]:
-        """(1 − ηλ_0/2)^τ Φ(0) at each step of :attr:`steps` (Theorem 1 (iii))."""
-        rate = 1.0 - self.eta * self.lambda_0 / 2.0
-        return [rate**t * self.loss[0] for t in self.steps]
-
-    def stop(self) -> str:
-        """Where and why the run stopped ("" if it did not)."""
-        if self.status == "ok":
-            return ""
-        last = self.records[-1]
-        why = f": ‖W‖₂ = {last['W_norm']:.4g} ≥ 1" if self.status == "W_norm_ge_1" else ""
-        return f"m = {self.m} stopped at step {last['step']} ({self.status}{why})"
-
-
-def _finite(values: Iterable[tuple[int, object]]) -> list[tuple[int, float]]:
-    return [(s, float(v)) for s, v in values if is_measured(v)]
 
 
 def _condition1(row: Row) -> Condition1 | None:
@@ -120,162 +52,57 @@ def _condition1(row: Row) -> Condition1 | None:
         return None
 
 
-def by_dataset(rows: list[Row]) -> dict[str, list[WidthRun]]:
-    """Group the tidy rows by data set (in order of appearance), then width (increasing)."""
+def width(key: str, rows: Sequence[Row]) -> Width:
+    """The rows of one (data set, width) task as a :class:`Width` (``ok``: 1 at a step
+    without a stop; the label ``status``: that of the last step)."""
+    mine = sorted(rows, key=lambda r: int(r["step"]))
+    marked = [{**r, "ok": float(r["status"] == "ok")} for r in mine]
+    run = Run.from_rows(key, marked, constants=("n", "d"), labels=("dataset",))
+    run = replace(run, labels={**run.labels, "status": str(mine[-1]["status"])})
+    first = mine[0]
+    return Width(int(first["m"]), float(first["eta"]), _condition1(first), run)
+
+
+def by_dataset(rows: list[Row]) -> dict[str, list[Width]]:
+    """The widths of each data set (in order of appearance), by increasing m."""
     groups: dict[tuple[str, int], list[Row]] = {}
     for row in rows:
         groups.setdefault((str(row["dataset"]), int(row["m"])), []).append(row)
-    out: dict[str, list[WidthRun]] = {}
+    out: dict[str, list[Width]] = {}
     for (name, m), mine in groups.items():
-        mine = sorted(mine, key=lambda r: int(r["step"]))
-        measured = _finite((int(r["step"]), r["loss"]) for r in mine)
-        first = mine[0]
-        out.setdefault(name, []).append(
-            WidthRun(
-                dataset=name,
-                m=m,
-                eta=float(first["eta"]),
-                n=int(first["n"]),
-                d=int(first["d"]),
-                steps=[s for s, _ in measured],
-                loss=[v for _, v in measured],
-                lambda_min=_finite((int(r["step"]), r["lambda_min"]) for r in mine),
-                W_norm=_finite((int(r["step"]), r["W_norm"]) for r in mine),
-                status=str(mine[-1]["status"]),
-                condition1=_condition1(first),
-                records=mine,
-            )
-        )
+        out.setdefault(name, []).append(width(f"{name}-m{m}", mine))
     return {name: sorted(runs, key=lambda r: r.m) for name, runs in out.items()}
 
 
 def statements(config: Fig1Config, rows: list[Row]) -> list[Statement]:
-    """The statements of every data set of ``config`` (:func:`dataset_statements`)."""
+    """The statements of every data set of ``config`` (:func:`figure1_statements`)."""
     runs = by_dataset(rows)
-    return [
-        s
-        for name in config.datasets
-        for s in dataset_statements(name, runs.get(name, []), config.steps, config.widths)
-    ]
-
-
-def dataset_statements(
-    name: str, runs: Sequence[WidthRun], steps: int, configured: Sequence[int]
-) -> list[Statement]:
-    """The statements of the module docstring for the width runs of data set ``name``
-    (``configured``: the widths of the config, ``steps``: the GD steps of each)."""
-    prefix = f"{name}: "
-    ms = [r.m for r in runs]
-    conds = [r.condition1 for r in runs]
-    etas = [r.eta for r in runs]
-    hypotheses = [
-        *condition1_hypotheses(prefix, ms, conds),
-        learning_rate_hypothesis(prefix, ms, conds, etas),
-    ]
-    margins = [r.margins() for r in runs]
-    n = runs[0].n if runs else 0
-    unreachable = [eq9_unreachable(prefix, ms, conds, n)] if runs else []
-    return [
-        *observations(prefix, runs),
-        completed(prefix, runs, steps, configured),
-        *hypotheses,
-        *unreachable,
-        *theorem1_statements(prefix, ms, conds, etas, margins, hypotheses),
-        *pl_statements(prefix, ms, [r.pl() for r in runs]),
-    ]
-
-
-def observations(prefix: str, runs: Sequence[WidthRun]) -> list[Statement]:
-    """Figure 1 (Section 5): faster and lower with m, ‖W(τ)‖₂ < 1 throughout training."""
-    budget = min((r.steps[-1] for r in runs if r.steps), default=0)
-    if len(runs) < 2 or budget < 1 or any(not r.steps for r in runs):
-        rates: list[float | None] = [None] * len(runs)
-        final: list[float | None] = [None] * len(runs)
-    else:
-        rates = [_rate(r, budget) for r in runs]
-        final = [r.loss[r.steps.index(budget)] if budget in r.steps else None for r in runs]
-    gap = min_step_gap(rates) if all(is_measured(v) for v in rates) else None
-    drop = min_step_gap([-v for v in final]) if all(is_measured(v) for v in final) else None
-    w_max = [max((v for s, v in r.W_norm if s >= 1), default=None) for r in runs]
-    stops = "; ".join(r.stop() for r in runs if r.stop())
-    where = f" ({widths([r.m for r in runs])})"
-    section = "Section 5, Figure 1"
-    return [
-        LING.observation(
-            section,
-            name=f"{prefix}convergence is faster for larger m",
-            quote="the convergence speed becomes faster as m increases",
-            value=gap,
-            relation=">",
-            threshold=0.0,
-            measured=f"speed −d ln Φ/dτ = {numbers(rates)}{where}",
-            expected=f"increases with m (least-squares slope of ln Φ(τ), τ ≤ {budget})",
-            detail="needs two widths and a step τ ≥ 1 reached by every width",
-        ),
-        LING.observation(
-            section,
-            name=f"{prefix}the final training loss is smaller for larger m",
-            quote="and the final training loss becomes smaller",
-            value=drop,
-            relation=">",
-            threshold=0.0,
-            measured=f"Φ({budget}) = {numbers(final)}{where}",
-            expected=f"decreases with m at step {budget}, the last step every width reached",
-            detail="needs two widths and a step τ ≥ 1 reached by every width",
-        ),
-        LING.observation(
-            section,
-            name=f"{prefix}‖W(τ)‖₂ < 1 throughout training",
-            quote="The second experiment verifies that ‖W(τ)‖₂ is smaller than 1 "
-            "throughout the training",
-            value=worst(w_max, "<", 1.0),
-            relation="<",
-            threshold=1.0,
-            measured=f"max over τ ≥ 1 of ‖W(τ)‖₂ = {numbers(w_max)}{where}"
-            + (f"; {stops}" if stops else ""),
-            expected="< 1 at every step τ ≥ 1 (Lanczos every spectral_every steps and wherever "
-            "the trainer's Weyl bound reaches 1)",
-        ),
-    ]
-
-
-def _rate(run: WidthRun, budget: int) -> float | None:
-    pairs = [
-        (t, math.log(v)) for t, v in zip(run.steps, run.loss, strict=True) if t <= budget and v > 0
-    ]
-    if len(pairs) < 2:
-        return None
-    return -linear_fit([t for t, _ in pairs], [v for _, v in pairs])[0]
-
-
-def completed(prefix: str, runs: Sequence[WidthRun], steps: int, ms: Sequence[int]) -> Statement:
-    """Ours: every width of ``ms`` evaluated all ``steps`` GD steps without a stop."""
-    done = {r.m: r.ok_steps / steps for r in runs}
-    fractions = [done.get(m, 0.0) for m in ms]
-    stops = [r.stop() for r in runs if r.stop()]
-    stops += [f"no rows for m = {m}" for m in ms if m not in done]
-    return ours(
-        f"{prefix}GD ran all {steps} steps at every width",
-        value=min(fractions, default=0.0),
-        relation=">=",
-        threshold=1.0,
-        measured="; ".join(stops) if stops else f"{widths(ms)}: all ran {steps} steps",
-        expected="no stop (‖W‖₂ ≥ 1, a failed solve, a non-finite loss) at any width",
-        detail=f"steps run / steps: {numbers(fractions)}",
-    )
+    found = []
+    for name in config.datasets:
+        mine = runs.get(name, [])
+        n = int(mine[0].run.constant("n")) if mine else 0
+        found += figure1_statements(f"{name}: ", mine, config.steps, config.widths, n=n)
+    return found
 
 
 # --- figures -------------------------------------------------------------------------------
 
-Panel = Callable[["Axes", WidthRun, str], None]
+Panel = Callable[["Axes", Width, str], None]
 
 
-def _loss(ax: Axes, run: WidthRun, color: str) -> None:
-    ax.semilogy(run.steps, run.loss, color=color, label=f"m = {run.m}")
-    if run.condition1 is not None and run.condition1.holds and run.lambda_0 > 0:
+def _lambda_0(run: Width) -> float:
+    return run.run.at("lambda_min", 0)
+
+
+def _loss(ax: Axes, run: Width, color: str) -> None:
+    steps, loss = zip(*finite_losses(run), strict=True) if finite_losses(run) else ((), ())
+    ax.semilogy(steps, loss, color=color, label=f"m = {run.m}")
+    lambda_0 = _lambda_0(run)
+    if run.condition1 is not None and run.condition1.holds and lambda_0 > 0:
+        rate = 1.0 - run.eta * lambda_0 / 2.0
         ax.semilogy(
-            run.steps,
-            run.theorem1_bound(),
+            steps,
+            [rate**t * loss[0] for t in steps],
             color=color,
             linestyle="--",
             linewidth=1.0,
@@ -283,25 +110,28 @@ def _loss(ax: Axes, run: WidthRun, color: str) -> None:
         )
 
 
-def _w_gap(ax: Axes, run: WidthRun, color: str) -> None:
-    steps = [s for s, v in run.W_norm if v < 1]
-    gaps = [1.0 - v for _, v in run.W_norm if v < 1]
+def _w_gap(ax: Axes, run: Width, color: str) -> None:
+    below = [(s, 1.0 - v) for s, v in run.run.points("W_norm") if v < 1]
+    steps, gaps = zip(*below, strict=True) if below else ((), ())
     ax.semilogy(steps, gaps, "o-", markersize=2.5, color=color, label=f"m = {run.m}")
 
 
-def _lambda_ratio(ax: Axes, run: WidthRun, color: str) -> None:
-    if run.lambda_0 > 0:
-        steps, values = zip(*run.lambda_min, strict=True)
-        ax.plot(steps, [v / run.lambda_0 for v in values], color=color, label=f"m = {run.m}")
+def _lambda_ratio(ax: Axes, run: Width, color: str) -> None:
+    lambda_0 = _lambda_0(run)
+    measured = [(s, v) for s, v in run.run.points("lambda_min") if math.isfinite(v)]
+    if lambda_0 > 0 and measured:
+        steps, values = zip(*measured, strict=True)
+        ax.plot(steps, [v / lambda_0 for v in values], color=color, label=f"m = {run.m}")
 
 
-def _setting(runs: list[WidthRun]) -> str:
+def _setting(runs: list[Width]) -> str:
     run = runs[0]
-    return f"{run.dataset}: n = {run.n}, d = {run.d}, η = {run.eta:.3g}"
+    n, d = int(run.run.constant("n")), int(run.run.constant("d"))
+    return f"{run.run.label('dataset')}: n = {n}, d = {d}, η = {run.eta:.3g}"
 
 
 def _figure(
-    datasets: dict[str, list[WidthRun]],
+    datasets: dict[str, list[Width]],
     panel: Panel,
     title: str,
     ylabel: str,

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.ling2023.init_report import FAILURE_PROBABILITY, seed_mean, select
+from deqlab.experiments.ling2023.init_report import draws
 from deqlab.papers.ling2023.init_theorems import lemma1_bound
+from deqlab.papers.ling2023.initialization import FAILURE_PROBABILITY, seed_mean, select
 
 if TYPE_CHECKING:
     from deqlab.experiments.ling2023.init import InitConfig
@@ -45,8 +46,9 @@ def plot_initialization(
         sequential_colors,
     )
 
-    norms = select(rows, "W_spectral_norm")
-    widths = sorted({r["m"] for r in norms})
+    measured = draws(rows)
+    norms = select(measured, "W_spectral_norm")
+    widths = sorted({int(r["m"]) for r in norms})
     sigma_w = norms[0]["theory"] / (2 * math.sqrt(2))
     with figure_style():
         fig, axes = plt.subplots(2, 3, figsize=(15, 9.5))
@@ -63,7 +65,7 @@ def plot_initialization(
         add_reference_line(ax, norms[0]["theory"], r"$2\sqrt{2}\sigma_w$ (Lemma 1)")
         ax.set(xlabel="width m", ylabel=r"$\|W(0)\|_2$", title="Lemma 1")
         ax = axes[0, 1]
-        k3 = sorted(select(rows, "K_minus_Kl_fro"), key=lambda r: r["depth"])
+        k3 = sorted(select(measured, "K_minus_Kl_fro"), key=lambda r: r["depth"])
         depths3 = [r["depth"] for r in k3]
         ax.semilogy(depths3, [r["measured"] for r in k3], "o-", label=r"$\|K - K^{(l)}\|_F$")
         ax.semilogy(depths3, [r["theory"] for r in k3], "k--", label=r"$\sigma_w^{2l}$")
@@ -93,13 +95,13 @@ def plot_initialization(
         )
         for quantity, ax, title, ref_label, ylabel in panels:
             for color, m in zip(colors, widths, strict=True):
-                depths, mean = seed_mean(select(rows, quantity, m=m), "depth")
+                depths, mean = seed_mean(select(measured, quantity, m=m), "depth")
                 ax.semilogy(depths, mean, "o-", color=color, label=f"m = {m}")
-            ref = sorted({(r["depth"], r["theory"]) for r in select(rows, quantity)})
+            ref = sorted({(r["depth"], r["theory"]) for r in select(measured, quantity)})
             ax.semilogy(*zip(*ref, strict=True), "k--", label=ref_label)
             ax.set(xlabel="depth l", ylabel=f"{ylabel} (seed mean)", title=title)
         ax = axes[1, 1]
-        conc = select(rows, "G_over_m_minus_K_fro")
+        conc = select(measured, "G_over_m_minus_K_fro")
         ax.loglog(
             [r["m"] for r in conc], [r["measured"] for r in conc], "o", alpha=0.6, label="seeds"
         )
@@ -112,7 +114,7 @@ def plot_initialization(
         add_reference_line(ax, conc[0]["theory"], r"$\lambda_*/2$ (enough for Weyl)")
         ax.set(xlabel="width m", ylabel=r"$\|G/m - K\|_F$", title="Proof of Theorem 2")
         ax = axes[1, 2]
-        lam = select(rows, "lambda0")
+        lam = select(measured, "lambda0")
         ax.loglog(
             [r["m"] for r in lam],
             [r["measured"] for r in lam],

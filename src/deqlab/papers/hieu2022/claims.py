@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from deqlab.experiments.base import linear_fit
+from deqlab._fit import linear_fit
 from deqlab.papers import HIEU
 from deqlab.papers.hieu2022.mondeq import Inequality, eq_3_18_possible
 from deqlab.statements import Kind, Statement, is_measured, number

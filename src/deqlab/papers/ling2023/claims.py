@@ -1,4 +1,4 @@
-"""Statement builders of Ling et al. (2023) shared by its experiments.
+"""The claims of Ling et al. (2023) on the inputs and at initialization.
 
 - :func:`assumption1`: σ_w² < 1/8 (Assumption 1), a hypothesis of Lemma 1 and Theorems 2–5;
 - :func:`assumption2`: Assumption 2 (i) on the inputs, ‖x_i‖ = √d and no two inputs parallel;
@@ -7,30 +7,22 @@
   with its margin lhs/rhs and, when unmet, the width it needs
   (:func:`deqlab.papers.ling2023.theory.required_width`, scaling stated in ``needs``);
 - :func:`eq9_unreachable` (ours): Eq. (9) holds at no width unless ‖a(0)‖₂ < 1/(2√n);
-- :func:`learning_rate_hypothesis`: η below the bound of Eq. (10);
-- :func:`theorem1_statements`: Theorem 1 (i)–(iii) and two quantities its proof bounds,
-  over the steps τ >= 1, each guarded by those hypotheses (NOT APPLICABLE when one is
-  unmet, with what it needs);
-- :func:`pl_statements`: the PL inequalities of Section 2.3 — Eq. (4), λ_min(H(τ)) >= λ_τ
-  and Eq. (5) — over the steps τ >= 1, at any width: consequences of Lemma 2 alone, guarded
-  only by its hypothesis (J(τ) invertible, via ‖W(τ)‖₂ < 1).  Once Lemma 2 holds they are
-  identities (‖∇_θΦ‖² = 2rᵀHr with H = H1 + H2 + H3, each PSD), so their PASS is a
-  consistency check of two computations (the trainer's gradient against H from the exact
-  Jacobian), not evidence for Theorem 1.
+- :func:`learning_rate_hypothesis`: η below the bound of Eq. (10).
 
-A statement over several widths is decided on the worst width
-(:func:`deqlab.statements.worst`: a measured failure is never hidden by a missing width). Every
-builder takes its measurements as arguments, so a run of any size (one model, a sweep)
-can reuse it.
+The statements over several widths take one :class:`Width` per network width (its m, η,
+Condition 1 at initialization and its GD run, if any) and are decided on the worst width
+(:func:`deqlab.statements.worst`: a measured failure is never hidden by a missing width).
+Theorem 1 and the PL inequalities along the runs are in :mod:`.theorem1`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 from deqlab.models.relu_deq import SIGMA_W2_LIMIT
-from deqlab.papers import LING
+from deqlab.papers.ling2023 import LING
 from deqlab.papers.ling2023.theory import (
     EQUATIONS,
     MAX_WIDTH,
@@ -38,29 +30,63 @@ from deqlab.papers.ling2023.theory import (
     PLMargins,
     Theorem1Margins,
     eq9_margin_ceiling,
+    pl_margins,
     required_width,
+    theorem1_margins,
     width_margin,
 )
-from deqlab.statements import Statement, is_measured, number, numbers, ours, theorem, worst
+from deqlab.statements import Run, Statement, claim, number, numbers, ours, worst
 
 #: The scaling under which the needed width is computed (Section 3.2; the other constants
 #: of Condition 1 stay as measured at the widest width).
 SCALING = "λ_0 ∝ m, ‖U(0)‖₂ ∝ √m"
-#: Beside the PASS of Eqs. (4)–(5): what it shows and what it does not.
-IDENTITY = (
-    "an identity once Lemma 2 holds (‖∇_θΦ‖² = 2rᵀHr, H1, H2, H3 PSD): a PASS is a "
-    "consistency check of two computations, not evidence for Theorem 1"
-)
 #: Relative tolerance of ‖x_i‖ = √d (Assumption 2 (i)): float64 rounding of a normalised input.
 NORM_RTOL = 1e-9
 #: |cos θ_ij| at or above 1 − this is a parallel pair (rounding of a computed cosine is ~1e-16).
 PARALLEL_TOL = 1e-12
 
 
+@dataclass(frozen=True)
+class Width:
+    """One network width of a run: ``m``, the step size ``eta``, Condition 1 measured at
+    initialization (None: not measured, e.g. ‖W(0)‖₂ ≥ 1) and the GD run (its steps and the
+    trainer's series: ``loss``, ``lambda_min``, ``W_norm``, …; empty when not trained), with
+    the label ``status`` of its last step ("ok" or why it stopped)."""
+
+    m: int
+    eta: float
+    condition1: Condition1 | None
+    run: Run = field(default_factory=lambda: Run("untrained"))
+
+    def margins(self) -> Theorem1Margins | None:
+        """Theorem 1's quantities over τ >= 1; None if step 0 lacks Φ(0) or λ_0."""
+        try:
+            return theorem1_margins(self.run, self.eta)
+        except ValueError:
+            return None
+
+    def pl(self) -> PLMargins:
+        """The PL inequalities of Section 2.3 over τ >= 1 (Eqs. (4)–(5))."""
+        return pl_margins(self.run)
+
+    def extended(self, value: float) -> Width:
+        """The width with one more step of its run, every quantity ``value``."""
+        return replace(self, run=self.run.extended(value))
+
+    def blank(self, key: str) -> Width:
+        """The same width, nothing measured."""
+        return replace(self, condition1=None, run=self.run.blank(key))
+
+
 def widths(ms: Sequence[int]) -> str:
     return "m = " + ", ".join(str(m) for m in ms)
 
 
+def _ms(runs: Sequence[Width]) -> str:
+    return widths([w.m for w in runs])
+
+
+@claim
 def assumption1(sigma_w2: float) -> Statement:
     """σ_w² < 1/8 (Assumption 1; Lemma 1 then gives ‖W(0)‖₂ <= 2√2σ_w < 1)."""
     return LING.hypothesis(
@@ -75,6 +101,7 @@ def assumption1(sigma_w2: float) -> Statement:
     )
 
 
+@claim
 def assumption2(
     norm_error: float | None,
     max_abs_cos: float | None,
@@ -121,6 +148,7 @@ def assumption2(
     ]
 
 
+@claim
 def theorem3_ii(lambda_star: float | None, tolerance: float | None, context: str = "") -> Statement:
     """Theorem 3 (ii): λ* = λ_min(K) > 0, where λ* is 0.0 within the eigensolver's round-off
     ``tolerance`` n·eps·‖K‖₂ (:func:`deqlab.theory.kernels.least_eigenvalue`); ``context``
@@ -139,13 +167,15 @@ def theorem3_ii(lambda_star: float | None, tolerance: float | None, context: str
     )
 
 
-def condition1_hypotheses(prefix: str, ms: Sequence[int], conds: Sequence[Condition1 | None]):
-    """Eqs. (7), (8), (9) at initialization over the widths ``ms``: one hypothesis each.
+@claim
+def condition1_hypotheses(prefix: str, runs: Sequence[Width]) -> list[Statement]:
+    """Eqs. (7), (8), (9) at initialization over the widths ``runs``: one hypothesis each.
 
     Margin lhs/rhs at the δ that maximizes Condition 1's smallest margin (per width). When
     unmet, ``needs`` is the width at which the inequality holds for some δ, carried from
     the widest measured width by :data:`SCALING`; Condition 1 needs all three at one δ.
     """
+    ms, conds = [w.m for w in runs], [w.condition1 for w in runs]
     out = []
     for key in EQUATIONS:
         margins = [None if c is None else getattr(c, key).margin for c in conds]
@@ -182,11 +212,13 @@ def _width_needed(key: str, ms: Sequence[int], conds: Sequence[Condition1 | None
     return f"{name}: m ≥ {number(needed, 2, power=True)} (run: m ≤ {m0}; {SCALING})"
 
 
-def eq9_unreachable(prefix: str, ms: Sequence[int], conds: Sequence[Condition1 | None], n: int):
+@claim
+def eq9_unreachable(prefix: str, runs: Sequence[Width], n: int) -> Statement:
     """Ours: Condition 1, Eq. (9) holds at no width for this draw — its margin is at most
     (1 − ‖W(0)‖₂)²/(4n‖a(0)‖₂²) at every δ and width
     (:func:`deqlab.papers.ling2023.theory.eq9_margin_ceiling`), decided on the largest ceiling over
     the widths, which must be < 1 (it is ≥ 1 only when ‖a(0)‖₂ < (1 − ‖W(0)‖₂)/(2√n))."""
+    ms, conds = [w.m for w in runs], [w.condition1 for w in runs]
     ceilings = [None if c is None else eq9_margin_ceiling(c.constants, n) for c in conds]
     margins = [None if c is None else c.eq9.margin for c in conds]
     scaled = [None if c is None else 2 * math.sqrt(n) * c.constants.a_norm for c in conds]
@@ -207,10 +239,10 @@ def eq9_unreachable(prefix: str, ms: Sequence[int], conds: Sequence[Condition1 |
     )
 
 
-def learning_rate_hypothesis(
-    prefix: str, ms: Sequence[int], conds: Sequence[Condition1 | None], etas: Sequence[float]
-) -> Statement:
+@claim
+def learning_rate_hypothesis(prefix: str, runs: Sequence[Width]) -> Statement:
     """η < the bound of Eq. (10) at every width; ``needs`` the smallest bound."""
+    ms, conds, etas = [w.m for w in runs], [w.condition1 for w in runs], [w.eta for w in runs]
     bounds = [None if c is None else c.lr_bound for c in conds]
     ratios = [None if b is None else eta / b for eta, b in zip(etas, bounds, strict=True)]
     known = [(b, m) for b, m in zip(bounds, ms, strict=True) if b is not None]
@@ -228,166 +260,3 @@ def learning_rate_hypothesis(
         expected="η < min(2/λ_0, 2(c_w²+c_u²)/((c_w²+c_u²+c_a²)² ‖X‖_F²)) at every width",
         needs=needs,
     )
-
-
-def theorem1_statements(
-    prefix: str,
-    ms: Sequence[int],
-    conds: Sequence[Condition1 | None],
-    etas: Sequence[float],
-    margins: Sequence[Theorem1Margins | None],
-    hypotheses: Sequence[Statement],
-) -> list[Statement]:
-    """Theorem 1 (i)–(iii), the per-step contraction and the parameter drift of its proof,
-    over τ >= 1 and the widths ``ms``, each guarded by ``hypotheses``."""
-
-    def get(field: str) -> list[float | None]:
-        return [None if g is None else getattr(g, field) for g in margins]
-
-    drift = [
-        None if g is None or c is None else g.max_drift / c.drift_bound
-        for g, c in zip(margins, conds, strict=True)
-    ]
-    rates = [None if g is None else e * g.lambda0 / 2 for e, g in zip(etas, margins, strict=True)]
-    factors = get("bound_factor")
-    where = f" ({widths(ms)})"
-    checks = [
-        _check(
-            prefix + "Theorem 1 (i): ‖W(τ)‖₂ < 1 for τ ≥ 1",
-            "Theorem 1 (i)",
-            get("max_W_norm"),
-            "<",
-            1.0,
-            "max ‖W(τ)‖₂",
-            where,
-            f"Weyl bound between Lanczos steps ≤ {numbers(get('max_W_norm_bound'))}",
-        ),
-        _check(
-            prefix + "Theorem 1 (ii): λ_τ > λ_0/2 for τ ≥ 1",
-            "Theorem 1 (ii)",
-            get("min_lambda_ratio"),
-            ">",
-            0.5,
-            "min λ_τ/λ_0",
-            where,
-            f"λ_0 = {numbers(get('lambda0'))}",
-        ),
-        _check(
-            prefix + "Theorem 1 (iii): Φ(τ) ≤ (1 − ηλ_0/2)^τ Φ(0) for τ ≥ 1",
-            "Theorem 1 (iii)",
-            get("max_loss_ratio"),
-            "<=",
-            1.0,
-            "max Φ(τ)/bound",
-            where,
-            f"ηλ_0/2 = {numbers(rates)}: by the last step the bound has only fallen to "
-            f"{numbers(factors)} × Φ(0)",
-        ),
-        _check(
-            prefix + "proof of Theorem 1 (iii): Φ(τ+1) ≤ (1 − ηλ_0/2) Φ(τ)",
-            "Theorem 1, proof (Appendix B.1, step (3))",
-            get("max_step_ratio"),
-            "<=",
-            1.0,
-            "max Φ(τ+1)/((1 − ηλ_0/2)Φ(τ))",
-            where,
-            "over consecutive steps",
-        ),
-        _check(
-            prefix + "proof of Theorem 1: ‖θ(τ) − θ(0)‖ within its drift bound",
-            "Theorem 1, proof (Appendix B.1, step (1))",
-            drift,
-            "<=",
-            1.0,
-            "max ‖θ(τ) − θ(0)‖/bound",
-            where,
-            "bound (4/λ_0)√(c_w²+c_u²+c_a²)‖X‖_F‖ŷ(0) − y‖₂ = "
-            f"{numbers([None if c is None else c.drift_bound for c in conds])}",
-        ),
-    ]
-    return [theorem(c, hypotheses) for c in checks]
-
-
-def _check(name, location, values, relation, threshold, what, where, detail) -> Statement:
-    expected = f"{relation} {threshold:g} at every width and every step τ ≥ 1"
-    return LING.theorem(
-        location,
-        name=name,
-        value=worst(values, relation, threshold),
-        relation=relation,
-        threshold=threshold,
-        measured=f"{what} = {numbers(values)}{where}",
-        expected=expected,
-        detail=detail,
-    )
-
-
-def pl_statements(prefix: str, ms: Sequence[int], margins: Sequence[PLMargins]) -> list[Statement]:
-    """Lemma 2's hypothesis, Eq. (4), λ_min(H(τ)) >= λ_τ and Eq. (5) over the steps τ >= 1
-    and the widths ``ms`` (the three guarded by the first)."""
-
-    def get(field: str) -> list:
-        return [getattr(g, field) for g in margins]
-
-    where = f" ({widths(ms)})"
-    h_steps, eq5_steps = get("h_steps"), get("eq5_steps")
-    bounds = get("max_W_norm_bound")
-    lemma2 = LING.hypothesis(
-        "Section 2.2, Lemma 2",
-        name=f"{prefix}Lemma 2: J(τ) invertible (‖W(τ)‖₂ < 1) where Eqs. (4)–(5) are checked",
-        quote="J(τ) is invertible if ‖W(τ)‖₂ < 1",
-        value=worst(bounds, "<", 1.0),
-        relation="<",
-        threshold=1.0,
-        measured="max upper bound of ‖W(τ)‖₂ = "
-        + ", ".join(f"{b:.4g}" if is_measured(b) else "—" for b in bounds)
-        + where,
-        expected="< 1 at every step of Eq. (5) (the trainer's Lanczos value or Weyl bound)",
-        detail=f"max Lanczos ‖W(τ)‖₂ at those steps = {numbers(get('max_W_norm'))}",
-        needs="‖W(τ)‖₂ < 1 at the checked steps (a smaller η keeps W(τ) near W(0))",
-    )
-    checks = [
-        _check(
-            prefix + "Eq. (4): ‖∇_θΦ(τ)‖² ≥ 2λ_min(H(τ))Φ(τ) for τ ≥ 1",
-            "Section 2.3, Eq. (4)",
-            get("min_eq4"),
-            ">=",
-            1.0,
-            "min ‖∇_θΦ‖²/(2λ_min(H)Φ)",
-            where,
-            f"H(τ) = H1 + H2 + H3 from the exact implicit Jacobian, at {_steps(h_steps)}; "
-            f"‖∇_θΦ(τ)‖ from the trainer's own solves; {IDENTITY}",
-        ),
-        _check(
-            prefix + "Section 2.3: λ_min(H(τ)) ≥ λ_τ for τ ≥ 1",
-            "Section 2.3, before Eq. (5)",
-            get("min_h_ratio"),
-            ">=",
-            1.0,
-            "min λ_min(H(τ))/λ_τ",
-            where,
-            f"at {_steps(h_steps)}; λ_τ from the trainer's Z(τ); {IDENTITY}",
-        ),
-        _check(
-            prefix + "Eq. (5): ‖∇_θΦ(τ)‖² ≥ 2λ_τΦ(τ) for τ ≥ 1",
-            "Section 2.3, Eq. (5)",
-            get("min_eq5"),
-            ">=",
-            1.0,
-            "min ‖∇_θΦ‖²/(2λ_τΦ)",
-            where,
-            f"at {_steps(eq5_steps)}; {IDENTITY}",
-        ),
-    ]
-    return [lemma2, *(theorem(c, [lemma2]) for c in checks)]
-
-
-def _steps(per_width: Sequence[Sequence[int]]) -> str:
-    """``"τ = 10, 20, …, 290 (29 steps per width)"``: the steps a check ran over."""
-    counts = sorted({len(s) for s in per_width})
-    longest = max(per_width, key=len, default=())
-    if not longest:
-        return "no step τ ≥ 1"
-    shown = ", ".join(map(str, longest[:2])) + (f", …, {longest[-1]}" if len(longest) > 2 else "")
-    count = "/".join(map(str, counts))
-    return f"τ = {shown} ({count} steps per width)"

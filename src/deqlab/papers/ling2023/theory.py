@@ -21,6 +21,7 @@ from scipy.optimize import minimize_scalar
 from deqlab._checks import check_choice, check_int, check_positive, check_real, check_tensor
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.solvers import SolverError
+from deqlab.statements import Run, worst
 from deqlab.theory.ntk import pl_gram
 from deqlab.theory.spectra import gram_lambda_min, spectral_norm
 
@@ -317,19 +318,23 @@ def pl_gram_lambda_min(model: ReLUDEQ, X: torch.Tensor, tol: float) -> float:
 
 @dataclass(frozen=True)
 class Theorem1Margins:
-    """The quantities Theorem 1 and its proof bound, at their worst over the steps τ >= 1.
+    """The quantities Theorem 1 and its proof bound, at their worst over the steps τ >= 1,
+    each decided by :func:`~deqlab.statements.worst` against its bound (a violation is
+    kept beside a missing value; a missing value beside none leaves NaN).
 
     τ = 0 is left out: there every bound of Theorem 1 holds by construction (with equality
-    for (iii)), so it says nothing about the run. NaN where nothing was measured after
-    step 0 (e.g. a run of one step, or ``metrics_every = 0`` for λ_τ and the distance).
+    for (iii)), so it says nothing about the run. A quantity measured only every so many
+    steps (λ_τ, ‖W(τ)‖₂, the distance) is read where it was due (not NaN); NaN where nothing
+    was measured after step 0 (e.g. a run of one step).
 
-    - ``max_W_norm``: max ‖W(τ)‖₂ where measured (Lanczos), Theorem 1 (i);
-    - ``max_W_norm_bound``: max of the trainer's upper bound of ‖W(τ)‖₂ (every step);
-    - ``min_lambda_ratio``: min λ_τ/λ_0, Theorem 1 (ii) (> 1/2);
-    - ``max_loss_ratio``: max Φ(τ) / ((1 − ηλ_0/2)^τ Φ(0)), Theorem 1 (iii) (<= 1);
-    - ``max_step_ratio``: max Φ(τ+1) / ((1 − ηλ_0/2) Φ(τ)) over consecutive measured steps,
+    - ``max_W_norm``: ‖W(τ)‖₂ where measured (Lanczos), Theorem 1 (i) (< 1);
+    - ``max_W_norm_bound``: the trainer's upper bound of ‖W(τ)‖₂ (every step; < 1);
+    - ``min_lambda_ratio``: λ_τ/λ_0, Theorem 1 (ii) (> 1/2);
+    - ``max_loss_ratio``: Φ(τ) / ((1 − ηλ_0/2)^τ Φ(0)), Theorem 1 (iii) (<= 1);
+    - ``max_step_ratio``: Φ(τ+1) / ((1 − ηλ_0/2) Φ(τ)) over consecutive recorded steps,
       the per-step contraction the proof establishes (Appendix B.1, step (3); <= 1);
-    - ``max_drift``: max ‖θ(τ) − θ(0)‖ (to compare with :attr:`Condition1.drift_bound`);
+    - ``max_drift``: the largest ‖θ(τ) − θ(0)‖ (to compare with
+      :attr:`Condition1.drift_bound`; NaN if one is not finite);
     - ``last_step``: the last step with a finite loss; ``bound_factor``: (1 − ηλ_0/2)^T at
       T = ``last_step``, how far the bound of (iii) has moved from Φ(0) by then.
     """
@@ -346,55 +351,59 @@ class Theorem1Margins:
     bound_factor: float
 
 
-def theorem1_margins(records: Sequence[Mapping], lr: float) -> Theorem1Margins:
-    """:class:`Theorem1Margins` of GD records (``deqlab.train.GDTrainer`` rows) with η = ``lr``.
+def theorem1_margins(run: Run, lr: float) -> Theorem1Margins:
+    """:class:`Theorem1Margins` of a GD run (``deqlab.train.GDTrainer`` records as a
+    :class:`~deqlab.statements.Run`) with η = ``lr``.
 
-    Reads ``step``, ``loss``, ``lambda_min``, ``W_norm``, ``W_norm_bound`` and
-    ``dist_from_init`` (NaN or absent = not measured); λ_0 and Φ(0) come from the record
-    of step 0, which must have both measured.
+    Reads ``loss``, ``lambda_min``, ``W_norm``, ``W_norm_bound`` and ``dist_from_init``;
+    λ_0 and Φ(0) come from step 0, which must have both measured.
     """
     lr = check_positive("lr", lr)
-    if not isinstance(records, Sequence) or not records:
-        raise ValueError("`records` must be a non-empty sequence of GD records")
-    first = records[0]
-    lambda0, loss0 = float(first.get("lambda_min", math.nan)), float(first.get("loss", math.nan))
-    if first.get("step") != 0 or not (math.isfinite(lambda0) and math.isfinite(loss0)):
-        raise ValueError("`records` must start with step 0 with `loss` and `lambda_min` measured")
+    if not isinstance(run, Run) or not run.steps:
+        raise ValueError("`run` must be a Run of GD records with at least one step")
+    lambda0, loss0 = run["lambda_min"][0], run["loss"][0]
+    if run.steps[0] != 0 or not (math.isfinite(lambda0) and math.isfinite(loss0)):
+        raise ValueError("`run` must start with step 0 with `loss` and `lambda_min` measured")
     factor = 1.0 - lr * lambda0 / 2.0
 
     def after_start(key: str) -> list[tuple[int, float]]:
-        pairs = [(int(r["step"]), float(r.get(key, math.nan))) for r in records]
-        return [(s, v) for s, v in pairs if s >= 1 and math.isfinite(v)]
+        return run.points(key, start=1)
 
-    losses = dict([(0, loss0), *after_start("loss")])
-    steps = sorted(losses)
-    last = steps[-1]
+    losses = dict(zip(run.steps, run["loss"], strict=True))
+    finite = [s for s, v in losses.items() if math.isfinite(v)]
     step_ratios = [
-        _ratio_to_bound(losses[s + 1], 1, factor, losses[s]) for s in steps if s + 1 in losses
+        _ratio_to_bound(losses[s + 1], 1, factor, losses[s]) for s in run.steps if s + 1 in losses
     ]
+    loss_ratios = [_ratio_to_bound(v, s, factor, loss0) for s, v in after_start("loss")]
+    lambda_ratios = [v / lambda0 for _, v in after_start("lambda_min")]
     return Theorem1Margins(
         lambda0=lambda0,
         loss0=loss0,
-        last_step=last,
-        max_W_norm=_extreme(max, after_start("W_norm")),
-        max_W_norm_bound=_extreme(max, after_start("W_norm_bound")),
-        min_lambda_ratio=_extreme(min, [(s, v / lambda0) for s, v in after_start("lambda_min")]),
-        max_loss_ratio=_extreme(
-            max, [(s, _ratio_to_bound(v, s, factor, loss0)) for s, v in after_start("loss")]
-        ),
-        max_step_ratio=max(step_ratios, default=math.nan),
-        max_drift=_extreme(max, after_start("dist_from_init")),
-        bound_factor=factor**last,
+        last_step=finite[-1],
+        max_W_norm=_nan(worst(_values(after_start("W_norm")), "<", 1.0)),
+        max_W_norm_bound=_nan(worst(_values(after_start("W_norm_bound")), "<", 1.0)),
+        min_lambda_ratio=_nan(worst(lambda_ratios, ">", 0.5)),
+        max_loss_ratio=_nan(worst(loss_ratios, "<=", 1.0)),
+        max_step_ratio=_nan(worst(step_ratios, "<=", 1.0)),
+        max_drift=_nan(worst(_values(after_start("dist_from_init")), "<=")),
+        bound_factor=factor ** finite[-1],
     )
 
 
-def _extreme(pick, pairs: list[tuple[int, float]]) -> float:
-    return pick((v for _, v in pairs), default=math.nan)
+def _values(points: Sequence[tuple[int, float]]) -> list[float]:
+    return [v for _, v in points]
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def _ratio_to_bound(loss: float, step: int, factor: float, loss0: float) -> float:
     """Φ(τ) / ((1 − ηλ_0/2)^τ Φ(0)), in logs so that long runs do not underflow; ``inf``
-    where the bound is not positive (ηλ_0/2 >= 1) and the loss is."""
+    where the bound is not positive (ηλ_0/2 >= 1) and the loss is; NaN where the loss is
+    not finite."""
+    if not math.isfinite(loss):
+        return math.nan
     if loss <= 0:
         return 0.0
     if factor <= 0 or loss0 <= 0:
@@ -404,20 +413,22 @@ def _ratio_to_bound(loss: float, step: int, factor: float, loss0: float) -> floa
 
 @dataclass(frozen=True)
 class PLMargins:
-    """The PL inequalities of Section 2.3 at their worst over the steps τ >= 1 of a GD run.
+    """The PL inequalities of Section 2.3 at their worst over the steps τ >= 1 of a GD run,
+    each decided by :func:`~deqlab.statements.worst` against 1.
 
     With g² = ‖∇_θΦ(τ)‖², H(τ) = H1 + H2 + H3 and λ_τ = λ_min(H1), each ratio is >= 1
     where its inequality holds (see :func:`_ratio` for a right side <= 0, e.g. Φ(τ) = 0):
 
-    - ``min_eq4``: min g² / (2 λ_min(H(τ)) Φ(τ)) over the steps with H measured (Eq. (4));
-    - ``min_h_ratio``: min λ_min(H(τ)) / λ_τ over those steps (the observation before Eq. (5));
-    - ``min_eq5``: min g² / (2 λ_τ Φ(τ)) over the steps with λ_τ and g measured (Eq. (5));
-    - ``h_steps`` / ``eq5_steps``: the steps each minimum ran over;
-    - ``max_W_norm_bound``: max of the trainer's upper bound of ‖W(τ)‖₂ over the steps of
-      Eq. (5) (a superset of those of Eq. (4)): below 1, J(τ) is invertible there (Lemma 2);
-      ``max_W_norm``: max of ‖W(τ)‖₂ where Lanczos measured it among those steps.
+    - ``min_eq4``: g² / (2 λ_min(H(τ)) Φ(τ)) over the steps with H due (Eq. (4));
+    - ``min_h_ratio``: λ_min(H(τ)) / λ_τ over those steps (the observation before Eq. (5));
+    - ``min_eq5``: g² / (2 λ_τ Φ(τ)) over the steps with λ_τ and g due (Eq. (5));
+    - ``h_steps`` / ``eq5_steps``: the steps each ran over;
+    - ``max_W_norm_bound``: the trainer's upper bound of ‖W(τ)‖₂ over the steps of Eq. (5)
+      (a superset of those of Eq. (4)): below 1, J(τ) is invertible there (Lemma 2);
+      ``max_W_norm``: ‖W(τ)‖₂ where Lanczos measured it among those steps.
 
-    NaN where no step after the start has the quantities.
+    A quantity is due at a step where it is not NaN (±inf: due, not measured); NaN where no
+    step after the start has the quantities.
     """
 
     min_eq4: float
@@ -429,41 +440,46 @@ class PLMargins:
     max_W_norm: float
 
 
-def pl_margins(records: Sequence[Mapping]) -> PLMargins:
-    """:class:`PLMargins` of GD records with ``step``, ``loss``, ``grad_norm`` (‖∇_θΦ‖),
-    ``lambda_min`` (λ_τ), ``H_lambda_min`` (λ_min(H(τ))), ``W_norm_bound`` and ``W_norm``;
-    NaN or absent = not measured at that step."""
+def pl_margins(run: Run) -> PLMargins:
+    """:class:`PLMargins` of a GD run with the series ``loss``, ``grad_norm`` (‖∇_θΦ‖),
+    ``lambda_min`` (λ_τ), ``H_lambda_min`` (λ_min(H(τ))), ``W_norm_bound`` and ``W_norm``."""
 
-    def value(r: Mapping, key: str) -> float:
-        return float(r.get(key, math.nan))
+    def due(k: int, *keys: str) -> bool:
+        return run.steps[k] >= 1 and all(run[key][k] == run[key][k] for key in keys)
 
-    def finite(r: Mapping, *keys: str) -> bool:
-        return int(r["step"]) >= 1 and all(math.isfinite(value(r, k)) for k in keys)
-
-    eq5 = [r for r in records if finite(r, "loss", "grad_norm", "lambda_min")]
-    eq4 = [r for r in eq5 if finite(r, "H_lambda_min")]
+    eq5 = [k for k in range(len(run.steps)) if due(k, "loss", "grad_norm", "lambda_min")]
+    eq4 = [k for k in eq5 if due(k, "H_lambda_min")]
+    loss, grad, lam, h = run["loss"], run["grad_norm"], run["lambda_min"], run["H_lambda_min"]
+    W, bound = run["W_norm"], run["W_norm_bound"]
     return PLMargins(
-        min_eq4=min((_pl_ratio(r, value(r, "H_lambda_min")) for r in eq4), default=math.nan),
-        min_h_ratio=min(
-            (_ratio(value(r, "H_lambda_min"), value(r, "lambda_min")) for r in eq4),
-            default=math.nan,
-        ),
-        min_eq5=min((_pl_ratio(r, value(r, "lambda_min")) for r in eq5), default=math.nan),
-        h_steps=tuple(int(r["step"]) for r in eq4),
-        eq5_steps=tuple(int(r["step"]) for r in eq5),
-        max_W_norm_bound=max((value(r, "W_norm_bound") for r in eq5), default=math.nan),
-        max_W_norm=max((value(r, "W_norm") for r in eq5 if finite(r, "W_norm")), default=math.nan),
+        min_eq4=_least([_pl_ratio(grad[k], h[k], loss[k]) for k in eq4]),
+        min_h_ratio=_least([_ratio(h[k], lam[k]) for k in eq4]),
+        min_eq5=_least([_pl_ratio(grad[k], lam[k], loss[k]) for k in eq5]),
+        h_steps=tuple(run.steps[k] for k in eq4),
+        eq5_steps=tuple(run.steps[k] for k in eq5),
+        max_W_norm_bound=_nan(worst([bound[k] for k in eq5], "<", 1.0)),
+        max_W_norm=_nan(worst([W[k] for k in eq5 if W[k] == W[k]], "<", 1.0)),
     )
 
 
-def _pl_ratio(record: Mapping, lam: float) -> float:
-    """‖∇Φ‖² / (2 λ Φ) of one record."""
-    return _ratio(float(record["grad_norm"]) ** 2, 2.0 * lam * float(record["loss"]))
+def _least(ratios: Sequence[float]) -> float:
+    """The worst of the margins ``ratios`` against 1 (:func:`worst`), the steps where the
+    inequality holds trivially (+inf: a right side <= 0) left out; NaN without one."""
+    return _nan(worst([r for r in ratios if r != math.inf], ">=", 1.0))
+
+
+def _pl_ratio(grad_norm: float, lam: float, loss: float) -> float:
+    """‖∇Φ‖² / (2 λ Φ) at one step (NaN where one is not finite)."""
+    if not all(math.isfinite(x) for x in (grad_norm, lam, loss)):
+        return math.nan
+    return _ratio(grad_norm**2, 2.0 * lam * loss)
 
 
 def _ratio(lhs: float, rhs: float) -> float:
     """The margin of ``lhs >= rhs`` as a ratio (>= 1 iff it holds): lhs / rhs for rhs > 0;
-    for rhs <= 0, +inf where it holds, else lhs − rhs (< 0)."""
+    for rhs <= 0, +inf where it holds, else lhs − rhs (< 0); NaN where one is not finite."""
+    if not (math.isfinite(lhs) and math.isfinite(rhs)):
+        return math.nan
     if rhs > 0:
         return lhs / rhs
     return math.inf if lhs >= rhs else lhs - rhs

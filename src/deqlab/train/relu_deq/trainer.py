@@ -32,6 +32,7 @@ from deqlab._checks import check_choice, check_int, check_positive
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.models.relu_deq_solve import DEFAULT_MAX_ITER, RowSolution, solve_adjoint, solve_forward
 from deqlab.papers.ling2023.theory import Theorem1Margins, theorem1_margins
+from deqlab.statements import Run
 from deqlab.theory.spectra import gram_lambda_min
 from deqlab.train.divergence import check_parameters, describe_parameter, non_finite_parameter
 from deqlab.train.protocol import Record, Trainer
@@ -282,7 +283,7 @@ class GDTrainer(Trainer):
     def theorem1(self) -> Theorem1Margins:
         """Theorem 1's quantities (i)–(iii) at their worst over the steps τ >= 1 recorded so
         far (see ``theorem1_margins``)."""
-        return theorem1_margins(self.records, self.config.lr)
+        return theorem1_margins(Run.from_rows("run", self.records), self.config.lr)
 
     def _measure_metrics(self, point: Evaluation, rec: Record) -> None:
         """λ_τ = λ_min(Zᵀ Z), ‖∇Φ‖ and ‖θ − θ(0)‖, in float64."""
