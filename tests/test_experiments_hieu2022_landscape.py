@@ -8,7 +8,8 @@ import torch
 from deqlab.experiments.config import ConfigError
 from deqlab.experiments.hieu2022 import landscape_report
 from deqlab.experiments.hieu2022.landscape import Hieu2022Landscape
-from deqlab.experiments.hieu2022.landscape_report import flat_areas, surfaces
+from deqlab.experiments.hieu2022.landscape_report import surfaces
+from deqlab.papers.hieu2022.landscapes import flat_areas
 from deqlab.statements import Kind, Verdict
 from helpers import MemoryCheckpoints
 
@@ -97,7 +98,9 @@ def test_landscape_tiny_rows_surfaces_and_statements():
     assert all(
         s.losses.shape == (3, 3) and bool(torch.isfinite(s.losses).all()) for s in found.values()
     )
-    assert flat_areas(rows, 1e9) == dict.fromkeys(found, 9.0)  # whole 3 × 3 grid, unit cells
+    assert flat_areas(surfaces(rows), 1e9) == dict.fromkeys(
+        found, 9.0
+    )  # whole 3 × 3 grid, unit cells
     statements = experiment.statements(config, rows)
     assert [s.verdict for s in statements] == [NM, NM]  # untrained and saturated at tiny
     assert "saturated" in statements[0].detail

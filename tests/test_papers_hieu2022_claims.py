@@ -20,7 +20,7 @@ from deqlab.papers.hieu2022.claims import (
     untrained,
 )
 from deqlab.papers.hieu2022.mondeq import Inequality
-from deqlab.statements import Kind, Verdict
+from deqlab.statements import Kind, Run, Verdict
 
 PASS, FAIL, NA, NM = Verdict.PASS, Verdict.FAIL, Verdict.NOT_APPLICABLE, Verdict.NOT_MEASURED
 HOLDS, UNMET = Verdict.HOLDS, Verdict.UNMET
@@ -110,8 +110,10 @@ def test_rate_check_takes_the_worst_step_ratio_against_the_per_step_factor():
     assert failed.verdict is FAIL and failed.value == pytest.approx(1.2)
     at_zero = rate_check([1.0, 0.1], 0.0, width=4)  # η = 4/λ₀²: the theorem promises L(1) = 0
     assert at_zero.verdict is FAIL
-    gap = rate_check([1.0, math.nan, 0.5, 0.4], 0.9, width=4)  # NaN pairs skipped, not PASSed
-    assert gap.value == pytest.approx(0.8) and "not finite" in gap.detail
+    gap = rate_check([1.0, math.nan, 0.5, 0.4], 0.9, width=4)  # a NaN step: not measured
+    assert gap.verdict is NM and "not finite" in gap.detail
+    beside = rate_check([1.0, math.nan, 0.5, 0.6], 0.9, width=4)  # a violation beside it
+    assert beside.verdict is FAIL and beside.value == pytest.approx(1.2)
     assert rate_check([1.0], 0.9, width=4).verdict is NM
     assert rate_check([1.0, math.nan], 0.9, width=4).verdict is NM
 
@@ -171,13 +173,17 @@ def test_lemma_check_takes_the_worst_ratio_and_skips_empty_pairs():
     assert lemma_check("lemma3_3_4", [0.0], [0.0], width=8, run="flow").verdict is NM
 
 
+NAN = math.nan
+
+
 def test_lemma_statements_read_the_columns_of_the_measured_steps():
-    rows = [
-        {"width": 8, "lemma3_3_3_lhs": 1.0, "lemma3_3_3_rhs": 2.0},
-        {"width": 8},  # a step without lemma columns is not measured
-        {"width": 16, "lemma3_3_3_lhs": 3.0, "lemma3_3_3_rhs": 2.0},
-    ]
-    found = _by_name(lemma_statements(rows, run="flow"))
+    runs = {
+        8: Run(
+            "n8", (0, 1), {"lemma3_3_3_lhs": (1.0, math.nan), "lemma3_3_3_rhs": (2.0, math.nan)}
+        ),
+        16: Run("n16", (0,), {"lemma3_3_3_lhs": (3.0,), "lemma3_3_3_rhs": (2.0,)}),
+    }  # step 1 at n = 8 has no lemma columns: not a measured step
+    found = _by_name(lemma_statements(runs, run="flow"))
     assert len(found) == 2 * 4
     assert found["Lemma 3.3.3 along the flow at n = 8"].verdict is PASS
     assert found["Lemma 3.3.3 along the flow at n = 16"].verdict is FAIL

@@ -1,4 +1,5 @@
-"""Statements and figures of ``hieu2022-dynamics``, computed from its tidy rows.
+"""``hieu2022-dynamics``: the statistics of its solver trajectories (tidy rows) that the
+claims of :mod:`deqlab.papers.hieu2022.dynamics` take, the statements and the figures.
 
 Observations of the thesis (Section 4.1), each quoted with its location:
 
@@ -31,30 +32,22 @@ from typing import TYPE_CHECKING
 import torch
 
 from deqlab.experiments.base import Row
-from deqlab.papers import HIEU
 from deqlab.papers.hieu2022.claims import untrained
-from deqlab.statements import DEQLAB, Kind, Source, Statement, ours
+from deqlab.papers.hieu2022.dynamics import (
+    apart,
+    fewer_steps,
+    final_residual,
+    initialisations_missing,
+    longer,
+    steadier,
+    training_missing,
+)
+from deqlab.statements import Statement
 
 if TYPE_CHECKING:
     from deqlab.experiments.hieu2022.dynamics import DynamicsConfig
 
 Trajectories = dict[int, list[Row]]  # sample -> rows in step order
-
-STEADY = HIEU.source(
-    "Section 4.1.1, Figs. 4.1–4.2",
-    "the sequence of z^[i] is more chaos in the normal initialization setting while in small "
-    "initialization, z^[i] stay quite steady after the first step",
-)
-COMPLEX = HIEU.source(
-    "Section 4.1.2, Fig. 4.3",
-    "the dynamic of DEQ becomes more complex during training, which can be interpreted as the "
-    "model becoming deeper and more complex",
-)
-CLASSES = HIEU.source(
-    "Section 4.1.2, Fig. 4.3",
-    "After the first epoch, one can see from Fig. 4.3 that the hidden states of DEQ "
-    "corresponding to different classes are moved to a different region of the space",
-)
 
 
 def trajectories(rows: list[Row], panel: str, key: str) -> dict[float, Trajectories]:
@@ -108,122 +101,45 @@ def statements(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     return [*_initialisation(config, rows), *_training(config, rows)]
 
 
-def _not_measured(source: Source, name: str, expected: str, why: str) -> Statement:
-    """The observation of the thesis at ``source``, NOT MEASURED because ``why``."""
-    return HIEU.not_measured(
-        Kind.OBSERVATION, source.location, quote=source.quote, name=name, expected=expected, why=why
-    )
-
-
 def _initialisation(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     init = trajectories(rows, "init", "init_std")
     small, large = min(config.init_stds), max(config.init_stds)
-    names = (
-        f"z^[i] steadier after the first step with N(0, {small:g}) than N(0, {large:g})",
-        f"N(0, {small:g}) init needs fewer solver steps than N(0, {large:g})",
-        f"N(0, {small:g}) init: the median final relative residual meets tol",
-    )
     if small == large or small not in init or large not in init:
         why = "needs the trajectories of two initialisations"
-        return [
-            _not_measured(STEADY, names[0], "ratio < 1", why),
-            DEQLAB.not_measured(Kind.OURS, "", name=names[1], expected="fewer steps", why=why),
-            DEQLAB.not_measured(
-                Kind.OURS, "", name=names[2], expected=f"≤ {config.tol:g}", why=why
-            ),
-        ]
-    chaos = {s: unsteadiness(init[s]) for s in (small, large)}
-    ratio = chaos[small] / chaos[large] if chaos[large] > 0 else math.nan
-    steps = {s: solver_steps(init[s]) for s in (small, large)}
+        return initialisations_missing(small, large, tol=config.tol, why=why)
     final = median(float(t[-1]["residual"]) for t in init[small].values())
+    pair = {"small": small, "large": large}
     return [
-        HIEU.observation(
-            STEADY.location,
-            quote=STEADY.quote,
-            name=names[0],
-            value=ratio,
-            relation="<",
-            threshold=1.0,
-            measured=f"median mean residual over steps i ≥ 1: {chaos[small]:.3g} with "
-            f"N(0, {small:g}), {chaos[large]:.3g} with N(0, {large:g})",
-            expected="ratio small/large < 1",
+        steadier(unsteadiness(init[small]), unsteadiness(init[large]), **pair),
+        fewer_steps(
+            solver_steps(init[small]), solver_steps(init[large]), **pair, max_iter=config.max_iter
         ),
-        ours(
-            names[1],
-            value=steps[small],
-            relation="<",
-            threshold=steps[large],
-            measured=f"{steps[small]} vs {steps[large]} evaluations of f",
-            expected=f"fewer with N(0, {small:g}) (max_iter = {config.max_iter})",
-        ),
-        ours(
-            names[2],
-            value=final,
-            relation="<=",
-            threshold=config.tol,
-            measured=f"median final residual {final:.3g}",
-            expected=f"≤ tol = {config.tol:g}",
-        ),
+        final_residual(final, **pair, tol=config.tol),
     ]
 
 
 def _training(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     training = trajectories(rows, "training", "epoch")
     later = [e for e in training if e > 0]
-    complex_name = "training makes the forward dynamics longer (more solver steps)"
-    classes_name = "after the first epoch the classes move apart in the PCA plane"
     if 0 not in training or not later:
-        why = "needs snapshots before and after training"
-        return [
-            _not_measured(COMPLEX, complex_name, "more", why),
-            _not_measured(CLASSES, classes_name, "larger", why),
-        ]
+        return training_missing("needs snapshots before and after training")
     first, last = min(later), max(later)
-    return [
-        _longer(config, training, last, untrained({f"epoch {last}": accuracy(rows, last)})),
-        _apart(training, first, untrained({f"epoch {first}": accuracy(rows, first)})),
-    ]
-
-
-def _longer(
-    config: DynamicsConfig, training: dict[float, Trajectories], last: int, not_trained: str
-) -> Statement:
-    name = "training makes the forward dynamics longer (more solver steps)"
     before, after = solver_steps(training[0]), solver_steps(training[last])
-    expected = f"more evaluations of f after epoch {last} than before training"
-    if not_trained:
-        return _not_measured(COMPLEX, name, expected, not_trained)
-    if before >= config.max_iter:
-        why = f"the solver already used all max_iter = {config.max_iter} evaluations at epoch 0"
-        return _not_measured(COMPLEX, name, expected, why)
-    return HIEU.observation(
-        COMPLEX.location,
-        quote=COMPLEX.quote,
-        name=name,
-        value=after,
-        relation=">",
-        threshold=before,
-        measured=f"epoch 0: {before}, epoch {last}: {after} evaluations of f",
-        expected=expected,
-    )
-
-
-def _apart(training: dict[float, Trajectories], first: int, not_trained: str) -> Statement:
-    name = "after the first epoch the classes move apart in the PCA plane"
-    expected = f"between/within-class spread of the last iterates larger at epoch {first}"
-    if not_trained:
-        return _not_measured(CLASSES, name, expected, not_trained)
-    before, after = separation(training[0]), separation(training[first])
-    return HIEU.observation(
-        CLASSES.location,
-        quote=CLASSES.quote,
-        name=name,
-        value=after,
-        relation=">",
-        threshold=before,
-        measured=f"between/within spread: epoch 0: {before:.3g}, epoch {first}: {after:.3g}",
-        expected=expected,
-    )
+    return [
+        longer(
+            before,
+            after,
+            last=last,
+            max_iter=config.max_iter,
+            not_trained=untrained({f"epoch {last}": accuracy(rows, last)}),
+        ),
+        apart(
+            separation(training[0]),
+            separation(training[first]),
+            first=first,
+            not_trained=untrained({f"epoch {first}": accuracy(rows, first)}),
+        ),
+    ]
 
 
 def _setting(config: DynamicsConfig, split: str) -> str:

@@ -44,7 +44,7 @@ from deqlab.papers.hieu2022.flow import (
     theorem_3_3_1,
 )
 from deqlab.papers.hieu2022.mondeq import PARAMETERS
-from deqlab.statements import Statement
+from deqlab.statements import Run, Statement
 
 if TYPE_CHECKING:
     from deqlab.experiments.hieu2022.gradflow import GradFlowConfig
@@ -126,7 +126,13 @@ def statements(config: GradFlowConfig, rows: list[Row]) -> list[Statement]:
         out += theorem_3_3_1(trace, conditions, fits=fits, m=config.m)
         out += _probe_statements(config, width, group[0])
         out.append(step_error_check(trace, rtol=config.flow_rtol))
-    return out + lemma_statements([r for g in found.values() for r in g[0] + g[1]], run="flow")
+    probes = {
+        w: Run.from_rows(
+            f"n{w}", [{**r, "probe": i} for i, r in enumerate(g[0] + g[1])], step="probe"
+        )
+        for w, g in found.items()
+    }
+    return out + lemma_statements(probes, run="flow")
 
 
 def plot(config: GradFlowConfig, rows: list[Row], directory: Path) -> list[Path]:

@@ -1,15 +1,11 @@
-"""Statements and figure of ``hieu2022-landscape``, computed from its tidy rows.
+"""``hieu2022-landscape``: the surfaces of the tidy rows as the claims take them
+(:func:`surfaces`), the reasons the areas cannot be compared, the statements
+(:func:`deqlab.papers.hieu2022.landscapes.neighbourhood_grows` and
+:func:`~deqlab.papers.hieu2022.landscapes.deq_largest`) and the figure.
 
-Observations of the thesis (Section 4.2.1, Figure 4.4), quoted with their location, on
-the area of the small-loss neighbourhood ``{L ≤ L(θ*) + flat_delta}`` of the grid:
-
-- it grows strictly with the number of repetitions of the weight-tied networks;
-- the DEQ's is strictly larger than every weight-tied network's ("This suggests the
-  superior of training DEQ models").
-
-Both are NOT MEASURED when a model's area is saturated (the whole grid, or only its
-centre: the grid or ``flat_delta`` cannot tell the models apart) or when the models are
-not trained (:func:`deqlab.papers.hieu2022.claims.untrained`): the thesis plots
+Both observations are NOT MEASURED when a model's area is saturated (the whole grid, or
+only its centre: the grid or ``flat_delta`` cannot tell the models apart) or when the models
+are not trained (:func:`deqlab.papers.hieu2022.claims.untrained`): the thesis plots
 surfaces around minimisers. The second is also NOT MEASURED when the DEQ's forward solves
 stop at ``max_iter`` on the grid (ours: the loss is then that of the ``max_iter``-th
 iterate, not of the equilibrium). Figure ``landscapes``: one contour plot per model.
@@ -24,21 +20,18 @@ import torch
 
 from deqlab.experiments.base import Row
 from deqlab.landscape import LossSurface
-from deqlab.papers import HIEU
 from deqlab.papers.hieu2022.claims import untrained
-from deqlab.statements import Kind, Statement, min_step_gap
+from deqlab.papers.hieu2022.landscapes import (
+    deq_largest,
+    flat_areas,
+    level,
+    neighbourhood_grows,
+    saturated,
+)
+from deqlab.statements import Statement
 
 if TYPE_CHECKING:
     from deqlab.experiments.hieu2022.landscape import LandscapeConfig
-
-_WORDS = (
-    "From the plots, we can see that the small-loss neighborhood around the minimizer is "
-    "expanded as we increase the number of repetitions of the f function."
-)
-EXPANDS = HIEU.source("Section 4.2.1, Figure 4.4", _WORDS)
-DEQ_LARGEST = HIEU.source(
-    "Section 4.2.1, Figure 4.4", f"{_WORDS} This suggests the superior of training DEQ models."
-)
 
 
 def surfaces(rows: list[Row]) -> dict[str, LossSurface]:
@@ -55,30 +48,6 @@ def surfaces(rows: list[Row]) -> dict[str, LossSurface]:
         grid = torch.tensor(alphas, dtype=torch.float64)
         out[model] = LossSurface(grid, grid.clone(), losses, ({}, {}))
     return out
-
-
-def level(surface: LossSurface, delta: float) -> float:
-    """``L(θ*) + delta``, θ* the grid centre."""
-    centre = len(surface.alphas) // 2
-    return float(surface.losses[centre, centre]) + delta
-
-
-def flat_areas(rows: list[Row], delta: float) -> dict[str, float]:
-    """Area of ``{L ≤ L(θ*) + delta}`` per model."""
-    return {m: s.flat_area(level(s, delta)) for m, s in surfaces(rows).items()}
-
-
-def saturated(rows: list[Row], delta: float) -> str:
-    """Why the areas cannot be compared: the models whose set ``{L ≤ L(θ*) + delta}`` is
-    the whole grid or only its centre point (``""`` when none is)."""
-    found = []
-    for model, s in surfaces(rows).items():
-        inside = int((s.losses <= level(s, delta)).sum())
-        if inside == s.losses.numel():
-            found.append(f"{model}: the whole grid (grid too small or flat_delta too loose)")
-        elif inside <= 1:
-            found.append(f"{model}: only the centre (grid too coarse or flat_delta too tight)")
-    return "; ".join(f"saturated at {f}" for f in found)
 
 
 def unconverged(rows: list[Row], max_iter: int) -> str:
@@ -104,65 +73,20 @@ def final_accuracy(rows: list[Row], model: str) -> float | None:
 def statements(config: LandscapeConfig, rows: list[Row]) -> list[Statement]:
     """The two observations of the module docstring."""
     tied = [f"repeat{k}" for k in config.repeats]
-    areas = flat_areas(rows, config.flat_delta)
-    shown = ", ".join(f"{m}: {a:.3g}" for m, a in areas.items())
-    grows = (
-        "the small-loss neighbourhood grows with the number of repetitions",
-        EXPANDS,
-        f"strictly increasing over {', '.join(tied)}",
-    )
-    largest = (
-        "the DEQ's small-loss neighbourhood is larger than every weight-tied net's",
-        DEQ_LARGEST,
-        f"deq > {', '.join(tied)}",
-    )
+    found = surfaces(rows)
+    areas = flat_areas(found, config.flat_delta)
     missing = [m for m in ("deq", *tied) if m not in areas]
     reasons = (
         f"no surface for {', '.join(missing)}" if missing else "",
         untrained({m: final_accuracy(rows, m) for m in ("deq", *tied)}),
-        saturated(rows, config.flat_delta),
+        saturated(found, config.flat_delta),
     )
     deq_only = unconverged(rows, config.max_iter)  # the repeat-k comparison does not use it
-    whys = ("; ".join(r for r in reasons if r), "; ".join(r for r in (*reasons, deq_only) if r))
-    area = f"area of {{L ≤ L(θ*) + {config.flat_delta:g}}} on the {config.grid}² grid"
-    statements = []
-    for (name, source, expected), why, value in zip(
-        (grows, largest), whys, (_growth, _deq_margin), strict=True
-    ):
-        if why:
-            statements.append(
-                HIEU.not_measured(
-                    Kind.OBSERVATION,
-                    source.location,
-                    quote=source.quote,
-                    name=name,
-                    expected=expected,
-                    why=why,
-                )
-            )
-            continue
-        statements.append(
-            HIEU.observation(
-                source.location,
-                quote=source.quote,
-                name=name,
-                value=value(areas, tied),
-                relation=">",
-                threshold=0.0,
-                measured=shown,
-                expected=expected,
-                detail=area,
-            )
-        )
-    return statements
-
-
-def _growth(areas: dict[str, float], tied: list[str]) -> float:
-    return min_step_gap([areas[m] for m in tied])
-
-
-def _deq_margin(areas: dict[str, float], tied: list[str]) -> float:
-    return areas["deq"] - max(areas[m] for m in tied)
+    setting = f"area of {{L ≤ L(θ*) + {config.flat_delta:g}}} on the {config.grid}² grid"
+    return [
+        neighbourhood_grows(areas, tied, "; ".join(r for r in reasons if r), setting=setting),
+        deq_largest(areas, tied, "; ".join(r for r in (*reasons, deq_only) if r), setting=setting),
+    ]
 
 
 def plot(config: LandscapeConfig, rows: list[Row], directory: Path) -> list[Path]:

@@ -1,4 +1,6 @@
-"""Statements and figure of ``hieu2022-landscape-mdeq``, computed from its tidy rows.
+"""``hieu2022-landscape-mdeq``: the surface of its tidy rows and the statements
+(:func:`deqlab.papers.hieu2022.landscapes.one_minimum`,
+:func:`~deqlab.papers.hieu2022.landscapes.flat_minimum`, ours on the solve), and the figure.
 
 The thesis's observation on Figure 3.1 (Section 3.1; the same plot is Figure 4.5), quoted
 with its location, measured on the grid surface ``Φ(α, β)``:
@@ -25,48 +27,23 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.hieu2022.landscape_report import final_accuracy, level, surfaces
-from deqlab.landscape import LossSurface
-from deqlab.papers import HIEU
+from deqlab.experiments.hieu2022.landscape_report import final_accuracy, surfaces
 from deqlab.papers.hieu2022.claims import untrained
-from deqlab.statements import (
-    DEQLAB,
-    Kind,
-    Statement,
-    Verdict,
-    ours,
+from deqlab.papers.hieu2022.landscapes import (
+    equilibrium_solved,
+    flat_minimum,
+    level,
+    local_minima,
+    one_minimum,
 )
+from deqlab.statements import Run, Statement, Verdict
 
 if TYPE_CHECKING:
     from deqlab.experiments.hieu2022.mdeq_landscape import MDEQLandscapeConfig
 
-_WORDS = (
-    "As in Fig 3.1 which is the visualization of loss landscape of MDEQ model, we observe "
-    "that the loss landscape has only one minima and this minima is flat."
-)
-ONE_MINIMUM = HIEU.source("Section 3.1, Figure 3.1 (= Figure 4.5)", _WORDS)
-FLAT = HIEU.source("Section 3.1, Figure 3.1 (= Figure 4.5)", _WORDS)
 MODEL = "mdeq"
-
-
-def local_minima(surface: LossSurface) -> torch.Tensor:
-    """Mask of the grid points no higher than any of their (up to 8) neighbours."""
-    padded = F.pad(surface.losses[None, None], (1, 1, 1, 1), value=float("inf"))[0, 0]
-    s = surface.losses.shape[0]
-    mask = torch.ones_like(surface.losses, dtype=torch.bool)
-    for di in (0, 1, 2):
-        for dj in (0, 1, 2):
-            if (di, dj) != (1, 1):
-                mask &= surface.losses <= padded[di : di + s, dj : dj + s]
-    return mask
-
-
-def flat_fraction(surface: LossSurface, delta: float) -> float:
-    """The fraction of grid points with ``Φ ≤ Φ(0, 0) + delta``."""
-    return float((surface.losses <= level(surface, delta)).double().mean())
 
 
 def residuals(rows: list[Row]) -> dict[int, float]:
@@ -74,85 +51,29 @@ def residuals(rows: list[Row]) -> dict[int, float]:
     return {int(r["epoch"]): float(r["residual"]) for r in rows if r.get("residual") is not None}
 
 
-def _solved(config: MDEQLandscapeConfig, rows: list[Row]) -> Statement:
-    name = "the equilibrium at θ* is solved on the evaluation images"
-    expected = f"relative residual ≤ tol = {config.tol:g} (max over images)"
-    trace = residuals(rows)
-    if not trace:
-        return DEQLAB.not_measured(
-            Kind.OURS, "", name=name, expected=expected, why="no residual row"
-        )
-    value = trace[max(trace)]
-    return ours(
-        name,
-        value=value,
-        relation="<=",
-        threshold=config.tol,
-        measured=f"{value:.3g} after epoch {max(trace)} ({trace[min(trace)]:.3g} at init)",
-        expected=expected,
-        detail=f"{config.solver}, per image, at most {config.max_iter} iterations (Bai et al. "
-        "stop Broyden after F_THRES = 18–30 steps without a tolerance); above tol the surface "
-        "is the truncated solver's, not the equilibrium's",
-    )
-
-
 def statements(config: MDEQLandscapeConfig, rows: list[Row]) -> list[Statement]:
     """The observations of the module docstring, and ours on the solve."""
-    one = (
-        "the loss landscape has only one minimum",
-        ONE_MINIMUM,
-        "at most 1 local minimum on the grid",
-    )
-    flat = (
-        "the minimum is flat",
-        FLAT,
-        f"{{Φ ≤ Φ(θ*) + {config.flat_delta:g}}} covers ≥ {config.flat_fraction:g} of "
-        "the grid (ours)",
-    )
     surface = surfaces(rows).get(MODEL)
-    solved = _solved(config, rows)
-    if surface is None:
-        why = "no surface rows"
-    else:
+    trace = residuals(rows)
+    solved = equilibrium_solved(
+        Run("solve", tuple(trace), {"residual": tuple(trace.values())}),
+        epoch=max(trace, default=config.epochs),
+        tol=config.tol,
+        solver=f"{config.solver}, per image, at most {config.max_iter} iterations",
+    )
+    why = ""
+    if surface is not None:
         reasons = (
             untrained({MODEL: final_accuracy(rows, MODEL)}),
             _unsolved(solved, config),
             _capped(rows, config),
         )
         why = "; ".join(r for r in reasons if r)
-    if why:
-        found = [
-            HIEU.not_measured(
-                Kind.OBSERVATION, s.location, quote=s.quote, name=n, expected=e, why=why
-            )
-            for n, s, e in (one, flat)
-        ]
-        return [*found, solved]
-    minima = int(local_minima(surface).sum())
-    fraction = flat_fraction(surface, config.flat_delta)
     grid = f"{config.grid}² grid over [−1, 1]², {config.n_eval} held-out {config.dataset} images"
     return [
-        HIEU.observation(
-            one[1].location,
-            quote=one[1].quote,
-            name=one[0],
-            value=minima,
-            relation="<=",
-            threshold=1,
-            measured=f"{minima} local minima",
-            expected=one[2],
-            detail=grid,
-        ),
-        HIEU.observation(
-            flat[1].location,
-            quote=flat[1].quote,
-            name=flat[0],
-            value=fraction,
-            relation=">=",
-            threshold=config.flat_fraction,
-            measured=f"{fraction:.3g} of the grid",
-            expected=flat[2],
-            detail=grid,
+        one_minimum(surface, why, setting=grid),
+        flat_minimum(
+            surface, why, delta=config.flat_delta, share=config.flat_fraction, setting=grid
         ),
         solved,
     ]

@@ -33,7 +33,8 @@ from deqlab.papers.hieu2022.claims import (
 )
 from deqlab.papers.hieu2022.gd_proof import GDTrace, theorem_3_3_5, trace_from_records
 from deqlab.papers.hieu2022.mondeq import PARAMETERS
-from deqlab.statements import Statement, min_step_gap, ours
+from deqlab.papers.hieu2022.widths import sweep_statements
+from deqlab.statements import Run, Statement
 
 if TYPE_CHECKING:
     from deqlab.experiments.hieu2022.mondeq_gd import MonDEQGDConfig
@@ -78,7 +79,13 @@ def statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
     widest = config.widths[-1]
     losses = [_float(r.get("loss")) for r in runs.get(widest, [])]
     found.append(conjecture_1_check(losses, width=widest))
-    return mondeq_gd_statements(config, rows) + lemma_statements(rows, run="GD run") + found
+    lemmas = lemma_statements(probes(runs), run="GD run")
+    return mondeq_gd_statements(config, rows) + lemmas + found
+
+
+def probes(runs: dict[int, list[Row]]) -> dict[int, Run]:
+    """The rows of each width as a run (the lemmas' sides where they were evaluated)."""
+    return {w: Run.from_rows(f"n{w}", run) for w, run in runs.items()}
 
 
 def mondeq_gd_statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
@@ -101,49 +108,17 @@ def mondeq_gd_statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statem
 
 def _ours(config: MonDEQGDConfig, runs: dict[int, list[Row]]) -> list[Statement]:
     widths = list(config.widths)
-    final = {w: _final(runs.get(w)) for w in widths}
     lambda0 = {w: _float(runs[w][0]["lambda0"]) if w in runs else math.nan for w in widths}
-    shown = ", ".join
-    out = [
-        ours(
-            f"GD reaches L(K) ≤ {config.loss_rtol:g}·L(0) at the widest width",
-            value=final[widths[-1]],
-            relation="<=",
-            threshold=config.loss_rtol,
-            measured=f"L(K)/L(0) = {final[widths[-1]]:.3g} at n = {widths[-1]}",
-            expected=f"≤ {config.loss_rtol:g} after K = {config.steps} steps",
-        ),
-        ours(
-            "wider is faster: L(K)/L(0) decreases with the width",
-            value=min_step_gap([-final[w] for w in widths]),
-            relation=">",
-            threshold=0.0,
-            measured=shown(f"n={w}: {v:.3g}" for w, v in final.items()),
-            expected="strictly decreasing (smallest decrease > 0)",
-        ),
-        ours(
-            "λ₀ = σ_min(Z(0)) increases with the width",
-            value=min_step_gap(list(lambda0.values())),
-            relation=">",
-            threshold=0.0,
-            measured=shown(f"n={w}: {v:.3g}" for w, v in lambda0.items()),
-            expected="strictly increasing (smallest increase > 0)",
-        ),
-    ]
-    for key in CONDITION_2:
-        margins = {w: margin(runs[w][0], key) if w in runs else math.nan for w in widths}
-        logs = [math.log10(v) if v > 0 else math.nan for v in margins.values()]
-        out.append(
-            ours(
-                f"the margin lhs/rhs of {CONDITION_LABELS[key]} grows with the width",
-                value=min_step_gap(logs),
-                relation=">",
-                threshold=0.0,
-                measured=shown(f"n={w}: {v:.3g}" for w, v in margins.items()),
-                expected="strictly increasing (smallest increase of log₁₀ lhs/rhs > 0)",
-            )
-        )
-    return out
+    margins = {
+        CONDITION_LABELS[key]: {
+            w: margin(runs[w][0], key) if w in runs else math.nan for w in widths
+        }
+        for key in CONDITION_2
+    }
+    finals = {w: _final(runs.get(w)) for w in widths}
+    return sweep_statements(
+        finals, lambda0, margins, loss_rtol=config.loss_rtol, steps=config.steps
+    )
 
 
 def _final(run: list[Row] | None) -> float:

@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from deqlab._fit import linear_fit
-from deqlab.papers import HIEU
+from deqlab.papers.hieu2022 import HIEU
 from deqlab.papers.hieu2022.mondeq import Inequality, eq_3_18_possible
-from deqlab.statements import Kind, Statement, is_measured, number
+from deqlab.statements import Kind, Run, Statement, claim, is_measured, number, worst
 
 #: Ours: a classifier of ten classes counts as trained at 5× chance training accuracy.
 TRAINED_ACCURACY = 0.5
@@ -87,6 +87,7 @@ class WidthFit:
         return f"n ≥ {number(log_n, log=True)}, if {fitted}"
 
 
+@claim
 def condition_hypothesis(
     inequality: Inequality,
     *,
@@ -127,6 +128,7 @@ def condition_hypothesis(
     )
 
 
+@claim
 def step_size_hypothesis(eta: float, eta_max: float, *, width: int) -> Statement:
     """``η ≤ η_max``, Theorem 3.3.5's step-size condition; ``needs`` says by how much."""
     times = _times(eta / eta_max if eta_max > 0 else math.inf)
@@ -142,6 +144,7 @@ def step_size_hypothesis(eta: float, eta_max: float, *, width: int) -> Statement
     )
 
 
+@claim
 def rate_check(losses: Sequence[float], rate: float | None, *, width: int) -> Statement:
     """Theorem 3.3.5's conclusion ``L(k+1) ≤ (1 − ηλ₀²/4) L(k)`` at every step.
 
@@ -160,11 +163,11 @@ def rate_check(losses: Sequence[float], rate: float | None, *, width: int) -> St
             Kind.THEOREM, "Theorem 3.3.5", name=name, expected=expected, why=why, quote=quote
         )
     ratios = [
-        (b / a, k + 1)
+        (b / a if is_measured(a) and is_measured(b) and a > 0 else None, k + 1)
         for k, (a, b) in enumerate(itertools.pairwise(losses))
-        if is_measured(a) and is_measured(b) and a > 0
     ]
-    value, step = max(ratios) if ratios else (None, 0)
+    value = worst([r for r, _ in ratios], "<=", rate)
+    step = max((k for r, k in ratios if r == value), default=0)
     steps = len(losses) - 1
     detail = f"the bound after K = {steps} steps is {rate**steps:.6g}·L(0)"
     if 0 < rate < 1:
@@ -184,6 +187,7 @@ def rate_check(losses: Sequence[float], rate: float | None, *, width: int) -> St
     )
 
 
+@claim
 def ball_check(
     distances: Mapping[str, Sequence[float]],
     radii: Mapping[str, float],
@@ -201,12 +205,14 @@ def ball_check(
     location) (for the gradient flow: :data:`FLOW_BALLS`).
     """
     found = [
-        (d / radii[name], name, k)
+        (d / radii[name] if is_measured(d) else None, name, k)
         for name, series in distances.items()
         for k, d in enumerate(series)
-        if _taken(k, steps) and is_measured(d)
+        if _taken(k, steps)
     ]
-    value, name, step = max(found) if found else (None, "·", 0)
+    value = worst([r for r, _, _ in found], "<=", 1.0)
+    ties = [(f[1], f[2]) for f in found if value is not None and f[0] == value]
+    name, step = max(ties) if ties else ("·", 0)
     return HIEU.theorem(
         where[1],
         name=f"{where[0]}: the parameters stay in their balls at n = {width}{suffix}",
@@ -219,6 +225,7 @@ def ball_check(
     )
 
 
+@claim
 def sigma_check(
     sigmas: Sequence[float],
     lambda0: float,
@@ -237,8 +244,13 @@ def sigma_check(
     """
     if not lambda0 > 0:
         raise ValueError(f"`lambda0` must be > 0 (σ_min(Z(0)) with n ≥ N); got {lambda0}")
-    found = [(s / lambda0, k) for k, s in enumerate(sigmas) if _taken(k, steps) and is_measured(s)]
-    value, step = min(found) if found else (None, 0)
+    found = [
+        (s / lambda0 if is_measured(s) else None, k)
+        for k, s in enumerate(sigmas)
+        if _taken(k, steps)
+    ]
+    value = worst([r for r, _ in found], ">=", 0.5)
+    step = min((k for r, k in found if r == value), default=0)
     return HIEU.theorem(
         where[1],
         name=f"{where[0]}: σ_min(Z(k)) ≥ λ₀/2 at n = {width}{suffix}",
@@ -263,6 +275,7 @@ LEMMAS: Mapping[str, tuple[str, str]] = {
 }
 
 
+@claim
 def lemma_check(
     key: str, lhs: Sequence[float], rhs: Sequence[float], *, width: int, run: str
 ) -> Statement:
@@ -273,11 +286,12 @@ def lemma_check(
     """
     label, bound = LEMMAS[key]
     found = [
-        (a / b, k)
+        (a / b if is_measured(a) and is_measured(b) else None, k)
         for k, (a, b) in enumerate(zip(lhs, rhs, strict=True))
-        if is_measured(a) and is_measured(b) and b > 0
+        if not (is_measured(b) and b <= 0)  # both sides 0 (Lemma 3.3.4 at k = 0): no ratio
     ]
-    value, at = max(found) if found else (None, 0)
+    value = worst([r for r, _ in found], "<=", 1.0)
+    at = max((k for r, k in found if r == value), default=0)
     return HIEU.theorem(
         label,
         name=f"{label} along the {run} at n = {width}",
@@ -285,24 +299,29 @@ def lemma_check(
         value=value,
         relation="<=",
         threshold=1.0,
-        measured=f"max lhs/rhs = {number(value)} over {len(found)} measured steps (the "
+        measured=f"max lhs/rhs = {number(value)} over {sum(r is not None for r, _ in found)} "
+        f"measured steps (the "
         f"{_ordinal(at)}) at n = {width}",
         expected="lhs/rhs ≤ 1 at every measured step",
     )
 
 
-def lemma_statements(rows: Sequence[Mapping[str, object]], *, run: str) -> list[Statement]:
-    """:func:`lemma_check` of each lemma at each width, from rows with ``width`` and the
-    columns ``<key>_lhs`` / ``<key>_rhs`` (rows without them, or with None there — a table
-    of rows holds every column — are not measured steps)."""
-    widths = sorted({int(r["width"]) for r in rows})
+@claim
+def lemma_statements(runs: Mapping[int, Run], *, run: str) -> list[Statement]:
+    """:func:`lemma_check` of each lemma at each width (``runs``: width → its probes, with
+    the series ``<key>_lhs`` / ``<key>_rhs``; a probe where a lemma was not evaluated has
+    NaN there)."""
     out = []
-    for width, key in itertools.product(widths, LEMMAS):
-        have = [r for r in rows if int(r["width"]) == width and r.get(f"{key}_lhs") is not None]
-        lhs = [float(r[f"{key}_lhs"]) for r in have]
-        out.append(
-            lemma_check(key, lhs, [float(r[f"{key}_rhs"]) for r in have], width=width, run=run)
-        )
+    for width, key in itertools.product(sorted(runs), LEMMAS):
+        probes = runs[width]
+        have = [
+            k
+            for k, _ in enumerate(probes.steps)
+            if probes[f"{key}_lhs"][k] == probes[f"{key}_lhs"][k]
+        ]
+        lhs = [probes[f"{key}_lhs"][k] for k in have]
+        rhs = [probes[f"{key}_rhs"][k] for k in have]
+        out.append(lemma_check(key, lhs, rhs, width=width, run=run))
     return out
 
 
@@ -312,6 +331,7 @@ def lemma_statements(rows: Sequence[Mapping[str, object]], *, run: str) -> list[
 LINEAR_SHARE = 0.5
 
 
+@claim
 def proposition_3_check(lhs: float, rhs: float, *, alpha: float, width: int) -> Statement:
     """Proposition 3: ``L[T_α] = ‖I − α(I − W)‖₂ ≤ √(1 − 2αm + α²L[I − W]²)`` at W(0), at
     the forward-backward step ``alpha``; the value is ``lhs/rhs`` (to rounding, 1e-10)."""
@@ -329,6 +349,7 @@ def proposition_3_check(lhs: float, rhs: float, *, alpha: float, width: int) -> 
     )
 
 
+@claim
 def conjecture_1_check(losses: Sequence[float], *, width: int) -> Statement:
     """Conjecture 1 (Section 3.1), "optimizing DEQ model using (S)GD algorithm attain linear
     convergence rate", on one GD run: the loss falls over the first half of the run and the

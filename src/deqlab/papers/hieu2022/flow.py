@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from deqlab.papers import HIEU
+from deqlab.papers.hieu2022 import HIEU
 from deqlab.papers.hieu2022.claims import (
     WidthFit,
     ball_check,
@@ -20,7 +20,7 @@ from deqlab.papers.hieu2022.claims import (
     sigma_check,
 )
 from deqlab.papers.hieu2022.mondeq import Inequality
-from deqlab.statements import Statement, is_measured, number, ours, theorem
+from deqlab.statements import Statement, claim, is_measured, number, ours, theorem, worst
 
 #: (name, location) of the two steps of Theorem 3.3.1's proof that :func:`theorem_3_3_1`
 #: checks with :func:`~deqlab.papers.hieu2022.claims.ball_check` and
@@ -35,6 +35,7 @@ FLOW_SIGMA = (
 )
 
 
+@claim
 def proposition_4_check(
     extrapolated: Sequence[float],
     raw: Sequence[float],
@@ -61,7 +62,10 @@ def proposition_4_check(
         for e, a, b, f in zip(extrapolated, raw, halved, flips, strict=True)
         if f == 0 and is_measured(e) and is_measured(a) and is_measured(b)
     ]
-    value = max((e for e, _, _ in smooth), default=None)
+    kept = [
+        e if is_measured(e) else None for e, f in zip(extrapolated, flips, strict=True) if f == 0
+    ]
+    value = worst(kept, "<=", rtol)
     orders = [math.log2(a / b) for _, a, b in smooth if a > 0 and b > 0]
     shown = ""
     if orders:
@@ -87,17 +91,17 @@ def proposition_4_check(
     )
 
 
+@claim
 def kernel_floor_check(
     lambda_mins: Sequence[float], sigmas: Sequence[float], *, width: int
 ) -> Statement:
     """Eq. (3.14): ``λ_min(K(t)) ≥ σ_min(Z(t))²`` at every probe; the value is the smallest
     ``λ_min(K)/σ_min(Z)²``."""
     found = [
-        a / b**2
+        a / b**2 if is_measured(a) and is_measured(b) and b > 0 else None
         for a, b in zip(lambda_mins, sigmas, strict=True)
-        if is_measured(a) and is_measured(b) and b > 0
     ]
-    value = min(found, default=None)
+    value = worst(found, ">=", 1.0)
     return HIEU.theorem(
         "Theorem 3.3.1, proof, Eq. (3.14)",
         name=f"Eq. (3.14): λ_min(K(t)) ≥ σ_min(Z(t))² along the run at n = {width}",
@@ -105,7 +109,8 @@ def kernel_floor_check(
         value=value,
         relation=">=",
         threshold=1.0,
-        measured=f"min λ_min(K)/σ_min(Z)² = {number(value, 6)} over {len(found)} probes "
+        measured=f"min λ_min(K)/σ_min(Z)² = {number(value, 6)} over "
+        f"{sum(v is not None for v in found)} probes "
         f"at n = {width}",
         expected="≥ 1 at every probe",
     )
@@ -116,6 +121,7 @@ def kernel_floor_check(
 FEATURE_SHARE = 0.01
 
 
+@claim
 def feature_learning_check(
     lambda_mins: Sequence[float], sigmas: Sequence[float], *, width: int
 ) -> Statement:
@@ -157,7 +163,22 @@ class FlowTrace:
     sigmas: Sequence[float]
     distances: Mapping[str, Sequence[float]]
 
+    def extended(self, value: float) -> FlowTrace:
+        """The flow with one more shared time after its last (``t`` its last + 1) and one
+        more probe, every measured quantity ``value``."""
+        last = self.times[-1] if self.times else 0.0
+        return replace(
+            self,
+            times=[*self.times, last + 1.0],
+            loss_h=[*self.loss_h, value],
+            loss_h2=[*self.loss_h2, value],
+            bound=[*self.bound, value],
+            sigmas=[*self.sigmas, value],
+            distances={p: [*d, value] for p, d in self.distances.items()},
+        )
 
+
+@claim
 def step_error_check(trace: FlowTrace, *, rtol: float) -> Statement:
     """Ours: Euler's error stays below ``rtol`` at every shared time ``t``.
 
@@ -170,31 +191,34 @@ def step_error_check(trace: FlowTrace, *, rtol: float) -> Statement:
     start = trace.loss_h2[0] if trace.loss_h2 else math.nan
     errors = [
         abs(math.log(a / b)) / (1 + math.log(start / b))
-        for a, b in zip(trace.loss_h, trace.loss_h2, strict=True)
         if is_measured(a) and is_measured(b) and a > 0 and 0 < b <= start
+        else None
+        for a, b in zip(trace.loss_h, trace.loss_h2, strict=True)
     ]
-    value = max(errors, default=None)
+    value = worst(errors, "<=", rtol)
     return ours(
         f"the flow's step-size error is below {rtol:g} at n = {trace.width}",
         value=value,
         relation="<=",
         threshold=rtol,
         measured=f"max_t |ln(L_h/L_(h/2))|/(1 + ln(L(0)/L_(h/2))) = {number(value)} over "
-        f"{len(errors)} times at n = {trace.width}",
+        f"{sum(e is not None for e in errors)} times at n = {trace.width}",
         expected=f"≤ {rtol:g}: else halve h",
     )
 
 
+@claim
 def flow_rate_check(trace: FlowTrace) -> Statement:
     """Theorem 3.3.1's conclusion at the shared times ``t > 0``, on the flow's loss bounded
     from above by ``L_{h/2}(t) + |L_h(t) − L_{h/2}(t)|`` (the ``h/2`` run plus its
     estimated error); the value is the largest ratio of that to the bound."""
     found = [
-        ((b + abs(a - b)) / c, t)
+        ((b + abs(a - b)) / c if is_measured(a) and is_measured(b) and c > 0 else None, t)
         for t, a, b, c in zip(trace.times, trace.loss_h, trace.loss_h2, trace.bound, strict=True)
-        if t > 0 and is_measured(a) and is_measured(b) and c > 0
+        if t > 0
     ]
-    value, at = max(found) if found else (None, 0.0)
+    value = worst([r for r, _ in found], "<=", 1.0)
+    at = max((t for r, t in found if r == value), default=0.0)
     return HIEU.theorem(
         "Theorem 3.3.1",
         name=f"Theorem 3.3.1: L(θ(t)) ≤ exp(−λ₀²t/2)·L(θ(0)) at n = {trace.width}",
@@ -210,6 +234,7 @@ def flow_rate_check(trace: FlowTrace) -> Statement:
     )
 
 
+@claim
 def theorem_3_3_1(
     trace: FlowTrace,
     conditions: Sequence[Inequality],

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
-from deqlab.papers import HIEU
+from deqlab.papers.hieu2022 import HIEU
 from deqlab.papers.hieu2022.claims import (
     PROPOSITION_5,
     PROPOSITION_6,
@@ -34,7 +34,7 @@ from deqlab.papers.hieu2022.claims import (
 )
 from deqlab.papers.hieu2022.mondeq import PARAMETERS, Inequality, gd_rate, rate_defined
 from deqlab.papers.hieu2022.mondeq_step import STEP_KEYS
-from deqlab.statements import Statement, implication, is_measured, number, theorem
+from deqlab.statements import Statement, claim, implication, is_measured, number, theorem, worst
 
 #: Per-step inequalities of the proof: key → (label, bound as printed, premise). The
 #: premise is the hypotheses that must hold at ``k′ = 1, …, k`` ("" for none).
@@ -95,6 +95,17 @@ class GDTrace:
     sigmas: Sequence[float]
     distances: Mapping[str, Sequence[float]]
     sides: Mapping[str, Sides] = field(default_factory=dict)
+
+    def extended(self, value: float) -> GDTrace:
+        """The run with one more step after its last, every measured quantity ``value``."""
+        grow = [*self.losses, value], [*self.sigmas, value]
+        return replace(
+            self,
+            losses=grow[0],
+            sigmas=grow[1],
+            distances={p: [*d, value] for p, d in self.distances.items()},
+            sides={c: ([*a, value], [*b, value]) for c, (a, b) in self.sides.items()},
+        )
 
 
 def trace_from_records(
@@ -172,29 +183,28 @@ def premise(trace: GDTrace, which: str) -> Premise:
     where one is > 0 or not measured (there: the largest excess, or not measured).
     """
     label = {"1": "Hypothesis 1", "13": "Hypotheses 1 and 3", "123": "Hypotheses 1, 2 and 3"}
-    worst, first, why = -math.inf, None, ""
+    seen: list[float] = []
+    first, why = None, ""
     for k in range(1, len(trace.losses)):
         at_k = _hypothesis_excess(trace, k)
         excess = {h: at_k[h] for h in which}
+        seen += excess.values()
         bad = {h: e for h, e in excess.items() if not (is_measured(e) and e <= 0)}
-        finite = [e for e in excess.values() if is_measured(e)]
-        worst = max([worst, *finite])
         if bad:
             first = k
-            known = all(is_measured(e) for e in bad.values())
-            worst = max(bad.values()) if known else math.nan
             why = "; ".join(f"{_HYPOTHESIS_TEXT[h]} = {number(e)}" for h, e in bad.items())
             break
+    largest = worst(seen, "<=", 0.0) if seen else -math.inf
     steps = len(trace.losses) - 1
     where = f"first fails at step {first}: {why}" if first else f"at steps 1–{steps}"
     statement = HIEU.hypothesis(
         f"Section 3.3.3, {label[which]}",
         name=f"{label[which]} at every step k′ ≥ 1 at n = {trace.width} (the premise of the "
         "induction's steps)",
-        value=worst if is_measured(worst) else None,
+        value=largest,
         relation="<=",
         threshold=0.0,
-        measured=f"largest excess {number(worst)} {where} at n = {trace.width}",
+        measured=f"largest excess {number(largest)} {where} at n = {trace.width}",
         expected="each excess ≤ 0 (the hypothesis holds) at every step",
         needs=f"{label[which]} at step {first} ({why})" if first else "",
     )
@@ -219,6 +229,7 @@ def _span(ks: range) -> str:
     return f"steps k = {ks[0]}–{ks[-1]}" if len(ks) else "no step"
 
 
+@claim
 def step_lemma_check(trace: GDTrace, key: str, ks: range, suffix: str) -> Statement:
     """Lemma ``key`` of :data:`STEP_LEMMAS` on the steps ``ks``: the worst ``lhs/rhs``
     (Lemma 3.3.10, whose bound is negative: the smallest, which must be ≥ 1)."""
@@ -229,10 +240,12 @@ def step_lemma_check(trace: GDTrace, key: str, ks: range, suffix: str) -> Statem
         for column in STEP_COLUMNS[key]:
             lhs_all, rhs_all = trace.sides.get(column, ((), ()))
             lhs, rhs = (x[k] if k < len(x) else math.nan for x in (lhs_all, rhs_all))
-            if is_measured(lhs) and is_measured(rhs) and rhs != 0:
-                found.append((lhs / rhs, k, column, lhs, rhs))
-    pick = max if upper else min
-    value, k, column, lhs, rhs = pick(found) if found else (None, 0, key, None, None)
+            if rhs != 0:
+                ratio = lhs / rhs if is_measured(lhs) and is_measured(rhs) else None
+                found.append((ratio, k, column, lhs, rhs))
+    value = worst([f[0] for f in found], "<=" if upper else ">=", 1.0)
+    ties = [f for f in found if value is not None and f[0] == value]
+    _, k, column, lhs, rhs = (max if upper else min)(ties) if ties else (None, 0, key, None, None)
     which = f" ({column.rsplit('_', 1)[1]})" if key == "lemma3_3_7" else ""
     slack = ROUNDING if key == "lemma3_3_6" else 0.0
     return HIEU.theorem(
@@ -242,13 +255,15 @@ def step_lemma_check(trace: GDTrace, key: str, ks: range, suffix: str) -> Statem
         value=value,
         relation="<=" if upper else ">=",
         threshold=1.0 + slack,
-        measured=f"{'max' if upper else 'min'} lhs/rhs = {number(value)} over {len(found)} "
+        measured=f"{'max' if upper else 'min'} lhs/rhs = {number(value)} over "
+        f"{sum(f[0] is not None for f in found)} "
         f"inequalities on {_span(ks)} (worst{which}: lhs {number(lhs, 4)}, bound {number(rhs, 4)}, "
         f"step {k}) at n = {trace.width}",
         expected=_EXPECTED.get(key, "lhs/rhs ≤ 1 at every step"),
     )
 
 
+@claim
 def step_lemma_statements(trace: GDTrace, premises: Mapping[str, Premise]) -> list[Statement]:
     """Lemmas 3.3.6–3.3.10 as implications (Lemma 3.3.6 has no premise), from
     ``trace.sides``."""
@@ -261,6 +276,7 @@ def step_lemma_statements(trace: GDTrace, premises: Mapping[str, Premise]) -> li
     return out
 
 
+@claim
 def theorem_3_3_5(
     trace: GDTrace,
     conditions: Sequence[Inequality],
