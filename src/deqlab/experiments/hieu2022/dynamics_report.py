@@ -67,13 +67,20 @@ def solver_steps(samples: Trajectories) -> int:
     return max(len(t) for t in samples.values())
 
 
+def strict_median(values: list[float]) -> float:
+    """The median, NaN unless every value is finite (a missing one leaves it unmeasured)."""
+    if not values or not all(math.isfinite(v) for v in values):
+        return math.nan
+    return median(values)
+
+
 def unsteadiness(samples: Trajectories) -> float:
     """Median over inputs of the mean relative residual over the solver steps ``i ≥ 1``
-    (NaN when no input has a step after the first)."""
+    (NaN when no input has a step after the first, or a residual is not finite)."""
     means = [
         sum(float(r["residual"]) for r in t[1:]) / (len(t) - 1) for t in samples.values() if t[1:]
     ]
-    return median(means) if means else math.nan
+    return strict_median(means)
 
 
 def separation(samples: Trajectories) -> float:
@@ -107,7 +114,7 @@ def _initialisation(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     if small == large or small not in init or large not in init:
         why = "needs the trajectories of two initialisations"
         return initialisations_missing(small, large, tol=config.tol, why=why)
-    final = median(float(t[-1]["residual"]) for t in init[small].values())
+    final = strict_median([float(t[-1]["residual"]) for t in init[small].values()])
     pair = {"small": small, "large": large}
     return [
         steadier(unsteadiness(init[small]), unsteadiness(init[large]), **pair),

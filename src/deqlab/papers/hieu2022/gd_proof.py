@@ -148,7 +148,8 @@ def _hypothesis_excess(trace: GDTrace, k: int) -> dict[str, float]:
     """Hypotheses 1–3 at step ``k`` as excesses, ≤ 0 exactly when they hold:
     ``max_· ‖·(k) − ·(0)‖_F/R_· − 1``, ``λ₀/(2σ_min(Z(k))) − 1`` and
     ``(L(k) − (1 − ηλ₀²/4)^k L(0))/L(0)`` (NaN where η > 4/λ₀²: no bound)."""
-    ball = max(trace.distances[p][k] / trace.radii[p] for p in PARAMETERS) - 1
+    ratio = worst([trace.distances[p][k] / trace.radii[p] for p in PARAMETERS], "<=", 1.0)
+    ball = math.nan if ratio is None else ratio - 1
     sigma = trace.lambda0 / (2 * trace.sigmas[k]) - 1 if trace.sigmas[k] > 0 else math.inf
     loss0 = trace.losses[0]
     if rate_defined(trace.lambda0, trace.eta) and loss0 > 0:

@@ -167,12 +167,17 @@ def trains_faster(
         choice = chosen.get(model)
         if choice is not None and choice.best is not None:
             losses[model] = mean_at(of_model(runs, model, choice.best[0]), "train_loss", epoch)
-    dnn = {m: v for m, v in losses.items() if m != "DELM" and is_measured(v) and v > 0}
-    if not is_measured(losses.get("DELM")) or not dnn:
+    delm = losses.get("DELM")
+    dnn = {m: losses.get(m) for m in (f"DNN-H{h}" for h in grid.depths)}
+    ratios = {
+        m: delm / v if is_measured(delm) and is_measured(v) and v > 0 else None
+        for m, v in dnn.items()
+    }
+    value = worst(list(ratios.values()), "<=", 1.0)  # some DNN faster: exists, by worst's dual
+    if value is None or not is_measured(delm):
         why = f"no finished DELM or DNN train loss at epoch {epoch}"
         return not_measured(name, Kind.OBSERVATION, source, expected=expected, why=why)
-    fastest = min(dnn, key=dnn.__getitem__)
-    value = losses["DELM"] / dnn[fastest]
+    fastest = next(m for m, r in ratios.items() if r == value)
     return KAWAGUCHI.observation(
         source.location,
         name=name,
@@ -184,7 +189,7 @@ def trains_faster(
         f"epoch {epoch}",
         expected=expected,
         detail=f"train losses at epoch {epoch}: "
-        + ", ".join(f"{m} {v:.4g}" for m, v in dnn.items()),
+        + ", ".join(f"{m} {number(v, 4)}" for m, v in dnn.items()),
     )
 
 
