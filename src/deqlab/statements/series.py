@@ -94,9 +94,10 @@ class Run:
         return Run(self.key, (*self.steps, step), series, self.constants, self.labels)
 
     def blank(self, key: str) -> Run:
-        """A run under ``key`` with the same steps, constants and labels and nothing measured."""
+        """A run under ``key`` with the same steps, series and labels, nothing measured: its
+        series and constants NaN."""
         series = {k: Series([NAN] * len(self.steps)) for k in self.series}
-        return Run(key, self.steps, series, self.constants, self.labels)
+        return Run(key, self.steps, series, dict.fromkeys(self.constants, NAN), self.labels)
 
     @classmethod
     def from_rows(

@@ -37,10 +37,8 @@ from deqlab.papers.hieu2022.dynamics import (
     apart,
     fewer_steps,
     final_residual,
-    initialisations_missing,
     longer,
     steadier,
-    training_missing,
 )
 from deqlab.statements import Statement
 
@@ -111,11 +109,16 @@ def statements(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
 def _initialisation(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     init = trajectories(rows, "init", "init_std")
     small, large = min(config.init_stds), max(config.init_stds)
+    pair = {"small": small, "large": large}
     if small == large or small not in init or large not in init:
         why = "needs the trajectories of two initialisations"
-        return initialisations_missing(small, large, tol=config.tol, why=why)
+        nan = math.nan
+        return [
+            steadier(nan, nan, **pair, why=why),
+            fewer_steps(0, 0, **pair, max_iter=config.max_iter, why=why),
+            final_residual(nan, **pair, tol=config.tol, why=why),
+        ]
     final = strict_median([float(t[-1]["residual"]) for t in init[small].values()])
-    pair = {"small": small, "large": large}
     return [
         steadier(unsteadiness(init[small]), unsteadiness(init[large]), **pair),
         fewer_steps(
@@ -129,7 +132,11 @@ def _training(config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
     training = trajectories(rows, "training", "epoch")
     later = [e for e in training if e > 0]
     if 0 not in training or not later:
-        return training_missing("needs snapshots before and after training")
+        why = "needs snapshots before and after training"
+        return [
+            longer(0, 0, last=0, max_iter=config.max_iter, why=why),
+            apart(math.nan, math.nan, first=0, why=why),
+        ]
     first, last = min(later), max(later)
     before, after = solver_steps(training[0]), solver_steps(training[last])
     return [

@@ -306,7 +306,6 @@ def lemma_check(
     )
 
 
-@claim
 def lemma_statements(runs: Mapping[int, Run], *, run: str) -> list[Statement]:
     """:func:`lemma_check` of each lemma at each width (``runs``: width → its probes, with
     the series ``<key>_lhs`` / ``<key>_rhs``; a probe where a lemma was not evaluated has
@@ -356,12 +355,15 @@ def conjecture_1_check(losses: Sequence[float], *, width: int) -> Statement:
     second half keeps at least :data:`LINEAR_SHARE` of the first half's decay of ``ln L``
     (ours: a finite run's reading of a linear rate). The value is that share (0 when the
     loss did not fall over the first half)."""
-    K = len(losses) - 1
-    ends = (losses[0], losses[K // 2], losses[-1]) if K >= 2 else (math.nan,) * 3
+    finite = list(itertools.takewhile(is_measured, losses))  # the run until it stops
+    K = len(finite) - 1
+    ends = (finite[0], finite[K // 2], finite[-1]) if K >= 2 else (math.nan,) * 3
     share = None
     if all(is_measured(x) and x > 0 for x in ends):
         first = math.log(ends[1] / ends[0])
         share = math.log(ends[2] / ends[1]) / first if first < 0 else 0.0  # 0: no fall at all
+    stopped = [None] if len(finite) < len(losses) else []  # its measured part beside the rest
+    share = worst([share, *stopped], ">=", LINEAR_SHARE)
     return HIEU.observation(
         "Section 3.1, Conjecture 1",
         name=f"Conjecture 1: GD converges at a linear rate at n = {width}",

@@ -13,7 +13,8 @@ Section 4.1), as functions of the statistics measured on its solver trajectories
   final relative residual meets ``tol``.
 
 The last two observations are about trained models: NOT MEASURED with ``not_trained``
-(:func:`deqlab.papers.hieu2022.claims.untrained`) when the model did not learn.
+(:func:`deqlab.papers.hieu2022.claims.untrained`) when the model did not learn; each
+statement is NOT MEASURED with ``why`` when its trajectories were not recorded.
 """
 
 from __future__ import annotations
@@ -55,14 +56,19 @@ def _unobserved(source: Source, name: str, expected: str, why: str) -> Statement
 
 
 @claim
-def steadier(chaos_small: float, chaos_large: float, *, small: float, large: float) -> Statement:
+def steadier(
+    chaos_small: float, chaos_large: float, *, small: float, large: float, why: str = ""
+) -> Statement:
     """Figs. 4.1–4.2: the median mean residual over the steps i ≥ 1 with N(0, ``small``)
-    over that with N(0, ``large``) is < 1."""
+    over that with N(0, ``large``) is < 1 (NOT MEASURED because ``why``, if given)."""
+    name = initialisation_names(small, large)[0]
+    if why:
+        return _unobserved(STEADY, name, "ratio < 1", why)
     ratio = chaos_small / chaos_large if chaos_large > 0 else None
     return HIEU.observation(
         STEADY.location,
         quote=STEADY.quote,
-        name=initialisation_names(small, large)[0],
+        name=name,
         value=ratio,
         relation="<",
         threshold=1.0,
@@ -74,11 +80,20 @@ def steadier(chaos_small: float, chaos_large: float, *, small: float, large: flo
 
 @claim
 def fewer_steps(
-    steps_small: int, steps_large: int, *, small: float, large: float, max_iter: int
+    steps_small: int,
+    steps_large: int,
+    *,
+    small: float,
+    large: float,
+    max_iter: int,
+    why: str = "",
 ) -> Statement:
     """Ours: the small initialisation needs fewer evaluations of f than N(0, ``large``)."""
+    name = initialisation_names(small, large)[1]
+    if why:
+        return DEQLAB.not_measured(Kind.OURS, "", name=name, expected="fewer steps", why=why)
     return ours(
-        initialisation_names(small, large)[1],
+        name,
         value=steps_small,
         relation="<",
         threshold=steps_large,
@@ -88,10 +103,15 @@ def fewer_steps(
 
 
 @claim
-def final_residual(median: float, *, small: float, large: float, tol: float) -> Statement:
+def final_residual(
+    median: float, *, small: float, large: float, tol: float, why: str = ""
+) -> Statement:
     """Ours: with the small initialisation the median final relative residual ≤ ``tol``."""
+    name = initialisation_names(small, large)[2]
+    if why:
+        return DEQLAB.not_measured(Kind.OURS, "", name=name, expected=f"≤ {tol:g}", why=why)
     return ours(
-        initialisation_names(small, large)[2],
+        name,
         value=median,
         relation="<=",
         threshold=tol,
@@ -101,20 +121,13 @@ def final_residual(median: float, *, small: float, large: float, tol: float) -> 
 
 
 @claim
-def initialisations_missing(small: float, large: float, *, tol: float, why: str) -> list[Statement]:
-    """The three statements on the initialisations, NOT MEASURED because ``why``."""
-    names = initialisation_names(small, large)
-    return [
-        _unobserved(STEADY, names[0], "ratio < 1", why),
-        DEQLAB.not_measured(Kind.OURS, "", name=names[1], expected="fewer steps", why=why),
-        DEQLAB.not_measured(Kind.OURS, "", name=names[2], expected=f"≤ {tol:g}", why=why),
-    ]
-
-
-@claim
-def longer(before: int, after: int, *, last: int, max_iter: int, not_trained: str) -> Statement:
+def longer(
+    before: int, after: int, *, last: int, max_iter: int, not_trained: str = "", why: str = ""
+) -> Statement:
     """Fig. 4.3: more evaluations of f at epoch ``last`` than before training."""
     expected = f"more evaluations of f after epoch {last} than before training"
+    if why:
+        return _unobserved(COMPLEX, LONGER, "more", why)
     if not_trained:
         return _unobserved(COMPLEX, LONGER, expected, not_trained)
     if before >= max_iter:
@@ -133,10 +146,14 @@ def longer(before: int, after: int, *, last: int, max_iter: int, not_trained: st
 
 
 @claim
-def apart(before: float, after: float, *, first: int, not_trained: str) -> Statement:
+def apart(
+    before: float, after: float, *, first: int, not_trained: str = "", why: str = ""
+) -> Statement:
     """Fig. 4.3: the between/within-class spread of the last iterates is larger at epoch
     ``first`` than at epoch 0."""
     expected = f"between/within-class spread of the last iterates larger at epoch {first}"
+    if why:
+        return _unobserved(CLASSES, APART, "larger", why)
     if not_trained:
         return _unobserved(CLASSES, APART, expected, not_trained)
     return HIEU.observation(
@@ -150,12 +167,3 @@ def apart(before: float, after: float, *, first: int, not_trained: str) -> State
         f"{number(after, 3)}",
         expected=expected,
     )
-
-
-@claim
-def training_missing(why: str) -> list[Statement]:
-    """The two statements on training, NOT MEASURED because ``why``."""
-    return [
-        _unobserved(COMPLEX, LONGER, "more", why),
-        _unobserved(CLASSES, APART, "larger", why),
-    ]

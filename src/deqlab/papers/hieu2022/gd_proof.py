@@ -264,7 +264,6 @@ def step_lemma_check(trace: GDTrace, key: str, ks: range, suffix: str) -> Statem
     )
 
 
-@claim
 def step_lemma_statements(trace: GDTrace, premises: Mapping[str, Premise]) -> list[Statement]:
     """Lemmas 3.3.6–3.3.10 as implications (Lemma 3.3.6 has no premise), from
     ``trace.sides``."""

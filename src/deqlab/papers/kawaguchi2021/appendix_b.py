@@ -160,7 +160,6 @@ def perron(states: States) -> Statement:
     )
 
 
-@claim
 def appendix_b(states: States, *, tolerance: float) -> list[Statement]:
     """Eq. (37), the three growth statements, and the Perron leading term (ours)."""
     return [

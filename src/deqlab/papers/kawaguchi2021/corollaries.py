@@ -231,7 +231,6 @@ def accuracy_time_check(
     )
 
 
-@claim
 def corollary_checks(
     corollary: Corollary,
     runs: Runs,

@@ -340,7 +340,6 @@ def deep_sources(figure: int) -> tuple[Source, Source]:
     )
 
 
-@claim
 def figure_observations(
     figure: int, dataset: str, runs: Sequence[Run], grid: TrainingGrid
 ) -> list[Statement]:

@@ -74,7 +74,6 @@ def trust_region_check(column: str, runs: Mapping[str, Run], *, tolerance: float
     )
 
 
-@claim
 def theorem_2(runs: Mapping[str, Run], *, tolerance: float) -> list[Statement]:
     """The three statements of :data:`CHECKS`."""
     return [trust_region_check(column, runs, tolerance=tolerance) for column in CHECKS]

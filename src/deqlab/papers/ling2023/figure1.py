@@ -127,7 +127,6 @@ def completed(prefix: str, runs: Sequence[Width], steps: int, ms: Sequence[int])
     )
 
 
-@claim
 def figure1_statements(
     prefix: str, runs: Sequence[Width], steps: int, configured: Sequence[int], *, n: int
 ) -> list[Statement]:

@@ -22,7 +22,13 @@ import math
 from collections.abc import Mapping, Sequence
 
 from deqlab.papers.ling2023 import LING
-from deqlab.papers.ling2023.claims import assumption1, assumption2, theorem3_ii
+from deqlab.papers.ling2023.claims import (
+    NORM_RTOL,
+    PARALLEL_TOL,
+    assumption1,
+    assumption2,
+    theorem3_ii,
+)
 from deqlab.papers.ling2023.init_theorems import (
     fit_loglog_slope,
     geometric_decay,
@@ -139,14 +145,23 @@ def lemma1_finite_m(draws: Draws, sigma_w2: float) -> Statement:
     )
 
 
+def _depth(point: Point) -> float:
+    """The depth to sort by (a draw without one last)."""
+    return point["depth"] if is_measured(point["depth"]) else math.inf
+
+
 @claim
 def theorem3(draws: Draws, sigma_w2: float) -> Statement:
     """Theorem 3 (i): the raw per-layer decay of ‖K − K^(l)‖_F between the two deepest
     depths above round-off, against the decay of n l σ_w^(2l) between them."""
-    k3 = sorted(select(draws, "K_minus_Kl_fro"), key=lambda p: p["depth"])
+    k3 = sorted(select(draws, "K_minus_Kl_fro"), key=lambda p: _depth(p))
     errors = [p["measured"] for p in k3]
     floor = THEOREM3_FLOOR * max((e for e in errors if is_measured(e)), default=0.0)
-    kept = [(int(p["depth"]), p["measured"]) for p in k3 if p["measured"] > floor]
+    kept = [
+        (int(p["depth"]), p["measured"])
+        for p in k3
+        if is_measured(p["depth"]) and is_measured(p["measured"]) and p["measured"] > floor
+    ]
     name, where = "Theorem 3 (i): ‖K − K^(l)‖_F = O(n l σ_w^(2l))", "Theorem 3 (i)"
     if len(kept) < 2:
         return LING.theorem(
@@ -185,11 +200,12 @@ def theorem3(draws: Draws, sigma_w2: float) -> Statement:
 
 @claim
 def theorem3_ii_of(draws: Draws) -> Statement:
-    """Theorem 3 (ii) on the measured λ* (:func:`~.claims.theorem3_ii`)."""
-    (point,) = select(draws, "lambda_star") or [None]
-    if point is None:
+    """Theorem 3 (ii) on the measured λ* (:func:`~.claims.theorem3_ii`; the worst draw)."""
+    points = select(draws, "lambda_star")
+    if not points:
         return theorem3_ii(None, None)
-    return theorem3_ii(point["measured"], point["theory"])
+    value = worst([p["measured"] for p in points], ">", 0.0)
+    return theorem3_ii(value, worst([p["theory"] for p in points], "<="))
 
 
 @claim
@@ -307,20 +323,20 @@ def u_norm(draws: Draws) -> Statement:
     )
 
 
+def _loss_bound(loss: Point, feature: Point | None) -> float:
+    """The Gaussian bound C of Φ(0)/n given Z(0) (NaN where a side is not measured)."""
+    if feature is None or not (is_measured(loss["theory"]) and is_measured(feature["measured"])):
+        return math.nan
+    return initial_loss_bound(loss["theory"], feature["measured"], FAILURE_PROBABILITY)
+
+
 @claim
 def initial_loss(draws: Draws) -> Statement:
     """Section 3.2: every Φ(0)/n ≤ ½(√(2μ) + t√s)², the Gaussian bound given Z(0)."""
     losses = select(draws, "initial_loss")
     features = {(p["m"], p["seed"]): p for p in select(draws, "feature_norm_sq")}
     widths = sorted({int(p["m"]) for p in losses if is_measured(p["m"])})
-    bounds = [
-        initial_loss_bound(
-            p["theory"], features[p["m"], p["seed"]]["measured"], FAILURE_PROBABILITY
-        )
-        if (p["m"], p["seed"]) in features
-        else math.nan
-        for p in losses
-    ]
+    bounds = [_loss_bound(p, features.get((p["m"], p["seed"]))) for p in losses]
     value = worst([p["measured"] / c for p, c in zip(losses, bounds, strict=True)], "<=", 1.0)
     per_width = [worst([p["measured"] for p in losses if p["m"] == m], "<=") for m in widths]
     s = sorted(p["measured"] for p in features.values())
@@ -366,16 +382,15 @@ def concentration(draws: Draws) -> Statement:
 @claim
 def assumption2_of(draws: Draws) -> list[Statement]:
     """Assumption 2 (i) on the run's inputs (:func:`~.claims.assumption2`)."""
-    (norm,) = select(draws, "x_norm_deviation") or [None]
-    (cos,) = select(draws, "max_abs_cos") or [None]
+    norms = [p["measured"] for p in select(draws, "x_norm_deviation")]
+    cosines = [p["measured"] for p in select(draws, "max_abs_cos")]
     return assumption2(
-        None if norm is None else norm["measured"],
-        None if cos is None else cos["measured"],
+        worst(norms, "<=", NORM_RTOL),
+        worst(cosines, "<", 1.0 - PARALLEL_TOL),
         how_to_normalize="inputs scaled to ‖x_i‖ = √d (the data sets of deqlab.data are)",
     )
 
 
-@claim
 def initialization(draws: Draws, sigma_w2: float) -> list[Statement]:
     """Every statement of the module docstring."""
     a1, a2 = assumption1(sigma_w2), assumption2_of(draws)

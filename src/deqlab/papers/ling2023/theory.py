@@ -422,10 +422,12 @@ class PLMargins:
     - ``min_eq4``: g² / (2 λ_min(H(τ)) Φ(τ)) over the steps with H due (Eq. (4));
     - ``min_h_ratio``: λ_min(H(τ)) / λ_τ over those steps (the observation before Eq. (5));
     - ``min_eq5``: g² / (2 λ_τ Φ(τ)) over the steps with λ_τ and g due (Eq. (5));
-    - ``h_steps`` / ``eq5_steps``: the steps each ran over;
-    - ``max_W_norm_bound``: the trainer's upper bound of ‖W(τ)‖₂ over the steps of Eq. (5)
-      (a superset of those of Eq. (4)): below 1, J(τ) is invertible there (Lemma 2);
-      ``max_W_norm``: ‖W(τ)‖₂ where Lanczos measured it among those steps.
+    - ``h_steps`` / ``eq5_steps``: the steps each ran over; ``checked_steps``: those of
+      Eq. (5) whose ratio was measured;
+    - ``max_W_norm_bound``: the trainer's upper bound of ‖W(τ)‖₂ over the steps where
+      Eq. (5) was checked (its ratio measured; a superset of those of Eq. (4)): below 1,
+      J(τ) is invertible there (Lemma 2); ``max_W_norm``: ‖W(τ)‖₂ where Lanczos measured it
+      among those steps.
 
     A quantity is due at a step where it is not NaN (±inf: due, not measured); NaN where no
     step after the start has the quantities.
@@ -438,6 +440,7 @@ class PLMargins:
     eq5_steps: tuple[int, ...]
     max_W_norm_bound: float
     max_W_norm: float
+    checked_steps: tuple[int, ...] = ()
 
 
 def pl_margins(run: Run) -> PLMargins:
@@ -451,14 +454,16 @@ def pl_margins(run: Run) -> PLMargins:
     eq4 = [k for k in eq5 if due(k, "H_lambda_min")]
     loss, grad, lam, h = run["loss"], run["grad_norm"], run["lambda_min"], run["H_lambda_min"]
     W, bound = run["W_norm"], run["W_norm_bound"]
+    checked = [k for k in eq5 if math.isfinite(_pl_ratio(grad[k], lam[k], loss[k]))]
     return PLMargins(
         min_eq4=_least([_pl_ratio(grad[k], h[k], loss[k]) for k in eq4]),
         min_h_ratio=_least([_ratio(h[k], lam[k]) for k in eq4]),
         min_eq5=_least([_pl_ratio(grad[k], lam[k], loss[k]) for k in eq5]),
         h_steps=tuple(run.steps[k] for k in eq4),
         eq5_steps=tuple(run.steps[k] for k in eq5),
-        max_W_norm_bound=_nan(worst([bound[k] for k in eq5], "<", 1.0)),
-        max_W_norm=_nan(worst([W[k] for k in eq5 if W[k] == W[k]], "<", 1.0)),
+        max_W_norm_bound=_nan(worst([bound[k] for k in checked], "<", 1.0)),
+        max_W_norm=_nan(worst([W[k] for k in checked if W[k] == W[k]], "<", 1.0)),
+        checked_steps=tuple(run.steps[k] for k in checked),
     )
 
 
