@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from deqlab._memory import MemoryRefusal
 from deqlab.cli.app import _finite
 from deqlab.statements import Statement
 from deqlab.verification import (
@@ -20,7 +21,7 @@ from deqlab.verification import (
     load_dataset,
     verify,
 )
-from deqlab.verification.checks import _unique
+from deqlab.verification.checks import CHECKS, Check, Square, _unique, check_for, check_memory
 
 
 @pytest.fixture(scope="module")
@@ -207,3 +208,17 @@ def test_infinite_widths_survive_the_json_document(result):
     doc = _finite(result.as_dict())
     assert math.isinf(result.numbers["required_width"]["eq9"])
     assert doc["numbers"]["required_width"]["eq9"] == "inf"
+
+
+def test_each_model_is_a_check_and_its_memory_need_is_refused_by_one_rule():
+    """The three model dataclasses implement the one Check protocol (no type switch decides
+    what they need): check_memory refuses any Square that does not fit, naming it."""
+    assert all(isinstance(cls(), Check) for cls in CHECKS.values())
+    assert check_for("delm") == DELMCheck() and check_for(MonDEQCheck(width=8)).width == 8
+
+    class Huge(DELMCheck):
+        def memory_need(self, n, d, *, train, device):
+            return [Square("a test's n×n arrays", 1e6, 0)]
+
+    with pytest.raises(MemoryRefusal, match=r"`X`: .*a test's n×n arrays"):
+        check_memory(Huge(), 10**6, 3, train=0, subject="`X`")

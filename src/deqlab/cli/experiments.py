@@ -24,6 +24,7 @@ from deqlab.cli.app import (
     running_as_command,
     warn,
 )
+from deqlab.cli.statements_table import print_statements
 
 PRESET_METAVAR = "tiny|quick|paper"
 DEVICE_METAVAR = "cpu|cuda|cuda:N"
@@ -189,7 +190,7 @@ def reproduce(
         echo_json(run.as_dict())
     else:
         if not quiet:
-            print_statements([s.as_dict() for s in run.statements])
+            print_statements([s.as_dict() for s in run.statements], _console())
         typer.echo(f"verdicts: {run.counts.sentence()}")
         typer.echo(one_line(run.deviations))
         what = "reused finished run" if run.reused else f"run {run.status}"
@@ -201,28 +202,6 @@ def reproduce(
     if strict and run.counts.failed:
         typer.echo(f"--strict: {run.counts.failed} statement(s) FAIL", err=True)
         raise typer.Exit(EXIT_FAILED)
-
-
-_VERDICT_STYLE = {
-    "PASS": "green", "HOLDS": "green", "FAIL": "bold red", "UNMET": "yellow",
-    "NOT APPLICABLE": "dim", "NOT MEASURED": "dim",
-}  # fmt: skip
-
-
-def print_statements(statements: list[dict[str, object]]) -> None:
-    """The statements as one table: verdict, kind, source, measured, expected, what is needed."""
-    if not statements:
-        return
-    table = Table("statement", "kind", "source", "verdict", "measured", "expected", "needs",
-                  title="Statements")  # fmt: skip
-    for s in statements:
-        style = _VERDICT_STYLE.get(str(s["verdict"]), "")
-        table.add_row(
-            escape(str(s["name"])), str(s["kind"]), escape(str(s["citation"])),
-            f"[{style}]{s['verdict']}[/{style}]", escape(str(s["measured"])),
-            escape(str(s["expected"])), escape(str(s.get("needs", ""))),
-        )  # fmt: skip
-    _console().print(table)
 
 
 def _mark(status: dict[str, Any]) -> str:

@@ -175,7 +175,7 @@ def kernel(
 ) -> None:
     """Print λ*, the condition number and the diagonal of K (Ling et al. 2023, Eq. (14))."""
     from deqlab.cli.progress import progress_bar
-    from deqlab.runs.devices import check_device
+    from deqlab.devices import check_device
     from deqlab.theory.spectra import least_eigenvalue_large
 
     layers = _parse_depth(depth)

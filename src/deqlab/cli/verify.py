@@ -126,7 +126,7 @@ def verify_command(
     ),
 ) -> None:
     """Check the papers' hypotheses and predictions on your data and model."""
-    from deqlab.runs.devices import check_device
+    from deqlab.devices import check_device
     from deqlab.verification import load_dataset, load_file, verify
     from deqlab.verification.checks import check_memory, check_model
 

@@ -15,7 +15,7 @@ def print_result(result) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from deqlab.cli.experiments import print_statements
+    from deqlab.cli.statements_table import print_statements
     from deqlab.verification.api import LEGENDS
 
     console = Console(width=160)
@@ -25,7 +25,7 @@ def print_result(result) -> None:
     for label, value in _headline(result):
         table.add_row(escape(label), escape(value))
     console.print(table)
-    print_statements([s.as_dict() for s in result.statements])
+    print_statements([s.as_dict() for s in result.statements], console)
     typer.echo(f"verdicts: {result.counts.sentence()}")
     typer.echo(LEGENDS[result.model])
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deqlab.devices import check_device
 from deqlab.experiments.base import Experiment
 from deqlab.experiments.config import ConfigError, read_config_file, resolve_config
-from deqlab.runs.devices import check_device
 from deqlab.runs.executors import Executor, make_executor
 from deqlab.runs.run import Run
 from deqlab.runs.runner import reproduce as _run

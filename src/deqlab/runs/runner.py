@@ -40,9 +40,9 @@ from typing import Any
 
 from rich.console import Console
 
+from deqlab.devices import check_device, device_type
 from deqlab.experiments.base import Experiment, Task
 from deqlab.experiments.config import ConfigError, config_hash
-from deqlab.runs.devices import check_device, device_type
 from deqlab.runs.executors import Executor, LocalExecutor, TaskResult, TaskSpec
 from deqlab.runs.lock import RunLock, now_iso, owner_environment
 from deqlab.runs.progress import run_with_progress

@@ -22,7 +22,7 @@ import numpy as np
 
 import deqlab
 from deqlab._checks import check_int, check_positive
-from deqlab.runs.devices import check_device
+from deqlab.devices import check_device
 from deqlab.statements import Counts, Statement
 from deqlab.verification.answers import Answer, StandIns, standins
 from deqlab.verification.checks import CHECKS, Check, check_for, check_memory, run_check

@@ -1,5 +1,6 @@
-"""One frozen dataclass per model verify checks, holding only the model's own settings
-(the way solvers hold only their hyper-parameters), and the one flow they share.
+"""What verify needs of a model, one :class:`Check` protocol, implemented by one frozen
+dataclass per model holding only the model's own settings (the way solvers hold only their
+hyper-parameters), and the one flow they share.
 
 - :class:`ReLUDEQCheck` (``width``, ``sigma_w2``): Ling et al. (2023), Condition 1,
   Theorems 1–3 (:mod:`deqlab.verification.relu_deq`);
@@ -9,7 +10,7 @@
   Kawaguchi (2021) (:mod:`deqlab.verification.delm`; its width is d, as φ(x) = x).
 
 :func:`run_check` is the flow: measure at initialization, pick the step size (given, else
-the theorem's), the statements, optionally train and the statements of the run, the
+the theorem's), the paper's claims on it, optionally train and the claims on the run, the
 numbers, and the one-line answers (:mod:`deqlab.verification.answers`).
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from deqlab._checks import check_choice, check_int, check_positive, check_real
 from deqlab._memory import (
@@ -66,6 +67,49 @@ def _open_unit(name: str, value: float) -> float:
 
 
 @dataclass(frozen=True)
+class Square:
+    """An n×n computation verify would make: ``what`` it is, its n×n float64 ``buffers`` and
+    its ``per_point`` bytes, on ``device`` (:func:`deqlab._memory.check_square`)."""
+
+    what: str
+    buffers: float
+    per_point: int
+    device: str = "cpu"
+
+
+@runtime_checkable
+class Check(Protocol):
+    """What verify needs of a model: its name (``--model``), paper and what it covers, the
+    memory its n×n work needs, the network at initialization and what is measured there,
+    the theorem's step size, the paper's claims, training, the numbers and the answers."""
+
+    model: ClassVar[str]
+    paper: ClassVar[Paper]
+    covers: ClassVar[str]
+
+    def memory_need(self, n: int, d: int, *, train: int, device: str) -> list[Square]:
+        """The n×n computations on n points of dimension d (refused before any runs)."""
+
+    def initialize(self, inputs: Inputs, seed: int, progress: Progress, device: str) -> Any:
+        """The network drawn from ``seed`` and what is measured on it at initialization."""
+
+    def default_eta(self, init: Any) -> float:
+        """The step size the paper's theorem allows."""
+
+    def statements(self, init: Any, eta: float | None) -> list[Statement]:
+        """The paper's claims at initialization."""
+
+    def train(self, init: Any, steps: int, eta: float, progress: Progress) -> tuple:
+        """(the run, the claims on it, its numbers) of ``steps`` GD steps of size ``eta``."""
+
+    def numbers(self, init: Any, eta: float | None) -> dict[str, Any]:
+        """Every number measured at initialization, under stable keys."""
+
+    def answers(self, init: Any, numbers: dict, training: dict | None) -> list[answers.Answer]:
+        """One line per theorem: it applies, at a larger width, at none, or undecided."""
+
+
+@dataclass(frozen=True)
 class ReLUDEQCheck:
     """Ling et al. (2023) on a ReLU DEQ of width ``width`` drawn with Assumption 1's σ_w²."""
 
@@ -78,6 +122,27 @@ class ReLUDEQCheck:
     def __post_init__(self) -> None:
         object.__setattr__(self, "width", check_width(self.width))
         object.__setattr__(self, "sigma_w2", _open_unit("sigma_w2", self.sigma_w2))
+
+    def memory_need(self, n: int, d: int, *, train: int, device: str) -> list[Square]:
+        """K, the DEQ NTK and a work array (on ``device``), H(0) of Eq. (4) where the
+        stand-ins or training need it, and W(0) with the m×m work of its solves."""
+        m = self.width
+        _check_width_fits(m, 3, "W(0) and the m×m work of its solves and norms")
+        stand_ins = n <= relu_deq.STANDIN_LIMIT or train
+        what = "K, the DEQ NTK over it and a work array"
+        per_point = 8 * (d + 4 * m)  # X, Z(0), the adjoint and gradients (m each)
+        if device == "cpu":
+            buffers = relu_deq.STANDIN_BUFFERS if stand_ins else relu_deq.KERNEL_BUFFERS
+            return [
+                Square(what + (", then H(0) of Eq. (4)" if stand_ins else ""), buffers, per_point)
+            ]
+        on_device = Square(what, relu_deq.KERNEL_BUFFERS, 8 * d, device)
+        # K and the NTK on the device; H(0) and the network on the CPU
+        cpu = relu_deq.STANDIN_BUFFERS if stand_ins else 0
+        return [
+            on_device,
+            Square(what + (", then H(0) of Eq. (4)" if stand_ins else ""), cpu, per_point),
+        ]
 
     def initialize(self, inputs: Inputs, seed: int, progress: Progress, device: str = "cpu"):
         known = relu_deq.kernels(inputs, self.sigma_w2, progress, device=device)
@@ -127,6 +192,14 @@ class MonDEQCheck:
         object.__setattr__(self, "width", check_width(self.width))
         object.__setattr__(self, "monotonicity", check_positive("monotonicity", self.monotonicity))
         object.__setattr__(self, "radius", check_positive("radius", self.radius))
+
+    def memory_need(self, n: int, d: int, *, train: int, device: str) -> list[Square]:
+        """The monotone DEQs up to the widest of the width fits (2·max(width, 4n))."""
+        if self.width >= mondeq.FIT_WIDTH_FACTOR * n:  # the fits go to 2·width
+            _check_width_fits(2 * self.width, 6, "the monotone DEQ at the widest fit width")
+        top = 2 * max(self.width, mondeq.FIT_WIDTH_FACTOR * n)  # the widest fit network
+        what = f"the monotone DEQs up to width {top} (W, A, B, the splitting's inverse)"
+        return [Square(what, 6 * (top / n) ** 2, 8 * (d + 4 * top))]
 
     def initialize(self, inputs: Inputs, seed: int, progress: Progress, device: str = "cpu"):
         _cpu_only(self, device)
@@ -179,8 +252,14 @@ class DELMCheck:
         if self.epsilon is not None:
             object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon))
 
+    def memory_need(self, n: int, d: int, *, train: int, device: str) -> list[Square]:
+        """The DELM's inputs and equilibria: no n×n array."""
+        return [Square("the DELM's inputs and equilibria", 0, 8 * 4 * d)]
+
     def initialize(self, inputs: Inputs, seed: int, progress: Progress, device: str = "cpu"):
         _cpu_only(self, device)
+        if inputs.d > MAX_WIDTH:
+            raise InputError(f"the DELM's width is d = {inputs.d}; at most {MAX_WIDTH} is drawn")
         loss = delm.Loss(self.loss, self.tau, self.logistic_radius)
         label_map = None
         if loss.name == "logistic":
@@ -206,14 +285,13 @@ class DELMCheck:
         return answers.delm(init, numbers, training)
 
 
-Check = ReLUDEQCheck | MonDEQCheck | DELMCheck
 #: The checks by the name ``--model`` takes.
 CHECKS: dict[str, type] = {c.model: c for c in (ReLUDEQCheck, MonDEQCheck, DELMCheck)}
 
 
 def check_for(model: str | Check) -> Check:
     """``model`` as a check: a check as given, a name of :data:`CHECKS` with its defaults."""
-    if isinstance(model, ReLUDEQCheck | MonDEQCheck | DELMCheck):
+    if isinstance(model, Check):
         return model
     return CHECKS[check_choice("model", model, CHECKS)]()
 
@@ -227,34 +305,16 @@ def check_memory(
     checks say what is wrong)."""
     if n < 1:
         return
-    if isinstance(check, ReLUDEQCheck):
-        m = check.width
-        _check_width_fits(m, 3, "W(0) and the m×m work of its solves and norms")
-        stand_ins = n <= relu_deq.STANDIN_LIMIT or train
-        buffers = relu_deq.STANDIN_BUFFERS if stand_ins else relu_deq.KERNEL_BUFFERS
-        what = "K, the DEQ NTK over it and a work array" + (
-            ", then H(0) of Eq. (4)" if stand_ins else ""
-        )
-        per_point = 8 * (d + 4 * m)  # X, Z(0), the adjoint and gradients (m each)
-    elif isinstance(check, MonDEQCheck):
-        if check.width >= mondeq.FIT_WIDTH_FACTOR * n:  # the fits go to 2·width
-            _check_width_fits(2 * check.width, 6, "the monotone DEQ at the widest fit width")
-        top = 2 * max(check.width, mondeq.FIT_WIDTH_FACTOR * n)  # the widest fit network
-        buffers, per_point = 6 * (top / n) ** 2, 8 * (d + 4 * top)
-        what = f"the monotone DEQs up to width {top} (W, A, B, the splitting's inverse)"
-    else:
-        buffers, per_point, what = 0, 8 * 4 * d, "the DELM's inputs and equilibria"
-    if device != "cpu":  # K and the NTK on the device; H(0) and the network on the CPU
+    for square in check.memory_need(n, d, train=train, device=device):
+        device_of = None if square.device == "cpu" else square.device
         check_square(
             subject,
             n,
-            "K, the DEQ NTK over it and a work array",
-            buffers=relu_deq.KERNEL_BUFFERS,
-            per_point=8 * d,
-            device=device,
+            square.what,
+            buffers=square.buffers,
+            per_point=square.per_point,
+            device=device_of,
         )
-        buffers = relu_deq.STANDIN_BUFFERS if buffers == relu_deq.STANDIN_BUFFERS else 0
-    check_square(subject, n, what, buffers=buffers, per_point=per_point)
 
 
 def _check_width_fits(width: int, arrays: int, what: str) -> None:
@@ -318,8 +378,6 @@ def run_check(
 ) -> Outcome:
     """The flow of the module docstring (``device``: where the ReLU DEQ's K and NTK and their
     least eigenvalues are computed; the network and its training stay on the CPU)."""
-    if isinstance(check, DELMCheck) and inputs.d > MAX_WIDTH:
-        raise InputError(f"the DELM's width is d = {inputs.d}; at most {MAX_WIDTH} is drawn")
     init = check.initialize(inputs, seed, progress, device)
     if train and eta is None:
         eta = check.default_eta(init)
