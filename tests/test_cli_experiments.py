@@ -145,7 +145,7 @@ class ProbeConfig:
 class DataProbe(Experiment):
     """Reads nothing; declares data sets (for `show`) and a paper setting of our choices."""
 
-    name = "test-data-probe"
+    slug = "data-probe"
     title = "Data probe"
     paper = TEST_PAPER
     Config = ProbeConfig

@@ -30,7 +30,7 @@ def test_an_experiment_must_declare_its_presets_paper_setting_and_paper_record()
         "run_task": lambda self, c, t, x: [],
         "plot": lambda self, c, r, d: [],
         "statements": lambda self, c, r: [],
-        "name": "ling2023-x",
+        "slug": "x",
         "paper": LING,
     }
     presets = {"tiny": {}, "quick": {}, "paper": {}}
@@ -42,8 +42,14 @@ def test_an_experiment_must_declare_its_presets_paper_setting_and_paper_record()
     for not_a_record in (None, "Ling et al., AISTATS 2023"):
         with pytest.raises(TypeError, match=r"`paper` must be a Paper record of deqlab\.papers"):
             type("NoPaper", (Experiment,), {**declared, "paper": not_a_record})
-    with pytest.raises(TypeError, match="`name` must start with its paper's key 'ling2023-'"):
+    with pytest.raises(TypeError, match="declare `slug`, not `name`"):
         type("Misnamed", (Experiment,), {**declared, "name": "hieu2022-x"})
+    with pytest.raises(TypeError, match=r"`slug` must be a non-empty str .*got 'x y'"):
+        type("Spaced", (Experiment,), {**declared, "slug": "x y"})
+    reportless = {k: v for k, v in declared.items() if k not in ("plot", "statements")}
+    with pytest.raises(TypeError, match="`report` must be a module with statements and plot"):
+        type("NoReport", (Experiment,), reportless)
     cited = type("Declared", (Experiment,), {**declared, "where": "Figure 1"})
+    assert cited.name == "ling2023-x"
     assert cited.paper_setting == {}
     assert cited.citation == f"{LING.full} (Figure 1)"

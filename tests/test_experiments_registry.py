@@ -101,7 +101,7 @@ FOLDER = {
 
         @register
         class Toy2099Line(Experiment):
-            name = "toy2099-line"
+            slug = "line"
             title = "The slope of a line (Figure 1)"
             paper = TOY
             where = "Figure 1"

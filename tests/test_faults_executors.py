@@ -39,7 +39,7 @@ runner = CliRunner()
 class SlowLsq(LeastSquaresGD):
     """:class:`LeastSquaresGD` sleeping ``$DEQLAB_TEST_SLOW`` seconds at every step."""
 
-    name = "test-slow-lsq"
+    slug = "slow-lsq"
     presets: ClassVar = {"tiny": {"steps": 30}, "quick": {}, "paper": {"steps": 200}}
 
     def run_task(self, config, task, ctx):

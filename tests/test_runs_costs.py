@@ -26,7 +26,7 @@ SLEEP_S = 0.02
 class SleepyLsq(LeastSquaresGD):
     """:class:`LeastSquaresGD` sleeping :data:`SLEEP_S` at every step (a known cost)."""
 
-    name = "test-sleepy-lsq"
+    slug = "sleepy-lsq"
     presets: ClassVar = {"tiny": {"steps": 30}, "quick": {}, "paper": {"steps": 200}}
 
     def run_task(self, config, task, ctx):
@@ -44,7 +44,7 @@ class SleepyLsq(LeastSquaresGD):
 class Silent(LeastSquaresGD):
     """Reports no step: nothing to extrapolate from."""
 
-    name = "test-silent-lsq"
+    slug = "silent-lsq"
 
     def run_task(self, config, task, ctx):
         ctx.progress = lambda done, total: None

@@ -36,7 +36,7 @@ TESTS = Path(__file__).resolve().parent
 class NodeLsq(LeastSquaresGD):
     """:class:`LeastSquaresGD` whose rows say which Ray node computed them."""
 
-    name = "test-node-lsq"
+    slug = "node-lsq"
 
     def run_task(self, config, task, ctx):
         rows = super().run_task(config, task, ctx)

@@ -61,7 +61,7 @@ def _problem(config: LsqConfig) -> tuple[torch.Tensor, torch.Tensor]:
 class LeastSquaresGD(Experiment):
     """GD on Φ(w) = ‖Xw − y‖² / (2n); one task per learning rate."""
 
-    name = "test-lsq-gd"
+    slug = "lsq-gd"
     title = "Full-batch GD on least squares"
     paper = TEST_PAPER
     Config = LsqConfig

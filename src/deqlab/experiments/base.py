@@ -3,8 +3,9 @@
 An experiment reproduces one figure or claim of a paper. It is a subclass of
 :class:`Experiment` with
 
-- ``paper`` (its :class:`~deqlab.statements.Paper` record in :mod:`deqlab.papers`) and
-  ``where`` in the paper (e.g. "Figure 1"): the experiment's ``citation``;
+- ``paper`` (its :class:`~deqlab.statements.Paper` record in ``deqlab.papers.<key>``),
+  ``slug`` (its ``name`` is ``<key>-<slug>``) and ``where`` in the paper (e.g. "Figure 1"):
+  the experiment's ``citation``;
 - ``Config``: a frozen dataclass whose defaults are the paper's settings (seed included),
   with its fields' constraints declared (:mod:`deqlab.experiments.constraints`);
 - ``presets``: named partial overrides; ``tiny`` (seconds, used by the tests), ``quick``
@@ -14,9 +15,11 @@ An experiment reproduces one figure or claim of a paper. It is a subclass of
 - :meth:`Experiment.run_task`: computes one task and returns tidy rows (one ``dict`` per
   measurement), checkpointing through :class:`TaskContext` so that an interrupted task
   resumes with identical numbers;
-- :meth:`Experiment.plot` and :meth:`Experiment.statements`: read the tidy table back
-  (compute and plotting are separate) and return figures and checked
-  :class:`~deqlab.statements.Statement` s;
+- ``report``: the module that reads the tidy table back (compute and plotting are
+  separate): its ``statements(config, rows)`` turns the rows into the measurements the
+  paper's claims take and returns their :class:`~deqlab.statements.Statement` s, its
+  ``plot(config, rows, directory)`` draws the figures (:meth:`Experiment.statements`,
+  :meth:`Experiment.plot`);
 - ``paper_setting``: for every config field, the paper's value, "not given", or a
   measurement setting (:mod:`deqlab.experiments.deviations`), from which each run's
   deviations from the paper are computed.
@@ -28,6 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 from deqlab.experiments.config import ConfigError, read_config_file, resolve_config
@@ -79,10 +83,15 @@ class TaskContext:
 class Experiment(ABC):
     """Base class of a reproducible experiment; see the module docstring for the contract."""
 
+    #: ``<paper key>-<slug>``, set at class creation.
     name: ClassVar[str]
+    #: The experiment's part of its name, after its paper's key (``"fig1"``).
+    slug: ClassVar[str]
     title: ClassVar[str]
-    #: The paper reproduced (its record in :mod:`deqlab.papers`); ``name`` starts with its key.
+    #: The paper reproduced (its record in ``deqlab.papers.<key>``).
     paper: ClassVar[Paper]
+    #: The module of ``statements(config, rows)`` and ``plot(config, rows, directory)``.
+    report: ClassVar[ModuleType]
     #: Where in the paper (e.g. ``"Figure 1, Appendix D"``), cited after the paper.
     where: ClassVar[str] = ""
     #: ``"<full citation> (<where>)"``, set at class creation: what summaries and lists show.
@@ -106,6 +115,7 @@ class Experiment(ABC):
             raise TypeError(f"experiment {cls.__name__} lacks the presets {missing}")
         if not isinstance(getattr(cls, "paper_setting", None), Mapping):
             raise TypeError(f"experiment {cls.__name__} must declare its paper_setting")
+        cls.name = _name(cls)
         cls.citation = _citation(cls)
 
     def resolve(
@@ -132,13 +142,15 @@ class Experiment(ABC):
     def run_task(self, config: Any, task: Task, ctx: TaskContext) -> list[Row]:
         """Compute ``task`` and return its tidy rows; resume from ``ctx.resume()`` if set."""
 
-    @abstractmethod
     def plot(self, config: Any, rows: list[Row], directory: Path) -> list[Path]:
-        """Draw the figures from the tidy rows into ``directory``; return the files written."""
+        """Draw the figures from the tidy rows into ``directory``; return the files written
+        (``report.plot``)."""
+        return self.report.plot(config, rows, directory)
 
-    @abstractmethod
     def statements(self, config: Any, rows: list[Row]) -> list[Statement]:
-        """The checked statements, computed from the tidy rows (NOT MEASURED where empty)."""
+        """The checked statements, computed from the tidy rows (NOT MEASURED where empty;
+        ``report.statements``)."""
+        return self.report.statements(config, rows)
 
     def datasets(self, config: Any) -> tuple[str, ...]:
         """The data sets a run of ``config`` reads (its ``dataset`` / ``datasets`` field)."""
@@ -151,18 +163,36 @@ class Experiment(ABC):
         return deviations(config, self.paper_setting)
 
 
-def _citation(cls: type[Experiment]) -> str:
-    """The experiment's citation; refuses a paper that is not a :class:`Paper` record or a
-    name that does not start with the paper's key."""
+def _name(cls: type[Experiment]) -> str:
+    """``<paper key>-<slug>``; refuses a paper that is not a :class:`Paper` record, a
+    declared ``name`` and a report without ``statements`` and ``plot``."""
     paper = getattr(cls, "paper", None)
     if not isinstance(paper, Paper):
         raise TypeError(
             f"experiment {cls.__name__}: `paper` must be a Paper record of deqlab.papers; "
             f"got {paper!r}"
         )
-    if not cls.name.startswith(f"{paper.key}-"):
+    if "name" in vars(cls):
         raise TypeError(
-            f"experiment {cls.__name__}: `name` must start with its paper's key "
-            f"{paper.key + '-'!r}; got {cls.name!r}"
+            f"experiment {cls.__name__}: declare `slug`, not `name` (the name is "
+            f"{paper.key + '-'!r} and the slug)"
         )
+    slug = getattr(cls, "slug", "")
+    if not (isinstance(slug, str) and slug and all(c.isalnum() or c == "-" for c in slug)):
+        raise TypeError(
+            f"experiment {cls.__name__}: `slug` must be a non-empty str of letters, digits "
+            f"and '-'; got {slug!r}"
+        )
+    own = [m for m in ("statements", "plot") if getattr(cls, m) is getattr(Experiment, m)]
+    missing = [m for m in own if not callable(getattr(getattr(cls, "report", None), m, None))]
+    if missing:
+        raise TypeError(
+            f"experiment {cls.__name__}: `report` must be a module with {' and '.join(missing)}"
+        )
+    return f"{paper.key}-{slug}"
+
+
+def _citation(cls: type[Experiment]) -> str:
+    """``"<full citation> (<where>)"``."""
+    paper = cls.paper
     return f"{paper.full} ({cls.where})" if cls.where else paper.full

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -39,7 +38,6 @@ from deqlab.experiments.registry import register
 from deqlab.models.conv_deq import ConvDEQ
 from deqlab.papers import HIEU
 from deqlab.solvers import Anderson
-from deqlab.statements import Statement
 
 _CHANNELS = "Eq. (4.1) gives no channel counts"
 #: What the thesis says about each config field (Section 4.1).
@@ -168,9 +166,10 @@ def trajectory_rows(model: ConvDEQ, images, labels, base: Row) -> list[Row]:
 class Hieu2022Dynamics(Experiment):
     """Forward dynamics of the conv DEQ under two initialisations and during training."""
 
-    name = "hieu2022-dynamics"
+    slug = "dynamics"
     title = "Forward dynamics of a convolutional DEQ (Figures 4.1–4.3)"
     paper = HIEU
+    report = dynamics_report
     where = "Section 4.1"
     Config = DynamicsConfig
     presets: ClassVar = {
@@ -261,9 +260,3 @@ class Hieu2022Dynamics(Experiment):
             on_epoch=snapshot,
             base={"panel": "train", "init_std": config.train_std},
         )
-
-    def statements(self, config: DynamicsConfig, rows: list[Row]) -> list[Statement]:
-        return dynamics_report.statements(config, rows)
-
-    def plot(self, config: DynamicsConfig, rows: list[Row], directory: Path) -> list[Path]:
-        return dynamics_report.plot(config, rows, directory)

@@ -27,7 +27,6 @@ Metrics: the probe columns, ``width``, ``refine`` (0: step h, 1: h/2), ``h``, ``
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -43,7 +42,6 @@ from deqlab.experiments.registry import register
 from deqlab.papers import HIEU
 from deqlab.papers.hieu2022.mondeq import condition_1, gradient_flow_bound, mondeq_constants
 from deqlab.papers.hieu2022.mondeq_kernel import prediction_kernel
-from deqlab.statements import Statement
 from deqlab.train.mondeq_flow import MonDEQFlow
 
 
@@ -95,9 +93,10 @@ def _initial_kernel_max(config: GradFlowConfig, width: int, X: torch.Tensor) -> 
 class Hieu2022GradFlow(Experiment):
     """The gradient flow of monotone DEQs against Theorem 3.3.1 (module docstring)."""
 
-    name = "hieu2022-gradflow"
+    slug = "gradflow"
     title = "Gradient flow on monotone DEQs vs Theorem 3.3.1, Proposition 4, Lemmas 3.3.2–3.3.4"
     paper = HIEU
+    report = gradflow_report
     where = (
         "Section 3.3.1: Proposition 4, Condition 1 and Theorem 3.3.1; no experiment in the thesis"
     )
@@ -190,9 +189,3 @@ class Hieu2022GradFlow(Experiment):
         return [
             {**constant, **r, "bound": float(gradient_flow_bound(c, r["t"]))} for r in flow.records
         ]
-
-    def statements(self, config: GradFlowConfig, rows: list[Row]) -> list[Statement]:
-        return gradflow_report.statements(config, rows)
-
-    def plot(self, config: GradFlowConfig, rows: list[Row], directory: Path) -> list[Path]:
-        return gradflow_report.plot(config, rows, directory)

@@ -21,7 +21,6 @@ neighbourhood of Figure 4.4: the area of ``{L ≤ L(θ*) + flat_delta}`` in dire
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -40,7 +39,6 @@ from deqlab.landscape import dataset_loss, loss_surface
 from deqlab.models.conv_deq import ConvDEQ, WeightTiedConvNet
 from deqlab.papers import HIEU
 from deqlab.solvers import Anderson
-from deqlab.statements import Statement
 
 _SAME = "Section 4.2.1: 'the same architecture with DEQ model in the above section' (Eq. 4.1)"
 #: What the thesis says about each config field (Section 4.2).
@@ -110,9 +108,10 @@ def _model(config: LandscapeConfig, key: str, in_channels: int, device: str) -> 
 class Hieu2022Landscape(Experiment):
     """Filter-normalised loss surfaces of the DEQ and of weight-tied repeat-k networks."""
 
-    name = "hieu2022-landscape"
+    slug = "landscape"
     title = "Loss landscapes: conv DEQ vs weight-tied repeat-6/11/18 (Figure 4.4)"
     paper = HIEU
+    report = landscape_report
     where = "Section 4.2"
     Config = LandscapeConfig
     presets: ClassVar = {
@@ -207,9 +206,3 @@ class Hieu2022Landscape(Experiment):
             for j, b in enumerate(grid)
         ]
         return rows
-
-    def statements(self, config: LandscapeConfig, rows: list[Row]) -> list[Statement]:
-        return landscape_report.statements(config, rows)
-
-    def plot(self, config: LandscapeConfig, rows: list[Row], directory: Path) -> list[Path]:
-        return landscape_report.plot(config, rows, directory)

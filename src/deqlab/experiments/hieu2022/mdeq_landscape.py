@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -48,7 +47,6 @@ from deqlab.landscape import dataset_loss, loss_surface
 from deqlab.models.mdeq import MDEQ
 from deqlab.papers import HIEU
 from deqlab.solvers import Anderson, Broyden
-from deqlab.statements import Statement
 
 DATASETS = ("imagenet", "cifar10", "digits")
 SOLVERS = {"anderson": Anderson, "broyden": Broyden}
@@ -245,9 +243,10 @@ def cifar10_present() -> bool:
 class Hieu2022LandscapeMDEQ(Experiment):
     """The filter-normalised loss surface of a trained multiscale DEQ."""
 
-    name = "hieu2022-landscape-mdeq"
+    slug = "landscape-mdeq"
     title = "Loss landscape of a trained MDEQ (Figures 3.1 and 4.5)"
     paper = HIEU
+    report = mdeq_landscape_report
     where = "Section 4.2.2"
     Config = MDEQLandscapeConfig
     presets: ClassVar = {
@@ -355,9 +354,3 @@ class Hieu2022LandscapeMDEQ(Experiment):
             for i, a in enumerate(grid)
             for j, b in enumerate(grid)
         ]
-
-    def statements(self, config: MDEQLandscapeConfig, rows: list[Row]) -> list[Statement]:
-        return mdeq_landscape_report.statements(config, rows)
-
-    def plot(self, config: MDEQLandscapeConfig, rows: list[Row], directory: Path) -> list[Path]:
-        return mdeq_landscape_report.plot(config, rows, directory)

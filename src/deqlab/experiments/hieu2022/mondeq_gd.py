@@ -27,7 +27,6 @@ condition: ``eq3_8_lhs``, ``eq3_8_rhs``, … ``eq3_18_rhs``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -44,7 +43,6 @@ from deqlab.papers.hieu2022.mondeq import mondeq_constants, step_size_bound
 from deqlab.papers.hieu2022.mondeq_lemmas import lemma_columns
 from deqlab.papers.hieu2022.mondeq_step import proposition_3
 from deqlab.solvers.splitting import ForwardBackward, MonotoneOperator
-from deqlab.statements import Statement
 from deqlab.train.mondeq_gd import MonDEQGD
 from deqlab.train.resumable import run_resumable
 
@@ -134,9 +132,10 @@ PAPER_SETTING: dict[str, PaperValue] = {
 class Hieu2022MonDEQGD(Experiment):
     """GD on monotone DEQs against Theorem 3.3.5 (see the module docstring)."""
 
-    name = "hieu2022-mondeq-gd"
+    slug = "mondeq-gd"
     title = "GD on monotone DEQs of several widths vs Theorem 3.3.5"
     paper = HIEU
+    report = mondeq_gd_report
     where = (
         "Chapter 3: Condition 2, Theorem 3.3.5 and Propositions 5–6; no experiment in the thesis"
     )
@@ -239,9 +238,3 @@ class Hieu2022MonDEQGD(Experiment):
         constant.update(_proposition_3(start[0], config.m))
         at_step = {int(r["step"]): r for r in lemmas}
         return [{**constant, **at_step.get(int(r["step"]), {}), **r} for r in trainer.records]
-
-    def statements(self, config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
-        return mondeq_gd_report.statements(config, rows)
-
-    def plot(self, config: MonDEQGDConfig, rows: list[Row], directory: Path) -> list[Path]:
-        return mondeq_gd_report.plot(config, rows, directory)

@@ -18,7 +18,6 @@ through ``gammas`` → 1: vec V(γ) = −(I − γσ(A_t))⁻ᵀr_t, split into 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -48,7 +47,6 @@ from deqlab.papers.kawaguchi2021.theory import (
     perron_vector,
     trust_region_terms,
 )
-from deqlab.statements import Statement
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 
 NO_EXPERIMENT = "Appendix B has no experiment"
@@ -128,9 +126,10 @@ PAPER_SETTING = {
 class Kawaguchi2021AppB(Experiment):
     """Appendix B: V_t's component along 1 against the rest as γ → 1."""
 
-    name = "kawaguchi2021-appb"
+    slug = "appb"
     title = "Implicit bias toward 1ᵀφ(x) as γ → 1 (Appendix B, Eq. 37)"
     paper = KAWAGUCHI
+    report = appb_report
     where = "Appendix B"
     Config = AppBConfig
     presets: ClassVar = {
@@ -181,9 +180,3 @@ class Kawaguchi2021AppB(Experiment):
             return [{"task": task.key, "step": step, "loss_value": loss_value, **r} for r in rows]
 
         return probe_trajectory(trainer, log_spaced_steps(config.steps, config.records), ctx, probe)
-
-    def statements(self, config: AppBConfig, rows: list[Row]) -> list[Statement]:
-        return appb_report.statements(config, rows)
-
-    def plot(self, config: AppBConfig, rows: list[Row], directory: Path) -> list[Path]:
-        return appb_report.plot(config, rows, directory)

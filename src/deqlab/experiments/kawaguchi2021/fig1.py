@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -66,7 +65,6 @@ from deqlab.experiments.registry import register
 from deqlab.models.baselines import LinearModel, ReLUMLP
 from deqlab.models.delm import DELM
 from deqlab.papers import KAWAGUCHI
-from deqlab.statements import Statement
 from deqlab.train.sgd import HeavyBall, MinibatchTrainer
 
 
@@ -240,9 +238,10 @@ FIGURE_SETTINGS = {
 class Kawaguchi2021Fig1(Experiment):
     """DELMs vs linear models and DNNs on DELM-teacher targets (an empirical observation)."""
 
-    name = "kawaguchi2021-fig1"
+    slug = "fig1"
     title = "DELM vs linear models vs ReLU DNNs on teacher targets (Figure 1, observation)"
     paper = KAWAGUCHI
+    report = fig1_report
     where = "Figure 1, App. D"
     Config = Fig1Config
     presets: ClassVar = {
@@ -353,9 +352,3 @@ class Kawaguchi2021Fig1(Experiment):
             ctx.checkpoint({"lrs_done": index + 1}, rows)
             ctx.progress(index + 1, len(config.lrs))
         return rows
-
-    def statements(self, config: Fig1Config, rows: list[Row]) -> list[Statement]:
-        return fig1_report.statements(config, rows)
-
-    def plot(self, config: Fig1Config, rows: list[Row], directory: Path) -> list[Path]:
-        return fig1_report.plot(config, rows, directory)

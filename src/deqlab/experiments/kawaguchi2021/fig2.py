@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -63,7 +62,6 @@ from deqlab.models.baselines import RESNET_IO, LinearResNet
 from deqlab.models.delm import DELM
 from deqlab.papers import KAWAGUCHI
 from deqlab.papers.kawaguchi2021.theory import square_loss, square_loss_optimum
-from deqlab.statements import Statement
 from deqlab.theory.spectra import lanczos_largest
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 from deqlab.train.divergence import DivergenceError
@@ -230,9 +228,10 @@ SWEEP = {"sweep_lrs": (1e-5, 3e-5, 6e-5, 9e-5, 1.2e-4, 1.5e-4), "sweep_gammas": 
 class Kawaguchi2021Fig2(Experiment):
     """DELMs vs a linear ResNet (panels a, b) and Corollary 1 on every DELM trajectory (c)."""
 
-    name = "kawaguchi2021-fig2"
+    slug = "fig2"
     title = "DELM vs linear ResNet: global convergence and Corollary 1's bounds (Figure 2)"
     paper = KAWAGUCHI
+    report = fig2_report
     where = "Figure 2"
     Config = Fig2Config
     presets: ClassVar = {
@@ -337,12 +336,6 @@ class Kawaguchi2021Fig2(Experiment):
             trainer = DELMGradientDescent(model, X, Y, gd)
             targets = _chunks(config.steps, ctx)
         return run_trajectory(trainer, targets, ctx, base)
-
-    def statements(self, config: Fig2Config, rows: list[Row]) -> list[Statement]:
-        return fig2_report.statements(config, rows)
-
-    def plot(self, config: Fig2Config, rows: list[Row], directory: Path) -> list[Path]:
-        return fig2_report.plot(config, rows, directory)
 
 
 def _loss_star(X: torch.Tensor, Y: torch.Tensor) -> float:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -38,7 +37,6 @@ from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps, run_tr
 from deqlab.experiments.registry import register
 from deqlab.models.delm import DELM
 from deqlab.papers import KAWAGUCHI
-from deqlab.statements import Statement
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 
 NOT_IN_PAPER = "Appendix D.2 does not give Figure 3's data or settings"
@@ -103,9 +101,10 @@ PAPER_SETTING = {
 class Kawaguchi2021Fig3(Experiment):
     """Logistic loss: the GD trajectory against both bounds of Corollary 2."""
 
-    name = "kawaguchi2021-fig3"
+    slug = "fig3"
     title = "DELM with the logistic loss and Corollary 2's bounds (Figure 3)"
     paper = KAWAGUCHI
+    report = fig3_report
     where = "Figure 3, App. D.2"
     Config = Fig3Config
     presets: ClassVar = {
@@ -171,9 +170,3 @@ class Kawaguchi2021Fig3(Experiment):
         trainer = DELMGradientDescent(model.to(ctx.device), X, y, gd)
         targets = log_spaced_steps(config.steps, config.records)
         return run_trajectory(trainer, targets, ctx, {"task": task.key})
-
-    def statements(self, config: Fig3Config, rows: list[Row]) -> list[Statement]:
-        return fig3_report.statements(config, rows)
-
-    def plot(self, config: Fig3Config, rows: list[Row], directory: Path) -> list[Path]:
-        return fig3_report.plot(config, rows, directory)

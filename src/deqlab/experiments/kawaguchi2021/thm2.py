@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -52,7 +51,6 @@ from deqlab.papers.kawaguchi2021.theory import (
     solve_trust_region,
     trust_region_terms,
 )
-from deqlab.statements import Statement
 from deqlab.train.delm_gd import DELMGDConfig, DELMGradientDescent
 
 NO_EXPERIMENT = "the paper has no experiment for Theorem 2 (Section 3.2)"
@@ -142,9 +140,10 @@ PAPER_SETTING = {
 class Kawaguchi2021Thm2(Experiment):
     """Theorem 2's implicit trust-region Newton step, measured along DELM trajectories."""
 
-    name = "kawaguchi2021-thm2"
+    slug = "thm2"
     title = "DELM dynamics as a trust-region Newton method (Theorem 2, Eq. 13)"
     paper = KAWAGUCHI
+    report = thm2_report
     where = "Theorem 2"
     Config = Thm2Config
     presets: ClassVar = {
@@ -193,9 +192,3 @@ class Kawaguchi2021Thm2(Experiment):
             return [{**base, **r} for r in trust_region_rows(model, X, Y, config, loss)]
 
         return probe_trajectory(trainer, log_spaced_steps(config.steps, config.records), ctx, probe)
-
-    def statements(self, config: Thm2Config, rows: list[Row]) -> list[Statement]:
-        return thm2_report.statements(config, rows)
-
-    def plot(self, config: Thm2Config, rows: list[Row], directory: Path) -> list[Path]:
-        return thm2_report.plot(config, rows, directory)

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -72,7 +71,6 @@ from deqlab.experiments.registry import register
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.papers import LING
 from deqlab.papers.ling2023.theory import Condition1, condition1, learning_rate, pl_gram_lambda_min
-from deqlab.statements import Statement
 from deqlab.train.relu_deq import GDConfig, GDTrainer
 from deqlab.train.resumable import run_resumable
 
@@ -126,9 +124,10 @@ class Fig1Config(Config):
 class Ling2023Fig1(Experiment):
     """Width sweep of Figure 1 with the Theorem 1 checks (see the module docstring)."""
 
-    name = "ling2023-fig1"
+    slug = "fig1"
     title = "Figure 1: GD on over-parameterized ReLU DEQs of several widths"
     paper = LING
+    report = fig1_report
     where = "Figure 1, Theorem 1"
     Config = Fig1Config
     presets: ClassVar = {
@@ -261,12 +260,6 @@ class Ling2023Fig1(Experiment):
             {**constant, **record, "H_lambda_min": gram.get(record["step"], math.nan)}
             for record in trainer.records
         ]
-
-    def statements(self, config: Fig1Config, rows: list[Row]) -> list[Statement]:
-        return fig1_report.statements(config, rows)
-
-    def plot(self, config: Fig1Config, rows: list[Row], directory: Path) -> list[Path]:
-        return fig1_report.plot(config, rows, directory)
 
 
 def pl_gram_every(config: Fig1Config) -> int:

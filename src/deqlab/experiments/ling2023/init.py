@@ -29,7 +29,6 @@ synthetic data (the sphere, n = d = 1000, σ_w² = 0.08), the preset ``paper``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -49,7 +48,7 @@ from deqlab.experiments.constraints import (
 )
 from deqlab.experiments.deviations import measurement, not_given
 from deqlab.experiments.deviations import paper as paper_value
-from deqlab.experiments.ling2023 import init_figure, init_report
+from deqlab.experiments.ling2023 import init_report
 from deqlab.experiments.registry import register
 from deqlab.papers import LING
 from deqlab.papers.ling2023.init_theorems import (
@@ -57,7 +56,6 @@ from deqlab.papers.ling2023.init_theorems import (
     measure_theorem3,
     measure_width_sweep,
 )
-from deqlab.statements import Statement
 
 THEOREM3_TASK = "theorem3"
 
@@ -93,9 +91,10 @@ class InitConfig(Config):
 class Ling2023Init(Experiment):
     """Lemma 1 and Theorems 2–5 at initialization (see the module docstring)."""
 
-    name = "ling2023-init"
+    slug = "init"
     title = "Initialization theorems: ‖W(0)‖₂, K^(l) → K, G^(l) → G, G/m → K, λ_0 ≥ mλ*/2"
     paper = LING
+    report = init_report
     where = "Lemma 1, Theorems 2–5"
     Config = InitConfig
     presets: ClassVar = {
@@ -158,12 +157,6 @@ class Ling2023Init(Experiment):
             )
         ctx.progress(1, 1)  # one indivisible measurement: the executor checkpoints its rows
         return rows
-
-    def statements(self, config: InitConfig, rows: list[Row]) -> list[Statement]:
-        return init_report.statements(config, rows)
-
-    def plot(self, config: InitConfig, rows: list[Row], directory: Path) -> list[Path]:
-        return init_figure.plot(config, rows, directory)
 
 
 def _data(config: InitConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,20 +11,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from deqlab.experiments.base import Row
 from deqlab.experiments.ling2023.init_report import draws
 from deqlab.papers.ling2023.init_theorems import lemma1_bound
 from deqlab.papers.ling2023.initialization import FAILURE_PROBABILITY, seed_mean, select
 
 if TYPE_CHECKING:
-    from deqlab.experiments.ling2023.init import InitConfig
-
-
-def plot(config: InitConfig, rows: list[Row], directory: Path) -> list[Path]:
-    """The run's figure (:func:`plot_initialization`), its subtitle the data setting."""
-    d = f", d = {config.d}" if config.dataset == "sphere" else ""  # images fix their own
-    setting = f"{config.dataset}, n = {config.n}{d}, σ_w² = {config.sigma_w2:g}"
-    return plot_initialization(rows, config.n, setting, directory)
+    pass
 
 
 def plot_initialization(

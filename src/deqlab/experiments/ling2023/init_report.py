@@ -8,6 +8,7 @@ figure: :mod:`.init_figure`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
@@ -27,3 +28,13 @@ def draws(rows: Sequence[Row]) -> Draws:
 def statements(config: InitConfig, rows: list[Row]) -> list[Statement]:
     """The statements of the run's rows (:func:`initialization`)."""
     return initialization(draws(rows), config.sigma_w2)
+
+
+def plot(config: InitConfig, rows: list[Row], directory: Path) -> list[Path]:
+    """The run's figure (:func:`.init_figure.plot_initialization`), its subtitle the data
+    setting."""
+    from deqlab.experiments.ling2023.init_figure import plot_initialization  # only to plot
+
+    d = f", d = {config.d}" if config.dataset == "sphere" else ""  # images fix their own
+    setting = f"{config.dataset}, n = {config.n}{d}, σ_w² = {config.sigma_w2:g}"
+    return plot_initialization(rows, config.n, setting, directory)
