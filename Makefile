@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo test bench lint format readme clean
+.PHONY: install demo test bench lint format readme docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ format: install
 # the README's table of experiments, from the registry (tests/test_docs.py checks it)
 readme: install
 	$(BIN)/python -m deqlab.experiments.catalog README.md
+
+# docs/experiments.md's settings (from the declarations) and statements (every tiny preset, a
+# few minutes); tests/test_docs.py and tests/test_cli_experiments.py check them
+docs: install
+	$(BIN)/python -m deqlab.experiments.catalog README.md docs/experiments.md
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache

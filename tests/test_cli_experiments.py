@@ -20,14 +20,17 @@ from deqlab.cli import app
 from deqlab.data import write_idx
 from deqlab.experiments import deviations
 from deqlab.experiments.base import Experiment, Task, TaskContext
+from deqlab.experiments.catalog import block, statements_block
 from deqlab.experiments.registry import experiment_names, get_experiment, register
 from deqlab.papers import reproduced
 from deqlab.runs.describe import GENERIC_RUN_TIME, dataset_status
 from deqlab.runs.tables import read_rows_csv
+from deqlab.statements import Statement
 from helpers import TEST_PAPER
 from test_runs_store import LeastSquaresGD  # registers the test experiment
 
 runner = CliRunner()
+EXPERIMENTS_MD = Path(__file__).resolve().parents[1] / "docs" / "experiments.md"
 BUILTIN = [n for n in experiment_names() if not n.startswith("test-")]  # tests register test-*
 assert LeastSquaresGD.name.startswith("test-")
 
@@ -48,6 +51,9 @@ def test_every_registered_experiment_runs_tiny_through_the_cli(name, tmp_path):
     assert f"report: {run_dir / 'report.html'}" in result.stdout
     assert (run_dir / "report.html").stat().st_size > 0
     assert read_rows_csv(run_dir / "metrics.csv")
+    found = [Statement.from_dict(s) for s in summary["statements"]]
+    documented = block(EXPERIMENTS_MD.read_text(encoding="utf-8"), "statements", name)
+    assert documented == statements_block(found), "docs/experiments.md is stale: run `make docs`"
 
 
 def test_every_builtin_experiment_belongs_to_a_reproduced_paper_and_each_has_one():

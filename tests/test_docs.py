@@ -17,7 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from deqlab.experiments.catalog import BEGIN, END, with_table
+from deqlab.experiments.catalog import (
+    BEGIN,
+    END,
+    builtin_names,
+    markers,
+    setting_block,
+    statements_block,
+    with_settings,
+    with_statements,
+    with_table,
+)
 from deqlab.experiments.registry import experiment_names, get_experiment
 from deqlab.papers import reproduced
 
@@ -165,6 +175,33 @@ def test_the_readme_lists_every_registered_experiment_and_preset() -> None:
     for name in experiment_names():
         if get_experiment(name).paper in reproduced():
             assert f"| `{name}` |" in readme
+
+
+def test_experiments_md_holds_every_experiment_s_declared_setting() -> None:
+    """docs/experiments.md's heading, presets and paper setting of each experiment are
+    generated from its declaration (every config field); its statements blocks are checked
+    by the tiny run of each experiment (tests/test_cli_experiments.py)."""
+    text = (ROOT / "docs" / "experiments.md").read_text(encoding="utf-8")
+    stale = "docs/experiments.md is stale: run `make docs`"
+    assert with_settings(text) == text, stale
+    for name in builtin_names():
+        experiment = get_experiment(name)
+        assert all(
+            f"| `{field}` |" in setting_block(experiment) for field in experiment.paper_setting
+        )
+        assert markers("statements", name)[0] in text
+
+
+def test_a_stale_experiments_md_block_is_caught() -> None:
+    name = builtin_names()[0]
+    begin, end = markers("setting", name)
+    stale = f"intro\n{begin}\n| `old` | gone | x |\n{end}\n"
+    for other in builtin_names()[1:]:
+        stale += "\n".join(markers("setting", other)) + "\n"
+    assert with_settings(stale) != stale and "| `old` |" not in with_settings(stale)
+    begin, end = markers("statements", name)
+    assert "| s | theorem |" not in with_statements(f"{begin}\n| s | theorem |\n{end}", {name: []})
+    assert statements_block([]).startswith("Statements, with their verdicts at the `tiny` preset")
 
 
 def test_a_stale_readme_table_is_caught() -> None:

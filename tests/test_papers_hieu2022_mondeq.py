@@ -1,5 +1,5 @@
 """Conditions and rates of the monotone-DEQ convergence theory (thesis, Chapter 3); the lemmas
-on the equilibrium are in test_theory_mondeq_lemmas.py."""
+on the equilibrium are in test_papers_hieu2022_mondeq_lemmas.py."""
 
 import pytest
 import torch

@@ -85,10 +85,10 @@ def deviations(config: Any, setting: Mapping[str, PaperValue]) -> list[Deviation
     for name in fields:
         declared, value = setting[name], getattr(config, name)
         if declared.role == NOT_GIVEN:
-            out.append(Deviation(name, "not given", _show(value), "our choice", declared.where))
+            out.append(Deviation(name, "not given", show(value), "our choice", declared.where))
         elif declared.role == PAPER and not _same(value, declared.value):
             kind = "substitution" if declared.substitute else "changed"
-            out.append(Deviation(name, _show(declared.value), _show(value), kind, declared.where))
+            out.append(Deviation(name, show(declared.value), show(value), kind, declared.where))
     return out
 
 
@@ -117,7 +117,8 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
+    """A config value as the tables write it ("0.01, 0.005", "sphere")."""
     if isinstance(value, list | tuple):
-        return ", ".join(_show(v) for v in value)
+        return ", ".join(show(v) for v in value)
     return number(value, 6) if isinstance(value, float) else str(value)
