@@ -12,7 +12,7 @@ import torch
 
 import deqlab
 from deqlab.models import ReLUDEQ
-from deqlab.papers.ling2023.theory import theorem1_margins
+from deqlab.papers.ling2023.margins import theorem1_margins
 from deqlab.statements import Run
 from deqlab.train import GDConfig, GDTrainer
 from deqlab.train.protocol import Trainer

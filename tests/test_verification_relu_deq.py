@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from deqlab.papers.ling2023.margins import theorem1_margins
 from deqlab.papers.ling2023.theory import (
     Constants,
     condition1,
@@ -19,7 +20,6 @@ from deqlab.papers.ling2023.theory import (
     eq9_margin_bound,
     lemma2_gradients,
     required_width,
-    theorem1_margins,
     theorem2_depth,
     theorem2_scale,
     width_margin,

@@ -22,14 +22,9 @@ import math
 from dataclasses import dataclass
 
 from deqlab.papers.ling2023.claims import Width
+from deqlab.papers.ling2023.margins import PLMargins, Theorem1Margins, pl_margins, theorem1_margins
 from deqlab.papers.ling2023.theorem1 import pl_statements, theorem1_statements
-from deqlab.papers.ling2023.theory import (
-    PLMargins,
-    Theorem1Margins,
-    pl_gram_lambda_min,
-    pl_margins,
-    theorem1_margins,
-)
+from deqlab.papers.ling2023.theory import pl_gram_lambda_min
 from deqlab.statements import Run, Statement, is_measured
 from deqlab.train.relu_deq import GDConfig, GDTrainer
 from deqlab.verification.answers import measured_rate

@@ -39,7 +39,7 @@ from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps, probe_
 from deqlab.experiments.registry import register
 from deqlab.models.delm import DELM
 from deqlab.papers import KAWAGUCHI
-from deqlab.papers.kawaguchi2021.theory import (
+from deqlab.papers.kawaguchi2021.trust_region import (
     appendix_b_velocity,
     error_vector,
     flow_velocities,

@@ -10,8 +10,8 @@ B_tU_t⁻¹.  We train random-initialized DELMs (A, B entries N(0, 1/m), m_y = 1
 full-batch GD with the square loss and the logistic loss + τq², and at log-spaced steps
 compute S_t, F_t, δ̄_t = sup{δ : G_t ≻ 0} and, for each δ_t = c·δ̄_t of
 ``delta_fractions``, the minimiser of the trust-region subproblem by an independent
-closed-form solve (:func:`~deqlab.papers.kawaguchi2021.theory.solve_trust_region`).  We compare
-(1/δ_t)V_tφ(x_i) with d/dt f_θt(x_i) measured by forward-mode autograd along −∇L (the
+closed-form solve (:func:`~deqlab.papers.kawaguchi2021.trust_region.solve_trust_region`).
+We compare (1/δ_t)V_tφ(x_i) with d/dt f_θt(x_i) measured by forward-mode autograd along −∇L (the
 flow, Eq. 6), the KKT multiplier with the proof's μ = 1/(2δ_t), and the proof's
 D_t = U⁻ᵀSU⁻¹ (Eq. 26 with m_y = 1) with the measured d vec(Z_t)/dt.
 
@@ -46,7 +46,7 @@ from deqlab.experiments.kawaguchi2021.trajectory import log_spaced_steps, probe_
 from deqlab.experiments.registry import register
 from deqlab.models.delm import DELM
 from deqlab.papers import KAWAGUCHI
-from deqlab.papers.kawaguchi2021.theory import (
+from deqlab.papers.kawaguchi2021.trust_region import (
     flow_velocities,
     solve_trust_region,
     trust_region_terms,

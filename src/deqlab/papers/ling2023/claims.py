@@ -23,16 +23,13 @@ from dataclasses import dataclass, field, replace
 
 from deqlab.models.relu_deq import SIGMA_W2_LIMIT
 from deqlab.papers.ling2023 import LING
+from deqlab.papers.ling2023.margins import PLMargins, Theorem1Margins, pl_margins, theorem1_margins
 from deqlab.papers.ling2023.theory import (
     EQUATIONS,
     MAX_WIDTH,
     Condition1,
-    PLMargins,
-    Theorem1Margins,
     eq9_margin_ceiling,
-    pl_margins,
     required_width,
-    theorem1_margins,
     width_margin,
 )
 from deqlab.statements import Run, Statement, claim, number, numbers, ours, worst

@@ -12,7 +12,7 @@
 
 Each takes one :class:`~deqlab.papers.ling2023.claims.Width` per network width; a statement
 over several widths is decided on the worst width (:func:`deqlab.statements.worst`), each
-width on its worst step (:class:`~deqlab.papers.ling2023.theory.Theorem1Margins`).
+width on its worst step (:class:`~deqlab.papers.ling2023.margins.Theorem1Margins`).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ import torch
 from deqlab._checks import check_choice, check_int, check_positive
 from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.models.relu_deq_solve import DEFAULT_MAX_ITER, RowSolution, solve_adjoint, solve_forward
-from deqlab.papers.ling2023.theory import Theorem1Margins, theorem1_margins
+from deqlab.papers.ling2023.margins import Theorem1Margins, theorem1_margins
 from deqlab.statements import Run
 from deqlab.theory.spectra import gram_lambda_min
 from deqlab.train.divergence import check_parameters, describe_parameter, non_finite_parameter
