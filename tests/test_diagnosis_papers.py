@@ -7,9 +7,9 @@ import torch
 
 from deqlab import DELM, MonDEQ, Picard
 from deqlab.diagnosis import diagnose, paper_models
+from deqlab.papers.hieu2022.mondeq_kernel import prediction_kernel
+from deqlab.papers.kawaguchi2021.theory import dynamics_matrix, lambda_min_dynamics
 from deqlab.solvers.splitting import PeacemanRachford
-from deqlab.theory.kawaguchi2021 import dynamics_matrix, lambda_min_dynamics
-from deqlab.theory.mondeq_kernel import prediction_kernel
 from deqlab.theory.ntk import pl_gram
 from deqlab.theory.spectra import gram_lambda_min
 from helpers import relu_problem

@@ -20,8 +20,9 @@ On Ling et al.'s ReLU DEQ (``f = relu(W z + U x)``, ``h = aᵀz``) the blocks ar
 Section 2.3: training ``a`` alone gives ``Θ = ZᵀZ = G`` (λ_min = λ_0 at init), training
 (W, U, a) gives ``H = H1 + H2 + H3`` of Eq. (4) (:func:`deqlab.theory.ntk.pl_gram`). On the
 thesis's monotone DEQ, over θ = (A, B, U, u), it is the kernel ``K`` of Proposition 4
-(:func:`deqlab.theory.mondeq_kernel.prediction_kernel`); on Kawaguchi's DELM with φ(X) = I,
-over (A, B), the matrix ``D_t`` of Eq. (8) (:func:`deqlab.theory.kawaguchi2021.dynamics_matrix`).
+(:func:`deqlab.papers.hieu2022.mondeq_kernel.prediction_kernel`); on Kawaguchi's DELM with
+φ(X) = I, over (A, B), the matrix ``D_t`` of Eq. (8)
+(:func:`deqlab.papers.kawaguchi2021.theory.dynamics_matrix`).
 """
 
 from __future__ import annotations
