@@ -55,7 +55,7 @@ class Silent(LeastSquaresGD):
 class SlowPlotLsq(LeastSquaresGD):
     """Finishes with figures that take :data:`PLOT_S` to draw (a known cost after the tasks)."""
 
-    name = "test-slow-plot-lsq"
+    slug = "slow-plot-lsq"
 
     def plot(self, config, rows, directory):
         time.sleep(PLOT_S)
@@ -66,7 +66,7 @@ class SlowPlotLsq(LeastSquaresGD):
 class OneReport(LeastSquaresGD):
     """Reports its first step, then works on past any budget: one report, no step time."""
 
-    name = "test-one-report-lsq"
+    slug = "one-report-lsq"
 
     def run_task(self, config, task, ctx):
         ctx.progress(1, config.steps)
@@ -160,7 +160,7 @@ def test_the_deadline_waits_for_an_import_to_finish(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "slow_import_i36", raising=False)
 
     class Importing(LeastSquaresGD):
-        name = "test-importing-lsq"
+        slug = "importing-lsq"
 
         def run_task(self, config, task, ctx):
             import slow_import_i36  # noqa: F401
