@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import deqlab
+from deqlab.devices import DeviceError
 from deqlab.experiments.config import ConfigError
 from test_runs_store import LeastSquaresGD  # registers the test experiment
 
@@ -83,7 +84,7 @@ def test_python_api_warns_on_a_run_of_another_version(tmp_path):
         ({"overrides": {"stepz": 3}}, ConfigError, r"unknown config key 'stepz'; valid keys"),
         ({"overrides": "steps=3"}, TypeError, r"`overrides` must be a dict .* got the string"),
         ({"preset": "huge"}, ConfigError, r"unknown preset 'huge' for test-lsq-gd"),
-        ({"device": "cuda:x"}, ConfigError, r"`device` must be cpu, cuda or cuda:N"),
+        ({"device": "cuda:x"}, DeviceError, r"`device` must be cpu, cuda or cuda:N"),
         ({"executor": "dask"}, ValueError, r"`executor` must be one of 'local', 'ray'"),
     ],
 )
