@@ -103,6 +103,7 @@ def same_start(dataset: str, runs: Sequence[Run], source: Source, *, lr: float) 
     (:func:`worst`: a measured gap beside a model not measured is FAIL)."""
     models = dict.fromkeys(r.label("model") for r in runs)
     means = {m: mean_at(of_model(runs, m, lr), "test_loss", 0) for m in models}
+    trials = max((len(of_model(runs, m, lr)) for m in models), default=0)
     pairs = itertools.permutations(means.values(), 2)
     ratios = [a / b if a > 0 and b > 0 else math.nan for a, b in pairs]
     value = worst(ratios, "<=", INITIAL_FACTOR)
@@ -117,8 +118,8 @@ def same_start(dataset: str, runs: Sequence[Run], source: Source, *, lr: float) 
         measured=f"largest/smallest mean initial test loss = {number(value, 3)} "
         f"({shown or 'no rows'})",
         expected=f"≤ {INITIAL_FACTOR:g}",
-        detail=f"mean over the trials at epoch 0; the factor {INITIAL_FACTOR:g} is our reading "
-        "of 'approximately the same'",
+        detail=f"mean over {trials} trials at epoch 0; the factor {INITIAL_FACTOR:g} is our "
+        "reading of 'approximately the same'",
     )
 
 
