@@ -54,7 +54,7 @@ def _kill() -> None:
 class FaultyLsq(LeastSquaresGD):
     """:class:`LeastSquaresGD` with fault points (module docstring)."""
 
-    name = NAME
+    slug = NAME.removeprefix("test-")
     presets: ClassVar = {"tiny": {"steps": 30}, "quick": {}, "paper": {"steps": 200}}
 
     def run_task(self, config, task, ctx):
