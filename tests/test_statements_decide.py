@@ -11,6 +11,7 @@ from deqlab.statements import (
     Kind,
     Source,
     Verdict,
+    constant_not_given,
     implication,
     measure,
     min_step_gap,
@@ -188,3 +189,24 @@ def test_increasing_helpers_fail_on_ties_reversals_and_nan():
     assert min_step_gap([1.0, 1.0]) == 0.0 and min_step_gap([2.0, 1.0]) == -1.0
     assert min_step_gap([1.0]) is None
     assert statement_at(min_step_gap([1.0, 1.0]), Kind.OURS, ">", 0.0).verdict is Verdict.FAIL
+    # decided by worst: a reversal beside a value not measured is measured, a NaN beside
+    # none leaves it unmeasured
+    assert min_step_gap([3.0, 2.0, math.nan]) == -1.0 and min_step_gap([None, 2.0, 1.5]) == -0.5
+    assert min_step_gap([1.0, 2.0, math.nan]) is None
+
+
+def test_a_fail_that_rests_on_a_constant_the_paper_does_not_give_is_not_applicable():
+    """verify's Theorem 2 (Ling et al.): its width hypothesis holds only with the constant of
+    the paper's Ω taken as 1, so a FAIL there cannot be told from a too small constant."""
+    source = Source("ling2023", "Theorem 2")
+    failed = measure("T2", Kind.THEOREM, source, value=0.5, relation=">=", threshold=1.0,
+                     measured="λ_0/(mλ*/2) = 0.5")  # fmt: skip
+    ruled = constant_not_given(failed, "a width C·n² with the paper's constant C")
+    assert ruled.verdict is Verdict.NOT_APPLICABLE and ruled.value == 0.5
+    assert ruled.needs.startswith("a width C") and "constant" in ruled.detail
+    passed = measure("T2", Kind.THEOREM, source, value=2.0, relation=">=", threshold=1.0,
+                     measured="2")  # fmt: skip
+    assert constant_not_given(passed, "x") == passed
+    with pytest.raises(ValueError, match="`check` must be a theorem statement"):
+        constant_not_given(measure("h", Kind.HYPOTHESIS, source, value=1.0, relation=">=",
+                                   threshold=0.0, measured="1"), "x")  # fmt: skip
