@@ -64,8 +64,6 @@ def _headline(result) -> list[tuple[str, str]]:
                 else number(t["loss_final"], 4),
             ),
         ]
-        if t.get("message"):
-            rows.append(("training stopped", t["message"]))
         if "rate_measured" in t:
             rows.append(
                 (
