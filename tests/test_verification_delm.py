@@ -119,6 +119,22 @@ def test_training_fails_on_a_violating_run(init, trained):
     assert all(found[n] is Verdict.FAIL for n in (*BOUNDS, LAMBDA))
 
 
+def test_a_run_that_rises_above_its_bound_then_overflows_fails_and_does_not_crash(init, trained):
+    """verify --train with a diverging DELM: the run stops where its loss overflows (its last
+    row: that step, an infinite loss; its numbers say why), and the corollary is decided on
+    the finite steps: the loss above both bounds there is FAIL, not NOT MEASURED."""
+    diverged = dt.train(init, steps=200, eta=1e3 * init.eta_theorem)
+    assert diverged.message.startswith("the loss diverged at step")
+    assert diverged.rows[-1]["loss"] == math.inf
+    assert dt.train_numbers(init, diverged)["status"] == "diverged"
+    rows = [dict(r) for r in trained.rows]
+    for r in rows[1:]:
+        r["loss"] = init.loss0 * 2
+    rows.append({**rows[-1], "step": 6, "loss": math.inf})  # then it overflows
+    found = verdicts(dt.train_statements(init, dt.DELMTraining(trained.eta, rows, "diverged")))
+    assert all(found[n] is Verdict.FAIL for n in BOUNDS)
+
+
 # ---- Corollary 2: the logistic loss ----------------------------------------------------
 
 TAU = 0.05
