@@ -24,6 +24,15 @@ def contraction(d: int, rate: float) -> torch.Tensor:
     return rate * W / torch.linalg.matrix_norm(W, 2)
 
 
+def with_spectrum(values: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    """Q diag(values) Qᵀ for a seeded random orthogonal Q: its eigenvalues are ``values``."""
+    n = values.numel()
+    generator = torch.Generator().manual_seed(seed)
+    Q = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64, generator=generator))[0]
+    A = Q @ torch.diag(values) @ Q.T
+    return (A + A.T) / 2
+
+
 def relu_problem(m=12, d=5, n=6, *, seed=1, data_seed=None, dtype=torch.float64):
     """A seeded ReLU DEQ of width ``m`` and ``n`` inputs on the sphere of radius √d
     (Assumption 2 (i): ‖x_i‖ = √d) with N(0, 1) labels; data from ``data_seed``

@@ -128,6 +128,9 @@ def test_kernel_json_matches_the_library():
     assert doc["n"] == 12 and doc["d"] == 6 and doc["sigma_w2"] == 0.08 and doc["depth"] is None
     assert doc["kernel"] == "K = K^(∞) (Eq. 14)" and doc["singular"] is False
     assert doc["lambda_min"] == lam.value and doc["lambda_max"] == lam.max_eigenvalue
+    lower, upper = doc["lambda_min_bounds"]
+    assert lower <= lam.value <= upper and (upper - lower) / upper < 1e-8  # certified
+    assert "Cholesky" in doc["lambda_min_proofs"][0]
     assert doc["condition_number"] == pytest.approx(lam.condition_number, rel=1e-12)
     assert doc["diagonal"]["min"] == pytest.approx(1.0869565217391304)
     depth = parsed(invoke("kernel", "--dataset", "sphere", "--n", 5, "--d", 4, "--depth", 2,

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from deqlab.theory import lobpcg
-from deqlab.theory.lobpcg import float32_cholesky, least_eigenvalue_lobpcg
-
-
-def _with_spectrum(values: torch.Tensor, seed: int = 0) -> torch.Tensor:
-    """Q diag(values) Qᵀ for a seeded random orthogonal Q: its eigenvalues are ``values``."""
-    n = values.numel()
-    generator = torch.Generator().manual_seed(seed)
-    Q = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64, generator=generator))[0]
-    A = Q @ torch.diag(values) @ Q.T
-    return (A + A.T) / 2
+from deqlab.theory.lobpcg import extrapolated_error, float32_cholesky, least_eigenvalue_lobpcg
+from helpers import with_spectrum
 
 
 def _clustered(n: int = 500) -> torch.Tensor:
@@ -27,7 +21,7 @@ def _clustered(n: int = 500) -> torch.Tensor:
 
 
 def test_the_least_eigenvalue_of_a_clustered_spectrum_to_rtol_and_from_above():
-    A = _with_spectrum(_clustered())
+    A = with_spectrum(_clustered())
     found = least_eigenvalue_lobpcg(A, float32_cholesky(A, torch.empty_like(A)), rtol=1e-9, stall=5)
     assert found is not None
     assert found.value == pytest.approx(0.5, rel=1e-9)
@@ -36,7 +30,7 @@ def test_the_least_eigenvalue_of_a_clustered_spectrum_to_rtol_and_from_above():
 
 
 def test_the_trace_sees_every_step_and_ritz_values_fall_to_the_answer():
-    A = _with_spectrum(_clustered())
+    A = with_spectrum(_clustered())
     trace = []
     found = least_eigenvalue_lobpcg(
         A, float32_cholesky(A, torch.empty_like(A)), rtol=1e-9, stall=5,
@@ -50,7 +44,7 @@ def test_the_trace_sees_every_step_and_ritz_values_fall_to_the_answer():
 
 
 def test_the_block_of_a_solve_restarts_the_same_matrix_at_once():
-    A = _with_spectrum(_clustered())
+    A = with_spectrum(_clustered())
     precondition = float32_cholesky(A, torch.empty_like(A))
     cold = least_eigenvalue_lobpcg(A, precondition, rtol=1e-9, stall=5)
     warm = least_eigenvalue_lobpcg(A, precondition, rtol=1e-9, stall=5, start=cold.block)
@@ -58,14 +52,34 @@ def test_the_block_of_a_solve_restarts_the_same_matrix_at_once():
     assert warm.value == pytest.approx(cold.value, rel=1e-9)
 
 
-def test_a_solve_past_the_step_limit_returns_none(monkeypatch):
+def test_a_solve_past_the_step_limit_is_flagged_and_still_an_upper_estimate(monkeypatch):
     monkeypatch.setattr(lobpcg, "MAX_STEPS", 3)
-    A = _with_spectrum(_clustered())
-    assert least_eigenvalue_lobpcg(A, lambda R: R, rtol=1e-12, stall=5) is None
+    A = with_spectrum(_clustered())
+    found = least_eigenvalue_lobpcg(A, lambda R: R, rtol=1e-12, stall=5)
+    assert not found.converged and found.steps == 3
+    assert found.value >= 0.5  # a Rayleigh quotient: above λ_min whether converged or not
+
+
+def test_an_absolute_tolerance_stops_at_a_least_eigenvalue_of_zero():
+    values = torch.cat([torch.zeros(1, dtype=torch.float64), torch.logspace(-2, 2, 99)])
+    A = with_spectrum(values.to(torch.float64), seed=4)
+    shifted = float32_cholesky(A + 1e-3 * torch.eye(100, dtype=torch.float64), torch.empty_like(A))
+    found = least_eigenvalue_lobpcg(A, shifted, rtol=1e-9, atol=1e-10, stall=5)
+    assert found.converged and abs(found.value) < 1e-9
+
+
+def test_the_extrapolated_error_continues_a_geometric_decrease():
+    history = [1.0 + 0.5**k for k in range(12)]  # error 2^-k: halves every step
+    error = extrapolated_error(history, stall=2)
+    # d = θ₉ − θ₁₁ = 3·2⁻¹¹ with q = 1/4, taken as 1/2: 3·2⁻¹¹ ≥ the error 2⁻¹¹ left
+    assert error == pytest.approx(3 * 0.5**11, rel=1e-9) and error >= history[-1] - 1.0
+    assert extrapolated_error(history[:4], stall=2) == math.inf  # too few steps
+    assert extrapolated_error([1.0, 0.9, 0.8, 0.7, 0.6], stall=2) == math.inf  # not shrinking
+    assert extrapolated_error([1.0] * 5, stall=2) == 0.0  # stopped moving
 
 
 def test_the_float32_factor_inverts_the_matrix_in_half_the_work_array():
-    A = _with_spectrum(torch.linspace(1.0, 10.0, 40, dtype=torch.float64), seed=3)
+    A = with_spectrum(torch.linspace(1.0, 10.0, 40, dtype=torch.float64), seed=3)
     work = torch.full_like(A, float("nan"))
     precondition = float32_cholesky(A, work)
     R = torch.randn(40, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
@@ -76,5 +90,5 @@ def test_the_float32_factor_inverts_the_matrix_in_half_the_work_array():
 
 
 def test_an_indefinite_matrix_has_no_float32_factor():
-    A = _with_spectrum(torch.tensor([-1.0, 1.0, 2.0], dtype=torch.float64))
+    A = with_spectrum(torch.tensor([-1.0, 1.0, 2.0], dtype=torch.float64))
     assert float32_cholesky(A, torch.empty_like(A)) is None

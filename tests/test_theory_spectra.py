@@ -1,6 +1,6 @@
-"""λ_min of large PSD matrices (deqlab.theory.spectra): float32-preconditioned LOBPCG, and
-Cholesky + Lanczos on K⁻¹ where it cannot answer, against a dense eigvalsh on small cases;
-singular matrices, the dense path."""
+"""λ_min of large PSD matrices (deqlab.theory.spectra): an estimate (dense eigvalsh, or LOBPCG
+preconditioned by a float32 or float64 Cholesky factor) and its certified bracket, against a
+dense eigvalsh on small cases; singular matrices, the dense path."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from deqlab.theory import lobpcg, spectra
 from deqlab.theory.kernels import least_eigenvalue, population_gram
 from deqlab.theory.ntk import deq_ntk
 from deqlab.theory.spectra import (
-    cholesky_lower,
+    Estimate,
+    certify,
+    estimate_least,
     gram_lambda_min,
     lanczos_largest,
     least_eigenvalue_large,
@@ -29,7 +31,7 @@ def iterative(monkeypatch):
 
 @pytest.fixture
 def float64_path(iterative, monkeypatch):
-    """Force the float64 Cholesky + Lanczos path: no float32 preconditioner."""
+    """Force LOBPCG preconditioned by the float64 factor: no float32 preconditioner."""
     monkeypatch.setattr(spectra, "float32_cholesky", lambda K, work: None)
 
 
@@ -48,17 +50,43 @@ def test_lanczos_stops_on_an_invariant_subspace():
     assert theta == pytest.approx(3.0) and steps <= 2
 
 
+def _kernel(n: int = 300, d: int = 20, seed: int = 3) -> torch.Tensor:
+    return population_gram(get_dataset("sphere", n=n, d=d, seed=seed).X, 0.08)
+
+
 @pytest.mark.parametrize("path", ["lobpcg", "float64"])
-def test_iterative_least_eigenvalue_matches_eigvalsh_on_a_kernel_matrix(path, request):
+@pytest.mark.parametrize("precision", [1e-3, 1e-6])
+def test_the_bracket_holds_the_exact_least_eigenvalue_and_is_as_narrow_as_asked(
+    path, precision, request
+):
     request.getfixturevalue("iterative" if path == "lobpcg" else "float64_path")
-    X = get_dataset("sphere", n=300, d=20, seed=3).X
-    K = population_gram(X, 0.08)
+    K = _kernel()
     exact = least_eigenvalue(K)
-    got = least_eigenvalue_large(K)
+    got = least_eigenvalue_large(K, precision=precision)
     assert not got.singular
-    assert got.value == pytest.approx(exact.value, rel=1e-7)
-    assert got.max_eigenvalue == pytest.approx(exact.max_eigenvalue, rel=1e-9)
+    assert got.bracket.contains(exact.value)
+    assert got.bracket.relative_width <= precision
+    assert got.value == pytest.approx(exact.value, rel=precision)
     assert got.value >= exact.value * (1 - 1e-12)  # a Ritz value: an upper estimate
+    assert got.max_eigenvalue == pytest.approx(exact.max_eigenvalue, rel=1e-9)
+
+
+def test_a_dense_estimate_gets_a_bracket_as_narrow_as_rounding_allows():
+    K = _kernel(n=200, d=10, seed=1)
+    exact = float(torch.linalg.eigvalsh(K)[0])
+    got = least_eigenvalue_large(K)
+    assert got.value == exact and got.bracket.contains(exact)
+    assert got.bracket.relative_width < 1e-7
+
+
+def test_a_wrong_estimate_is_corrected_by_the_proof_not_believed(iterative):
+    K = _kernel()
+    exact = least_eigenvalue(K).value
+    optimistic = Estimate(exact * 1.01, None, 30.0, 1e-12, False)  # 1 % above λ_min
+    stages = []
+    got = certify(K, optimistic, progress=lambda what, i, t: stages.append(what))
+    assert got.bracket.contains(exact) and got.bracket.relative_width <= spectra.PRECISION
+    assert sum("Cholesky" in s for s in stages) >= 3  # failed, then below, then moved up
 
 
 def test_the_ntk_reuses_the_factor_and_block_of_k(iterative):
@@ -67,54 +95,56 @@ def test_the_ntk_reuses_the_factor_and_block_of_k(iterative):
     ntk = deq_ntk(X, 0.08, gram=K)
     work, reuse = torch.empty_like(K), spectra.Reuse()
     stages: list[list[int]] = [[], []]
+    estimates = []
     for M, seen in ((K, stages[0]), (ntk, stages[1])):
-        got = least_eigenvalue_large(
-            M, work=work, reuse=reuse, progress=lambda what, i, t, seen=seen: seen.append(i)
+        estimates.append(
+            estimate_least(M, work=work, reuse=reuse, progress=lambda w, i, t, s=seen: s.append(i))
         )
-        assert got.value == pytest.approx(least_eigenvalue(M).value, rel=1e-8)
     assert stages == [[0, 1, 2], [0, 2]]  # the NTK: λ_max, LOBPCG; no factorization
     assert reuse.block is not None and reuse.block.shape == (400, lobpcg.BLOCK)
+    for M, found in zip((ntk, K), estimates[::-1], strict=True):  # the proofs come last
+        got = certify(M, found, work=work)
+        assert got.bracket.contains(least_eigenvalue(M).value)
 
 
-def test_lobpcg_past_its_step_limit_falls_back_to_float64(iterative, monkeypatch):
+def test_lobpcg_past_its_step_limit_takes_the_float64_factor(iterative, monkeypatch):
     monkeypatch.setattr(lobpcg, "MAX_STEPS", 2)
-    X = get_dataset("sphere", n=300, d=20, seed=3).X
-    K = population_gram(X, 0.08)
+    K = _kernel()
     stages = []
-    got = least_eigenvalue_large(K, progress=lambda what, i, t: stages.append(i))
-    assert stages == [0, 1, 2, 1, 2, 3, 4]  # LOBPCG gave up; Cholesky, coarse, shift, refine
-    assert got.value == pytest.approx(least_eigenvalue(K).value, rel=1e-7)
+    got = least_eigenvalue_large(K, progress=_stages(stages))
+    assert stages == [0, 1, 2, 1, 2, 3]  # LOBPCG gave up; the float64 factor, LOBPCG, proof
+    assert got.bracket.contains(least_eigenvalue(K).value)
 
 
-def test_a_matrix_too_ill_conditioned_for_float32_takes_the_float64_path(iterative):
+def test_a_matrix_too_ill_conditioned_for_float32_takes_the_float64_factor(iterative):
     Q = torch.linalg.qr(torch.randn(60, 60, dtype=torch.float64, generator=_seeded(1)))[0]
     K = Q @ torch.diag(torch.logspace(-9, 0, 60, dtype=torch.float64)) @ Q.T
     K = (K + K.T) / 2
     stages = []
     got = least_eigenvalue_large(K, progress=lambda what, i, t: stages.append(i))
     assert stages[:3] == [0, 1, 1]  # the float32 factorization fails; float64 Cholesky
-    assert got.value == pytest.approx(1e-9, rel=1e-6)
+    assert got.bracket.contains(float(torch.linalg.eigvalsh(K)[0]))
+    assert got.value == pytest.approx(1e-9, rel=1e-3)
+
+
+def _stages(seen: list[int]):
+    """A progress callback that records the stages of least_eigenvalue_large (of 4)."""
+    return lambda what, i, total: seen.append(i) if total == 4 else None
 
 
 def _seeded(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def test_the_shift_sits_below_lambda_min_or_falls_back(float64_path, monkeypatch):
-    X = get_dataset("sphere", n=200, d=10, seed=4).X
-    K = population_gram(X, 0.08)
-    exact = least_eigenvalue(K).value
-    assert torch.equal(K, population_gram(X, 0.08))  # K is left as it was
-    for shifts in ((5e-3,), (-0.5, 0.5), (-0.5,)):  # below; above then below; only above
-        monkeypatch.setattr(spectra, "SHIFTS", shifts)
-        assert least_eigenvalue_large(K).value == pytest.approx(exact, rel=1e-7)
-
-
-def test_a_duplicate_column_is_singular_in_both_paths(iterative):
+@pytest.mark.parametrize("path", ["dense", "iterative"])
+def test_a_duplicate_column_is_singular_and_its_bracket_holds_zero(path, request):
+    if path == "iterative":
+        request.getfixturevalue("iterative")
     X = get_dataset("sphere", n=50, d=10, seed=0).X
     K = population_gram(torch.cat([X, X[:, :1]], dim=1), 0.08)
     got = least_eigenvalue_large(K)
-    assert got.singular and got.value == 0.0 and "Cholesky" in got.reason
+    assert got.singular and got.value == 0.0
+    assert got.bracket.lower <= 0.0 <= got.bracket.upper
     assert least_eigenvalue(K).singular
 
 
@@ -130,20 +160,10 @@ def test_an_asymmetric_or_indefinite_matrix_is_refused_in_both_paths(iterative):
             compute(indefinite)
 
 
-def test_cholesky_factor_reproduces_the_shifted_matrix_or_is_none():
-    A = torch.randn(30, 30, dtype=torch.float64)
-    K = A @ A.T + torch.eye(30, dtype=torch.float64)
-    work = torch.empty_like(K)
-    L = cholesky_lower(K, work, 0.5)
-    assert L.data_ptr() == work.data_ptr()  # in place, no n×n copy
-    assert torch.allclose(L @ L.T, K - 0.5 * torch.eye(30, dtype=K.dtype))
-    assert torch.equal(L, torch.tril(L))
-    assert cholesky_lower(K, work, float(torch.linalg.eigvalsh(K)[0]) + 1e-6) is None
-
-
 def test_small_matrices_take_the_exact_path():
     K = torch.diag(torch.tensor([2.0, 5.0], dtype=torch.float64))
-    assert least_eigenvalue_large(K).value == 2.0
+    got = least_eigenvalue_large(K)
+    assert got.value == 2.0 and got.bracket.contains(2.0)
 
 
 def test_a_non_square_matrix_is_refused():
@@ -152,22 +172,26 @@ def test_a_non_square_matrix_is_refused():
 
 
 def test_a_given_work_array_is_used_and_k_is_left_unchanged(float64_path):
-    X = get_dataset("sphere", n=120, d=10, seed=5).X
-    K = population_gram(X, 0.08)
+    K = _kernel(n=120, d=10, seed=5)
     before = K.clone()
     work = torch.full_like(K, float("nan"))
     stages = []
-    got = least_eigenvalue_large(K, work=work, progress=lambda what, i, t: stages.append(i))
+    got = least_eigenvalue_large(K, work=work, progress=_stages(stages))
     assert torch.equal(K, before)
-    assert got.value == pytest.approx(least_eigenvalue(K).value, rel=1e-7)
-    assert stages == [0, 1, 1, 2, 3, 4]  # λ_max, no float32 factor, Cholesky, coarse, shift, refine
-    assert bool(torch.isfinite(work).all())  # the factor went into `work`
+    assert got.bracket.contains(least_eigenvalue(K).value)
+    assert stages == [0, 1, 1, 2, 3]  # λ_max, no float32 factor, float64, LOBPCG, proof
+    assert bool(torch.isfinite(work).all())  # the factors went into `work`
 
 
 def test_a_wrong_work_array_is_refused(iterative):
-    K = population_gram(get_dataset("sphere", n=20, d=5, seed=0).X, 0.08)
-    with pytest.raises(ValueError, match=r"`work` must be a \(20, 20\) float64 CPU tensor"):
+    K = _kernel(n=20, d=5, seed=0)
+    with pytest.raises(ValueError, match=r"`work` must be a \(20, 20\) float64 tensor on cpu"):
         least_eigenvalue_large(K, work=torch.empty(20, 19, dtype=torch.float64))
+
+
+def test_a_precision_outside_0_1_is_refused():
+    with pytest.raises(ValueError, match="precision"):
+        least_eigenvalue_large(torch.eye(3, dtype=torch.float64), precision=1.5)
 
 
 def test_a_non_finite_entry_is_found_in_any_block(monkeypatch):

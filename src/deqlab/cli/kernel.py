@@ -221,6 +221,8 @@ def kernel(
                 "depth": layers,
                 "note": note,
                 "lambda_min": float(lam.value),
+                "lambda_min_bounds": [lam.bracket.lower, lam.bracket.upper],
+                "lambda_min_proofs": [lam.bracket.lower_proof, lam.bracket.upper_proof],
                 "singular": bool(lam.singular),
                 "reason": lam.reason or None,
                 "lambda_max": float(lam.max_eigenvalue),
@@ -266,6 +268,11 @@ def _echo_spectrum(note: str | None, lam, diagonal: dict[str, float]) -> None:
     if note:
         typer.echo(f"note: {note}")
     typer.echo(f"lambda_min (λ*): {lam.value:.10g}")
+    typer.echo(
+        f"  certified: {lam.bracket.lower:.10g} ≤ λ_min ≤ {lam.bracket.upper:.10g} (below: "
+        "a float64 Cholesky factorization of K − ℓI; above: a Rayleigh quotient; rounding "
+        "bounded)"
+    )
     if lam.singular:
         typer.echo(f"  {lam.reason}")
     typer.echo(f"lambda_max: {lam.max_eigenvalue:.10g}")

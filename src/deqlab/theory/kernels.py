@@ -35,6 +35,7 @@ from deqlab._checks import check_int, check_real, check_tensor
 from deqlab._memory import check_square
 from deqlab._progress import Progress, silent
 from deqlab.models.relu_deq import SIGMA_W2_LIMIT
+from deqlab.theory.brackets import Bracket
 
 __all__ = [
     "BLOCK_ENTRIES",
@@ -334,7 +335,9 @@ class LeastEigenvalue:
     """λ_min of a PSD matrix with its round-off context.
 
     ``value`` is the computed λ_min, replaced by 0.0 when it lies within ``tolerance`` of
-    zero (then ``singular`` is True and ``reason`` says why); ``computed`` is the raw value.
+    zero (then ``singular`` is True and ``reason`` says why); ``computed`` is the raw value;
+    ``bracket`` a certified [lower, upper] ∋ λ_min where one was computed
+    (:mod:`deqlab.theory.brackets`), else None.
     """
 
     value: float
@@ -343,18 +346,25 @@ class LeastEigenvalue:
     tolerance: float
     singular: bool
     reason: str
+    bracket: Bracket | None = None
 
     @classmethod
-    def rounded(cls, computed: float, max_eigenvalue: float, tolerance: float) -> LeastEigenvalue:
+    def rounded(
+        cls,
+        computed: float,
+        max_eigenvalue: float,
+        tolerance: float,
+        bracket: Bracket | None = None,
+    ) -> LeastEigenvalue:
         """The computed λ_min, or 0.0 (singular, with the reason) when ``computed <= tolerance``."""
         if computed > tolerance:
-            return cls(computed, computed, max_eigenvalue, tolerance, False, "")
+            return cls(computed, computed, max_eigenvalue, tolerance, False, "", bracket)
         reason = (
             f"λ_min = {computed:.3g} lies within the round-off tolerance {tolerance:.1e} = "
             "n·eps·‖K‖₂ of 0: K is singular to working precision (duplicate or parallel "
             "inputs give this)"
         )
-        return cls(0.0, computed, max_eigenvalue, tolerance, True, reason)
+        return cls(0.0, computed, max_eigenvalue, tolerance, True, reason, bracket)
 
     @property
     def condition_number(self) -> float:

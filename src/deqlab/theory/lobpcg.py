@@ -8,8 +8,8 @@ exactly this is inverse iteration made locally optimal; T = (L̃L̃ᵀ)⁻¹ fro
 L̃ of A is A⁻¹ up to a relative error of about cond(A)·eps₃₂ (a few per cent for a kernel
 matrix at n = 3·10⁴), which costs LOBPCG a little rate and no accuracy: every product with A
 is in float64, so the Ritz values converge to A's eigenvalues, and a Ritz value never lies
-below λ_min (Courant–Fischer), so the answer is an upper estimate, as the Lanczos of
-:mod:`deqlab.theory.spectra` gives.
+below λ_min (Courant–Fischer): the answer is an upper estimate, which
+:mod:`deqlab.theory.brackets` turns into a certified bracket.
 
 Numerics, after Hetmaniuk & Lehoucq (2006), "Basis selection in LOBPCG": the basis
 [X, W, P] is kept orthonormal — P is orthonormalized in the small coefficient space, where
@@ -21,6 +21,7 @@ Cost per step: one A·W (n²b) in float64, two float32 triangular solves (n²b) 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,8 +31,11 @@ import torch
 #: block resolves it in fewer steps but each costs b columns; 8 took the least time at
 #: n = 4 000–16 000 (sphere, d = 100), where the steps are bound by reading A from memory.
 BLOCK = 8
-#: At most this many steps; the caller falls back to a direct method past it.
+#: At most this many steps; past them the answer is flagged not converged.
 MAX_STEPS = 400
+
+#: float64's machine epsilon: Ritz values that move by a few of it have stopped moving.
+ROUNDING = torch.finfo(torch.float64).eps
 
 Preconditioner = Callable[[torch.Tensor], torch.Tensor]
 
@@ -42,12 +46,14 @@ class LeastRitzPair:
 
     ``value`` = xᵀAx / xᵀx of the first Ritz vector x with a fresh product (>= λ_min up to
     round-off), ``block`` the final Ritz vectors (n, b) (a start for a nearby matrix),
-    ``steps`` the LOBPCG steps taken.
+    ``steps`` the LOBPCG steps taken, ``converged`` whether the stopping rule was met
+    before :data:`MAX_STEPS` (the value is a Rayleigh quotient either way).
     """
 
     value: float
     block: torch.Tensor
     steps: int
+    converged: bool = True
 
 
 def float32_cholesky(A: torch.Tensor, work: torch.Tensor) -> Preconditioner | None:
@@ -80,23 +86,25 @@ def least_eigenvalue_lobpcg(
     *,
     rtol: float,
     stall: int,
+    atol: float = 0.0,
     start: torch.Tensor | None = None,
     seed: int = 0,
     on_step: Callable[[int, float, float], None] | None = None,
-) -> LeastRitzPair | None:
-    """λ_min of the symmetric PSD float64 matrix A, or None when :data:`MAX_STEPS` pass first.
+) -> LeastRitzPair:
+    """λ_min of the symmetric float64 matrix A (on any device), from above.
 
-    Stops when the least Ritz value θ has changed by at most ``rtol``·θ over ``stall`` steps or
-    its residual is at most ``rtol``·θ. ``start``: (n, b) vectors to begin with (the block of
-    a previous call), else a seeded random block. ``on_step(step, θ, ‖r‖)`` is called at every
-    step (a convergence trace).
+    Stops when the least Ritz value θ is within max(``rtol``·|θ|, ``atol``) of its limit by
+    :func:`extrapolated_error` over ``stall`` steps, or its residual is that small; else after
+    :data:`MAX_STEPS` (``converged`` False). ``start``: (n, b) vectors to begin with (the
+    block of a previous call), else a seeded random block. ``on_step(step, θ, ‖r‖)`` is
+    called at every step (a convergence trace).
     """
     n = A.shape[0]
     b = min(BLOCK, max(1, n // 3))
     if start is None or start.shape != (n, b):
         generator = torch.Generator().manual_seed(seed)
         start = torch.randn(n, b, dtype=torch.float64, generator=generator)
-    X = torch.linalg.qr(start.to(torch.float64))[0]
+    X = torch.linalg.qr(start.to(device=A.device, dtype=torch.float64))[0]
     X, AX, theta = _rayleigh_ritz(X, A @ X, b)
     P = AP = None
     history: list[float] = []
@@ -106,23 +114,43 @@ def least_eigenvalue_lobpcg(
         residual = float(R[:, 0].norm())
         if on_step is not None:
             on_step(step, history[-1], residual)
-        if _converged(history, residual, rtol, stall):
-            x = X[:, 0]
-            return LeastRitzPair(float(x @ (A @ x)) / float(x @ x), X, step)
+        tolerance = max(rtol * abs(history[-1]), atol)
+        if residual <= tolerance or extrapolated_error(history, stall) <= tolerance:
+            return _least_pair(A, X, step, True)
         kept = X if P is None else torch.cat([X, P], dim=1)
         W = _orthonormal_against(precondition(R), kept)
         S = torch.cat([X, W] if P is None else [X, W, P], dim=1)
         AS = torch.cat([AX, A @ W] if P is None else [AX, A @ W, AP], dim=1)
         X, AX, theta, C = _rayleigh_ritz(S, AS, b, coefficients=True)
         P, AP = _direction(C, b, S, AS)
-    return None
+    return _least_pair(A, X, MAX_STEPS, False)
 
 
-def _converged(history: list[float], residual: float, rtol: float, stall: int) -> bool:
-    theta = history[-1]
-    if residual <= rtol * abs(theta):
-        return True
-    return len(history) > stall and abs(theta - history[-1 - stall]) <= rtol * abs(theta)
+def extrapolated_error(history: list[float], stall: int) -> float:
+    """How far the last of the decreasing Ritz values θ_k still is from their limit, if they
+    converge linearly: the change d over the last ``stall`` steps continued as a geometric
+    series with ratio q = d / (the change over the ``stall`` steps before), q taken ≥ 1/2:
+    d·q/(1 − q) ≥ d. inf before 2·``stall`` steps or while the changes do not shrink.
+
+    An estimate, not a bound: it stops the iteration; :mod:`deqlab.theory.brackets` proves.
+    """
+    if len(history) <= 2 * stall:
+        return math.inf
+    recent = history[-1 - stall] - history[-1]
+    before = history[-1 - 2 * stall] - history[-1 - stall]
+    if abs(recent) <= 8 * ROUNDING * abs(history[-1]):
+        return 0.0  # the Ritz value moves by round-off only
+    if recent < 0:
+        return math.inf
+    if before <= recent:
+        return math.inf
+    q = max(recent / before, 0.5)
+    return recent * q / (1.0 - q)
+
+
+def _least_pair(A: torch.Tensor, X: torch.Tensor, steps: int, converged: bool) -> LeastRitzPair:
+    x = X[:, 0]
+    return LeastRitzPair(float(x @ (A @ x)) / float(x @ x), X, steps, converged)
 
 
 def _orthonormal_against(W: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:

@@ -7,62 +7,68 @@
   previous top right singular vector (O(k m²) for k iterations). The Lanczos value is a
   lower bound of ‖W‖₂ that converges to it; use the exact norm where a certificate is
   needed.
-* λ_min of a large symmetric PSD matrix (λ* = λ_min(K) of Eq. (14) at n = 10⁴–3·10⁴) without a
-  dense eigendecomposition, :func:`least_eigenvalue_large`:
-  A dense ``eigvalsh`` of an n×n matrix costs O(n³) with a large memory-bound part (the
-  tridiagonal reduction): at n = 10⁴ on two cores, minutes. Above :data:`DENSE_LIMIT` rows:
+* λ_min of a symmetric PSD matrix (λ* = λ_min(K) of Eq. (14) at any n that fits) as a
+  certified bracket, :func:`least_eigenvalue_large`: an estimate first
+  (:func:`estimate_least`), then a proof of each side (:func:`certify`,
+  :mod:`deqlab.theory.brackets`: a Rayleigh quotient above, a float64 Cholesky
+  factorization of K − ℓI below).
+
+  The estimate: up to :data:`DENSE_LIMIT` rows, and on a CUDA device (``eigvalsh`` there
+  takes seconds at n = 3·10⁴), a dense ``eigvalsh``; the proof then costs one more
+  factorization and a few triangular solves, and the bracket is as narrow as rounding
+  allows. Above, on the CPU, a dense eigendecomposition costs minutes (its tridiagonal
+  reduction is memory-bound), so:
 
   1. λ_max by Lanczos on K itself (the top of a kernel matrix is well separated: ~10 steps);
   2. the float32 Cholesky factor of K (LAPACK ``potrf`` through torch, n³/3 flops at twice
-     the float64 rate) preconditions block LOBPCG in float64 (:mod:`deqlab.theory.lobpcg`):
-     one factorization, and every product with K in float64, so the answer is as accurate as
-     the float64 path's. A caller may pass a :class:`Reuse` so that the next matrix (the DEQ
+     the float64 rate) preconditions block LOBPCG in float64 (:mod:`deqlab.theory.lobpcg`),
+     stopped once its extrapolated error is :data:`ESTIMATE_FRACTION` of the width asked
+     (``precision``, relative: :data:`PRECISION`). The bottom of a kernel matrix is a dense
+     cluster (n = 10⁴ points on the sphere in d = 100: λ₂/λ₁ − 1 ≈ 3·10⁻⁴) through which
+     the error falls tenfold per ~20 steps: a 10⁻³ bracket costs a third of the steps of a
+     10⁻⁹ estimate. A caller may pass a :class:`Reuse` so that the next matrix (the DEQ
      NTK ⪰ K) is preconditioned by the same factor, from the same Ritz block.
-  3. Where that cannot answer — K not positive definite in float32, LOBPCG past its step
-     limit, or λ_min within the round-off tolerance of 0 — the float64 path decides:
-     the Cholesky factor K = LLᵀ fails exactly when K is not positive definite to working
-     precision: λ_min is then reported as 0, singular, as
-     :func:`deqlab.theory.kernels.least_eigenvalue` does — unless that of K + tol·I fails
-     too (tol = n·eps·λ_max): then λ_min < −tol, K is not PSD, ValueError. Else shift-invert
-     Lanczos, twice. The bottom of a kernel matrix's spectrum is a dense cluster (n = 10⁴
-     points on the sphere in d = 100: λ₂/λ₁ − 1 ≈ 3·10⁻⁴), which Lanczos on K⁻¹ resolves
-     only after ~300 steps. So a coarse estimate λ̂ ≥ λ_min from Lanczos on K⁻¹
-     (:data:`COARSE_RTOL`) gives a shift σ = λ̂(1 − c) just below λ_min — certified by the
-     Cholesky factorization of K − σI succeeding; else c grows (:data:`SHIFTS`, ending at
-     σ = 0) — and Lanczos on (K − σI)⁻¹, whose top eigenvalue 1/(λ_min − σ) stands clear of
-     the next ones, converges to :data:`RTOL` in tens of steps: λ_min = σ + 1/μ.
+  3. Where K has no float32 factor, or LOBPCG does not converge in its step limit, the
+     float64 factor of K (or of K + tol·I, tol = n·eps·λ_max: singular to working
+     precision) preconditions LOBPCG instead.
 
-  Both paths stop at RTOL (relative change over :data:`STALL` steps, or a residual below
-  RTOL·θ) and return an upper estimate (a Ritz value never lies below λ_min). Small
-  matrices go to the exact :func:`~deqlab.theory.kernels.least_eigenvalue`, which the tests
-  compare both with. Memory: K and one n×n float64 work array (2 × 7.2 GB at n = 3·10⁴),
-  which a caller may pass and reuse; the float32 factor takes half of it.
+  The proof places the shift ℓ = θ(1 − 0.9·precision) below the estimate θ: one float64
+  factorization (n³/3 flops; about 100 s at n = 3·10⁴ on two cores), which succeeds when θ
+  was within 0.9·precision of λ_min, and then the bracket [ℓ − ε, θ + ε′] is at most that
+  wide. Memory: K and one n×n float64 work array (2 × 7.2 GB at n = 3·10⁴), which a caller
+  may pass and reuse; the float32 factor takes half of it, the certifying factor all of it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from deqlab._checks import check_int, check_positive, check_tensor
+from deqlab._checks import check_int, check_positive, check_real, check_tensor
 from deqlab._memory import check_square
 from deqlab._progress import Progress, silent
+from deqlab.theory.brackets import (
+    Precondition,
+    certify_least,
+    factor_inverse,
+    inertia_lower,
+    rounding_floor,
+)
 from deqlab.theory.kernels import LeastEigenvalue, check_symmetric, least_eigenvalue
-from deqlab.theory.lobpcg import Preconditioner, float32_cholesky, least_eigenvalue_lobpcg
+from deqlab.theory.lobpcg import float32_cholesky, least_eigenvalue_lobpcg
 
-#: Up to this size the dense, exact ``eigvalsh`` is used (a few seconds on two cores).
+#: Up to this size the dense, exact ``eigvalsh`` gives the estimate (seconds on two cores).
 DENSE_LIMIT = 3000
-#: Relative accuracy at which the Lanczos iterations stop.
-RTOL = 1e-9
-#: Relative accuracy of the coarse estimate λ̂ that places the shift.
-COARSE_RTOL = 1e-4
-#: The shifts tried, σ = λ̂(1 − c) for c in order, before σ = 0 (always admissible).
-SHIFTS = (5e-3, 5e-2, 0.5)
-#: Lanczos stops when θ has changed by less than RTOL·θ over this many steps.
+#: The relative width of the certified bracket asked for when none is given: enough to
+#: decide every answer of ``deqlab verify`` unless a margin lies within it.
+PRECISION = 1e-3
+#: LOBPCG's estimate is taken once its extrapolated error is this fraction of the width.
+ESTIMATE_FRACTION = 0.25
+#: Lanczos stops when θ has changed by less than its rtol·θ over this many steps; LOBPCG
+#: extrapolates its error over as many.
 STALL = 5
 #: At most this many Lanczos steps (a basis of 400 vectors of n floats).
 MAX_STEPS = 400
@@ -71,7 +77,7 @@ Matvec = Callable[[np.ndarray], np.ndarray]
 
 
 def lanczos_largest(
-    matvec: Matvec, n: int, *, rtol: float = RTOL, seed: int = 0
+    matvec: Matvec, n: int, *, rtol: float = 1e-9, seed: int = 0
 ) -> tuple[float, int]:
     """The largest eigenvalue θ of a symmetric operator, and the steps taken.
 
@@ -105,44 +111,32 @@ def lanczos_largest(
     return history[-1], len(history)
 
 
-def cholesky_lower(K: torch.Tensor, work: torch.Tensor, shift: float = 0.0) -> torch.Tensor | None:
-    """The lower Cholesky factor of K − shift·I, computed in place in ``work`` (an n×n float64
-    tensor, overwritten), or None when K − shift·I is not positive definite to working
-    precision (LAPACK ``potrf`` through torch: MKL where torch has it).
-
-    The factor is returned as the column-major view ``work.mT`` (the same matrix, K − σI
-    being symmetric): LAPACK's own layout, so that neither ``potrf`` nor the triangular
-    solves of :func:`_inverse` copy the n×n array (a row-major ``out=`` costs one more n×n
-    array: 7.2 GB at n = 3·10⁴).
-    """
-    work.copy_(K).diagonal().sub_(shift)
-    factor = work.mT  # column-major
-    info = torch.empty((), dtype=torch.int32)
-    torch.linalg.cholesky_ex(factor, out=(factor, info))
-    return factor if int(info) == 0 else None
-
-
-def _inverse(L: torch.Tensor) -> Matvec:
-    """v ↦ (LLᵀ)⁻¹v = L⁻ᵀ(L⁻¹v), two triangular solves."""
-
-    def apply(v: np.ndarray) -> np.ndarray:
-        w = torch.linalg.solve_triangular(L, torch.from_numpy(v)[:, None], upper=False)
-        return torch.linalg.solve_triangular(L.mT, w, upper=True)[:, 0].numpy()
-
-    return apply
-
-
 @dataclass
 class Reuse:
-    """What one :func:`least_eigenvalue_large` leaves for the next call on a nearby matrix:
-    the float32 preconditioner (living in the shared ``work`` array) and the Ritz block.
+    """What one :func:`estimate_least` leaves for the next call on a nearby matrix: the
+    preconditioner (living in the shared ``work`` array) and the Ritz block.
 
-    Pass one ``Reuse()`` to the calls for K and then the DEQ NTK written over it (NTK ⪰ K, so
-    K⁻¹ preconditions it well): the NTK costs no factorization of its own.
+    Pass one ``Reuse()`` to the estimates of K and then of the DEQ NTK written over it
+    (NTK ⪰ K, so K⁻¹ preconditions it well): the NTK costs no factorization of its own.
+    A :func:`certify` in the same ``work`` array overwrites the preconditioner, and drops
+    it from the ``Reuse`` it is given.
     """
 
-    precondition: Preconditioner | None = None
+    precondition: Precondition | None = None
     block: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """λ_min before its proof: ``value`` (eigvalsh's, or a Ritz value ≥ λ_min), ``block``
+    (its Ritz vectors, the least first; None from eigvalsh), ``top`` = λ_max (eigvalsh's, or
+    a Lanczos value ≤ λ_max), ``tolerance`` = n·eps·|λ_max|, ``dense``: from eigvalsh."""
+
+    value: float
+    block: torch.Tensor | None
+    top: float
+    tolerance: float
+    dense: bool
 
 
 def least_eigenvalue_large(
@@ -151,110 +145,139 @@ def least_eigenvalue_large(
     work: torch.Tensor | None = None,
     progress: Progress = silent,
     reuse: Reuse | None = None,
+    precision: float = PRECISION,
 ) -> LeastEigenvalue:
-    """λ_min of the symmetric PSD matrix K with the round-off rule of
-    :func:`~deqlab.theory.kernels.least_eigenvalue` (|λ_min| <= n·eps·λ_max is 0, singular).
+    """λ_min of the symmetric PSD matrix K with a certified bracket (module docstring) at
+    most ``precision`` wide relative to its upper side (dense estimates: as narrow as
+    rounding allows), with the round-off rule of
+    :func:`~deqlab.theory.kernels.least_eigenvalue` (|λ_min| ≤ n·eps·λ_max is 0, singular).
 
-    Dense and exact up to :data:`DENSE_LIMIT` rows, and on a CUDA device (``eigvalsh`` there
-    takes seconds at n = 3·10⁴); above, on the CPU, LOBPCG with a float32 Cholesky
-    preconditioner, else Cholesky and shift-invert Lanczos (module docstring), in one n×n
-    float64 work array besides K: ``work`` when given (reuse it across calls: nothing is
-    allocated), else allocated after a memory check. K is left unchanged.
-    ``progress(what, stage, 5)`` is called before each stage.
+    One n×n float64 work array besides K: ``work`` when given (reuse it across calls:
+    nothing is allocated), else allocated after a memory check. K is left unchanged.
+    ``progress(what, stage, 4)`` is called before each stage.
     """
+    found = estimate_least(K, work=work, progress=progress, reuse=reuse, precision=precision)
+    if reuse is not None:
+        reuse.precondition = None  # the proof overwrites it in `work`
+    return certify(K, found, work=work, progress=progress, precision=precision)
+
+
+def estimate_least(
+    K: torch.Tensor,
+    *,
+    work: torch.Tensor | None = None,
+    progress: Progress = silent,
+    reuse: Reuse | None = None,
+    precision: float = PRECISION,
+) -> Estimate:
+    """λ_min and λ_max of K before any proof (module docstring, items 1–3)."""
+    K, precision = _checked(K, precision)
+    n = K.shape[0]
+    if n <= DENSE_LIMIT or K.is_cuda:
+        progress(f"λ_min by a dense eigvalsh (n = {n})", 0, 4)
+        exact = least_eigenvalue(K)
+        return Estimate(exact.computed, None, exact.max_eigenvalue, exact.tolerance, True)
+    work = _work_array(work, K)
+    progress(f"λ_max(K) by Lanczos (n = {n})", 0, 4)
+    top, _ = lanczos_largest(lambda v: (K @ torch.from_numpy(v)).numpy(), n)
+    tol = n * torch.finfo(K.dtype).eps * abs(top)
+    reuse = reuse if reuse is not None else Reuse()
+    rtol, atol = ESTIMATE_FRACTION * precision, ESTIMATE_FRACTION * rounding_floor(K)
+    if reuse.precondition is None:
+        progress(f"float32 Cholesky factorization of K (n = {n})", 1, 4)
+        reuse.precondition = float32_cholesky(K, work)
+    found = None
+    if reuse.precondition is not None:
+        progress("λ_min by LOBPCG, preconditioned by the float32 factor", 2, 4)
+        found = least_eigenvalue_lobpcg(
+            K, reuse.precondition, rtol=rtol, atol=atol, stall=STALL, start=reuse.block
+        )
+    if found is None or not found.converged:
+        progress(f"float64 Cholesky factorization of K (n = {n})", 1, 4)
+        reuse.precondition = _float64_preconditioner(K, work, tol)
+        progress("λ_min by LOBPCG, preconditioned by the float64 factor", 2, 4)
+        found = least_eigenvalue_lobpcg(
+            K, reuse.precondition, rtol=rtol, atol=atol, stall=STALL, start=reuse.block
+        )
+    reuse.block = found.block
+    return Estimate(found.value, found.block, top, tol, False)
+
+
+def certify(
+    K: torch.Tensor,
+    found: Estimate,
+    *,
+    work: torch.Tensor | None = None,
+    progress: Progress = silent,
+    precision: float = PRECISION,
+) -> LeastEigenvalue:
+    """The :class:`~deqlab.theory.kernels.LeastEigenvalue` of K with its bracket
+    (:func:`deqlab.theory.brackets.certify_least`) from the estimate ``found``, in ``work``
+    (overwritten). ValueError where λ_min < −tol: K is not PSD."""
+    K, precision = _checked(K, precision)
+    if found.value < -found.tolerance:
+        raise ValueError(
+            f"`K` must be positive semi-definite; got least eigenvalue {found.value:.3g} < "
+            f"-{found.tolerance:.1e} (the round-off tolerance n·eps·‖K‖₂)"
+        )
+    work = _work_array(work, K)
+    progress(f"certified bracket of λ_min (n = {K.shape[0]})", 3, 4)
+
+    def improve(precondition: Precondition, block: torch.Tensor | None, atol: float):
+        pair = least_eigenvalue_lobpcg(
+            K, precondition, rtol=0.0, atol=atol, stall=STALL, start=block
+        )
+        return pair.value, pair.block
+
+    target = 0.0 if found.dense else precision
+    bracket, value = certify_least(
+        K, found.value, found.block, target=target, work=work, improve=improve, progress=progress
+    )
+    best = found.value if found.dense else min(found.value, value)
+    return LeastEigenvalue.rounded(best, found.top, found.tolerance, bracket)
+
+
+def _checked(K: torch.Tensor, precision: float) -> tuple[torch.Tensor, float]:
+    """K as a float64 square symmetric matrix (a copy only when it is not one), and
+    ``precision`` checked."""
+    precision = check_real("precision", precision, low=0.0, high=1.0, high_inclusive=False)
     K = check_tensor("K", K, ndim=2)
     n = K.shape[0]
     if K.shape != (n, n) or n == 0:
         raise ValueError(f"`K` must be a non-empty square matrix; got shape {tuple(K.shape)}")
-    if n <= DENSE_LIMIT or K.is_cuda:
-        progress(f"λ_min by a dense eigvalsh (n = {n})", 0, 1)
-        return least_eigenvalue(K)
-    eps = torch.finfo(K.dtype).eps
-    if K.dtype != torch.float64 or K.device.type != "cpu":
-        check_square("`K`", n, "a float64 copy of K on the CPU", buffers=1)
-    K64 = K.detach().to(device="cpu", dtype=torch.float64)
-    check_symmetric(K64, eps)
-    work = _work_array(work, n)
-    progress(f"λ_max(K) by Lanczos (n = {n})", 0, 5)
-    top, _ = lanczos_largest(lambda v: (K64 @ torch.from_numpy(v)).numpy(), n)
-    tol = n * eps * abs(top)
-    reuse = reuse if reuse is not None else Reuse()
-    found = _preconditioned(K64, work, reuse, progress)
-    if found is not None and found > tol:
-        return LeastEigenvalue.rounded(found, top, tol)
-    reuse.precondition = None  # the float64 path overwrites the factor in `work`
-    return _float64_path(K64, work, top, tol, progress)
+    if K.dtype != torch.float64:
+        check_square("`K`", n, "a float64 copy of K", buffers=1, device=K.device)
+        K = K.to(torch.float64)
+    check_symmetric(K, torch.finfo(torch.float64).eps)
+    return K, precision
 
 
-def _preconditioned(K: torch.Tensor, work: torch.Tensor, reuse: Reuse, progress: Progress):
-    """λ_min by float32-preconditioned LOBPCG (:mod:`deqlab.theory.lobpcg`), with the
-    factor of ``reuse`` or a new one of K; None where that cannot answer."""
-    if reuse.precondition is None:
-        progress(f"float32 Cholesky factorization of K (n = {K.shape[0]})", 1, 5)
-        reuse.precondition = float32_cholesky(K, work)
-        if reuse.precondition is None:
-            return None
-    progress("λ_min by LOBPCG, preconditioned by the float32 factor", 2, 5)
-    found = least_eigenvalue_lobpcg(
-        K, reuse.precondition, rtol=RTOL, stall=STALL, start=reuse.block
+def _float64_preconditioner(K: torch.Tensor, work: torch.Tensor, tol: float) -> Precondition:
+    """(K − σI)⁻¹ from the float64 Cholesky factor in ``work``, at the first of σ = 0, −tol,
+    −8·tol whose factorization completes; ValueError where none does (K is not PSD)."""
+    for sigma in (0.0, -tol, -8.0 * tol):
+        if inertia_lower(K, sigma, work) is not None:
+            return factor_inverse(work)
+    raise ValueError(
+        f"`K` must be positive semi-definite; its float64 Cholesky factorization fails even "
+        f"for K + {8 * tol:.1e}·I (8·n·eps·λ_max)"
     )
-    if found is None:
-        return None
-    reuse.block = found.block
-    return found.value
 
 
-def _float64_path(
-    K: torch.Tensor, work: torch.Tensor, top: float, tol: float, progress: Progress
-) -> LeastEigenvalue:
-    """Cholesky in float64 and shift-invert Lanczos (module docstring, item 3)."""
-    progress(f"Cholesky factorization of K (n = {K.shape[0]})", 1, 5)
-    L = cholesky_lower(K, work)
-    if L is None:
-        if cholesky_lower(K, work, -tol) is None:  # λ_min < −tol: not PSD
-            raise ValueError(
-                f"`K` must be positive semi-definite; the Cholesky factorization of K + tol·I "
-                f"fails, so λ_min < -{tol:.1e} (the round-off tolerance n·eps·λ_max)"
-            )
-        reason = (
-            f"the Cholesky factorization of K fails: K is not positive definite to working "
-            f"precision (λ_min <= n·eps·λ_max = {tol:.1e}; duplicate or parallel inputs give this)"
-        )
-        return LeastEigenvalue(0.0, math.nan, top, tol, True, reason)
-    progress("coarse λ_min by Lanczos on K⁻¹", 2, 5)
-    estimate = 1.0 / lanczos_largest(_inverse(L), K.shape[0], rtol=COARSE_RTOL)[0]
-    lo = _refine(K, work, estimate, progress)
-    return LeastEigenvalue.rounded(lo, top, tol)
-
-
-def _work_array(work: torch.Tensor | None, n: int) -> torch.Tensor:
-    """The caller's n×n float64 CPU ``work`` array, checked, or a new one that fits."""
+def _work_array(work: torch.Tensor | None, K: torch.Tensor) -> torch.Tensor:
+    """The caller's n×n float64 ``work`` array on K's device, checked, or a new one that
+    fits."""
+    n = K.shape[0]
     if work is None:
-        check_square("`K`", n, "the Cholesky factor of K (one work array)", buffers=1)
-        return torch.empty(n, n, dtype=torch.float64)
-    if work.shape != (n, n) or work.dtype != torch.float64 or work.device.type != "cpu":
+        what = "the Cholesky factor of K (one work array)"
+        check_square("`K`", n, what, buffers=1, device=K.device)
+        return torch.empty(n, n, dtype=torch.float64, device=K.device)
+    if work.shape != (n, n) or work.dtype != torch.float64 or work.device != K.device:
         raise ValueError(
-            f"`work` must be a ({n}, {n}) float64 CPU tensor; got {tuple(work.shape)} "
-            f"{work.dtype} on {work.device}"
+            f"`work` must be a ({n}, {n}) float64 tensor on {K.device}; got "
+            f"{tuple(work.shape)} {work.dtype} on {work.device}"
         )
     return work
-
-
-def _refine(K: torch.Tensor, work: torch.Tensor, estimate: float, progress: Progress) -> float:
-    """λ_min = σ + 1/μ from Lanczos on (K − σI)⁻¹ at the first shift of :data:`SHIFTS`
-    below λ_min (the one whose Cholesky factorization succeeds), else at σ = 0."""
-    n = K.shape[0]
-    for c in SHIFTS:
-        sigma = estimate * (1.0 - c)
-        progress(f"Cholesky factorization of K − σI, σ = {sigma:.6g}", 3, 5)
-        L = cholesky_lower(K, work, sigma)
-        if L is not None:
-            progress("λ_min by Lanczos on (K − σI)⁻¹", 4, 5)
-            return sigma + 1.0 / lanczos_largest(_inverse(L), n)[0]
-    progress("Cholesky factorization of K, σ = 0", 3, 5)
-    L = cholesky_lower(K, work)  # factorized before: K is positive definite
-    progress("λ_min by Lanczos on K⁻¹", 4, 5)
-    return 1.0 / lanczos_largest(_inverse(L), n)[0]
 
 
 def gram_lambda_min(Z: torch.Tensor) -> float:
