@@ -64,7 +64,7 @@ def main(argv=None) -> dict:
         K, precondition, rtol=args.rtol, stall=8, on_step=lambda k, t, r: trace.append((t, r))
     )
     seconds = time.perf_counter() - factored
-    if found is None:
+    if not found.converged:
         raise SystemExit(f"LOBPCG did not reach rtol {args.rtol:g} in {lobpcg.MAX_STEPS} steps")
     lam = found.value
     errors = [(theta - lam) / lam for theta, _ in trace]

@@ -15,9 +15,10 @@ its λ_min):
 
 * ours  — the lean order of 2 n×n arrays, as verify runs it: population_gram;
           least_eigenvalue_large(K, work, reuse) (LOBPCG preconditioned by K's float32
-          Cholesky factor, theory/spectra.py and theory/lobpcg.py); deq_ntk(gram=K, out=K)
+          Cholesky factor, then the certified bracket: a float64 factorization of K − ℓI,
+          theory/spectra.py, theory/lobpcg.py, theory/brackets.py); deq_ntk(gram=K, out=K)
           writes the NTK over K; least_eigenvalue_large(NTK, work, reuse), preconditioned
-          by the same factor, in the same work array.
+          by the factor that certified K, and its own proof, in the same work array.
 * plain — population_gram and deq_ntk(gram=K) side by side, and the exact dense
           torch.linalg.eigvalsh of each (3 n×n arrays and eigvalsh's copy); above
           ``--plain-max`` rows (default 10⁴) it is not run: its O(n³) memory-bound

@@ -150,23 +150,29 @@ def test_an_npy_header_that_claims_more_than_the_file_holds_is_refused(tmp_path)
     )
 
 
-def test_a_million_points_are_refused_within_seconds_with_the_largest_n_that_fits():
+def test_a_million_points_are_answered_from_a_named_subsample_in_seconds(monkeypatch):
+    from deqlab.verification import subsample
+
+    monkeypatch.setattr(subsample, "CAP", 300)  # the size memory allows, capped: seconds here
     start = time.monotonic()
     result = invoke("verify", "--dataset", "sphere", "--n", "1000000", "--d", "5", "--width", "50")
-    message = one_error(result)
-    assert message.startswith("error: `--n`: n = 1000000 needs 16 TB for K, the DEQ NTK over it")
-    largest = int(message.rsplit(" ", 1)[1])
-    assert 1000 < largest < 1_000_000 and time.monotonic() - start < 30
-    fits = invoke("verify", "--dataset", "sphere", "--n", "12", "--d", "5", "--width", "50")
-    assert fits.exit_code == 0, fits.output
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[2].startswith("beyond memory: n = 1,000,000 needs 16 TB for K and its work")
+    assert "the subsample S = 300 of the 1,000,000 points (seed 0)" in lines[2]
+    assert "at least" in result.stdout and time.monotonic() - start < 120
+    assert "λ* ∈ [0, " in result.stdout  # certified from above by interlacing, below by K ⪰ 0
 
 
-def test_the_python_api_refuses_in_the_same_line_naming_x():
+def test_training_past_memory_or_inputs_past_memory_are_refused_in_one_line():
     from deqlab.verification import verify
 
     X = np.lib.stride_tricks.as_strided(np.ones(1), shape=(10**6, 5), strides=(0, 0))
-    with pytest.raises(ValueError, match=r"^`X`: n = 1000000 needs 16 TB for K"):
-        verify(X, np.zeros(10**6))
+    with pytest.raises(ValueError, match=r"; --train needs the full data \(λ_τ and H\(τ\) are"):
+        verify(X, np.zeros(10**6), train=5)  # --train needs the full data
+    X = np.lib.stride_tricks.as_strided(np.ones(1), shape=(10**10, 5), strides=(0, 0))
+    with pytest.raises(ValueError, match=r"^`X`: n = 10000000000 needs 1.6e\+09 TB for K"):
+        verify(X, np.zeros(1))  # not even the inputs fit: refused before reading them
 
 
 @pytest.mark.parametrize(
@@ -208,18 +214,26 @@ def test_a_width_that_does_not_fit_is_named_not_n(monkeypatch):
 def test_verify_under_a_ulimit_is_refused_naming_the_limit_and_its_estimate():
     """Issue 36: `ulimit -v 6000000; deqlab verify --width 50 --dataset sphere --n 30000
     --d 5` passed the memory check (15 GB against the machine's memory) and died 4 s later
-    with "can't allocate memory"."""
-    from test_faults_data import ULIMIT_V_SAYS, ulimited
+    with "can't allocate memory". Since issue 35, past the limit verify answers from a
+    subsample (tests/test_verification_subsample.py); trained, the data must fit whole."""
+    from test_faults_data import ulimited
 
     args = ("verify", "--width", "50", "--dataset", "sphere", "--n", "30000", "--d", "5")
-    done = ulimited(*args)
+    done = ulimited(*args, "--train", "1")
     assert done.returncode == 2 and done.stdout == "", done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith(
-        "error: `--n`: n = 30000 needs 14.4 GB for K, the DEQ NTK over it and a work array "
-        "(2 n×n float64 array(s)), "
+        "error: `--n`: n = 30000 needs 28.8 GB for K, the DEQ NTK over it and a work array, "
+        "then H(0) of Eq. (4) (4 n×n float64 array(s)), "
     )
-    assert 10_000 < int(re.search(ULIMIT_V_SAYS, line).group(1)) < 30_000
+    says = re.search(
+        r"but [\d.]+ GB of memory is available \(this process's address-space limit, `ulimit "
+        r"-v` [\d.]+ GB, less the [\d.]+ [MG]B it has mapped\); the largest n that fits is "
+        r"(\d+); --train needs the full data \(λ_τ and H\(τ\) are n×n\): without it, verify "
+        r"answers from a subsample \(certified one-sided bounds\)$",
+        line,
+    )
+    assert says is not None and 5_000 < int(says.group(1)) < 30_000
 
 
 def test_an_allocation_that_fails_after_the_check_is_one_line(monkeypatch):

@@ -120,3 +120,13 @@ def test_a_matrix_with_no_factorization_at_any_shift_is_refused():
     A = torch.full((4, 4), float("nan"), dtype=torch.float64)
     with pytest.raises(ValueError, match="no float64 Cholesky factorization"):
         certify_least(A, 1.0, None, target=1e-3, work=torch.empty_like(A), improve=_improve(A))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_proofs_run_on_the_gpu_and_hold_the_dense_eigenvalue():
+    A = _clustered(300, 1e-4).cuda()
+    exact = float(torch.linalg.eigvalsh(A)[0])
+    found, _ = certify_least(
+        A, exact, None, target=0.0, work=torch.empty_like(A), improve=_improve(A)
+    )
+    assert found.contains(exact) and found.width <= 1.01 * narrowest(A)

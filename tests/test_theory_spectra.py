@@ -107,6 +107,19 @@ def test_the_ntk_reuses_the_factor_and_block_of_k(iterative):
         assert got.bracket.contains(least_eigenvalue(M).value)
 
 
+def test_the_factor_that_certified_k_preconditions_the_ntk(iterative):
+    X = get_dataset("sphere", n=400, d=20, seed=2).X
+    K = population_gram(X, 0.08)
+    work, reuse = torch.empty_like(K), spectra.Reuse()
+    stages: list[list[int]] = [[], []]
+    found = least_eigenvalue_large(K, work=work, reuse=reuse, progress=_stages(stages[0]))
+    assert found.bracket.contains(least_eigenvalue(K).value)
+    ntk = deq_ntk(X, 0.08, gram=K, out=K)  # over K, as verify does
+    got = least_eigenvalue_large(ntk, work=work, reuse=reuse, progress=_stages(stages[1]))
+    assert stages == [[0, 1, 2, 3], [0, 2, 3]]  # the NTK: no factorization before its proof
+    assert got.bracket.contains(least_eigenvalue(ntk).value)
+
+
 def test_lobpcg_past_its_step_limit_takes_the_float64_factor(iterative, monkeypatch):
     monkeypatch.setattr(lobpcg, "MAX_STEPS", 2)
     K = _kernel()

@@ -71,11 +71,14 @@ def test_progress_is_reported_in_stages(sphere):
 def test_every_model_and_training(sphere):
     x, y, _ = sphere
     relu = verify(x, y, ReLUDEQCheck(width=40), train=3)
+    assert not relu.numbers["condition1"]["holds"]  # so the stand-in step, and it says so
     assert relu.training["steps"] == 3 and relu.training["eta"] == pytest.approx(
-        0.5 * relu.numbers["eq10_bound"]
+        1 / relu.numbers["curvature"]
     )
+    assert relu.training["eta_source"].startswith("the stand-in 1/λ_max(H(0)) (ours)")
     mon = verify(x, y, MonDEQCheck(width=16), train=2)
     assert mon.training["eta"] == pytest.approx(mon.numbers["eta_max"])
+    assert mon.training["eta_source"] == "the theorem's: Theorem 3.3.5's η_max"
     assert mon.numbers["fit_widths"] == [32, 48, 64]  # from 4N = 32
     delm = verify(x, y, "delm", train=2, eta=1e-4)
     assert delm.training["loss0"] > 0 and "steps_to_epsilon" in delm.training

@@ -36,16 +36,21 @@ def data_dir(tmp_path_factory):
     return where
 
 
-def test_the_page_has_its_three_examples():
-    """Raw, standardised and trained, and a sweep: a broken fence would drop one silently."""
+def test_the_page_has_its_four_examples():
+    """Raw, standardised and trained, a sweep, and past memory: a broken fence would drop one
+    silently."""
     commands = [args for args, _ in _examples()]
-    assert len(commands) == 3 and "--train 30" in commands[1] and "200,400" in commands[2]
+    assert len(commands) == 4 and "--train 30" in commands[1] and "200,400" in commands[2]
+    assert "--n 1000000" in commands[3]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("args", "shown"), _examples(), ids=[a for a, _ in _examples()])
 def test_the_documented_output_is_what_verify_prints(data_dir, monkeypatch, args, shown):
+    from deqlab.verification import subsample
+
     monkeypatch.chdir(data_dir)
+    monkeypatch.setattr(subsample, "CAP", 1000)  # past memory: seconds (the page shows "…")
     result = CliRunner().invoke(app, shlex.split(args))
     assert result.exit_code == 0, result.output
     printed = result.stdout.splitlines()

@@ -217,7 +217,7 @@ def test_stand_ins_from_the_gauss_newton_curvature_of_the_monotone_deq(init, inp
     k = md.numbers(init, None)
     assert k["curvature"] == pytest.approx(float(torch.linalg.eigvalsh(J @ J.T)[-1]), rel=1e-5)
     assert k["pl_ratio0"] == pytest.approx(float((J.T @ r).square().sum() / (r @ r)), rel=1e-6)
-    from deqlab.verification.answers import standins
+    from deqlab.verification.stand_ins import standins
 
     lines = standins(k, None, None).lines()
     assert lines[0].startswith("ours: largest useful step from the measured curvature")

@@ -30,6 +30,7 @@ from deqlab.theory.kernels import LeastEigenvalue
 from deqlab.theory.ntk import pl_gram
 from deqlab.theory.spectra import gram_lambda_min
 from deqlab.verification import relu_deq as rd
+from deqlab.verification import relu_deq_numbers
 from deqlab.verification import relu_deq_statements as rs
 from deqlab.verification import relu_deq_train as rt
 from deqlab.verification.inputs import load_dataset, prepare
@@ -98,11 +99,15 @@ def test_lambda0_matches_theorem1s_helper_and_its_conditions(small):
     assert k.X_fro == pytest.approx(float(x.norm())) and k.W_norm < 1
 
 
-def test_lambda0_is_zero_below_n_columns():
+def test_lambda0_is_zero_below_n_columns_and_bracketed_above():
     Z = torch.randn(3, 5, dtype=torch.float64)
-    assert rd._gram_lambda_min(Z) == 0.0
+    narrow = rd._gram_lambda_min(Z)
+    assert narrow.value == 0.0 and (narrow.bracket.lower, narrow.bracket.upper) == (0.0, 0.0)
+    assert "rank" in narrow.bracket.lower_proof
     Z = torch.randn(7, 5, dtype=torch.float64)
-    assert rd._gram_lambda_min(Z) == pytest.approx(gram_lambda_min(Z), rel=1e-10)
+    wide = rd._gram_lambda_min(Z)
+    assert wide.value == pytest.approx(gram_lambda_min(Z), rel=1e-10)
+    assert wide.bracket.contains(gram_lambda_min(Z))
 
 
 def test_lambda0_monte_carlo_against_theorem2():
@@ -186,7 +191,7 @@ def test_theorem2_scale_and_depth_in_closed_form():
 
 def test_numbers_have_stable_keys(small):
     eta = rd.theorem_eta(small)
-    k = rd.numbers(small, eta)
+    k = relu_deq_numbers.numbers(small, eta)
     for key in (
         "lambda_star",
         "condition_number_K",

@@ -39,8 +39,10 @@ INPUT_HELP = (
         "--model mondeq), λ_T and Corollaries 1–2 (Kawaguchi 2021; --model delm, --loss). "
         "First, one line per theorem: it applies at this width, at a larger one (which), at "
         "none (why), or cannot be decided; and stand-ins labelled ours (a step size from the "
-        "measured curvature, the rate the PL ratio predicts). --train runs GD with the "
-        "theorem's step size (or --eta) and puts predicted beside measured."
+        "measured curvature, the rate the PL ratio predicts). Every least eigenvalue comes "
+        "with a certified bracket. --train runs GD (at --eta, else the theorem's step where "
+        "its condition holds, else the stand-in) and puts predicted beside measured. Past "
+        "memory, the ReLU DEQ is answered from a named subsample (certified one-sided bounds)."
     ),
     epilog=(
         "Examples:\n\n  deqlab verify --dataset sphere --n 40 --d 40 --width 400\n\n"
@@ -109,7 +111,10 @@ def verify_command(
     seed: int = typer.Option(0, "--seed", help="Seed of the network (and of a data set)."),
     train: int = typer.Option(0, "--train", metavar="STEPS", help="GD steps (0: none)."),
     eta: float | None = typer.Option(
-        None, "--eta", help="GD step size (default: the theorem's; see the numbers)."
+        None,
+        "--eta",
+        help="GD step size (default: the theorem's where its condition holds, else the "
+        "stand-in 1/λ_max(H(0)); the output says which).",
     ),
     target_loss: float | None = typer.Option(
         None, "--target-loss", help="The loss the stand-ins count steps to (default 10⁻³ Φ(0))."

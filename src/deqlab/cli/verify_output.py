@@ -6,6 +6,9 @@ from __future__ import annotations
 import typer
 
 from deqlab._format import number
+from deqlab.verification.answers import bracket_text
+from deqlab.verification.precision import lines as precision_lines
+from deqlab.verification.subsample import line as subsample_line
 
 
 def print_result(result) -> None:
@@ -38,9 +41,17 @@ def header_lines(result) -> list[str]:
         f"{data['name']}: {samples} = {data['n']}, d = {data['d']}{data['preprocessing']} · "
         f"model {result.model} ({result.paper})",
         f"{data['layout'].replace('(n, d)', f'({samples}, d)')}; labels: {data['labels']}",
+        *([] if (past := subsample_line(result.numbers)) is None else [past]),
         "answers (one line per theorem):",
         *(f"  {a.line()}" for a in result.answers),
     ]
+    lines += precision_lines(result.numbers)
+    training = result.training
+    if training is not None:
+        lines.append(
+            f"training: {training['steps']} GD steps at η = {training['eta']:.3g}, "
+            f"{training['eta_source']}"
+        )
     standins = result.stand_ins.lines()
     if standins:
         lines += [
@@ -93,9 +104,14 @@ def _headline(result) -> list[tuple[str, str]]:
 
 def _relu_rows(k: dict) -> list[tuple[str, str]]:
     rows = [
-        ("λ* = λ_min(K) (Eq. 14)", number(k["lambda_star"], 4)),
-        ("cond(K) = λ_max/λ_min", number(k["condition_number_K"], 4)),
-        ("λ_min(DEQ NTK)", number(k["ntk_lambda_min"], 4)),
+        ("λ* = λ_min(K) (Eq. 14)", _certified(k, "lambda_star", "λ*")),
+        (
+            "cond(K) = λ_max/λ_min",
+            number(k["condition_number_K"], 4)
+            if k["condition_number_K"] is not None
+            else "not measured (a subsample)",
+        ),
+        ("λ_min(DEQ NTK)", _certified(k, "ntk_lambda_min", "λ_min")),
         ("‖W(0)‖₂ (Lemma 1 bound)", f"{number(k['W_norm'], 4)} ({number(k['lemma1_bound'], 4)})"),
         (
             f"λ_0 at m = {k['width']} (Theorem 2: mλ*/2)",
@@ -109,13 +125,14 @@ def _relu_rows(k: dict) -> list[tuple[str, str]]:
             for e in ("eq7", "eq8", "eq9")
         ]
         w = k["required_width"]
+        least = " (at least: from the subsample S)" if "subsample" in k else ""
         rows += [
             (
-                "width needed: Condition 1 at one δ (Theorem 1), λ_0 = mλ*/2, ‖U(0)‖₂ ∝ √m",
+                "width needed: Condition 1 at one δ (Theorem 1), λ_0 = mλ*/2, ‖U(0)‖₂ ∝ √m" + least,
                 _width(w["condition1"]),
             ),
             (
-                "… each equation alone, same scaling: Eqs. (7), (8), (9)",
+                "… each equation alone, same scaling: Eqs. (7), (8), (9)" + least,
                 ", ".join(_width(w[e]) for e in ("eq7", "eq8", "eq9")),
             ),
             ("Eq. (10): η <", number(k["eq10_bound"], 4)),
@@ -125,15 +142,23 @@ def _relu_rows(k: dict) -> list[tuple[str, str]]:
     rows.append(
         (
             "Theorem 2's width scale n²/λ*² log(n/(λ*t)), t = 0.01 (× a constant the paper "
-            "does not give; not a width needed)",
+            "does not give; not a width needed)" + (" (at least)" if "subsample" in k else ""),
             _width(scale),
         )
     )
     return rows
 
 
+def _certified(k: dict, name: str, symbol: str) -> str:
+    """The value with its certified bracket where one was computed."""
+    bounds = k.get(f"{name}_bounds")
+    if bounds is None:
+        return number(k[name], 4)
+    return f"{number(k[name], 4)} ({bracket_text(symbol, bounds, k[name])})"
+
+
 def _mondeq_rows(k: dict) -> list[tuple[str, str]]:
-    rows = [("λ_0 = σ_min(Z(0))", number(k["lambda0"], 4))]
+    rows = [("λ_0 = σ_min(Z(0))", _certified(k, "lambda0", "λ_0"))]
     for name, c in k["conditions"].items():
         fit = k["required_width"].get(name)
         rows.append(
@@ -153,7 +178,7 @@ def _delm_rows(k: dict) -> list[tuple[str, str]]:
     times, corollary = k["time_to_epsilon"], k["corollary"]
     return [
         ("λ_T ≥ 1/(m(1+γ)²) (Eq. 33)", number(k["lambda_T_lower_bound"], 4)),
-        ("λ_min(D_0)", number(k["lambda_min_D0"], 4)),
+        ("λ_min(D_0)", _certified(k, "lambda_min_D0", "λ_min(D_0)")),
         ("σ_min(Φ)", number(k["sigma_min_phi"], 4)),
         (f"{corollary}: κ ({k['loss']} loss)", number(k["kappa"], 4)),
         (

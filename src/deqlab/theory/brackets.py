@@ -16,14 +16,17 @@ denominator by a factor 1 + δ, |δ| ≤ γ_n, the division by 1 + δ′, |δ′
 
 **Lower side: inertia** (:func:`inertia_lower`). If the floating-point Cholesky
 factorization of B = fl(A − ℓI) runs to completion (every pivot positive: LAPACK's info = 0),
-then R̂ᵀR̂ = B + ΔB with |ΔB| ≤ γ_{n+1}|R̂ᵀ||R̂| for any order of evaluation of its inner
-products — blocked algorithms on conventional matrix products included (Demmel 1989;
-Higham 2002, Theorem 10.3 and §10.1.1). So ‖ΔB‖₂ ≤ γ_{n+1}‖R̂‖_F², and
+then R̂ᵀR̂ = B + ΔB with |ΔB| ≤ γ_{n+1}|R̂ᵀ||R̂| (Demmel 1989; Higham 2002, Theorem 10.3,
+which holds for every order of evaluation of the inner products: a blocked LAPACK ``potrf``
+on conventional, not Strassen-type, matrix products does the same operations in another
+order). So ‖ΔB‖₂ ≤ γ_{n+1}‖R̂‖_F², and
 ‖R̂‖_F² = tr(B) + tr(ΔB) ≤ tr(B) + γ_{n+1}‖R̂‖_F² gives ‖ΔB‖₂ ≤ γ_{n+1} tr(B)/(1 − γ_{n+1}).
 The diagonal shift rounds each b_ii = (a_ii − ℓ)(1 + ε_i), |ε_i| ≤ u. As R̂ᵀR̂ ⪰ 0,
 A − ℓI ⪰ −(‖ΔB‖₂ + u max_i|a_ii − ℓ|)I: by Weyl's inequality
 
     λ_min(A) ≥ ℓ − γ_{n+1} tr(B)/(1 − γ_{n+1}) − u max_i |a_ii − ℓ|,
+
+with |a_ii − ℓ| ≤ |b_ii|/(1 − u),
 
 tr(B) taken as an exactly rounded sum (math.fsum) made one ulp larger. The bound is about
 n²u·mean(a_ii): 1.1·10⁻⁷ for K at n = 3·10⁴ (λ* ≈ 0.026), the floor below which no bracket
@@ -67,12 +70,14 @@ Improve = Callable[[Precondition, torch.Tensor | None, float], tuple[float, torc
 
 @dataclass(frozen=True)
 class Bracket:
-    """lower ≤ λ_min ≤ upper, with the proof of each side in words."""
+    """lower ≤ λ_min ≤ upper, with the proof of each side in words; ``at_floor``: as narrow
+    as float64 rounding lets :func:`certify_least` prove (asking again cannot narrow it)."""
 
     lower: float
     upper: float
     lower_proof: str
     upper_proof: str
+    at_floor: bool = False
 
     @property
     def width(self) -> float:
@@ -80,7 +85,10 @@ class Bracket:
 
     @property
     def relative_width(self) -> float:
-        """(upper − lower)/upper; inf when upper ≤ 0 (no relative accuracy to speak of)."""
+        """(upper − lower)/upper; 0 for a value known exactly; inf when upper ≤ 0 < width
+        (no relative accuracy to speak of)."""
+        if self.width == 0:
+            return 0.0
         return self.width / self.upper if self.upper > 0 else math.inf
 
     def contains(self, value: float) -> bool:
@@ -91,6 +99,7 @@ class Bracket:
             "lower": self.lower,
             "upper": self.upper,
             "relative_width": self.relative_width,
+            "at_floor": self.at_floor,
             "lower_proof": self.lower_proof,
             "upper_proof": self.upper_proof,
         }
@@ -146,8 +155,9 @@ def inertia_lower(A: torch.Tensor, shift: float, work: torch.Tensor) -> tuple[fl
     torch.linalg.cholesky_ex(factor, out=(factor, info))
     if int(info) != 0:
         return None
-    g = gamma(n + 1)
-    error = _up(g * trace / (1.0 - g) + unit_roundoff() * spread)
+    g, u = gamma(n + 1), unit_roundoff()
+    # |a_ii − ℓ| ≤ |b_ii|/(1 − u); the factor 1 + 8u covers the rounding of this line itself
+    error = _up((g * trace / (1.0 - g) + u / (1.0 - u) * spread) * (1.0 + 8.0 * u))
     bound = _down(shift - error)
     return bound, (
         f"inertia: the float64 Cholesky factorization of A − ℓI, ℓ = {shift:.12g}, completed "
@@ -213,27 +223,28 @@ def certify_least(
         """How far below the estimate the shift goes: the width asked less the rounding."""
         return max(SHIFT_FRACTION * target * abs(estimate) - rounding, 2.0 * floor)
 
+    def better(estimate: float, block: torch.Tensor | None):
+        """(estimate, block) improved with the factor in ``work`` as the preconditioner, to
+        a tenth of the bracket they are for."""
+        progress("the Ritz vector by LOBPCG, preconditioned by the certifying factor", 0, 1)
+        atol = max(0.1 * target * abs(estimate), 0.1 * floor)
+        return improve(factor_inverse(work), block, atol)
+
     gap = distance(estimate)
     lower, lower_proof, gap = _factorize_below(A, estimate, gap, work, progress)
     if block is None:
-        estimate, block = _improve(improve, work, block, target, estimate, floor, progress)
+        estimate, block = better(estimate, block)
     for rounds in range(1, MAX_ROUNDS + 1):
         upper, upper_proof = rayleigh_upper(A, block[:, 0], abs_norm)
-        found = Bracket(lower, upper, lower_proof, upper_proof)
-        if found.relative_width <= target or gap <= 2.0 * floor or rounds == MAX_ROUNDS:
+        at_floor = gap <= 2.0 * floor
+        found = Bracket(lower, upper, lower_proof, upper_proof, at_floor)
+        if found.relative_width <= target or at_floor or rounds == MAX_ROUNDS:
             return found, estimate
         # work holds the factor of A − ℓI, ℓ close below λ_min: shift-and-invert
-        estimate, block = _improve(improve, work, block, target, estimate, floor, progress)
+        estimate, block = better(estimate, block)
         gap = distance(estimate)
         lower, lower_proof, gap = _factorize_below(A, estimate, gap, work, progress)
     raise AssertionError("unreachable: the last round returns")
-
-
-def _improve(improve, work, block, target, estimate, floor, progress):
-    """A better (estimate, block) from ``improve`` preconditioned by the factor in ``work``,
-    to a tenth of the bracket it is for."""
-    progress("the Ritz vector by LOBPCG, preconditioned by the certifying factor", 0, 1)
-    return improve(factor_inverse(work), block, max(0.1 * target * abs(estimate), 0.1 * floor))
 
 
 def _factorize_below(

@@ -231,6 +231,7 @@ def population_gram(
     depth: int | None = None,
     *,
     tol: float = 1e-14,
+    out: torch.Tensor | None = None,
     progress: Progress = silent,
 ) -> torch.Tensor:
     """Population Gram matrix K^(depth) (Definition 1, Lemma 3), or K = K^(∞) (Eq. 14) for None.
@@ -240,6 +241,8 @@ def population_gram(
         sigma_w2: σ_w² ∈ (0, 1); values ≥ 1/8 warn (Assumption 1).
         depth: number of weight-untied layers l ≥ 0, or None for the infinite-depth limit,
             solved to ``tol`` (absolute, on the normalised entries k_ij ∈ [0, 1]).
+        out: an (n, n) float64 tensor on ``X.device`` to write K into instead of a new one
+            (:func:`assemble_gram_blocks`).
         progress: called as ``progress(what, entries done, entries in all)`` per row block.
 
     Returns:
@@ -259,7 +262,7 @@ def population_gram(
         return layer_entries(cos, sigma_w2, depth)
 
     scale = depth_scale(sigma_w2, depth)
-    return assemble_gram_blocks(X, entries, scale, progress=progress, what=what)
+    return assemble_gram_blocks(X, entries, scale, out=out, progress=progress, what=what)
 
 
 def assemble_gram(

@@ -1,43 +1,39 @@
 """One line per theorem: can it apply at this width, at some width (which), or at none
 (and why); and the practical stand-ins where it cannot (ours: measurements, not guarantees).
 
-An :class:`Answer` is read off the numbers the checks measured; it decides nothing the
-statements do not already say, it says it in one line. The width hypothesis of a theorem
-whose constant the paper does not give (Ling et al. 2023, Theorem 2: m = Ω(·)) is
-*undecided*, never failed.
-
-Stand-ins (ours) for the ReLU DEQ, from H(0) = H1 + H2 + H3 of Eq. (4), the Gauss–Newton
-curvature of Φ at θ(0) (∇²Φ ≈ JᵀJ, whose nonzero spectrum is that of H = JJᵀ):
-
-- the step η_c = 1/λ_max(H(0)): GD on the quadratic model of Φ is stable for η <
-  2/λ_max, and the descent lemma's decrease Φ(τ+1) ≤ (1 − η(2 − ηλ_max)μ)Φ(τ) is largest at
-  η = 1/λ_max;
-- the rate 1 − μ/λ_max that the PL ratio μ = ‖∇Φ(0)‖²/(2Φ(0)) measured at θ(0) predicts
-  at η_c, and 1 − λ_min(H(0))/λ_max, the rate for the residual's slowest direction (μ ≥
-  λ_min(H) for every residual: Eq. (4));
-- with training, the measured rate (Φ(T)/Φ(0))^(1/T) at the η trained with, and the steps
-  to a target loss at the measured and at the predicted rate.
+An :class:`Answer` is read off the statements and numbers the checks measured; it decides
+nothing the statements do not already say, it says it in one line (where a theorem's
+statement is NOT APPLICABLE for a hypothesis on the data, so is the answer: one source for
+both). The width hypothesis of a theorem whose constant the paper does not give (Ling et al.
+2023, Theorem 2: m = Ω(·)) is *undecided*, never failed. Numbers read off certified
+brackets print as ranges where the brackets move them at the printed precision
+(:mod:`deqlab.verification.precision`).
+The stand-ins (ours) where a theorem cannot apply: :mod:`deqlab.verification.stand_ins`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from deqlab._format import number
 from deqlab.papers import HIEU, KAWAGUCHI, LING
 from deqlab.papers.hieu2022.mondeq import eq_3_18_possible
-from deqlab.statements import Verdict
+from deqlab.statements import Kind, Statement, Verdict
 from deqlab.verification.delm import statements as delm_statements
-
-#: A target loss of this fraction of Φ(0) when none is given.
-TARGET_FRACTION = 1e-3
 
 AT_THIS_WIDTH = "applies at this width"
 AT_SOME_WIDTH = "can apply at a larger width"
 AT_NO_WIDTH = "applies at no width"
 UNDECIDED = "cannot be decided"
 NOT_ON_DATA = "does not apply to these data"
+UNDECIDED_AT_BRACKETS = "cannot be decided at the certified brackets"
+AT_LEAST_WIDTH = "needs a larger width: at least"
+#: The name of Theorem 3 (ii)'s statement, the one source of its answer.
+THEOREM3_II = "Theorem 3 (ii): λ* > 0 (K strictly positive definite)"
+#: ... and of Theorem 2's.
+THEOREM2 = "Theorem 2: λ_0 ≥ mλ*/2"
 
 
 @dataclass(frozen=True)
@@ -62,40 +58,135 @@ def _big(x: float) -> str:
     return "∞" if math.isinf(x) else number(x, 2, power=True)
 
 
-def relu_deq(init, numbers: dict, training: dict | None) -> list[Answer]:
+def span(numbers: dict, path: str, fmt: Callable[[float], str]) -> str:
+    """``fmt`` of the number at the dotted ``path`` of ``numbers``, or "fmt(least) to
+    fmt(largest)" where its range over the brackets' corners (``numbers["ranges"]``) shows
+    at that precision."""
+    value: object = numbers
+    for key in path.split("."):
+        value = value[key]  # type: ignore[index]
+    ends = numbers.get("ranges", {}).get(path)
+    if ends is None:
+        return fmt(value)  # type: ignore[arg-type]
+    low, high = fmt(ends[0]), fmt(ends[1])
+    return low if low == high else f"{low} to {high}"
+
+
+def bracket_text(symbol: str, bounds: list[float] | None, value: float) -> str:
+    """ "λ* ∈ [0.02550534, 0.02552842]" with the digits that tell the ends apart (4 to 10),
+    "λ* = 0.002145316, certified to 10 digits" where even 10 do not; "λ* = 0.0255" without
+    a bracket."""
+    if bounds is None:
+        return f"{symbol} = {value:.4g}"
+    low, high = bounds
+    for digits in range(4, 11):
+        if f"{low:.{digits}g}" != f"{high:.{digits}g}":
+            return f"{symbol} ∈ [{low:.{digits}g}, {high:.{digits}g}]"
+    return f"{symbol} = {high:.10g}, certified to 10 digits"
+
+
+def _named(statements: list[Statement], name: str) -> Statement | None:
+    return next((s for s in statements if s.name == name), None)
+
+
+def _unmet_on_data(theorem: Statement | None, statements: list[Statement]) -> list[Statement]:
+    """The unmet hypotheses on the data (Assumption 2) that make ``theorem`` NOT APPLICABLE."""
+    if theorem is None or theorem.verdict is not Verdict.NOT_APPLICABLE:
+        return []
+    return [
+        h
+        for h in statements
+        if h.kind is Kind.HYPOTHESIS
+        and h.verdict is Verdict.UNMET
+        and h.name.startswith("Assumption 2")
+        and h.name in theorem.detail
+    ]
+
+
+def _not_on_data(name: str, unmet: list[Statement], measured: str) -> Answer:
+    needs = "; ".join(dict.fromkeys(h.needs for h in unmet if h.needs))
+    what = "; ".join(h.name for h in unmet)
+    return Answer(
+        name,
+        NOT_ON_DATA,
+        f"its hypothesis on the data is unmet: {what}"
+        + (f" (needs {needs})" if needs else "")
+        + f"; measured nonetheless: {measured}",
+    )
+
+
+def relu_deq(init, numbers: dict, training: dict | None, statements: list[Statement]):
     """Theorem 3 (ii), Theorem 2, Theorem 1 for the ReLU DEQ (module docstring)."""
-    return [_theorem3(numbers), _theorem2(init, numbers), _theorem1(init, numbers)]
+    return [
+        _theorem3(numbers, statements),
+        _theorem2(init, numbers, statements),
+        _theorem1(init, numbers),
+    ]
 
 
-def _theorem3(k: dict) -> Answer:
+def _theorem3(k: dict, statements: list[Statement]) -> Answer:
+    """The answer its statement gives (one source): PASS holds, FAIL (λ* = 0 to working
+    precision) and an unmet hypothesis on the data do not apply, NOT MEASURED (a bracket or
+    a subsample that does not decide λ* > 0) cannot be decided, saying why."""
     name = f"{LING.cite('Theorem 3 (ii)')}: λ* > 0"
-    if k["lambda_star_singular"]:
+    statement = _named(statements, THEOREM3_II)
+    lam = bracket_text("λ*", k.get("lambda_star_bounds"), k["lambda_star"])
+    unmet = _unmet_on_data(statement, statements)
+    if unmet:
+        return _not_on_data(name, unmet, f"{lam} (Eq. 14)")
+    if "subsample" in k:
+        return Answer(
+            name,
+            UNDECIDED,
+            f"from {_sample(k)}, λ* ≤ {k['lambda_star']:.4g} (Cauchy interlacing) bounds λ* "
+            "from above only; λ* > 0 needs the full K",
+        )
+    failed = k["lambda_star_singular"] if statement is None else statement.verdict is Verdict.FAIL
+    if failed:
         return Answer(
             name,
             NOT_ON_DATA,
-            "λ* = λ_min(K) is 0 to working precision: no width "
+            f"λ* = λ_min(K) is 0 to working precision ({lam}): no width "
             "makes any theorem of the paper apply (parallel or duplicate inputs)",
         )
-    return Answer(
-        name, "holds for these data", f"λ* = {k['lambda_star']:.4g} (Eq. 14), whatever the width"
-    )
+    if statement is not None and statement.verdict is Verdict.NOT_MEASURED:
+        return Answer(name, UNDECIDED, f"{lam}: {statement.detail}")
+    return Answer(name, "holds for these data", f"{lam} (Eq. 14), whatever the width")
 
 
-def _theorem2(init, k: dict) -> Answer:
+def _theorem2(init, k: dict, statements: list[Statement]) -> Answer:
     name = f"{LING.cite('Theorem 2')}: λ_0 ≥ mλ*/2"
     scale = k["theorem2_width"]["scale"]
+    unmet = _unmet_on_data(_named(statements, THEOREM2), statements)
+    if unmet:
+        return _not_on_data(name, unmet, f"Ω({span(k, 'theorem2_width.scale', _big)})")
     if not math.isfinite(scale):
         return Answer(name, AT_NO_WIDTH, "λ* = 0: m = Ω(n²/λ*² log(n/(λ*t))) is no width")
     ratio = k.get("lambda0_over_theorem2")
-    measured = "" if ratio is None else f"; measured λ_0/(mλ*/2) = {ratio:.3g}"
+    measured = (
+        "" if ratio is None else f"; measured λ_0/(mλ*/2) = {span(k, 'lambda0_over_theorem2', _g3)}"
+    )
+    share = span(k, "theorem2_width.scale", lambda x: f"{init.width / x:.2g}")
+    least = f" at least (λ* ≤ {k['lambda_star']:.4g} from {_sample(k)})" if "subsample" in k else ""
     return Answer(
         name,
         UNDECIDED,
-        f"it needs m = Ω(n²/λ*² log(n/(λ*t))) = Ω({_big(scale)}) "
+        f"it needs m = Ω(n²/λ*² log(n/(λ*t))) = Ω({span(k, 'theorem2_width.scale', _big)})"
+        f"{least} "
         f"(t = {k['theorem2_width']['t']:g}) with a constant the paper does not give; "
-        f"m = {init.width} is {init.width / scale:.2g} of that scale{measured}",
+        f"m = {init.width} is {'at most ' if least else ''}{share} of that scale{measured}",
         scale,
     )
+
+
+def _sample(k: dict) -> str:
+    """ "S = 20,000 of the 1,000,000 points (seed 0)"."""
+    sample = k["subsample"]
+    return f"S = {sample['size']:,} of the {sample['n']:,} points (seed {sample['seed']})"
+
+
+def _g3(x: float) -> str:
+    return f"{x:.3g}"
 
 
 def _theorem1(init, k: dict) -> Answer:
@@ -108,21 +199,33 @@ def _theorem1(init, k: dict) -> Answer:
             "not defined (no δ with ‖W(0)‖₂ + δ < 1)",
         )
     if k["condition1"]["holds"]:
+        bound = span(k, "eq10_bound", _g3)
         return Answer(
             name,
             AT_THIS_WIDTH,
-            f"Condition 1 holds at m = {init.width}; with η < {k['eq10_bound']:.3g} (Eq. 10)",
+            f"Condition 1 holds at m = {init.width}; with η < {bound} (Eq. 10)",
             init.width,
         )
     widths = k["required_width"]
     needed = widths["condition1"]
+    if math.isfinite(needed) and "subsample" in k:
+        return Answer(
+            name,
+            AT_LEAST_WIDTH,
+            f"Condition 1 (Eqs. (7)–(9) at one δ) needs m ≥ "
+            f"{span(k, 'required_width.condition1', _big)} at least under Section 3.2's "
+            f"scaling, a certified lower bound from {_sample(k)}: λ* ≤ "
+            f"{k['lambda_star']:.4g} (Cauchy interlacing) and ‖ŷ(0) − y‖₂ over S; the width "
+            f"itself, or whether there is one, needs the full K; m = {init.width} is too narrow",
+            needed,
+        )
     if math.isfinite(needed):
         return Answer(
             name,
             AT_SOME_WIDTH,
             f"Condition 1 (Eqs. (7)–(9) at one δ) holds from m "
-            f"≥ {_big(needed)} under Section 3.2's scaling (λ_0 = mλ*/2, ‖U(0)‖₂ ∝ "
-            f"√m); m = {init.width} is too narrow",
+            f"≥ {span(k, 'required_width.condition1', _big)} under Section 3.2's scaling "
+            f"(λ_0 = mλ*/2, ‖U(0)‖₂ ∝ √m); m = {init.width} is too narrow",
             needed,
         )
     never = [f"Eq. ({e[2:]})" for e in ("eq7", "eq8", "eq9") if math.isinf(widths[e])]
@@ -131,10 +234,15 @@ def _theorem1(init, k: dict) -> Answer:
     limit = k.get("eq9_limit")
     if math.isinf(widths["eq9"]) and limit is not None:
         why += (
-            f": Eq. (9)'s margin λ_0/(4(c_w² + c_u²)‖X‖_F²) tends to {limit['limit']:.3g} "
-            f"as m → ∞ and stays below m₀λ*/(8‖U(0)‖₂²‖a(0)‖₂²‖X‖_F²) = "
-            f"{limit['bound']:.3g} < 1 at every width (λ_0 = mλ*/2 and c_w² ≥ "
-            "‖U‖₂²‖a‖₂² both grow like m)"
+            f": Eq. (9)'s margin λ_0/(4(c_w² + c_u²)‖X‖_F²) tends to "
+            f"{span(k, 'eq9_limit.limit', _g3)} as m → ∞ and stays below "
+            f"m₀λ*/(8‖U(0)‖₂²‖a(0)‖₂²‖X‖_F²) = {span(k, 'eq9_limit.bound', _g3)} < 1 at "
+            "every width (λ_0 = mλ*/2 and c_w² ≥ ‖U‖₂²‖a‖₂² both grow like m)"
+        )
+    if "subsample" in k:
+        why += (
+            f"; certified from {_sample(k)}: each width grows as λ* falls, λ* ≤ "
+            f"{k['lambda_star']:.4g} there"
         )
     return Answer(name, AT_NO_WIDTH, why, math.inf)
 
@@ -232,104 +340,11 @@ def delm(init, numbers: dict, training: dict | None) -> list[Answer]:
     ]
 
 
-def answers_for(model: str, init, numbers: dict, training: dict | None) -> list[Answer]:
-    """The answers of ``model`` (``"relu-deq"``, ``"mondeq"``, ``"delm"``)."""
-    return {"relu-deq": relu_deq, "mondeq": mondeq, "delm": delm}[model](init, numbers, training)
-
-
-@dataclass(frozen=True)
-class StandIns:
-    """The practical stand-ins of the module docstring (ours); None: not measured."""
-
-    curvature: float | None
-    eta: float | None
-    pl_ratio: float | None
-    rate_predicted: float | None
-    rate_worst: float | None = None
-    eta_trained: float | None = None
-    rate_measured: float | None = None
-    target_loss: float | None = None
-    steps_measured_rate: float | None = None
-    steps_predicted_rate: float | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-    def lines(self) -> list[str]:
-        """The stand-ins as terminal lines, each labelled ours."""
-        if self.curvature is None:
-            return []
-        out = [
-            f"ours: largest useful step from the measured curvature: η = 1/λ_max(H(0)) = "
-            f"{self.eta:.3g} (stable below 2/λ_max = {2 * self.eta:.3g})",
-            f"ours: the rate the measured PL ratio μ = ‖∇Φ(0)‖²/(2Φ(0)) = "
-            f"{self.pl_ratio:.3g} predicts at that η: 1 − μ/λ_max = "
-            f"{self.rate_predicted:.6g} per step"
-            + (
-                ""
-                if self.rate_worst is None
-                else f" (1 − λ_min(H(0))/λ_max = "
-                f"{self.rate_worst:.6g} for the slowest direction of the residual)"
-            ),
-        ]
-        if self.rate_measured is not None:
-            out.append(
-                f"ours: measured rate (Φ(T)/Φ(0))^(1/T) at the η trained with "
-                f"({self.eta_trained:.3g}): {self.rate_measured:.6g} per step"
-            )
-            out.append(
-                f"ours: steps to Φ = {self.target_loss:.3g}: "
-                f"{_steps(self.steps_measured_rate)} at the measured rate, "
-                f"{_steps(self.steps_predicted_rate)} at the predicted one (η = "
-                f"{self.eta:.3g})"
-            )
-        return [*out, "ours: these are measurements at θ(0), not guarantees of the papers"]
-
-
-def _steps(x: float | None) -> str:
-    return "never (no decrease)" if x is None or not math.isfinite(x) else f"{math.ceil(x):,}"
-
-
-def steps_to(loss0: float, target: float, rate: float | None) -> float | None:
-    """log(target/Φ(0))/log(rate): the steps a linear rate takes from Φ(0) to ``target``."""
-    if rate is None or not 0 < rate < 1 or loss0 <= 0:
-        return None if rate is None else math.inf
-    if target >= loss0:
-        return 0.0
-    return math.log(target / loss0) / math.log(rate)
-
-
-def measured_rate(loss0: float, loss_T: float, steps: int) -> float | None:
-    """(Φ(T)/Φ(0))^(1/T), the mean rate per step of a run (None without steps or a loss)."""
-    if not steps or not loss0 > 0 or not loss_T >= 0:
-        return None
-    return (loss_T / loss0) ** (1 / steps)
-
-
-def standins(numbers: dict, training: dict | None, target: float | None) -> StandIns:
-    """:class:`StandIns` from the numbers (``curvature``, ``pl_ratio0``, ``loss0``, and
-    ``H_lambda_min0`` where measured) and, with training, its measured rate; ``target``
-    defaults to :data:`TARGET_FRACTION` Φ(0)."""
-    top, mu = numbers.get("curvature"), numbers.get("pl_ratio0")
-    if top is None or mu is None or not top > 0:
-        return StandIns(None, None, None, None)
-    bottom = numbers.get("H_lambda_min0")
-    eta, rate = 1.0 / top, 1.0 - mu / top
-    worst = None if bottom is None else 1.0 - bottom / top
-    if training is None:
-        return StandIns(top, eta, mu, rate, worst)
-    loss0 = numbers["loss0"]
-    target = TARGET_FRACTION * loss0 if target is None else target
-    measured = training.get("rate_measured")
-    return StandIns(
-        top,
-        eta,
-        mu,
-        rate,
-        worst,
-        training["eta"],
-        measured,
-        target,
-        steps_to(loss0, target, measured),
-        steps_to(loss0, target, rate),
-    )
+def answers_for(
+    model: str, init, numbers: dict, training: dict | None, statements: list[Statement] = ()
+) -> list[Answer]:
+    """The answers of ``model`` (``"relu-deq"``, ``"mondeq"``, ``"delm"``); the ReLU DEQ's
+    read its ``statements`` too."""
+    if model == "relu-deq":
+        return relu_deq(init, numbers, training, list(statements))
+    return {"mondeq": mondeq, "delm": delm}[model](init, numbers, training)

@@ -3,7 +3,8 @@
 One call validates the data (:mod:`deqlab.verification.inputs`), runs the model's check
 (:mod:`deqlab.verification.checks`: one frozen dataclass per model, e.g.
 ``ReLUDEQCheck(width=500, sigma_w2=0.08)``) and returns a :class:`Verification`: the
-one-line answers and the stand-ins (:mod:`deqlab.verification.answers`), the statements (the same
+one-line answers (:mod:`deqlab.verification.answers`) and the stand-ins
+(:mod:`deqlab.verification.stand_ins`), the statements (the same
 :class:`~deqlab.statements.Statement` objects the experiments report) and every number
 under a stable key. ``deqlab verify`` prints it, as lines and a table or as JSON, and
 writes it as an HTML page with figures; in Jupyter it shows itself (``_repr_html_``,
@@ -24,10 +25,18 @@ import deqlab
 from deqlab._checks import check_int, check_positive
 from deqlab.devices import check_device
 from deqlab.statements import Counts, Statement
-from deqlab.verification.answers import Answer, StandIns, standins
-from deqlab.verification.checks import CHECKS, Check, check_for, check_memory, run_check
+from deqlab.verification import subsample
+from deqlab.verification.answers import Answer
+from deqlab.verification.checks import (
+    CHECKS,
+    Check,
+    check_for,
+    check_memory,
+    run_check,
+)
 from deqlab.verification.inputs import prepare
 from deqlab.verification.progress import Progress, silent
+from deqlab.verification.stand_ins import StandIns, standins
 
 #: Each model's symbols and the options they come from (one notation per model).
 LEGENDS = {
@@ -137,7 +146,9 @@ def verify(
             ``DELMCheck``, holding the model's settings) or its name, ``"relu-deq"``,
             ``"mondeq"``, ``"delm"``, for its defaults.
         seed: the draw of the network at initialization.
-        train: GD steps (0: none) with ``eta``, by default the theorem's step size.
+        train: GD steps (0: none) with ``eta``, by default the theorem's step size; refused
+            where K does not fit in memory (then the ReLU DEQ is answered from a subsample:
+            :mod:`deqlab.verification.subsample`).
         target_loss: the loss the stand-ins' steps are counted to (default 10⁻³ Φ(0)).
         normalize: scale every input to norm √d (Assumption 2, what the theorems assume).
         standardize: each feature to zero mean and unit variance first (ours).
@@ -156,7 +167,11 @@ def verify(
     device = check_device(device)
     n, d = _shape(X)
     check_memory(check, n, d, train=train, subject="`X`", device=device)
-    inputs = prepare(X, y, name=name, normalize=normalize, standardize=standardize, labels=labels)
+    size = check.sample_size(n, d, device)
+    sample = None if size is None else subsample.draw(n, size, seed)
+    inputs = prepare(
+        X, y, name=name, normalize=normalize, standardize=standardize, labels=labels, sample=sample
+    )
     found = run_check(
         check, inputs, seed=seed, train=train, eta=eta, progress=progress, device=device
     )

@@ -3,15 +3,18 @@ dataclass per model holding only the model's own settings (the way solvers hold 
 hyper-parameters), and the one flow they share.
 
 - :class:`ReLUDEQCheck` (``width``, ``sigma_w2``): Ling et al. (2023), Condition 1,
-  Theorems 1–3 (:mod:`deqlab.verification.relu_deq`);
+  Theorems 1–3 (:mod:`deqlab.verification.relu_deq`); its ``refine`` measures again with
+  narrower brackets where an answer needs them;
 - :class:`MonDEQCheck` (``width``, ``monotonicity``, ``radius``): the thesis, Chapter 3
   (:mod:`deqlab.verification.mondeq`);
 - :class:`DELMCheck` (``gamma``, ``loss``, ``tau``, ``logistic_radius``, ``epsilon``):
   Kawaguchi (2021) (:mod:`deqlab.verification.delm`; its width is d, as φ(x) = x).
 
 :func:`run_check` is the flow: measure at initialization, pick the step size (given, else
-the theorem's), the paper's claims on it, optionally train and the claims on the run, the
-numbers, and the one-line answers (:mod:`deqlab.verification.answers`).
+the model's default, and why: the theorem's where it applies), the paper's claims on it,
+optionally train and the claims on the run, then the claims, numbers and one-line answers
+(:mod:`deqlab.verification.answers`) at the best estimates and at the certified brackets'
+corners (:mod:`deqlab.verification.precision`).
 """
 
 from __future__ import annotations
@@ -38,9 +41,12 @@ from deqlab.verification import (
     delm,
     delm_train,
     mondeq,
+    precision,
     relu_deq,
+    relu_deq_numbers,
     relu_deq_statements,
     relu_deq_train,
+    subsample,
 )
 from deqlab.verification.inputs import InputError, Inputs
 from deqlab.verification.progress import Progress
@@ -80,8 +86,11 @@ class Square:
 @runtime_checkable
 class Check(Protocol):
     """What verify needs of a model: its name (``--model``), paper and what it covers, the
-    memory its n×n work needs, the network at initialization and what is measured there,
-    the theorem's step size, the paper's claims, training, the numbers and the answers."""
+    memory its n×n work needs (or the subsample it answers from past memory), the network
+    at initialization and what is measured there — an object with ``brackets()`` and
+    ``at(corner)`` (:mod:`deqlab.verification.precision`) —, narrower brackets where an
+    answer needs them, the step size to train with and why, the paper's claims, training,
+    the numbers and the answers."""
 
     model: ClassVar[str]
     paper: ClassVar[Paper]
@@ -90,11 +99,20 @@ class Check(Protocol):
     def memory_need(self, n: int, d: int, *, train: int, device: str) -> list[Square]:
         """The n×n computations on n points of dimension d (refused before any runs)."""
 
+    def sample_size(self, n: int, d: int, device: str) -> int | None:
+        """The subsample answered from where the n×n work does not fit (None: the whole
+        data, or a refusal by :meth:`memory_need`)."""
+
     def initialize(self, inputs: Inputs, seed: int, progress: Progress, device: str) -> Any:
         """The network drawn from ``seed`` and what is measured on it at initialization."""
 
-    def default_eta(self, init: Any) -> float:
-        """The step size the paper's theorem allows."""
+    def refine(self, init: Any, precision: float, progress: Progress, device: str) -> Any:
+        """``init`` measured again with brackets ``precision`` wide; None where its brackets
+        are as narrow as they go already."""
+
+    def default_eta(self, init: Any) -> tuple[float, str]:
+        """The step size to train with when none is given, and why (the theorem's where it
+        applies)."""
 
     def statements(self, init: Any, eta: float | None) -> list[Statement]:
         """The paper's claims at initialization."""
@@ -105,8 +123,11 @@ class Check(Protocol):
     def numbers(self, init: Any, eta: float | None) -> dict[str, Any]:
         """Every number measured at initialization, under stable keys."""
 
-    def answers(self, init: Any, numbers: dict, training: dict | None) -> list[answers.Answer]:
-        """One line per theorem: it applies, at a larger width, at none, or undecided."""
+    def answers(
+        self, init: Any, numbers: dict, training: dict | None, statements: list[Statement]
+    ) -> list[answers.Answer]:
+        """One line per theorem, read off the ``statements``: it applies, at a larger width,
+        at none, or undecided."""
 
 
 @dataclass(frozen=True)
@@ -125,9 +146,12 @@ class ReLUDEQCheck:
 
     def memory_need(self, n: int, d: int, *, train: int, device: str) -> list[Square]:
         """K, the DEQ NTK and a work array (on ``device``), H(0) of Eq. (4) where the
-        stand-ins or training need it, and W(0) with the m×m work of its solves."""
+        stand-ins or training need it, and W(0) with the m×m work of its solves; nothing
+        n×n past memory without training (a subsample answers: :meth:`sample_size`)."""
         m = self.width
         _check_width_fits(m, 3, "W(0) and the m×m work of its solves and norms")
+        if not train and self.sample_size(n, d, device) is not None:
+            return []
         stand_ins = n <= relu_deq.STANDIN_LIMIT or train
         what = "K, the DEQ NTK over it and a work array"
         per_point = 8 * (d + 4 * m)  # X, Z(0), the adjoint and gradients (m each)
@@ -144,25 +168,39 @@ class ReLUDEQCheck:
             Square(what + (", then H(0) of Eq. (4)" if stand_ins else ""), cpu, per_point),
         ]
 
-    def initialize(self, inputs: Inputs, seed: int, progress: Progress, device: str = "cpu"):
-        known = relu_deq.kernels(inputs, self.sigma_w2, progress, device=device)
+    def sample_size(self, n: int, d: int, device: str = "cpu") -> int | None:
+        """The size of the subsample verify answers from where K does not fit
+        (:func:`deqlab.verification.subsample.size_for`); None where it fits."""
+        per_point = 8 * (d + 4 * self.width)  # X, Z(0), the adjoint and gradients (m each)
+        return subsample.size_for(
+            n, d, buffers=relu_deq.KERNEL_BUFFERS, per_point=per_point, device=device
+        )
+
+    def initialize(
+        self,
+        inputs: Inputs,
+        seed: int,
+        progress: Progress,
+        device: str = "cpu",
+        precision: float = relu_deq.PRECISION,
+    ):
         return relu_deq.initialize(
             inputs,
             width=self.width,
             sigma_w2=self.sigma_w2,
             seed=seed,
             progress=progress,
-            known=known,
+            device=device,
+            precision=precision,
         )
 
-    def default_eta(self, init) -> float:
-        eta = relu_deq.theorem_eta(init)
-        if eta is None:
-            raise ValueError("‖W(0)‖₂ ≥ 1: Eq. (10) gives no step size; give one with `eta`")
-        return eta
+    def default_eta(self, init) -> tuple[float, str]:
+        return relu_deq.default_step(init)
 
     def statements(self, init, eta: float | None) -> list[Statement]:
-        return relu_deq_statements.statements(init, eta)
+        found = relu_deq_statements.statements(init, eta)
+        sample = init.inputs.sample
+        return found if sample is None else subsample.one_sided(found, sample)
 
     def train(self, init, steps: int, eta: float, progress: Progress):
         run = relu_deq_train.train(init, steps=steps, eta=eta, progress=progress)
@@ -170,10 +208,14 @@ class ReLUDEQCheck:
         return run, found, relu_deq_train.numbers(init, run)
 
     def numbers(self, init, eta: float | None) -> dict[str, Any]:
-        return relu_deq.numbers(init, eta)
+        return relu_deq_numbers.numbers(init, eta)
 
-    def answers(self, init, numbers: dict, training: dict | None) -> list[answers.Answer]:
-        return answers.relu_deq(init, numbers, training)
+    def answers(self, init, numbers: dict, training: dict | None, statements: list[Statement]):
+        return answers.relu_deq(init, numbers, training, statements)
+
+    def refine(self, init, precision: float, progress: Progress, device: str):
+        """``init`` measured again with brackets ``precision`` wide (the same network)."""
+        return self.initialize(init.inputs, init.seed, progress, device, precision)
 
 
 @dataclass(frozen=True)
@@ -201,6 +243,12 @@ class MonDEQCheck:
         what = f"the monotone DEQs up to width {top} (W, A, B, the splitting's inverse)"
         return [Square(what, 6 * (top / n) ** 2, 8 * (d + 4 * top))]
 
+    def sample_size(self, n: int, d: int, device: str = "cpu") -> int | None:
+        return None  # the fits need every sample: past memory, refused
+
+    def refine(self, init, precision: float, progress: Progress, device: str) -> None:
+        return None  # λ_0's bracket is dense: as narrow as rounding lets it be
+
     def initialize(self, inputs: Inputs, seed: int, progress: Progress, device: str = "cpu"):
         _cpu_only(self, device)
         return mondeq.initialize(
@@ -212,8 +260,8 @@ class MonDEQCheck:
             progress=progress,
         )
 
-    def default_eta(self, init) -> float:
-        return init.eta_max
+    def default_eta(self, init) -> tuple[float, str]:
+        return init.eta_max, "the theorem's: Theorem 3.3.5's η_max"
 
     def statements(self, init, eta: float | None) -> list[Statement]:
         return mondeq.statements(init, eta)
@@ -225,7 +273,7 @@ class MonDEQCheck:
     def numbers(self, init, eta: float | None) -> dict[str, Any]:
         return mondeq.numbers(init, eta)
 
-    def answers(self, init, numbers: dict, training: dict | None) -> list[answers.Answer]:
+    def answers(self, init, numbers: dict, training: dict | None, statements: list[Statement]):
         return answers.mondeq(init, numbers, training)
 
 
@@ -256,6 +304,12 @@ class DELMCheck:
         """The DELM's inputs and equilibria: no n×n array."""
         return [Square("the DELM's inputs and equilibria", 0, 8 * 4 * d)]
 
+    def sample_size(self, n: int, d: int, device: str = "cpu") -> int | None:
+        return None  # no n×n work
+
+    def refine(self, init, precision: float, progress: Progress, device: str) -> None:
+        return None  # λ_min(D_0)'s bracket is dense (m×m): as narrow as rounding lets it be
+
     def initialize(self, inputs: Inputs, seed: int, progress: Progress, device: str = "cpu"):
         _cpu_only(self, device)
         if inputs.d > MAX_WIDTH:
@@ -267,8 +321,8 @@ class DELMCheck:
         init = delm.initialize(inputs, gamma=self.gamma, seed=seed, loss=loss, progress=progress)
         return replace(init, label_map=label_map)
 
-    def default_eta(self, init) -> float:
-        return init.eta_theorem
+    def default_eta(self, init) -> tuple[float, str]:
+        return init.eta_theorem, "the theorem's: half of 1/λ_max(∇²L), where GD follows the flow"
 
     def statements(self, init, eta: float | None) -> list[Statement]:
         return delm.statements(init, eta)
@@ -281,7 +335,7 @@ class DELMCheck:
     def numbers(self, init, eta: float | None) -> dict[str, Any]:
         return {**delm.numbers(init, eta, self.epsilon), "label_map": init.label_map}
 
-    def answers(self, init, numbers: dict, training: dict | None) -> list[answers.Answer]:
+    def answers(self, init, numbers: dict, training: dict | None, statements: list[Statement]):
         return answers.delm(init, numbers, training)
 
 
@@ -302,19 +356,29 @@ def check_memory(
     """Refuse, before anything n×n is computed, what would not fit in memory (one line with
     the largest n that fits: :func:`deqlab._memory.check_square`); ``subject`` names the
     argument ("`--n`", "`--input` 'file'", "`X`"); no points: nothing to check (the data
-    checks say what is wrong)."""
+    checks say what is wrong). Past memory a check that answers from a subsample
+    (``sample_size``) passes, unless it is to be trained: then the refusal says that
+    without ``train`` it would be answered."""
     if n < 1:
         return
-    for square in check.memory_need(n, d, train=train, device=device):
-        device_of = None if square.device == "cpu" else square.device
-        check_square(
-            subject,
-            n,
-            square.what,
-            buffers=square.buffers,
-            per_point=square.per_point,
-            device=device_of,
-        )
+    try:
+        for square in check.memory_need(n, d, train=train, device=device):
+            device_of = None if square.device == "cpu" else square.device
+            check_square(
+                subject,
+                n,
+                square.what,
+                buffers=square.buffers,
+                per_point=square.per_point,
+                device=device_of,
+            )
+    except MemoryRefusal as err:
+        if train and check.sample_size(n, d, device) is not None:
+            raise MemoryRefusal(
+                f"{err}; --train needs the full data (λ_τ and H(τ) are n×n): without it, "
+                "verify answers from a subsample (certified one-sided bounds)"
+            ) from None
+        raise
 
 
 def _check_width_fits(width: int, arrays: int, what: str) -> None:
@@ -377,18 +441,30 @@ def run_check(
     device: str = "cpu",
 ) -> Outcome:
     """The flow of the module docstring (``device``: where the ReLU DEQ's K and NTK and their
-    least eigenvalues are computed; the network and its training stay on the CPU)."""
+    least eigenvalues are computed; the network and its training stay on the CPU), the
+    statements, numbers and answers settled at the certified brackets
+    (:func:`deqlab.verification.precision.settle`)."""
     init = check.initialize(inputs, seed, progress, device)
+    eta_source = "given (--eta)"
     if train and eta is None:
-        eta = check.default_eta(init)
-    found = check.statements(init, eta)
-    training, run = None, None
+        eta, eta_source = check.default_eta(init)
+    training, run, more = None, None, []
     if train:
         run, more, training = check.train(init, train, eta, progress)
-        found += more
-    numbers = check.numbers(init, eta)
-    said = check.answers(init, numbers, training)
-    return Outcome(init, eta, _unique(found), numbers, training, run, said)
+        training = {**training, "eta_source": eta_source}
+
+    def evaluate(at) -> tuple[list[Statement], dict[str, Any]]:
+        return check.statements(at, eta), check.numbers(at, eta)
+
+    def answer(at, numbers: dict[str, Any], statements: list[Statement]):
+        return check.answers(at, numbers, training, statements)
+
+    def refine(at, width: float):
+        return check.refine(at, width, progress, device)
+
+    settled = precision.settle(init, evaluate, answer, refine)
+    found = _unique([*settled.statements, *more])
+    return Outcome(settled.init, eta, found, settled.numbers, training, run, settled.answers)
 
 
 def _unique(statements: list[Statement]) -> list[Statement]:

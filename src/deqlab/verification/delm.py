@@ -11,8 +11,9 @@ N(0, 1/m) (Appendix D.1) from ``seed``; scalar outputs (m_y = 1) and one of two 
 Measured at initialization:
 
 - Theorem 1's guaranteed λ_T ≥ 1/(m(1 + γ)²) (Eq. 33) and the initialization-dependent
-  λ_min(D_0) of Eq. (8) (m_y = 1, in O(m³):
-  :func:`deqlab.papers.kawaguchi2021.theory_large.dynamics_lambda_min_one_output`);
+  λ_min(D_0) of Eq. (8) with its certified bracket (m_y = 1, D in O(m³):
+  :func:`deqlab.papers.kawaguchi2021.theory_large.dynamics_matrix_one_output`;
+  :mod:`deqlab.theory.brackets`);
 - σ_min(Φ), the corollary's κ, L(A_0, B_0) and L*;
 - the rate: L − L* falls at least like e^{−2κλ_T T} (Eq. 7), with λ_T at its guaranteed
   bound and at λ_min(D_0) (what λ_T is if λ_min(D_t) never drops below its start);
@@ -58,10 +59,12 @@ from deqlab.papers.kawaguchi2021.theory import (
     square_loss_optimum,
 )
 from deqlab.papers.kawaguchi2021.theory_large import (
-    dynamics_lambda_min_one_output,
+    dynamics_matrix_one_output,
     objective_sharpness_lanczos,
 )
 from deqlab.statements import Run, Statement
+from deqlab.theory.brackets import Bracket
+from deqlab.theory.spectra import least_eigenvalue_large
 from deqlab.verification.inputs import InputError, Inputs
 from deqlab.verification.progress import Progress, silent
 
@@ -120,6 +123,17 @@ class DELMInit:
     pl_ratio: float
     sharpness: float
     label_map: dict[str, int] | None = None  # two labels read as 0 and 1 (binary_labels)
+    lambda_D0_bracket: Bracket | None = None
+
+    def brackets(self) -> dict[str, Bracket]:
+        """The certified bracket of λ_min(D_0) (JSON ``lambda_min_D0_bounds``)."""
+        found = self.lambda_D0_bracket
+        return {} if found is None else {"lambda_min_D0": found}
+
+    def at(self, values: dict[str, float]) -> DELMInit:
+        """This initialization with λ_min(D_0) set to ``values["lambda_min_D0"]`` (a corner of
+        its bracket: :mod:`deqlab.verification.precision`)."""
+        return replace(self, lambda_D0=values.get("lambda_min_D0", self.lambda_D0))
 
     @property
     def m(self) -> int:
@@ -204,12 +218,13 @@ def initialize(
         else math.nan
     )
     progress("λ_max(∇²L) at initialization", 1, 2)
-    lambda_D0 = dynamics_lambda_min_one_output(A, B, gamma)
+    dynamics = least_eigenvalue_large(dynamics_matrix_one_output(A, B, gamma))
     top = objective_sharpness_lanczos(model, Phi, Y, loss.name, loss.tau)
     ranks = rank_ratio(Phi, rank), rank_tolerance(Phi)
     return DELMInit(
-        inputs, gamma, seed, loss, model, lambda_D0, sigma, kappa, *ranks, loss0, loss_star, pl, top
-    )
+        inputs, gamma, seed, loss, model, dynamics.computed, sigma, kappa, *ranks, loss0,
+        loss_star, pl, top, lambda_D0_bracket=dynamics.bracket,
+    )  # fmt: skip
 
 
 def time_to_epsilon(init: DELMInit, lam: float, epsilon: float) -> float:
@@ -255,6 +270,7 @@ def numbers(init: DELMInit, eta: float | None, epsilon: float | None) -> dict[st
         "rho_R": None if loss.name == "square" else logistic_rho(init.inputs.X, loss.radius),
         "lambda_T_lower_bound": init.lambda_bound,
         "lambda_min_D0": init.lambda_D0,
+        "lambda_min_D0_bounds": _bounds(init.lambda_D0_bracket),
         "lambda_min_D0_over_bound": init.lambda_D0 / init.lambda_bound,
         "sigma_min_phi": init.sigma_min,
         "rank_ratio": init.rank_ratio,
@@ -277,6 +293,10 @@ def numbers(init: DELMInit, eta: float | None, epsilon: float | None) -> dict[st
 def start_run(init: DELMInit) -> Run:
     """The initialization as a run of one step (step 0)."""
     return Run.from_rows("init", [init.row()])
+
+
+def _bounds(found: Bracket | None) -> list[float] | None:
+    return None if found is None else [found.lower, found.upper]
 
 
 def statements(init: DELMInit, eta: float | None) -> list[Statement]:

@@ -20,7 +20,7 @@ common preprocessing, assumed by no theorem; with both, standardisation comes fi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -29,6 +29,7 @@ from deqlab.data.diagnostics import InputDiagnostics, input_diagnostics
 from deqlab.data.preprocess import normalize_columns
 from deqlab.papers.ling2023.claims import assumption2 as ling2023_assumption2
 from deqlab.statements import Statement
+from deqlab.verification.subsample import Subsample, diagnostics
 
 #: The largest input entry verify takes (ours): K, the NTK and Condition 1's terms carry up
 #: to the fourth power of an input's norm, which overflows float64 (1.8·10³⁰⁸) from about
@@ -60,10 +61,15 @@ class Inputs:
     diagnostics: InputDiagnostics
     labels: str = "y"
     standardized: bool = False
+    sample: Subsample | None = None
 
     @property
     def n(self) -> int:
         return self.X.shape[1]
+
+    def subset(self, indices: torch.Tensor) -> Inputs:
+        """These inputs at the points ``indices`` only (no subsample of their own)."""
+        return replace(self, X=self.X[:, indices], y=self.y[indices], sample=None)
 
     @property
     def d(self) -> int:
@@ -95,6 +101,9 @@ class Inputs:
             "standardized": self.standardized,
             "max_norm_error": diag.max_norm_error,
             "max_abs_cos": diag.max_abs_cos,
+            "max_abs_cos_over": "every pair"
+            if self.sample is None
+            else f"the pairs of the subsample S ({self.sample.name})",
             "closest_pair": list(diag.closest_pair),
             "label_min": float(self.y.min()),
             "label_max": float(self.y.max()),
@@ -110,9 +119,11 @@ def prepare(
     normalize: bool = False,
     standardize: bool = False,
     labels: str = "y",
+    sample: Subsample | None = None,
 ) -> Inputs:
     """Validate ``X`` (n, d) and ``y`` (n,) (array-likes) and return :class:`Inputs`
-    (``labels``: where the labels came from, for the output).
+    (``labels``: where the labels came from, for the output; ``sample``: the subsample S
+    verify answers from past memory, whose pairs alone Assumption 2 (i) is measured on).
 
     Raises :class:`InputError` for every problem the module docstring lists.
     """
@@ -150,7 +161,8 @@ def prepare(
                  "fourth power of an input's norm, which overflows float64; rescale X, or "
                  "pass --normalize (normalize=True) to scale every input to norm √d")  # fmt: skip
     _check_duplicates(columns)
-    return Inputs(columns, y, name, normalize, input_diagnostics(columns), labels, standardize)
+    found = input_diagnostics(columns) if sample is None else diagnostics(columns, sample)
+    return Inputs(columns, y, name, normalize, found, labels, standardize, sample)
 
 
 def standardize_features(columns: torch.Tensor) -> torch.Tensor:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -52,11 +52,13 @@ from deqlab.papers.hieu2022.mondeq import (
 from deqlab.papers.hieu2022.mondeq_lemmas import lemma_3_3_3
 from deqlab.solvers.splitting import PeacemanRachford
 from deqlab.statements import Statement
+from deqlab.theory.brackets import Bracket
 from deqlab.theory.gauss_newton import GaussNewton, gauss_newton
+from deqlab.theory.spectra import least_eigenvalue_large
 from deqlab.train.mondeq_gd import MonDEQGD
-from deqlab.verification.answers import measured_rate
 from deqlab.verification.inputs import Inputs
 from deqlab.verification.progress import Progress, silent
+from deqlab.verification.stand_ins import measured_rate
 
 #: The widths, as multiples of max(width, FIT_WIDTH_FACTOR·N), over which lhs/rhs ∝ n^s is
 #: fitted (the thesis' experiments fit only widths n ≥ FIT_WIDTH_FACTOR·N: near n = N,
@@ -84,10 +86,40 @@ class MonDEQInit:
     fits: dict[str, WidthFit | None]  # by equation name, e.g. "Eq. (3.16)"
     fit_widths: tuple[int, ...]
     gauss_newton: GaussNewton | None = None  # the stand-ins' curvature and PL ratio (ours)
+    lambda0_bracket: Bracket | None = None
 
     @property
     def eta_max(self) -> float:
         return step_size_bound(self.constants)
+
+    def brackets(self) -> dict[str, Bracket]:
+        """The certified bracket of λ_0 = σ_min(Z(0)) (JSON ``lambda0_bounds``)."""
+        found = self.lambda0_bracket
+        return {} if found is None else {"lambda0": found}
+
+    def at(self, values: dict[str, float]) -> MonDEQInit:
+        """These measurements with λ_0 set to ``values["lambda0"]`` (a corner of its bracket:
+        :mod:`deqlab.verification.precision`), Conditions 1–2 evaluated there."""
+        if "lambda0" not in values:
+            return self
+        c = replace(self.constants, lambda0=values["lambda0"])
+        return replace(self, constants=c, conditions=_conditions(c))
+
+
+def sigma_min_bracket(Z: torch.Tensor) -> Bracket:
+    """A certified bracket of σ_min(Z) = √λ_min(ZᵀZ) for Z (n, N): [0, 0] when n < N (rank);
+    else the square roots of λ_min(ZᵀZ)'s bracket (:mod:`deqlab.theory.brackets`)."""
+    n, N = Z.shape
+    if n < N:
+        proof = f"rank(Z(0)) ≤ n = {n} < N = {N}: σ_min = 0 exactly"
+        return Bracket(0.0, 0.0, proof, proof)
+    found = least_eigenvalue_large(Z.T @ Z).bracket
+    return Bracket(
+        math.sqrt(max(found.lower, 0.0)),
+        math.sqrt(max(found.upper, 0.0)),
+        f"√ of λ_min(Z(0)ᵀZ(0)) ≥ {found.lower:.10g}: {found.lower_proof}",
+        f"√ of λ_min(Z(0)ᵀZ(0)) ≤ {found.upper:.10g}: {found.upper_proof}",
+    )
 
 
 def _model(d: int, width: int, monotonicity: float, seed: int) -> MonDEQ:
@@ -145,7 +177,7 @@ def initialize(
     curvature = _gauss_newton(model, inputs) if width * inputs.n <= STANDIN_LIMIT else None
     return MonDEQInit(
         inputs, width, monotonicity, radius, seed, model, c, lemma, _conditions(c), fits,
-        fit_widths, curvature,
+        fit_widths, curvature, sigma_min_bracket(Z.detach()),
     )  # fmt: skip
 
 
@@ -190,6 +222,9 @@ def numbers(init: MonDEQInit, eta: float | None) -> dict[str, object]:
         "radius": init.radius,
         "seed": init.seed,
         "lambda0": c.lambda0,
+        "lambda0_bounds": None
+        if init.lambda0_bracket is None
+        else [init.lambda0_bracket.lower, init.lambda0_bracket.upper],
         "x_norm": c.x_norm,
         "loss0": c.loss0,
         "norms": c.norms,

@@ -1,9 +1,9 @@
 """The HTML page of a verification, built from the run reports' primitives
 (:mod:`deqlab.report.html`): self-contained, figures embedded, every text escaped.
 
-Sections: header (data, model, paper, verdicts), the one-line answers and the stand-ins
-(ours), statements (the report's three groups), the numbers (every key of ``--json``),
-training numbers, figures, data and settings.
+Sections: header (data, model, paper, verdicts), the one-line answers with the certified
+brackets and the stand-ins (ours), statements (the report's three groups), the numbers
+(every key of ``--json``), training numbers, figures, data and settings.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from deqlab.report.html import (
 )
 from deqlab.report.rundir import FigureEntry
 from deqlab.verification.figures import draw
+from deqlab.verification.precision import lines as precision_lines
+from deqlab.verification.subsample import line as subsample_line
 
 PAGE_FILE = "index.html"
 FIGURES_DIR = "figures"
@@ -78,11 +80,15 @@ def _header(doc: dict, title: str, counts) -> str:
 
 
 def _answers(verification) -> str:
-    """One line per theorem, then the stand-ins (ours) where there are any."""
+    """One line per theorem, the certified brackets (and the subsample past memory), then
+    the stand-ins (ours) where there are any."""
     items = "".join(
         f"<li><b>{escape(a.theorem)}</b>: {escape(a.status)} — {escape(a.why)}</li>"
         for a in verification.answers
     )
+    numbers = verification.numbers
+    notes = [line for line in (subsample_line(numbers),) if line] + precision_lines(numbers)
+    items += "".join(f"<li>{escape(line.strip())}</li>" for line in notes)
     stand_ins = verification.stand_ins.lines()
     extra = "".join(f"<li>{escape(line)}</li>" for line in stand_ins)
     body = f"<ul class='answers'>{items}</ul>"

@@ -3,10 +3,11 @@ initialization (the statements built from it: :mod:`deqlab.verification.relu_deq
 
 - λ* = λ_min(K) (Eq. 14), cond(K), and the DEQ NTK's λ_min beside it (that of
   :func:`deqlab.theory.ntk.deq_ntk`, standard parameterization: lim Θ/m = K + P⊙K, read
-  off K with its ``gram`` option); K does not depend on the width (:func:`kernels`, reused
-  by a width sweep);
-- a network drawn from Assumption 1 (``seed``): λ_0 = λ_min(Z(0)ᵀZ(0)) with Theorem 2's
-  mλ*/2 beside it (λ_0 = 0 exactly when m < n: Z(0)ᵀZ(0) has rank ≤ m);
+  off K with its ``gram`` option), each with a certified bracket
+  (:mod:`deqlab.theory.brackets`) at most ``precision`` wide; K does not depend on the
+  width (:func:`kernels`, reused by a width sweep);
+- a network drawn from Assumption 1 (``seed``): λ_0 = λ_min(Z(0)ᵀZ(0)) with its bracket
+  and Theorem 2's mλ*/2 beside it (λ_0 = 0 exactly when m < n: Z(0)ᵀZ(0) has rank ≤ m);
 - Condition 1, Eqs. (7)–(9), each with its margin lhs/rhs, at the δ that maximizes the
   smallest margin (:func:`deqlab.papers.ling2023.theory.best_delta`);
 - the smallest width at which Condition 1 would hold (:func:`widths_needed`), under
@@ -19,12 +20,15 @@ initialization (the statements built from it: :mod:`deqlab.verification.relu_deq
   factor 2√2σ_w, but its Ω and O hide the absolute constants of Bernstein's inequality and
   of an ε-net argument (Theorems 4–5), which the paper does not give: Theorem 2 is then
   NOT APPLICABLE, never FAIL;
-- for the stand-ins (ours, :mod:`deqlab.verification.answers`): λ_max(H(0)) and the PL ratio
-  ‖∇Φ(0)‖²/(2Φ(0)) = rᵀH(0)r/rᵀr of Eq. (4)'s H (n ≤ :data:`STANDIN_LIMIT`).
+- for the stand-ins (ours, :mod:`deqlab.verification.stand_ins`): λ_max(H(0)) and the PL
+  ratio ‖∇Φ(0)‖²/(2Φ(0)) = rᵀH(0)r/rᵀr of Eq. (4)'s H (n ≤ :data:`STANDIN_LIMIT`).
+
+Every number under a stable key: :mod:`deqlab.verification.relu_deq_numbers`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass, replace
@@ -37,25 +41,24 @@ from deqlab.papers.ling2023 import theory as ling2023
 from deqlab.papers.ling2023.init_theorems import lemma1_bound
 from deqlab.papers.ling2023.theory import (
     EQUATIONS,
-    MAX_WIDTH,
     Condition1,
     Constants,
     best_delta,
     condition1_width,
-    eq9_margin_bound,
     learning_rate,
     required_width,
-    width_margin,
 )
+from deqlab.theory.brackets import Bracket
 from deqlab.theory.kernels import LeastEigenvalue, population_gram
 from deqlab.theory.ntk import deq_ntk, pl_gram
 from deqlab.theory.spectra import (
-    DENSE_LIMIT,
+    PRECISION,
     Reuse,
     least_eigenvalue_large,
     spectral_norm,
     spectral_norm_lanczos,
 )
+from deqlab.verification import subsample
 from deqlab.verification.inputs import Inputs
 from deqlab.verification.progress import Progress, silent
 
@@ -79,7 +82,7 @@ EXACT_NORM_LIMIT = 2000
 #: Up to this n, H(0) of Eq. (4) is formed for the stand-ins (ours: its n×n blocks).
 STANDIN_LIMIT = 5000
 #: n×n float64 arrays held at once at initialization: K (then the NTK over it) and the work
-#: array of the eigenvalue solves (later Z(0)ᵀZ(0) and its work array).
+#: array of the eigenvalue solves and their proofs (later Z(0)ᵀZ(0) and its).
 KERNEL_BUFFERS = 2
 #: n×n arrays of H(0) = H1 + H2 + H3 of the stand-ins (its blocks and their sum).
 STANDIN_BUFFERS = 4
@@ -102,10 +105,36 @@ class ReLUDEQInit:
     curvature: float | None = None
     pl_ratio0: float | None = None
     h_lambda_min0: float | None = None
+    gram0: LeastEigenvalue | None = None
+    precision: float = PRECISION
 
     @property
     def lambda_star(self) -> float:
         return self.K.value
+
+    def bounds(self) -> dict[str, Bracket]:
+        """The certified brackets of the least eigenvalues measured (JSON ``<name>_bounds``);
+        one-sided ([0, an upper bound]) from a subsample."""
+        found = {"lambda_star": self.K.bracket, "ntk_lambda_min": self.ntk.bracket}
+        if self.gram0 is not None:
+            found["lambda0"] = self.gram0.bracket
+        return {name: b for name, b in found.items() if b is not None}
+
+    def brackets(self) -> dict[str, Bracket]:
+        """The two-sided brackets the answers are settled at
+        (:mod:`deqlab.verification.precision`); none from a subsample, whose statements and
+        answers are one-sided (:func:`deqlab.verification.subsample.one_sided`)."""
+        return {} if self.inputs.sample is not None else self.bounds()
+
+    def at(self, values: dict[str, float]) -> ReLUDEQInit:
+        """These measurements with the bracketed ones set to ``values`` (a corner of the
+        brackets: :mod:`deqlab.verification.precision`); Condition 1 re-evaluated at λ_0."""
+        K = replace(self.K, value=values.get("lambda_star", self.K.value))
+        ntk = replace(self.ntk, value=values.get("ntk_lambda_min", self.ntk.value))
+        cond = self.cond
+        if cond is not None and "lambda0" in values:
+            cond = _condition_at(replace(cond.constants, lambda0=values["lambda0"]))
+        return replace(self, K=K, ntk=ntk, cond=cond)
 
     @property
     def lambda0(self) -> float | None:
@@ -125,28 +154,41 @@ class ReLUDEQInit:
 
 @dataclass(frozen=True, eq=False)
 class Kernels:
-    """What does not depend on the width: λ* = λ_min(K) and λ_min of the DEQ NTK."""
+    """What does not depend on the width: λ* = λ_min(K) and λ_min of the DEQ NTK, their
+    brackets asked ``precision`` wide."""
 
     K: LeastEigenvalue
     ntk: LeastEigenvalue
+    precision: float = PRECISION
 
 
 def kernels(
-    inputs: Inputs, sigma_w2: float, progress: Progress = silent, *, device: str = "cpu"
+    inputs: Inputs,
+    sigma_w2: float,
+    progress: Progress = silent,
+    *,
+    device: str = "cpu",
+    precision: float = PRECISION,
 ) -> Kernels:
     """K (Eq. 14) and the DEQ NTK read off it (:func:`deqlab.theory.ntk.deq_ntk`), λ_min of
-    each, in two n×n buffers (:data:`KERNEL_BUFFERS`) on ``device``: K, then the NTK written
-    over K once λ* is taken, and one work array for both eigenvalue solves."""
+    each with a certified bracket ``precision`` wide (dense estimates: as narrow as rounding
+    allows), in two n×n buffers (:data:`KERNEL_BUFFERS`) on ``device``: K, its estimate and
+    proof, then the NTK written over K, its estimate — preconditioned by the factor that
+    certified K (:class:`~deqlab.theory.spectra.Reuse`) — and proof, in one work array."""
     X = inputs.X.to(device)
     with warnings.catch_warnings():  # Assumption 1 is reported as a hypothesis statement
         warnings.simplefilter("ignore")
         gram = population_gram(X, sigma_w2, progress=progress)
-        work = torch.empty_like(gram) if gram.shape[0] > DENSE_LIMIT else None
-        reuse = Reuse()  # K's float32 factor preconditions the NTK ⪰ K too
-        K = least_eigenvalue_large(gram, work=work, progress=progress, reuse=reuse)
-        kernel = deq_ntk(X, sigma_w2, gram=gram, out=gram, progress=progress)
-        ntk = least_eigenvalue_large(kernel, work=work, progress=progress, reuse=reuse)
-    return Kernels(K, ntk)
+        work, reuse = torch.empty_like(gram), Reuse()
+
+        def least(M: torch.Tensor) -> LeastEigenvalue:
+            return least_eigenvalue_large(
+                M, work=work, reuse=reuse, precision=precision, progress=progress
+            )
+
+        K = least(gram)
+        ntk = least(deq_ntk(X, sigma_w2, gram=gram, out=gram, progress=progress))
+    return Kernels(K, ntk, precision)
 
 
 def initialize(
@@ -157,29 +199,43 @@ def initialize(
     seed: int,
     progress: Progress = silent,
     known: Kernels | None = None,
+    device: str = "cpu",
+    precision: float = PRECISION,
 ) -> ReLUDEQInit:
     """Measure everything of the module docstring for ``inputs`` and a width-``width`` DEQ
-    (``known``: the :func:`kernels` of these inputs, reused across widths)."""
-    X, y = inputs.X, inputs.y
-    known = known or kernels(inputs, sigma_w2, progress)
+    (``known``: the :func:`kernels` of these inputs, reused across widths, else computed
+    on ``device`` with brackets ``precision`` wide). Inputs past memory (``inputs.sample``,
+    :mod:`deqlab.verification.subsample`): K and the NTK on the subsample S, Z(0) on S,
+    ‖X‖_F over every point, λ_0 = 0 by rank."""
+    sample = inputs.sample
+    solved = inputs if sample is None else inputs.subset(sample.indices)
+    X, y = solved.X, solved.y
+    if known is None and sample is not None:
+        known = Kernels(*subsample.kernels(X.to(device), sigma_w2, sample, progress))
+    if known is None:
+        known = kernels(inputs, sigma_w2, progress, device=device, precision=precision)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = ReLUDEQ.init(inputs.d, width, sigma_w2=sigma_w2, seed=seed)
     progress(f"equilibrium Z(0) at width {width}, λ_0, Condition 1", 3, 4)
     W_norm = _norm(model.W.detach())
     if not W_norm < 1.0:
-        return ReLUDEQInit(inputs, width, sigma_w2, seed, known.K, known.ntk, model, W_norm, None)
+        return ReLUDEQInit(
+            inputs, width, sigma_w2, seed, known.K, known.ntk, model, W_norm, None,
+            precision=known.precision,
+        )  # fmt: skip
     Z = model.equilibrium(X, tol=SOLVE_TOL).raise_if_failed("forward").Z  # (m, n)
     residual = model.predict(Z).detach() - y  # (n,)
+    gram0 = _gram_lambda_min(Z) if sample is None else subsample.rank_zero(width, inputs.n)
     constants = Constants(
-        _gram_lambda_min(Z),
+        gram0.value,
         W_norm,
         _norm(model.U.detach()),
         float(model.a.detach().norm()),
-        float(X.norm()),
+        float(inputs.X.norm()),
         float(residual.norm()),
     )
-    curvature, pl0, bottom = _curvature(model, X, residual)
+    curvature, pl0, bottom = _curvature(model, X, residual) if sample is None else (None,) * 3
     return ReLUDEQInit(
         inputs,
         width,
@@ -193,6 +249,8 @@ def initialize(
         curvature,
         pl0,
         bottom,
+        gram0,
+        known.precision,
     )
 
 
@@ -212,12 +270,21 @@ def _norm(A: torch.Tensor) -> float:
     return spectral_norm_lanczos(A, tol=1e-12, max_iter=500)[0]
 
 
-def _gram_lambda_min(Z: torch.Tensor) -> float:
-    """λ_min(ZᵀZ) for Z (m, n): 0 when m < n (rank ≤ m) or singular to working precision."""
+def _gram_lambda_min(Z: torch.Tensor) -> LeastEigenvalue:
+    """λ_min(ZᵀZ) for Z (m, n) with its bracket: 0 exactly when m < n (rank ≤ m), 0 when
+    singular to working precision."""
     m, n = Z.shape
     if m < n:
-        return 0.0
-    return least_eigenvalue_large(Z.T @ Z).value
+        proof = f"rank(Z(0)ᵀZ(0)) ≤ m = {m} < n = {n}: λ_0 = 0 exactly"
+        reason = f"m = {m} < n = {n}: Z(0)ᵀZ(0) has rank ≤ m"
+        return LeastEigenvalue(0.0, 0.0, math.nan, 0.0, True, reason, Bracket(0, 0, proof, proof))
+    return least_eigenvalue_large(Z.T @ Z)
+
+
+@functools.lru_cache(maxsize=64)
+def _condition_at(constants: Constants) -> Condition1:
+    """:func:`evaluate_condition1`, once per λ_0 the corners of the brackets share."""
+    return evaluate_condition1(constants)
 
 
 def evaluate_condition1(constants: Constants) -> Condition1:
@@ -230,6 +297,7 @@ def evaluate_condition1(constants: Constants) -> Condition1:
         return Condition1.evaluate((1.0 - constants.W_norm) / 2, zero)
 
 
+@functools.lru_cache(maxsize=64)
 def widths_needed(constants: Constants, m: int) -> dict[str, float]:
     """The smallest width ≥ m at which Condition 1 holds (one δ for Eqs. (7)–(9)) and at
     which each of Eqs. (7)–(9) holds alone (δ free), from ``constants`` measured at m
@@ -257,77 +325,30 @@ def lemma1_value(init: ReLUDEQInit) -> float:
         return lemma1_bound(init.sigma_w2, init.width, LEMMA1_P)
 
 
+def default_step(init: ReLUDEQInit) -> tuple[float, str]:
+    """The η ``train`` uses when none is given, and why: half of Eq. (10)'s bound where
+    Condition 1 holds (Theorem 1 applies); else the stand-in 1/λ_max(H(0)) (ours), where
+    measured — Eq. (10)'s η guarantees nothing outside Condition 1 and is often thousands of
+    times smaller; else ValueError asking for one."""
+    if init.cond is None:
+        raise ValueError("‖W(0)‖₂ ≥ 1: Eq. (10) gives no step size; give one with `eta`")
+    theorem, m = theorem_eta(init), init.width
+    if init.cond.holds:
+        return theorem, f"the theorem's: half of Eq. (10)'s bound, as Condition 1 holds at m = {m}"
+    if init.curvature is not None and init.curvature > 0:
+        eta = 1.0 / init.curvature
+        return eta, (
+            f"the stand-in 1/λ_max(H(0)) (ours), as Condition 1 fails at m = {m}: the theorem's "
+            f"η = {theorem:.3g} (half of Eq. (10)'s bound) guarantees nothing there, and is "
+            f"{eta / theorem:.3g} times smaller"
+        )
+    raise ValueError(
+        f"`eta`: Condition 1 fails at m = {m}, so the theorem's η = {theorem:.3g} guarantees "
+        f"nothing, and the stand-in 1/λ_max(H(0)) is measured only for n ≤ {STANDIN_LIMIT}: "
+        "give a step size with --eta"
+    )
+
+
 def theorem_eta(init: ReLUDEQInit) -> float | None:
     """η = :data:`ETA_FRACTION` × Eq. (10)'s bound (None when Condition 1 is not defined)."""
     return None if init.cond is None else learning_rate(init.cond, ETA_FRACTION)
-
-
-def numbers(init: ReLUDEQInit, eta: float | None) -> dict[str, object]:
-    """Every number of the module docstring under stable keys (None: not measured)."""
-    K, n, m = init.K, init.inputs.n, init.width
-    out: dict[str, object] = {
-        "width": m,
-        "sigma_w2": init.sigma_w2,
-        "seed": init.seed,
-        "lambda_star": K.value,
-        "lambda_star_singular": K.singular,
-        "lambda_max_K": K.max_eigenvalue,
-        "condition_number_K": K.condition_number,
-        "ntk_lambda_min": init.ntk.value,
-        "ntk_parameterization": "standard: lim Θ/m = K + P⊙K",
-        "W_norm": init.W_norm,
-        "lemma1_bound": lemma1_value(init),
-        "lambda0": init.lambda0,
-        "lambda0_theorem2": init.predicted_lambda0,
-        "theorem2_width": {
-            "scale": theorem2_scale(n, K.value),
-            "t": THEOREM2_T,
-            "formula": "n²/λ*² · log(n/(λ*·t))",
-            "constant": None,
-            "depth_l": ling2023.theorem2_depth(n, K.value, init.sigma_w2),
-            "note": "m = Ω(scale): the proof's constants (Bernstein, ε-net) are not given",
-        },
-    }
-    cond = init.cond
-    if cond is not None:
-        out.update(_condition_numbers(init, cond, eta))
-    return out
-
-
-def _condition_numbers(init: ReLUDEQInit, cond: Condition1, eta: float | None) -> dict:
-    k, m = cond.constants, init.width
-    eqs = {key: getattr(cond, key) for key in EQUATIONS}
-    scaled = init.scaled_constants()
-    lam = float(k.lambda0)
-    rate = None if eta is None else 1 - eta * lam / 2
-    return {
-        "lambda0_over_theorem2": lam / init.predicted_lambda0 if init.lambda_star > 0 else None,
-        "U_norm": k.U_norm,
-        "a_norm": k.a_norm,
-        "X_fro": k.X_fro,
-        "residual_norm": k.residual_norm,
-        "loss0": k.residual_norm**2 / 2,
-        "delta": cond.delta,
-        "c_w": cond.c_w,
-        "c_u": cond.c_u,
-        "c_a": cond.c_a,
-        "condition1": {
-            **{key: {"lhs": q.lhs, "rhs": q.rhs, "margin": q.margin} for key, q in eqs.items()},
-            "holds": cond.holds,
-        },
-        "required_width": {**widths_needed(scaled, m), "scaling": SCALING, "what": WIDTH_NEEDED},
-        "eq9_limit": {
-            "limit": width_margin(scaled, m, MAX_WIDTH, "eq9"),
-            "bound": eq9_margin_bound(scaled),
-            "at_width": MAX_WIDTH,
-        },
-        "eq10_bound": cond.lr_bound,
-        "eta_theorem": theorem_eta(init),
-        "eta": eta,
-        "rate_at_bound": 1 - cond.lr_bound * lam / 2,
-        "rate_at_eta_theorem": 1 - theorem_eta(init) * lam / 2,
-        "rate": rate,
-        "curvature": init.curvature,
-        "pl_ratio0": init.pl_ratio0,
-        "H_lambda_min0": init.h_lambda_min0,
-    }

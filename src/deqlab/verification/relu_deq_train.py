@@ -27,9 +27,9 @@ from deqlab.papers.ling2023.theorem1 import pl_statements, theorem1_statements
 from deqlab.papers.ling2023.theory import pl_gram_lambda_min
 from deqlab.statements import Run, Statement, is_measured
 from deqlab.train.relu_deq import GDConfig, GDTrainer
-from deqlab.verification.answers import measured_rate
 from deqlab.verification.progress import Progress, silent
 from deqlab.verification.relu_deq import SOLVE_TOL, ReLUDEQInit
+from deqlab.verification.stand_ins import measured_rate
 
 #: H(τ) of Eq. (4) is formed at this many evenly spread steps (and at the last).
 H_CHECKS = 10

@@ -1,4 +1,5 @@
-"""A width sweep of the ReLU DEQ (``deqlab verify --width 200,400,800``): K and λ* once,
+"""A width sweep of the ReLU DEQ (``deqlab verify --width 200,400,800``): K and λ* (with its
+certified bracket) once,
 then at each width a network drawn from Assumption 1, λ_0 against Theorem 2's mλ*/2 and the
 margins of Condition 1's Eqs. (7)–(9) at its best δ; where each hypothesis starts to hold
 in the sweep (if it does)."""
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from deqlab._format import number
+from deqlab.verification.answers import bracket_text
 from deqlab.verification.checks import ReLUDEQCheck, check_width
 from deqlab.verification.inputs import Inputs
 from deqlab.verification.progress import Progress, silent
@@ -33,6 +35,7 @@ class Sweep:
     sigma_w2: float
     lambda_star: float
     rows: list[dict]
+    lambda_star_bounds: list[float] | None = None
 
     def holds_from(self, key: str) -> int | None:
         """The first width of the sweep from which ``key``'s margin is ≥ 1 at every width."""
@@ -48,6 +51,7 @@ class Sweep:
             "data": self.inputs.summary(),
             "sigma_w2": self.sigma_w2,
             "lambda_star": self.lambda_star,
+            "lambda_star_bounds": self.lambda_star_bounds,
             "rows": self.rows,
             "holds_from": {k: self.holds_from(k) for k in MARGINS},
         }
@@ -58,7 +62,9 @@ class Sweep:
         out = [
             f"{data.name}: n = {data.n}, d = {data.d}{data.preprocessing}; {data.layout}; "
             f"labels: {data.labels}",
-            f"width sweep, K computed once: λ* = {self.lambda_star:.4g}, σ_w² = {self.sigma_w2:g}",
+            f"width sweep, K computed once: "
+            f"{bracket_text('λ*', self.lambda_star_bounds, self.lambda_star)} (certified), "
+            f"σ_w² = {self.sigma_w2:g}",
             f"{'m':>8} {'λ_0':>11} " + " ".join(f"{v:>24}" for v in MARGINS.values()),
         ]
         for r in self.rows:
@@ -136,4 +142,5 @@ def sweep(
                 },
             }
         )
-    return Sweep(inputs, check.sigma_w2, known.K.value, rows)
+    bounds = known.K.bracket
+    return Sweep(inputs, check.sigma_w2, known.K.value, rows, [bounds.lower, bounds.upper])

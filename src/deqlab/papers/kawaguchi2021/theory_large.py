@@ -11,11 +11,21 @@ from deqlab.models.delm import DELM, column_softmax
 from deqlab.papers.kawaguchi2021.theory import delm_objective
 from deqlab.theory.spectra import lanczos_largest
 
-__all__ = ["dynamics_lambda_min_one_output", "objective_sharpness_lanczos"]
+__all__ = [
+    "dynamics_lambda_min_one_output",
+    "dynamics_matrix_one_output",
+    "objective_sharpness_lanczos",
+]
 
 
 def dynamics_lambda_min_one_output(A: torch.Tensor, B: torch.Tensor, gamma: float) -> float:
-    """λ_min(D) of Eq. (8) for one output (m_y = 1), in O(m³) time and O(m²) memory.
+    """λ_min(D) of Eq. (8) for one output (m_y = 1) (:func:`dynamics_matrix_one_output`)."""
+    D = dynamics_matrix_one_output(A, B, gamma)
+    return float(torch.linalg.eigvalsh(D)[0])
+
+
+def dynamics_matrix_one_output(A: torch.Tensor, B: torch.Tensor, gamma: float) -> torch.Tensor:
+    """D of Eq. (8) for one output (m_y = 1), symmetric (m, m), in O(m³) time and O(m²) memory.
 
     With m_y = 1, D = Σ_k M_k v_k v_kᵀ = Vᵀ diag(M) V, V = U⁻¹ (rows v_k), and
     M_k = 1 + γ²‖Z J_k‖² where (Z J_k)_j = s_kj (Z_j − Z s_k) (J_k = diag(s_k) − s_k s_kᵀ,
@@ -32,7 +42,7 @@ def dynamics_lambda_min_one_output(A: torch.Tensor, B: torch.Tensor, gamma: floa
     centred = Z[:, None] - (Z @ S)[None, :]  # (j, k): Z_j − Z s_k
     M = 1.0 + gamma**2 * (S**2 * centred**2).sum(dim=0)  # (m,)
     D = V.T @ (M[:, None] * V)
-    return float(torch.linalg.eigvalsh(0.5 * (D + D.T))[0])
+    return 0.5 * (D + D.T)
 
 
 def objective_sharpness_lanczos(
