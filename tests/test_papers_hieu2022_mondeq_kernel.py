@@ -4,7 +4,9 @@ Jacobian of an unrolled forward-backward splitting by autograd, in float64."""
 import pytest
 import torch
 
+from deqlab.models.mondeq import MonDEQ, monotone_fixed_point
 from deqlab.papers.hieu2022.mondeq_kernel import BLOCKS, output_sensitivities, prediction_kernel
+from deqlab.solvers.splitting import PeacemanRachford
 
 
 def instance(n=7, N=4, d=3, m=0.5, seed=0, scale=0.6):
@@ -67,11 +69,44 @@ def test_sensitivities_vanish_on_inactive_units_and_solve_the_adjoint():
     _, Z = unrolled_prediction(*params.values(), X, m)
     A, B = params["A"], params["B"]
     W = (1 - m) * torch.eye(7, dtype=A.dtype) - A.T @ A + B - B.T
-    G = output_sensitivities(W, params["u"], Z, X)
-    mask = (Z > 0).double()
+    G = output_sensitivities(W, params["U"], params["u"], Z, X)
+    mask = (W @ Z + params["U"] @ X > 0).double()
+    assert torch.equal(mask, (Z > 0).double())  # an unrolled equilibrium: exact zeros
     assert torch.all(G[mask == 0] == 0)
     # g_j = D_j(u + Wᵀ g_j): the adjoint equation of ŷ_j = uᵀz_j
     assert torch.allclose(G, mask * (params["u"][:, None] + W.T @ G), atol=1e-12)
+
+
+def test_sensitivities_agree_with_the_backward_on_an_equilibrium_with_round_off_positives():
+    """The active set is W Z + U X > 0, as in the model's backward: positives of 1e-17 where
+    the equilibrium should be 0 (a solve to rounding) change neither G nor the kernel, while
+    reading the active set from Z > 0 would."""
+    model = MonDEQ(3, 7, m=0.5, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    X = torch.randn(3, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    W, C = model.weight().detach(), (model.U @ X).detach().requires_grad_(True)
+    Z = monotone_fixed_point(W, C, m=model.m, solver=PeacemanRachford(tol=1e-13))
+    jacobian = torch.autograd.functional.jacobian(
+        lambda c: (
+            monotone_fixed_point(W, c, m=model.m, solver=PeacemanRachford(tol=1e-13)).T
+            @ model.u.detach()
+        ),
+        C,
+    )  # (N, n, N): ∂ŷ_j/∂C
+    backward = torch.stack([jacobian[j, :, j] for j in range(4)], dim=1)  # (n, N)
+    Z = Z.detach()
+    assert 0 < int((Z == 0).sum()) < Z.numel()  # some units inactive
+    rounded = Z + 1e-17 * (Z == 0)  # round-off positives where the equilibrium is 0
+    params = {k: p.detach() for k, p in model.named_parameters()}
+    G = output_sensitivities(W, params["U"], params["u"], rounded, X)
+    assert torch.allclose(G, backward, atol=1e-10, rtol=1e-10)
+    kernel, exact = (prediction_kernel(**params, Z=z, X=X, m=model.m) for z in (rounded, Z))
+    for name in BLOCKS:
+        assert torch.allclose(kernel[name], exact[name], atol=1e-12, rtol=1e-12), name
+    # the reading this replaces: Z > 0 counts the round-off positives as active
+    mask = (rounded > 0).double()
+    eye = torch.eye(7, dtype=W.dtype)
+    v = torch.linalg.solve(eye - W.T.unsqueeze(0) * mask.T.unsqueeze(1), params["u"].expand(4, 7))
+    assert not torch.allclose((v * mask.T).T, backward, atol=1e-3)
 
 
 def test_bad_input():

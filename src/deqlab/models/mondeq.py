@@ -22,6 +22,17 @@ from deqlab.solvers.splitting import ForwardBackward, MonotoneOperator, Peaceman
 Splitting = ForwardBackward | PeacemanRachford
 
 
+def active_set(W: torch.Tensor, Z: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    """``D = relu'(W Z + C)`` as 0/1 entries (n, N): the ReLU derivative at the equilibrium
+    ``Z = relu(W Z + C)`` (``C = U X``; the D of Lemma 3.2.1), the one definition the
+    backward pass and the thesis' quantities (kernel, Lemma 3.3.2) share.
+
+    Read from the pre-activation, not from ``Z > 0``: an equilibrium computed to rounding
+    can hold positives of 1e-17 where ``W Z + C < 0``, which ``Z > 0`` would count as active.
+    """
+    return (W @ Z + C > 0).to(Z.dtype)
+
+
 class _MonotoneEquilibrium(torch.autograd.Function):
     """``Z* = relu(W Z* + C)`` solved by splitting; backward solves the adjoint by splitting."""
 
@@ -29,7 +40,7 @@ class _MonotoneEquilibrium(torch.autograd.Function):
     def forward(ctx, W, C, op, solver, z0, stats):
         solution = solver.solve(op, C.detach(), z0)
         Z = solution.z  # (n, N)
-        mask = (W.detach() @ Z + C.detach() > 0).to(Z.dtype)  # D = diag(relu'(W Z + C))
+        mask = active_set(W.detach(), Z, C.detach())  # D = diag(relu'(W Z + C))
         ctx.save_for_backward(Z, mask)
         ctx.op, ctx.solver, ctx.stats = op, solver, stats
         stats.forward = solution

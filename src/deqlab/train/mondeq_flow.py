@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from deqlab._checks import check_positive, check_tensor
-from deqlab.models.mondeq import MonDEQ
+from deqlab.models.mondeq import MonDEQ, active_set
 from deqlab.papers.hieu2022.mondeq import PARAMETERS, sigma_min
 from deqlab.papers.hieu2022.mondeq_kernel import prediction_kernel
 from deqlab.papers.hieu2022.mondeq_lemmas import lemma_columns
@@ -117,30 +117,36 @@ class MonDEQFlow:
         """``(s/h, D_s, D_{s/2}, flips)`` for the largest ``s = h/2^j`` (``j ≤``
         :data:`MAX_HALVINGS`) whose steps ``s`` and ``s/2`` cross no ReLU kink, else for the
         smallest ``s`` tried (``flips > 0``: the ReLU derivatives that changed)."""
+        with torch.no_grad():
+            here = self._active_set(self.Z)
         s = self.h
         for _ in range(MAX_HALVINGS + 1):
             (D_s, flips_s), (D_s2, flips_s2) = (
-                self._difference(grads, yhat, t) for t in (s, s / 2)
+                self._difference(grads, yhat, here, t) for t in (s, s / 2)
             )
             if flips_s + flips_s2 == 0:
                 break
             s /= 2
         return s / self.h, D_s, D_s2, flips_s + flips_s2
 
+    def _active_set(self, Z: torch.Tensor) -> torch.Tensor:
+        """The ReLU derivatives ``W Z + U X > 0`` at the current parameters (n, N)."""
+        return active_set(self.model.weight(), Z, self.model.injection(self.X))
+
     def _difference(
-        self, grads: tuple[torch.Tensor, ...], yhat: torch.Tensor, s: float
+        self, grads: tuple[torch.Tensor, ...], yhat: torch.Tensor, here: torch.Tensor, s: float
     ) -> tuple[torch.Tensor, int]:
         """``(ŷ(θ − s∇L) − ŷ(θ))/s`` and how many ReLU derivatives (entries of ``D``)
-        differ between θ and θ − s∇L; the parameters are restored after."""
+        differ between θ (``here``) and θ − s∇L; the parameters are restored after."""
         saved = [p.detach().clone() for p in self.params.values()]
         with torch.no_grad():
             for p, g in zip(self.params.values(), grads, strict=True):
                 p -= s * g
             Z = self.model.equilibrium(self.X, self.Z)
             moved = Z.T @ self.model.u
+            flips = int((self._active_set(Z) != here).sum())
             for p, value in zip(self.params.values(), saved, strict=True):
                 p.copy_(value)
-        flips = int(((Z > 0) != (self.Z > 0)).sum())
         return (moved - yhat) / s, flips
 
     def state_dict(self) -> dict[str, Any]:

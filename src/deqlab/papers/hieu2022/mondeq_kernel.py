@@ -30,24 +30,26 @@ from typing import Unpack
 import torch
 
 from deqlab._checks import check_tensor
+from deqlab.models.mondeq import active_set
 from deqlab.papers.hieu2022.mondeq import Theta, check_point
 
 BLOCKS = ("A", "B", "U", "u")
 
 
 def output_sensitivities(
-    W: torch.Tensor, u: torch.Tensor, Z: torch.Tensor, X: torch.Tensor
+    W: torch.Tensor, U: torch.Tensor, u: torch.Tensor, Z: torch.Tensor, X: torch.Tensor
 ) -> torch.Tensor:
     """``G = [g_1 … g_N]``, ``g_j = D_j (I − Wᵀ D_j)⁻¹ u`` (n × N): ``∂ŷ_j/∂(W z_j + U x_j)``.
 
-    ``D_j`` is read off the equilibrium ``Z`` (n × N) of inputs ``X`` (d × N) through
-    ``W Z + U X > 0``, i.e. ``Z > 0`` at the fixed point ``Z = relu(W Z + U X)``.
+    ``D_j`` is the active set of the equilibrium ``Z`` (n × N) of inputs ``X`` (d × N),
+    ``W Z + U X > 0`` (:func:`deqlab.models.mondeq.active_set`, as the model's backward).
     """
     n = check_tensor("W", W, ndim=2).shape[0]
     check_tensor("u", u, shape=(n,))
     N = check_tensor("Z", Z, shape=(n, None)).shape[1]
-    check_tensor("X", X, shape=(None, N))
-    mask = (Z > 0).to(Z.dtype)  # (n, N)
+    d = check_tensor("X", X, shape=(None, N)).shape[0]
+    check_tensor("U", U, shape=(n, d))
+    mask = active_set(W, Z, U @ X)  # (n, N)
     eye = torch.eye(n, dtype=W.dtype, device=W.device)
     systems = eye - W.T.unsqueeze(0) * mask.T.unsqueeze(1)  # (N, n, n): I − Wᵀ D_j
     v = torch.linalg.solve(systems, u.expand(N, n))  # (N, n)
@@ -66,7 +68,7 @@ def prediction_kernel(
     with torch.no_grad():
         eye = torch.eye(n, dtype=A.dtype, device=A.device)
         W = (1.0 - m) * eye - A.T @ A + B - B.T
-        G = output_sensitivities(W, u, Z, X)
+        G = output_sensitivities(W, theta["U"], u, Z, X)
         M = A.T @ A
         GG, ZZ, GZ = G.T @ G, Z.T @ Z, G.T @ Z
         ZM, GM = Z.T @ M, G.T @ M

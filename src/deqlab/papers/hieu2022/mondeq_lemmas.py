@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import torch
 
 from deqlab._checks import check_positive, check_tensor
+from deqlab.models.mondeq import active_set
 from deqlab.papers.hieu2022.mondeq import Inequality, inequality, sides
 from deqlab.theory.spectra import spectral_norm
 
@@ -117,11 +118,11 @@ def lemma_columns(
 
     ``current`` / ``initial`` map A, B, U, u to their values at steps ``k`` and 0; ``W`` and
     ``Z`` are the pairs ``(W(k), W(0))`` and ``(Z(k), Z(0))`` (equilibria, n × N). Lemma
-    3.3.2's masks ``D_j`` are read off ``Z(k) > 0``.
+    3.3.2's masks ``D_j`` are the active set ``W(k)Z(k) + U(k)X > 0`` (as the backward's).
     """
     U, u = (current["U"], initial["U"]), (current["u"], initial["u"])
     rows = [
-        lemma_3_3_2(W[0], current["u"], (Z[0] > 0).to(Z[0].dtype), m),
+        lemma_3_3_2(W[0], current["u"], active_set(W[0], Z[0], current["U"] @ X), m),
         lemma_3_3_3(Z[0], X, current["U"], m),
         lemma_3_3_4(X, Z=Z, W=W, U=U, m=m),
         lemma_3_3_4_output(X, Z=Z, W=W, U=U, u=u, m=m),
