@@ -98,6 +98,23 @@ def test_mondeq_gd_statements_outside_the_hypotheses_are_not_applicable():
     assert found[rest].verdict is NA and found[rest].value == pytest.approx(4.0)
 
 
+def test_mondeq_gd_checks_each_parameter_against_its_own_radius():
+    """R_A, R_B, R_U, R_u (Section 3.3): `radius_B` alone shrinks B's ball."""
+    config = _gd_config(radius_B=0.05)
+    assert config.radii == {"A": 1.0, "B": 0.05, "U": 1.0, "u": 1.0}
+    assert config.radii_text() == "R_A/R_B/R_U/R_u = 1/0.05/1/1"
+    assert _gd_config().radii_text() == "R = 1"
+    rows = _gd_rows(4, [1.0, 0.5, 0.3], lam0=1.0) + _gd_rows(8, [1.0, 0.4, 0.2])
+    premise = "Hypothesis 1 at every step k′ ≥ 1 at n = 8 (the premise of the induction's steps)"
+    assert _by_name(mondeq_gd_statements(_gd_config(), rows))[premise].verdict is HOLDS
+    found = _by_name(mondeq_gd_statements(config, rows))
+    assert found[premise].verdict is UNMET and found[premise].value == pytest.approx(1.0)
+    ball = found["Proposition 5 (Hypothesis 1): the parameters stay in their balls at n = 8"]
+    assert "‖B(k) − B(0)‖_F / R = 2" in ball.measured  # 0.1 / R_B at step 1
+    with pytest.raises(ConfigError, match="radius_u"):
+        _gd_config(radius_u=-1.0)
+
+
 def test_mondeq_gd_statements_without_data_are_not_measured():
     config = _gd_config()
     statements = mondeq_gd_statements(config, [])

@@ -28,6 +28,7 @@ evaluated once, at initialisation.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -75,8 +76,8 @@ class MonDEQGD(Trainer):
     """Full-batch GD on ``model`` (updated in place), one :meth:`step` at a time.
 
     ``X`` is ``(d, N)`` (samples as columns), ``y`` is ``(N,)``; ``radius`` is the ``R`` of
-    the balls of Section 3.3 (one for all four parameters). A non-finite loss, or a
-    parameter that a step made non-finite, stops the run (``stop_reason``
+    the balls of Section 3.3: one for all four parameters, or a mapping A, B, U, u → R_·.
+    A non-finite loss, or a parameter that a step made non-finite, stops the run (``stop_reason``
     ``"loss_not_finite"`` or ``"parameter_not_finite"``; the record's loss is NaN or ±Inf);
     so does a splitting solve that fails (``"forward_failed"``, the record's loss NaN, or
     ``"adjoint_failed"``, no update), with the solver's message: after too large a step
@@ -90,7 +91,7 @@ class MonDEQGD(Trainer):
         y: torch.Tensor,
         *,
         lr: float,
-        radius: float = 1.0,
+        radius: float | Mapping[str, float] = 1.0,
         step_lemmas: bool = True,
     ) -> None:
         super().__init__()

@@ -176,7 +176,7 @@ class Hieu2022GradFlow(Experiment):
             if flow.step_count % ctx.checkpoint_every == 0:
                 ctx.checkpoint(flow.state_dict(), [])
             ctx.progress(min(flow.step_count, steps), steps)
-        c = mondeq_constants(**flow.initial, Z=flow.Z0, X=X, y=y, m=config.m, radius=config.radius)
+        c = mondeq_constants(**flow.initial, Z=flow.Z0, X=X, y=y, m=config.m, radius=config.radii)
         constant: Row = {
             "width": width,
             "refine": refine,

@@ -72,7 +72,7 @@ def flow_trace(config: GradFlowConfig, coarse: list[Row], fine: list[Row]) -> Fl
     return FlowTrace(
         width=int(first["width"]),
         lambda0=float(first["lambda0"]),
-        radii=dict.fromkeys(PARAMETERS, config.radius),
+        radii=config.radii,
         times=[float(a["t"]) for a, _ in shared],
         loss_h=[float(a["loss"]) for a, _ in shared],
         loss_h2=[float(b["loss"]) for _, b in shared],
@@ -222,6 +222,6 @@ def _setting(config: GradFlowConfig, rows: list[Row]) -> str:
     scales = "/".join(f"{getattr(config, f'sigma_{p}'):g}" for p in PARAMETERS)
     return (
         f"sphere data, N = {config.n_samples}, d = {config.d}, m = {config.m:g}, "
-        f"R = {config.radius:g}, σ_A/σ_B/σ_U/σ_u = {scales}, Euler h = "
+        f"{config.radii_text()}, σ_A/σ_B/σ_U/σ_u = {scales}, Euler h = "
         f"{config.h_fraction:g}/λ_max(K(0)) and h/2, {config.steps} steps of h"
     )

@@ -36,7 +36,12 @@ from deqlab.experiments.base import Experiment, Row, Task, TaskContext
 from deqlab.experiments.constraints import POSITIVE, Interval, OneOf
 from deqlab.experiments.deviations import PaperValue, measurement, not_given, paper
 from deqlab.experiments.hieu2022 import mondeq_gd_report
-from deqlab.experiments.hieu2022.setting import CONDITION_KEYS, MonDEQSetting, build_model
+from deqlab.experiments.hieu2022.setting import (
+    CONDITION_KEYS,
+    RADII,
+    MonDEQSetting,
+    build_model,
+)
 from deqlab.experiments.registry import register
 from deqlab.papers import HIEU
 from deqlab.papers.hieu2022.mondeq import mondeq_constants, step_size_bound
@@ -102,7 +107,7 @@ def _learning_rate(config: MonDEQGDConfig, width: int, X: torch.Tensor, y: torch
         if config.eta_rule == "stability":
             return config.eta_fraction * 2.0 / float(torch.linalg.eigvalsh(Z.T @ Z)[-1])
         params = dict(model.named_parameters())
-        c = mondeq_constants(**params, Z=Z, X=X, y=y, m=config.m, radius=config.radius)
+        c = mondeq_constants(**params, Z=Z, X=X, y=y, m=config.m, radius=config.radii)
     return config.eta_fraction * step_size_bound(c)
 
 
@@ -116,6 +121,9 @@ PAPER_SETTING: dict[str, PaperValue] = {
     "eta_rule": paper("theorem", "Theorem 3.3.5: η ≤ min{4/λ₀², …}"),
     "eta_fraction": not_given("Theorem 3.3.5 allows any η up to its bound"),
     "radius": not_given("Section 3.3: the radii R_A, R_B, R_U, R_u are free"),
+    **dict.fromkeys(
+        RADII, not_given("Section 3.3: a ball B(·(0), R_·) per parameter; unset: `radius`")
+    ),
     "sigma_A": not_given(_INIT),
     "sigma_B": not_given(_INIT),
     "sigma_U": not_given(_INIT),
@@ -214,7 +222,7 @@ class Hieu2022MonDEQGD(Experiment):
         width = int(task.params["width"])
         eta = _learning_rate(config, width, X, y)
         trainer = MonDEQGD(
-            build_model(config, width, ctx.device), X, y, lr=eta, radius=config.radius
+            build_model(config, width, ctx.device), X, y, lr=eta, radius=config.radii
         )
         start = (trainer.model.weight().detach(), trainer.Z.clone())  # W(0), Z(0)
         lemmas: list[Row] = []

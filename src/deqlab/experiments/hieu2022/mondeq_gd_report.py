@@ -59,7 +59,7 @@ def trace(config: MonDEQGDConfig, run: list[Row]) -> GDTrace:
         eta=float(first["eta"]),
         eta_max=float(first["eta_max"]),
         lambda0=float(first["lambda0"]),
-        radii=dict.fromkeys(PARAMETERS, config.radius),
+        radii=config.radii,
     )
 
 
@@ -192,5 +192,5 @@ def _setting(config: MonDEQGDConfig, rows: list[Row]) -> str:
     scales = "/".join(f"{getattr(config, f'sigma_{p}'):g}" for p in PARAMETERS)
     return (
         f"sphere data, N = {config.n_samples}, d = {config.d}, m = {config.m:g}, "
-        f"R = {config.radius:g}, σ_A/σ_B/σ_U/σ_u = {scales}, {eta}, K = {config.steps}"
+        f"{config.radii_text()}, σ_A/σ_B/σ_U/σ_u = {scales}, {eta}, K = {config.steps}"
     )

@@ -4,7 +4,8 @@
 ``z* = relu(W z* + U x)`` with ``W = (1 − m) I − AᵀA + B − Bᵀ`` (Eq. 3.3), on N points
 uniform on the sphere of radius √d with N(0, 1) labels, at widths n ≥ N, from entries
 ``A ~ N(0, σ_A²/n)``, ``B ~ N(0, σ_B²/n)``, ``U ~ N(0, σ_U²/d)``, ``u ~ N(0, σ_u²/n)``, with
-balls of radius R around the initial parameters (Section 3.3). :class:`MonDEQSetting` holds
+balls of radii R_A, R_B, R_U, R_u around the initial parameters (Section 3.3; one R for all
+four unless set apart). :class:`MonDEQSetting` holds
 those fields and their constraints; :func:`build_model` builds the seeded model of a width.
 """
 
@@ -26,7 +27,7 @@ from deqlab.experiments.constraints import (
     Interval,
 )
 from deqlab.models.mondeq import MonDEQ
-from deqlab.papers.hieu2022.mondeq import Inequality, inequality
+from deqlab.papers.hieu2022.mondeq import PARAMETERS, Inequality, inequality
 from deqlab.solvers.splitting import PeacemanRachford
 
 #: Condition 1 (Theorem 3.3.1) and Condition 2 (Theorem 3.3.5), as row-column prefixes.
@@ -43,6 +44,7 @@ CONDITION_LABELS = {
 }
 
 SCALES = ("sigma_A", "sigma_B", "sigma_U", "sigma_u")
+RADII = tuple(f"radius_{p}" for p in PARAMETERS)
 
 
 def condition(row: Row, key: str) -> Inequality:
@@ -62,13 +64,19 @@ def margin(row: Row, key: str) -> float:
 class MonDEQSetting(Config):
     """N = ``n_samples`` points in dimension ``d``; monotone DEQs of the ``widths`` (all
     ``≥ N``: the thesis assumes n ≥ N) with monotonicity ``m``, balls of radius ``radius``
-    and the initial scales ``sigma_*``; ``seed`` draws the models, ``data_seed`` the data."""
+    (``radius_A`` … ``radius_u``, when set, the radius of one parameter's ball: the thesis
+    has R_A, R_B, R_U, R_u) and the initial scales ``sigma_*``; ``seed`` draws the models,
+    ``data_seed`` the data."""
 
     n_samples: int = 50
     d: int = 10
     widths: tuple[int, ...] = (50, 100, 200, 400)
     m: float = 0.2
     radius: float = 1.0
+    radius_A: float | None = None
+    radius_B: float | None = None
+    radius_U: float | None = None
+    radius_u: float | None = None
     sigma_A: float = 1.0
     sigma_B: float = 1.0
     sigma_U: float = 1.0
@@ -83,11 +91,25 @@ class MonDEQSetting(Config):
         "widths": (NONEMPTY, Interval("n_samples"), INCREASING),
         "m": POSITIVE,
         "radius": POSITIVE,
+        **dict.fromkeys(RADII, POSITIVE),
         **dict.fromkeys(SCALES, POSITIVE),
         "tol": POSITIVE,
         "seed": SEED,
         "data_seed": SEED,
     }
+
+    @property
+    def radii(self) -> dict[str, float]:
+        """``R_·`` of each parameter's ball (Section 3.3): ``radius_·``, else ``radius``."""
+        own = {p: getattr(self, f"radius_{p}") for p in PARAMETERS}
+        return {p: self.radius if r is None else r for p, r in own.items()}
+
+    def radii_text(self) -> str:
+        """``"R = 0.1"``, or ``"R_A/R_B/R_U/R_u = 0.85/0.018/0.037/0.05"`` when they differ."""
+        values = list(self.radii.values())
+        if len(set(values)) == 1:
+            return f"R = {values[0]:g}"
+        return f"R_A/R_B/R_U/R_u = {'/'.join(f'{r:g}' for r in values)}"
 
 
 def build_model(config: MonDEQSetting, width: int, device: str | torch.device) -> MonDEQ:
