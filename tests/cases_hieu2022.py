@@ -10,7 +10,7 @@ from cases import Case, call
 from deqlab.landscape import LossSurface
 from deqlab.papers.hieu2022.flow import FlowTrace
 from deqlab.papers.hieu2022.gd_proof import STEP_COLUMNS, GDTrace
-from deqlab.papers.hieu2022.mondeq import PARAMETERS, inequality
+from deqlab.papers.hieu2022.mondeq import EQ_3_17_AS_PROVED, PARAMETERS, inequality
 from deqlab.statements import Run, Series
 
 N = 8  # the width of every case
@@ -18,6 +18,7 @@ RADII = dict.fromkeys(PARAMETERS, 1.0)
 HOLDS = [inequality("Eq. (3.16)", 2.0, ">=", 1.0), inequality("Eq. (3.17)", 3.0, ">=", 1.0)]
 UNMET = [inequality("Eq. (3.16)", 0.5, ">=", 1.0), inequality("Eq. (3.17)", 3.0, ">=", 1.0)]
 FITS = dict.fromkeys(("Eq. (3.16)", "Eq. (3.17)", "Eq. (3.8)", "Eq. (3.9)"))
+AS_PROVED = inequality(EQ_3_17_AS_PROVED, 2.0, ">=", 1.0)  # ours: Theorem 3.3.5 decided twice
 
 
 def series(*values: float) -> Series:
@@ -107,8 +108,8 @@ CASES = {
         call(gd(lemma=(3.0, 1.0)), "lemma3_3_7", range(2), ""),
     ),
     "deqlab.papers.hieu2022.gd_proof.theorem_3_3_5": Case(
-        call(gd(), HOLDS, fits=FITS, m=0.1),
-        call(gd(losses=(1.0, 0.5, 0.6)), HOLDS, fits=FITS, m=0.1),
+        call(gd(), HOLDS, fits=FITS, m=0.1, as_proved=AS_PROVED),
+        call(gd(losses=(1.0, 0.5, 0.6)), HOLDS, fits=FITS, m=0.1, as_proved=AS_PROVED),
     ),
     "deqlab.papers.hieu2022.flow.proposition_4_check": Case(
         call(EXACT, *SMOOTH.values(), rtol=1e-3, width=N),

@@ -9,7 +9,7 @@ import pytest
 from deqlab.experiments.config import ConfigError
 from deqlab.experiments.hieu2022.mondeq_gd import Hieu2022MonDEQGD
 from deqlab.experiments.hieu2022.mondeq_gd_report import mondeq_gd_statements
-from deqlab.experiments.hieu2022.setting import CONDITION_KEYS
+from deqlab.experiments.hieu2022.setting import AS_PROVED_KEY, CONDITION_KEYS
 from deqlab.statements import Kind, Verdict
 from helpers import MemoryCheckpoints
 
@@ -79,6 +79,33 @@ def test_mondeq_gd_statements_pass_inside_the_hypotheses_and_fail_on_a_violating
         "the margin lhs/rhs of Eq. (3.16) grows with the width",
     ):
         assert found[name].verdict is FAIL, found[name]
+
+
+def test_mondeq_gd_checks_theorem_3_3_5_under_eq_3_17_printed_and_as_proved():
+    """Both forms of Eq. (3.17) are hypotheses: the printed theorem is decided on the printed
+    ones, the second statement also on Eq. (3.17) as Proposition 6's proof needs (ours);
+    rows without that column (older runs) give the printed statements only."""
+    config = _gd_config(widths=[8, 16])
+
+    def rows(width, proved_lhs):
+        out = _gd_rows(width, [1.0, 0.9, 0.95], lam0=1.0)  # L(2) > L(1): the rate fails
+        for r in out:
+            r.update({f"{AS_PROVED_KEY}_lhs": proved_lhs, f"{AS_PROVED_KEY}_rhs": 1.0})
+        return out
+
+    under = ", under Eq. (3.17) as Proposition 6's proof needs (ours)"
+    printed = "Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = 8"
+    found = _by_name(mondeq_gd_statements(config, rows(8, 0.07) + rows(16, 0.14)))
+    assert found[printed].verdict is FAIL  # every printed hypothesis holds
+    proved = "Eq. (3.17) as Proposition 6's proof needs (ours)"
+    assert found[f"Condition 2, {proved} at n = 8"].verdict is UNMET
+    assert found[printed + under].verdict is NA and found[printed + under].value is not None
+    assert "n ≥ 114, if lhs/rhs ∝ n^1.00" in found[printed + under].needs  # 8/0.07
+    assert found[f"the margin lhs/rhs of {proved} grows with the width"].verdict is PASS
+    found = _by_name(mondeq_gd_statements(config, rows(8, 7.0) + rows(16, 14.0)))
+    assert found[printed].verdict is FAIL and found[printed + under].verdict is FAIL
+    good = _by_name(mondeq_gd_statements(config, _gd_rows(8, [1.0, 0.5, 0.3], lam0=1.0)))
+    assert printed in good and not any(name.endswith(under) for name in good)
 
 
 def test_mondeq_gd_statements_outside_the_hypotheses_are_not_applicable():
@@ -168,11 +195,19 @@ def test_mondeq_gd_theorem_preset_meets_the_hypotheses_and_the_theorem_fails():
     assert rows[0]["eta"] == pytest.approx(rows[0]["eta_max"], rel=1e-12)
     found = experiment.statements(config, rows)
     outer = [s for s in found if s.name.startswith(("Condition 2", "η within"))]
-    assert len(outer) == 4 and {s.verdict for s in outer} == {HOLDS}
+    assert len(outer) == 5 and {s.verdict for s in outer} == {HOLDS}
     named = _by_name(found)
+    # Eq. (3.17) as Proposition 6's proof needs it (ours) holds too, with margin 6.64
+    proved = named["Condition 2, Eq. (3.17) as Proposition 6's proof needs (ours) at n = 200"]
+    assert 5 < proved.value < 10
     rate = named["Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = 200"]
     assert rate.verdict is FAIL and rate.value > 9  # the residual grows ≥ 3× (|1 − ηλ²| ≥ 3)
     assert rate.threshold == pytest.approx(0.0, abs=1e-12)  # η = 4/λ₀²: L(1) ≤ 0 promised
+    as_proved = named[
+        "Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = 200, under Eq. (3.17) as "
+        "Proposition 6's proof needs (ours)"
+    ]
+    assert as_proved.verdict is FAIL and as_proved.value == rate.value
     # Hypothesis 3 fails at step 1: Propositions 5–6 hold at step 1, NOT APPLICABLE from step 2
     premise = named[
         "Hypotheses 1 and 3 at every step k′ ≥ 1 at n = 200 (the premise of the induction's steps)"

@@ -10,6 +10,7 @@ from deqlab.papers.hieu2022.mondeq import (
     MonDEQConstants,
     condition_1,
     condition_2,
+    eq_3_17_as_proved,
     eq_3_18_possible,
     gd_bound,
     gd_rate,
@@ -72,6 +73,24 @@ def test_conditions_by_hand():
     big = {r["name"]: r for r in condition_2(unit_constants(lambda0=100.0))}
     assert all(r["holds"] for r in big.values())
     assert step_size_bound(c) == pytest.approx(min(1.0, 1 / 328, 0.5 / 16, 1 / (6 * 4 * 16)))
+
+
+@pytest.mark.parametrize("m", [0.05, 0.5, 2.0])
+def test_eq_3_17_as_proved_is_lemma_3_3_4_with_proposition_5_at_half_lambda0(m):
+    """Proposition 6's proof: Lemma 3.3.4 (Eq. 3.15) with Proposition 5's bounds on ΔU and ΔW,
+    required ≤ λ₀/2; the margin λ₀³/rhs equals (λ₀/2)/that bound."""
+    ones, bars = dict.fromkeys("ABUu", 1.0), {"A": 1.5, "B": 2.0, "U": 3.0, "u": 0.7}
+    c = MonDEQConstants(m, 4.0, 1.3, 0.8, ones, ones, bars)
+    r0 = (2 * c.loss0) ** 0.5
+    dU = 8 * c.x_norm * bars["u"] * r0 / (c.lambda0**2 * m)  # Proposition 5, U
+    dW = 16 * (3 * bars["A"] ** 2 + 2) * bars["U"] * bars["u"] * c.x_norm * r0 / c.lambda0**2 / m**2
+    bound = c.x_norm * (dU / m + dW * bars["U"] / m**2)  # Lemma 3.3.4, ‖U(0)‖₂ ≤ λ̄_U
+    row = eq_3_17_as_proved(c)
+    assert row["name"] == "Eq. (3.17) as Proposition 6's proof needs (ours)"
+    assert row["lhs"] / row["rhs"] == pytest.approx((c.lambda0 / 2) / bound, rel=1e-12)
+    printed = {r["name"]: r for r in condition_2(c)}["Eq. (3.17)"]
+    if m <= 1:  # the corrected right side is at least 2/m² times the printed one
+        assert row["rhs"] >= 2 / m**2 * printed["rhs"]
 
 
 def test_inequalities_are_plain_numbers():

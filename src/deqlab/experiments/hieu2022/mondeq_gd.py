@@ -15,9 +15,11 @@ Learning rate (``eta_rule``):
   Figure 1 — at the defaults hundreds of times ``η_max``, so the theorem does not apply.
 
 The ``theorem`` preset runs inside the theorem's hypotheses: N = 2 points, m = 0.05
-(Eq. 3.18 needs m < 1/√20), small A, B, u and a large U (so that ``λ_0`` dominates the
-``λ̄``'s), radius 0.1, and ``η = η_max``. It was chosen from the constants measured at
-initialisation (its Condition 2 statements show the margins).
+(Eq. 3.18 needs m²N < 1/20, here m < 0.158), small A, B, u and a large U (so that ``λ_0``
+dominates the ``λ̄``'s), radius 0.1, and ``η = η_max``. It was chosen from the constants
+measured at initialisation (its Condition 2 statements show the margins): ``σ_U = 1000``,
+``σ_u = 10⁻⁵`` meet Eq. (3.17) also as Proposition 6's proof needs it (ours; its margin
+grows like ``σ_U`` and like the width), which ``σ_U = 10`` met only from n ≈ 3·10³.
 
 Metrics: every record of :class:`deqlab.train.mondeq_gd.MonDEQGD` plus ``width``, ``eta``,
 ``eta_max`` (Theorem 3.3.5), ``lambda0`` and, constant over a task, both sides of each
@@ -37,6 +39,7 @@ from deqlab.experiments.constraints import POSITIVE, Interval, OneOf
 from deqlab.experiments.deviations import PaperValue, measurement, not_given, paper
 from deqlab.experiments.hieu2022 import mondeq_gd_report
 from deqlab.experiments.hieu2022.setting import (
+    AS_PROVED_KEY,
     CONDITION_KEYS,
     RADII,
     MonDEQSetting,
@@ -44,7 +47,7 @@ from deqlab.experiments.hieu2022.setting import (
 )
 from deqlab.experiments.registry import register
 from deqlab.papers import HIEU
-from deqlab.papers.hieu2022.mondeq import mondeq_constants, step_size_bound
+from deqlab.papers.hieu2022.mondeq import eq_3_17_as_proved, mondeq_constants, step_size_bound
 from deqlab.papers.hieu2022.mondeq_lemmas import lemma_columns
 from deqlab.papers.hieu2022.mondeq_step import proposition_3
 from deqlab.solvers.splitting import ForwardBackward, MonotoneOperator
@@ -161,8 +164,8 @@ class Hieu2022MonDEQGD(Experiment):
             "radius": 0.1,
             "sigma_A": 1e-3,
             "sigma_B": 1e-3,
-            "sigma_U": 10.0,
-            "sigma_u": 1e-3,
+            "sigma_U": 1000.0,
+            "sigma_u": 1e-5,
         },
         "theorem-half": {
             "n_samples": 2,
@@ -174,8 +177,8 @@ class Hieu2022MonDEQGD(Experiment):
             "radius": 0.1,
             "sigma_A": 1e-3,
             "sigma_B": 1e-3,
-            "sigma_U": 10.0,
-            "sigma_u": 1e-3,
+            "sigma_U": 1000.0,
+            "sigma_u": 1e-5,
         },
         "paper": {},
     }
@@ -201,7 +204,8 @@ class Hieu2022MonDEQGD(Experiment):
         "in_balls": "every parameter within radius R of its start (Hypothesis 1 at step k)",
         "sigma_ok": "σ_min(Z(k)) ≥ λ_0/2 (Hypothesis 2 at step k)",
         "loss_ok": "loss <= loss_bound (Hypothesis 3 at step k)",
-        "eq3_8_lhs": "left side of Eq. (3.8) at initialisation (likewise _rhs; eq3_9 … eq3_18)",
+        "eq3_8_lhs": "left side of Eq. (3.8) at initialisation (likewise _rhs; eq3_9 … eq3_18; "
+        "eq3_17_proof: Eq. (3.17) as Proposition 6's proof needs, ours)",
         "prop3_lhs": "‖I − α(I − W(0))‖₂ at α = prop3_alpha = m/‖I − W(0)‖₂² (Proposition 3; "
         "prop3_rhs: its bound √(1 − 2αm + α²‖I − W‖₂²))",
         "lemma3_3_8_lhs": "I₁ = ½‖ŷ(k+1) − ŷ(k)‖² of the step k → k+1 (likewise _rhs, its printed "
@@ -241,7 +245,8 @@ class Hieu2022MonDEQGD(Experiment):
             "eta_max": trainer.eta_max,
             "lambda0": trainer.constants.lambda0,
         }
-        for key, row in zip(CONDITION_KEYS, trainer.conditions, strict=True):
+        rows = [*trainer.conditions, eq_3_17_as_proved(trainer.constants)]
+        for key, row in zip((*CONDITION_KEYS, AS_PROVED_KEY), rows, strict=True):
             constant.update({f"{key}_lhs": row["lhs"], f"{key}_rhs": row["rhs"]})
         constant.update(_proposition_3(start[0], config.m))
         at_step = {int(r["step"]): r for r in lemmas}

@@ -7,6 +7,8 @@ Condition 2, Eqs. (3.16)–(3.18), and ``η ≤ η_max`` are HYPOTHESIS statemen
 margins and what would satisfy them; Theorem 3.3.5 (``L(k+1) ≤ (1 − ηλ₀²/4) L(k)``),
 Proposition 5 (the parameters stay in their balls) and Proposition 6 (``σ_min(Z(k)) ≥
 λ₀/2``) are THEOREM statements, NOT APPLICABLE at a width where a hypothesis is unmet.
+Ours: Eq. (3.17) as Proposition 6's proof needs it is one more hypothesis, and Theorem
+3.3.5 is decided a second time under it (the printed Eq. 3.17 drops the proof's 1/m², 1/m⁴).
 
 Ours, across the widths: GD reaches ``L(K) ≤ loss_rtol · L(0)`` at the widest width;
 wider is faster (``L(K)/L(0)`` decreases with n); ``λ₀`` increases with n; the margin
@@ -24,7 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
-from deqlab.experiments.hieu2022.setting import CONDITION_LABELS, condition, margin
+from deqlab.experiments.hieu2022.setting import (
+    AS_PROVED_KEY,
+    CONDITION_LABELS,
+    condition,
+    has_condition,
+    margin,
+)
 from deqlab.papers.hieu2022.claims import (
     WidthFit,
     conjecture_1_check,
@@ -91,29 +99,45 @@ def probes(runs: dict[int, list[Row]]) -> dict[int, Run]:
 def mondeq_gd_statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
     """The statements of the module docstring (widths without rows are not measured)."""
     runs = by_width(rows)
+    keys = _condition_keys(runs)
     fits = {
         CONDITION_LABELS[k]: WidthFit.of(
             list(runs), [margin(r[0], k) for r in runs.values()], n_samples=config.n_samples
         )
-        for k in CONDITION_2
+        for k in keys
     }
     out: list[Statement] = []
     for run in runs.values():
         conditions = [condition(run[0], k) for k in CONDITION_2]
+        proved = condition(run[0], AS_PROVED_KEY) if AS_PROVED_KEY in keys else None
         out += theorem_3_3_5(
-            trace(config, run), conditions, fits=fits, m=config.m, n_samples=config.n_samples
+            trace(config, run),
+            conditions,
+            fits=fits,
+            m=config.m,
+            n_samples=config.n_samples,
+            as_proved=proved,
         )
-    return out + _ours(config, runs)
+    return out + _ours(config, runs, keys)
 
 
-def _ours(config: MonDEQGDConfig, runs: dict[int, list[Row]]) -> list[Statement]:
+def _condition_keys(runs: dict[int, list[Row]]) -> tuple[str, ...]:
+    """Condition 2's keys, with :data:`AS_PROVED_KEY` where every width has it (runs of an
+    older deqlab lack it)."""
+    proved = bool(runs) and all(has_condition(run[0], AS_PROVED_KEY) for run in runs.values())
+    return (*CONDITION_2, AS_PROVED_KEY) if proved else CONDITION_2
+
+
+def _ours(
+    config: MonDEQGDConfig, runs: dict[int, list[Row]], keys: tuple[str, ...]
+) -> list[Statement]:
     widths = list(config.widths)
     lambda0 = {w: _float(runs[w][0]["lambda0"]) if w in runs else math.nan for w in widths}
     margins = {
         CONDITION_LABELS[key]: {
             w: margin(runs[w][0], key) if w in runs else math.nan for w in widths
         }
-        for key in CONDITION_2
+        for key in keys
     }
     finals = {w: _final(runs.get(w)) for w in widths}
     return sweep_statements(
@@ -168,9 +192,9 @@ def plot(config: MonDEQGDConfig, rows: list[Row], directory: Path) -> list[Path]
         widths = list(runs)
         places = range(len(widths))  # one place per width, labelled with it
         for key, label in CONDITION_LABELS.items():
-            ax_cond.semilogy(
-                places, [margin(runs[w][0], key) for w in widths], marker="o", label=label
-            )
+            if all(has_condition(runs[w][0], key) for w in widths):
+                margins = [margin(runs[w][0], key) for w in widths]
+                ax_cond.semilogy(places, margins, marker="o", label=label)
         add_reference_line(ax_cond, 1.0, "lhs = rhs (holds above)")
         ax_loss.set(xlabel="GD step k", ylabel=r"loss $L(\theta(k))$")
         ax_sigma.set(xlabel="GD step k", ylabel=r"$\sigma_{\min}(Z(k))/\lambda_0$")

@@ -27,19 +27,24 @@ from deqlab.experiments.constraints import (
     Interval,
 )
 from deqlab.models.mondeq import MonDEQ
-from deqlab.papers.hieu2022.mondeq import PARAMETERS, Inequality, inequality
+from deqlab.papers.hieu2022.mondeq import EQ_3_17_AS_PROVED, PARAMETERS, Inequality, inequality
 from deqlab.solvers.splitting import PeacemanRachford
 
 #: Condition 1 (Theorem 3.3.1) and Condition 2 (Theorem 3.3.5), as row-column prefixes.
 CONDITION_1_KEYS = ("eq3_8", "eq3_9")
 CONDITION_KEYS = ("eq3_8", "eq3_9", "eq3_16", "eq3_17", "eq3_18")
 
-#: The equation each key of :data:`CONDITION_KEYS` names.
+#: Ours: Eq. (3.17) as the proof of Proposition 6 needs it
+#: (:func:`deqlab.papers.hieu2022.mondeq.eq_3_17_as_proved`).
+AS_PROVED_KEY = "eq3_17_proof"
+
+#: The equation each key of :data:`CONDITION_KEYS` (and :data:`AS_PROVED_KEY`) names.
 CONDITION_LABELS = {
     "eq3_8": "Eq. (3.8)",
     "eq3_9": "Eq. (3.9)",
     "eq3_16": "Eq. (3.16)",
     "eq3_17": "Eq. (3.17)",
+    AS_PROVED_KEY: EQ_3_17_AS_PROVED,
     "eq3_18": "Eq. (3.18)",
 }
 
@@ -52,6 +57,12 @@ def condition(row: Row, key: str) -> Inequality:
     columns ``<key>_lhs`` / ``<key>_rhs`` of a row of its width."""
     lhs, rhs = float(row[f"{key}_lhs"]), float(row[f"{key}_rhs"])
     return inequality(CONDITION_LABELS[key], lhs, ">=", rhs)
+
+
+def has_condition(row: Row, key: str) -> bool:
+    """Whether a row holds both sides of condition ``key`` (rows of older runs lack
+    :data:`AS_PROVED_KEY`)."""
+    return row.get(f"{key}_lhs") is not None and row.get(f"{key}_rhs") is not None
 
 
 def margin(row: Row, key: str) -> float:

@@ -145,16 +145,18 @@ def step_size_hypothesis(eta: float, eta_max: float, *, width: int) -> Statement
 
 
 @claim
-def rate_check(losses: Sequence[float], rate: float | None, *, width: int) -> Statement:
+def rate_check(
+    losses: Sequence[float], rate: float | None, *, width: int, suffix: str = ""
+) -> Statement:
     """Theorem 3.3.5's conclusion ``L(k+1) ≤ (1 − ηλ₀²/4) L(k)`` at every step.
 
     ``losses`` are ``L(0), …, L(K)``; the value is ``max_k L(k+1)/L(k)`` over consecutive
     finite losses (``k + 1 ≥ 1``), against ``rate = 1 − ηλ₀²/4``. The detail says how far
     the bound moves over the run: ``rate^K`` and the steps it needs to halve. ``rate`` None
     (``η > 4/λ₀²``: the factor is negative) is NOT MEASURED; the step-size hypothesis then
-    makes the theorem NOT APPLICABLE.
+    makes the theorem NOT APPLICABLE. ``suffix`` ends the name.
     """
-    name = f"Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = {width}"
+    name = f"Theorem 3.3.5: L(k+1) ≤ (1 − ηλ₀²/4)·L(k) at n = {width}{suffix}"
     quote = "L(k+1) ≤ L(θ_k)[1 − ηλ_0²/4]"
     if rate is None:
         why = "η > 4/λ₀² makes 1 − ηλ₀²/4 negative: no bound to compare with"

@@ -141,6 +141,10 @@ def _float(x: object) -> float:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else math.nan
 
 
+#: The end of the name of Theorem 3.3.5 checked under Eq. (3.17) as its proof needs (ours).
+_AS_PROVED = ", under Eq. (3.17) as Proposition 6's proof needs (ours)"
+
+
 # --- the induction's premise -------------------------------------------------------------
 
 
@@ -284,25 +288,37 @@ def theorem_3_3_5(
     fits: Mapping[str, WidthFit | None],
     m: float,
     n_samples: int = 1,
+    as_proved: Inequality | None = None,
 ) -> list[Statement]:
     """Condition 2 (``conditions``: Eqs. 3.16–3.18) and the step size as hypotheses, then
     Theorem 3.3.5 (NOT APPLICABLE unless all hold), the premises of the induction,
     Propositions 5–6 (implications, also under Condition 2) and, where ``trace.sides`` has
     them, Lemmas 3.3.6–3.3.10 (implications).
 
+    ``as_proved`` (ours): Eq. (3.17) as Proposition 6's proof needs it
+    (:func:`deqlab.papers.hieu2022.mondeq.eq_3_17_as_proved`). When given it is one more hypothesis,
+    and Theorem 3.3.5 is checked a second time, under the printed hypotheses and it: the
+    printed statement and the one its proof supports are both decided.
+
     ``fits`` maps each equation's name to its :class:`WidthFit` (or None); ``n_samples``
     is N, for Eq. (3.18)'s impossibility test (``m²N ≥ 1/20``).
     """
     width, steps = trace.width, len(trace.losses) - 1
-    hypotheses = [
-        condition_hypothesis(
-            c, width=width, condition="Condition 2", fit=fits[c["name"]], m=m, n_samples=n_samples
+
+    def hypothesis(c: Inequality) -> Statement:
+        fit = fits.get(c["name"])
+        return condition_hypothesis(
+            c, width=width, condition="Condition 2", fit=fit, m=m, n_samples=n_samples
         )
-        for c in conditions
-    ]
+
+    hypotheses = [hypothesis(c) for c in conditions]
     hypotheses.append(step_size_hypothesis(trace.eta, trace.eta_max, width=width))
     rate = gd_rate(trace.lambda0, trace.eta) if rate_defined(trace.lambda0, trace.eta) else None
     out = [*hypotheses, theorem(rate_check(trace.losses, rate, width=width), hypotheses)]
+    if as_proved is not None:
+        proved = hypothesis(as_proved)
+        check = rate_check(trace.losses, rate, width=width, suffix=_AS_PROVED)
+        out += [proved, theorem(check, [*hypotheses, proved])]
     premises = {w: premise(trace, w) for w in ("1", "13", "123")}
     out += [p.statement for p in premises.values()]
 

@@ -9,7 +9,8 @@ Every check returns :class:`Inequality` values ``{"name", "lhs", "relation", "rh
 both sides of one inequality of the thesis as plain floats (``holds`` is ``lhs ≥ rhs`` or
 ``lhs ≤ rhs``), so a caller can tell how far each one is from holding; statements and
 verdicts are built from them elsewhere (``deqlab.papers.hieu2022.claims``). The
-formulas are transcribed as printed, including (3.17), which has no ``m``.
+formulas are transcribed as printed, including (3.17), which has no ``m``;
+:func:`eq_3_17_as_proved` is (3.17) as Proposition 6's proof needs it (ours).
 
 Facts worth knowing when reading the results:
 
@@ -23,9 +24,12 @@ Facts worth knowing when reading the results:
   is the smallest term of the bound, makes the update of ``u`` alone map the residual
   ``ŷ − y`` to ``(I − η Z(0)ᵀZ(0))(ŷ − y)``, whose eigenvalues are all ``≤ −3`` (``n ≥ N``):
   at the bound, GD can increase the loss although the theorem promises ``L(θ(1)) ≤ 0``.
-* Lemma 3.3.2 / C.0.4, ``‖(I − WᵀD)⁻¹u‖ ≤ ‖u‖/m``, holds for ``D = I`` but not for every
-  0/1 diagonal ``D`` (see :func:`deqlab.papers.hieu2022.mondeq_lemmas.lemma_3_3_2`); the gradient
-  bounds of Lemma 3.3.7 rest on it.
+* Lemma 3.3.2 / C.0.4 as printed, ``‖(I − WᵀD)⁻¹u‖ ≤ ‖u‖/m``, holds for ``D = I`` but not
+  for every 0/1 diagonal ``D`` (see
+  :func:`deqlab.papers.hieu2022.mondeq_lemmas.lemma_3_3_2`). Every use of it (Lemmas 3.2.3
+  and 3.3.7, Proposition 4) has ``(uᵀ ⊗ I)Q⁻¹`` followed by ``D``, and that form always
+  holds: ``g = D(I − WᵀD)⁻¹u`` has ``Dg = g`` and ``g = DWᵀg + Du``, so
+  ``gᵀ(I − Wᵀ)g = gᵀu`` and monotonicity gives ``m‖g‖² ≤ ‖g‖‖u‖``.
 
 The lemmas on the equilibrium (3.3.2–3.3.4) are in :mod:`deqlab.papers.hieu2022.mondeq_lemmas`,
 those on one GD step (3.3.6–3.3.10) in :mod:`deqlab.papers.hieu2022.mondeq_step`.
@@ -227,6 +231,28 @@ def condition_2(c: MonDEQConstants) -> list[Inequality]:
         inequality("Eq. (3.17)", c.lambda0**3, ">=", rhs_317),
         inequality("Eq. (3.18)", c.lambda0**2, ">=", rhs_318),
     ]
+
+
+#: The name of :func:`eq_3_17_as_proved`'s inequality.
+EQ_3_17_AS_PROVED = "Eq. (3.17) as Proposition 6's proof needs (ours)"
+
+
+def eq_3_17_as_proved(c: MonDEQConstants) -> Inequality:
+    """Eq. (3.17) as the proof of Proposition 6 needs it (ours):
+    ``λ_0³ ≥ 16‖X‖_F²√(2L(θ_0)) λ̄_u (1/m² + (6λ̄_{UA}² + 4λ̄_U²)/m⁴)``.
+
+    Lemma 3.3.4 (Eq. 3.15) with Proposition 5's ``‖ΔU‖ ≤ 8‖X‖_Fλ̄_u‖r_0‖/(λ_0²m)`` and
+    ``‖ΔW‖ ≤ 16(3λ̄_A² + 2)λ̄_{Uu}‖X‖_F‖r_0‖/(λ_0²m²)`` (``‖r_0‖ = √(2L(θ_0))``, ``‖U(0)‖₂ ≤
+    λ̄_U``) bounds ``‖Z(k+1) − Z(0)‖_F`` by ``8‖X‖_F²‖r_0‖λ̄_u(1/m² + (6λ̄_{UA}² +
+    4λ̄_U²)/m⁴)/λ_0²``, which is ``≤ λ_0/2`` (Weyl: Hypothesis 2) exactly when this holds.
+    The proof's second line drops every ``m``, and solving its third for ``λ_0³`` gives 16, not
+    the 8 printed; Eq. (3.9), the flow's analogue, keeps its ``/m²`` and ``/m⁴``.
+    """
+    root = math.sqrt(2 * c.loss0)
+    terms = 1 / c.m**2 + (6 * c.bar("U", "A") ** 2 + 4 * c.bars["U"] ** 2) / c.m**4
+    return inequality(
+        EQ_3_17_AS_PROVED, c.lambda0**3, ">=", 16 * c.x_norm**2 * root * c.bars["u"] * terms
+    )
 
 
 def c11(c: MonDEQConstants) -> float:
