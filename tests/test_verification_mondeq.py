@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from deqlab.papers.hieu2022.mondeq import gd_rate, step_size_bound
+from deqlab.papers.hieu2022.mondeq import eq_3_17_as_proved, gd_rate, step_size_bound
 from deqlab.statements import Verdict
 from deqlab.verification import mondeq as md
 from deqlab.verification.inputs import load_dataset, prepare
@@ -162,6 +162,35 @@ def test_training_fails_on_a_violating_run(init):
     run = md.MonDEQTraining(init.eta_max, [record(0, 1.0, lam, 0.0), record(1, 2.0, lam / 4, 5.0)])
     found = verdicts(md.train_statements(_holding(init), run))
     assert all(found[n] is Verdict.FAIL for n in THEOREMS)
+
+
+AS_PROVED = "Eq. (3.17) as Proposition 6's proof needs (ours)"
+UNDER_AS_PROVED = f"{THEOREMS[0]}, under {AS_PROVED}"
+
+
+def test_training_decides_theorem_3_3_5_also_under_eq_3_17_as_its_proof_needs(init, trained):
+    """verify --train states Eq. (3.17) as Proposition 6's proof needs it (ours) as one more
+    hypothesis, with the margin of eq_3_17_as_proved, and decides Theorem 3.3.5 under it too:
+    NOT APPLICABLE where it is unmet although the printed conditions hold, PASS and FAIL
+    where it holds."""
+    row = eq_3_17_as_proved(init.constants)
+    found = {s.name: s for s in md.train_statements(_holding(init), trained)}
+    proved = found[f"Condition 2, {AS_PROVED} at n = 24"]
+    assert proved.value == pytest.approx(row["lhs"] / row["rhs"], rel=1e-12)
+    assert proved.verdict is Verdict.UNMET and found[THEOREMS[0]].verdict is Verdict.PASS
+    assert found[UNDER_AS_PROVED].verdict is Verdict.NOT_APPLICABLE
+    small = {p: 1e-6 * b for p, b in init.constants.bars.items()}  # λ̄ small: it holds
+    inside = _holding(replace(init, constants=replace(init.constants, bars=small)))
+    found = verdicts(md.train_statements(inside, trained))
+    assert found[f"Condition 2, {AS_PROVED} at n = 24"] is Verdict.HOLDS
+    assert found[UNDER_AS_PROVED] is Verdict.PASS
+    lam = init.constants.lambda0
+    records = [
+        {"step": k, "loss": loss, "sigma_min": lam, **{f"dist_{p}": 0.0 for p in "ABUu"}}
+        for k, loss in enumerate((1.0, 2.0))
+    ]
+    found = verdicts(md.train_statements(inside, md.MonDEQTraining(init.eta_max, records)))
+    assert found[THEOREMS[0]] is Verdict.FAIL and found[UNDER_AS_PROVED] is Verdict.FAIL
 
 
 def test_training_below_n_samples_is_refused(inputs):

@@ -45,6 +45,7 @@ from deqlab.papers.hieu2022.mondeq import (
     MonDEQConstants,
     condition_1,
     condition_2,
+    eq_3_17_as_proved,
     gd_rate,
     mondeq_constants,
     step_size_bound,
@@ -334,7 +335,9 @@ def train(init: MonDEQInit, *, steps: int, eta: float, progress: Progress = sile
 
 
 def train_statements(init: MonDEQInit, run: MonDEQTraining) -> list[Statement]:
-    """Condition 2 and η ≤ η_max as hypotheses, Theorem 3.3.5 and Propositions 5–6."""
+    """Condition 2 and η ≤ η_max as hypotheses, Theorem 3.3.5 and Propositions 5–6; Theorem
+    3.3.5 also under Eq. (3.17) as Proposition 6's proof needs it (ours,
+    :func:`~deqlab.papers.hieu2022.mondeq.eq_3_17_as_proved`)."""
     trace = trace_from_records(
         run.records,
         width=init.width,
@@ -349,6 +352,7 @@ def train_statements(init: MonDEQInit, run: MonDEQTraining) -> list[Statement]:
         fits=init.fits,
         m=init.monotonicity,
         n_samples=init.inputs.n,
+        as_proved=eq_3_17_as_proved(init.constants),
     )
 
 
