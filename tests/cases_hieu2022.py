@@ -8,6 +8,7 @@ import torch
 
 from cases import Case, call
 from deqlab.landscape import LossSurface
+from deqlab.papers.hieu2022.conjecture import stable_step_hypothesis
 from deqlab.papers.hieu2022.flow import FlowTrace
 from deqlab.papers.hieu2022.gd_proof import STEP_COLUMNS, GDTrace
 from deqlab.papers.hieu2022.mondeq import EQ_3_17_AS_PROVED, PARAMETERS, inequality
@@ -19,6 +20,7 @@ HOLDS = [inequality("Eq. (3.16)", 2.0, ">=", 1.0), inequality("Eq. (3.17)", 3.0,
 UNMET = [inequality("Eq. (3.16)", 0.5, ">=", 1.0), inequality("Eq. (3.17)", 3.0, ">=", 1.0)]
 FITS = dict.fromkeys(("Eq. (3.16)", "Eq. (3.17)", "Eq. (3.8)", "Eq. (3.9)"))
 AS_PROVED = inequality(EQ_3_17_AS_PROVED, 2.0, ">=", 1.0)  # ours: Theorem 3.3.5 decided twice
+STABLE = stable_step_hypothesis(1e-3, 1500.0, 1000.0, width=N)  # η·λ_max(K(0)) = 1.5 < 2
 
 
 def series(*values: float) -> Series:
@@ -99,9 +101,12 @@ CASES = {
     "deqlab.papers.hieu2022.claims.proposition_3_check": Case(
         call(0.5, 1.0, alpha=0.1, width=N), call(2.0, 1.0, alpha=0.1, width=N)
     ),
-    "deqlab.papers.hieu2022.claims.conjecture_1_check": Case(
-        call(series(*(math.exp(-k) for k in range(5))), width=N),
-        call(series(*(1 / (k + 1) for k in range(5))), width=N),  # sublinear: L ∝ 1/k
+    "deqlab.papers.hieu2022.conjecture.conjecture_1_check": Case(
+        call(series(*(math.exp(-k) for k in range(5))), width=N, given=[STABLE]),
+        call(series(*(1 / (k + 1) for k in range(5))), width=N, given=[STABLE]),  # L ∝ 1/k
+    ),
+    "deqlab.papers.hieu2022.conjecture.stable_step_hypothesis": Case(
+        call(1e-3, 1500.0, 1000.0, width=N), call(1e-3, 6840.0, 6840.0, width=N)
     ),
     "deqlab.papers.hieu2022.gd_proof.step_lemma_check": Case(
         call(gd(), "lemma3_3_7", range(2), ""),

@@ -179,6 +179,11 @@ def test_mondeq_gd_tiny_rows_statements_and_bit_exact_resume():
         sigma = found[f"Proposition 6 (Hypothesis 2): σ_min(Z(k)) ≥ λ₀/2 at n = {width}"]
         assert sigma.verdict is NA and sigma.value is not None
     assert found["GD reaches L(K) ≤ 0.5·L(0) at the widest width"].verdict is PASS
+    # η = ½·2/λ_max(Z(0)ᵀZ(0)) of the widest, but A, B and U raise λ_max(K(0)): 2.54 ≥ 2
+    stable = found["Conjecture 1's suitable conditions (ours): a stable step size at n = 48"]
+    assert stable.verdict is UNMET and stable.value == pytest.approx(2.54, abs=0.01)
+    assert "η·λ_max(Z(0)ᵀZ(0)) = 1," in stable.measured
+    assert found["Conjecture 1: GD converges at a linear rate at n = 48"].verdict is NA
     interrupted = MemoryCheckpoints(stop_after=2)
     with pytest.raises(KeyboardInterrupt):
         experiment.run_task(config, tasks[0], interrupted.context(10))
@@ -208,6 +213,10 @@ def test_mondeq_gd_theorem_preset_meets_the_hypotheses_and_the_theorem_fails():
         "Proposition 6's proof needs (ours)"
     ]
     assert as_proved.verdict is FAIL and as_proved.value == rate.value
+    # Conjecture 1 (ours: under a stable step): η·λ_max(K(0)) = 6.84 ≥ 2, NOT APPLICABLE
+    stable = named["Conjecture 1's suitable conditions (ours): a stable step size at n = 200"]
+    assert stable.verdict is UNMET and 6 < stable.value < 8
+    assert named["Conjecture 1: GD converges at a linear rate at n = 200"].verdict is NA
     # Hypothesis 3 fails at step 1: Propositions 5–6 hold at step 1, NOT APPLICABLE from step 2
     premise = named[
         "Hypotheses 1 and 3 at every step k′ ≥ 1 at n = 200 (the premise of the induction's steps)"

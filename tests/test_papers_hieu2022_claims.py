@@ -1,5 +1,5 @@
 """hieu2022 statement builders (papers/hieu2022/claims.py): the width fit, the
-hypotheses, Theorem 3.3.5's checks, Conjecture 1, Proposition 3 and Lemmas 3.3.2–3.3.4,
+hypotheses, Theorem 3.3.5's checks, Proposition 3 and Lemmas 3.3.2–3.3.4,
 each in both directions on made-up numbers."""
 
 import math
@@ -10,7 +10,6 @@ from deqlab.papers.hieu2022.claims import (
     WidthFit,
     ball_check,
     condition_hypothesis,
-    conjecture_1_check,
     lemma_check,
     lemma_statements,
     proposition_3_check,
@@ -142,17 +141,6 @@ def test_untrained_names_the_models_below_the_accuracy():
     assert untrained({"deq": 0.9, "repeat6": 0.5}) == ""
     why = untrained({"deq": 0.9, "repeat6": 0.3, "repeat11": None})
     assert "repeat6: 0.3, repeat11: —" in why and "deq" not in why
-
-
-def test_conjecture_1_reads_a_linear_rate_and_rejects_a_sublinear_one():
-    linear = conjecture_1_check([0.9**k for k in range(41)], width=8)
-    assert linear.verdict is PASS and linear.value == pytest.approx(1.0)
-    assert linear.kind is Kind.OBSERVATION and "linear convergence rate" in linear.source.quote
-    sublinear = conjecture_1_check([1 / (k + 1) for k in range(401)], width=8)
-    assert sublinear.verdict is FAIL and sublinear.value < 0.2  # ln 2 / ln 201
-    assert conjecture_1_check([1.0, 2.0, 3.0, 0.1, 0.01], width=8).value == 0.0  # no fall first
-    assert conjecture_1_check([1.0, math.nan, 0.5], width=8).verdict is NM
-    assert conjecture_1_check([1.0], width=8).verdict is NM
 
 
 def test_proposition_3_compares_the_forward_backward_operator_with_its_bound():

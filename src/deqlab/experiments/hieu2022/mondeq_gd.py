@@ -23,7 +23,8 @@ grows like ``σ_U`` and like the width), which ``σ_U = 10`` met only from n ≈
 
 Metrics: every record of :class:`deqlab.train.mondeq_gd.MonDEQGD` plus ``width``, ``eta``,
 ``eta_max`` (Theorem 3.3.5), ``lambda0`` and, constant over a task, both sides of each
-condition: ``eq3_8_lhs``, ``eq3_8_rhs``, … ``eq3_18_rhs``.
+condition: ``eq3_8_lhs``, ``eq3_8_rhs``, … ``eq3_18_rhs``, and ``kernel_lambda_max0`` /
+``gram_lambda_max0``, λ_max of K(0) (Eq. 3.7) and of Z(0)ᵀZ(0).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from deqlab.experiments.hieu2022.setting import (
 from deqlab.experiments.registry import register
 from deqlab.papers import HIEU
 from deqlab.papers.hieu2022.mondeq import eq_3_17_as_proved, mondeq_constants, step_size_bound
+from deqlab.papers.hieu2022.mondeq_kernel import prediction_kernel
 from deqlab.papers.hieu2022.mondeq_lemmas import lemma_columns
 from deqlab.papers.hieu2022.mondeq_step import proposition_3
 from deqlab.solvers.splitting import ForwardBackward, MonotoneOperator
@@ -97,6 +99,17 @@ def _proposition_3(W: torch.Tensor, m: float) -> Row:
     alpha = ForwardBackward().step_size(MonotoneOperator(W, m))
     row = proposition_3(W, alpha=alpha, m=m)
     return {"prop3_alpha": alpha, "prop3_lhs": row["lhs"], "prop3_rhs": row["rhs"]}
+
+
+def _curvature(trainer: MonDEQGD, Z0: torch.Tensor) -> Row:
+    """``λ_max(K(0))`` (Eq. 3.7, closed form) and ``λ_max(Z(0)ᵀZ(0))`` (its block of u) at
+    initialisation: the step size is stable for the linearised model when ``η·λ_max(K(0)) < 2``
+    (Conjecture 1's statement)."""
+    K = prediction_kernel(**trainer.initial, Z=Z0, X=trainer.X, m=trainer.model.m)
+    return {
+        "kernel_lambda_max0": float(torch.linalg.eigvalsh(K["K"])[-1]),
+        "gram_lambda_max0": float(torch.linalg.eigvalsh(K["u"])[-1]),
+    }
 
 
 def _learning_rate(config: MonDEQGDConfig, width: int, X: torch.Tensor, y: torch.Tensor) -> float:
@@ -206,6 +219,8 @@ class Hieu2022MonDEQGD(Experiment):
         "loss_ok": "loss <= loss_bound (Hypothesis 3 at step k)",
         "eq3_8_lhs": "left side of Eq. (3.8) at initialisation (likewise _rhs; eq3_9 … eq3_18; "
         "eq3_17_proof: Eq. (3.17) as Proposition 6's proof needs, ours)",
+        "kernel_lambda_max0": "λ_max(K(0)), K of Eq. (3.7) at initialisation (gram_lambda_max0: "
+        "λ_max(Z(0)ᵀZ(0)), its block of u); η·λ_max(K(0)) < 2 is Conjecture 1's stable step",
         "prop3_lhs": "‖I − α(I − W(0))‖₂ at α = prop3_alpha = m/‖I − W(0)‖₂² (Proposition 3; "
         "prop3_rhs: its bound √(1 − 2αm + α²‖I − W‖₂²))",
         "lemma3_3_8_lhs": "I₁ = ½‖ŷ(k+1) − ŷ(k)‖² of the step k → k+1 (likewise _rhs, its printed "
@@ -249,5 +264,6 @@ class Hieu2022MonDEQGD(Experiment):
         for key, row in zip((*CONDITION_KEYS, AS_PROVED_KEY), rows, strict=True):
             constant.update({f"{key}_lhs": row["lhs"], f"{key}_rhs": row["rhs"]})
         constant.update(_proposition_3(start[0], config.m))
+        constant.update(_curvature(trainer, start[1]))
         at_step = {int(r["step"]): r for r in lemmas}
         return [{**constant, **at_step.get(int(r["step"]), {}), **r} for r in trainer.records]

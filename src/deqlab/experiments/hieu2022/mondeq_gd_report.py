@@ -33,12 +33,8 @@ from deqlab.experiments.hieu2022.setting import (
     has_condition,
     margin,
 )
-from deqlab.papers.hieu2022.claims import (
-    WidthFit,
-    conjecture_1_check,
-    lemma_statements,
-    proposition_3_check,
-)
+from deqlab.papers.hieu2022.claims import WidthFit, lemma_statements, proposition_3_check
+from deqlab.papers.hieu2022.conjecture import conjecture_1_check, stable_step_hypothesis
 from deqlab.papers.hieu2022.gd_proof import GDTrace, theorem_3_3_5, trace_from_records
 from deqlab.papers.hieu2022.mondeq import PARAMETERS
 from deqlab.papers.hieu2022.widths import sweep_statements
@@ -73,7 +69,8 @@ def trace(config: MonDEQGDConfig, run: list[Row]) -> GDTrace:
 
 def statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
     """Every statement of the experiment: :func:`mondeq_gd_statements`, Lemmas 3.3.2–3.3.4
-    at the measured steps, Proposition 3 at each width and Conjecture 1 at the widest."""
+    at the measured steps, Proposition 3 at each width and Conjecture 1 at the widest, under
+    its stable-step hypothesis (ours)."""
     runs = by_width(rows)
     found = [
         proposition_3_check(
@@ -85,8 +82,16 @@ def statements(config: MonDEQGDConfig, rows: list[Row]) -> list[Statement]:
         for width, run in runs.items()
     ]
     widest = config.widths[-1]
-    losses = [_float(r.get("loss")) for r in runs.get(widest, [])]
-    found.append(conjecture_1_check(losses, width=widest))
+    run = runs.get(widest, [])
+    losses = [_float(r.get("loss")) for r in run]
+    first = run[0] if run else {}
+    stable = stable_step_hypothesis(
+        _float(first.get("eta")),
+        _float(first.get("kernel_lambda_max0")),
+        _float(first.get("gram_lambda_max0")),
+        width=widest,
+    )
+    found += [stable, conjecture_1_check(losses, width=widest, given=[stable])]
     lemmas = lemma_statements(probes(runs), run="GD run")
     return mondeq_gd_statements(config, rows) + lemmas + found
 

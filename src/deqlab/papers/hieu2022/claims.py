@@ -326,12 +326,6 @@ def lemma_statements(runs: Mapping[int, Run], *, run: str) -> list[Statement]:
     return out
 
 
-#: Ours: Conjecture 1's linear rate, read on a finite run — the second half of the run
-#: keeps at least this share of the first half's decay of ln L (1 for an exact linear
-#: rate; a sublinear one, L ∝ 1/k, gives ln 2/ln(K/2) → 0).
-LINEAR_SHARE = 0.5
-
-
 @claim
 def proposition_3_check(lhs: float, rhs: float, *, alpha: float, width: int) -> Statement:
     """Proposition 3: ``L[T_α] = ‖I − α(I − W)‖₂ ≤ √(1 − 2αm + α²L[I − W]²)`` at W(0), at
@@ -347,36 +341,6 @@ def proposition_3_check(lhs: float, rhs: float, *, alpha: float, width: int) -> 
         measured=f"‖T_α‖₂ = {number(lhs, 6)}, bound {number(rhs, 6)} at α = {alpha:.3g} = m/L² "
         f"(W(0), n = {width})",
         expected="‖T_α‖₂/bound ≤ 1 (+1e-10, rounding)",
-    )
-
-
-@claim
-def conjecture_1_check(losses: Sequence[float], *, width: int) -> Statement:
-    """Conjecture 1 (Section 3.1), "optimizing DEQ model using (S)GD algorithm attain linear
-    convergence rate", on one GD run: the loss falls over the first half of the run and the
-    second half keeps at least :data:`LINEAR_SHARE` of the first half's decay of ``ln L``
-    (ours: a finite run's reading of a linear rate). The value is that share (0 when the
-    loss did not fall over the first half)."""
-    finite = list(itertools.takewhile(is_measured, losses))  # the run until it stops
-    K = len(finite) - 1
-    ends = (finite[0], finite[K // 2], finite[-1]) if K >= 2 else (math.nan,) * 3
-    share = None
-    if all(is_measured(x) and x > 0 for x in ends):
-        first = math.log(ends[1] / ends[0])
-        share = math.log(ends[2] / ends[1]) / first if first < 0 else 0.0  # 0: no fall at all
-    stopped = [None] if len(finite) < len(losses) else []  # its measured part beside the rest
-    share = worst([share, *stopped], ">=", LINEAR_SHARE)
-    return HIEU.observation(
-        "Section 3.1, Conjecture 1",
-        name=f"Conjecture 1: GD converges at a linear rate at n = {width}",
-        quote="Under suitable conditions, optimizing DEQ model using (S)GD algorithm attain "
-        "linear convergence rate",
-        value=share,
-        relation=">=",
-        threshold=LINEAR_SHARE,
-        measured=f"ln(L(K)/L(K/2)) / ln(L(K/2)/L(0)) = {number(share)}; L(0), L(K/2), L(K) = "
-        f"{', '.join(number(x) for x in ends)} (K = {K}) at n = {width}",
-        expected=f"≥ {LINEAR_SHARE:g} (ours): the second half keeps the first half's rate",
     )
 
 
