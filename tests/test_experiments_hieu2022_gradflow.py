@@ -262,3 +262,33 @@ def test_theorem_preset_meets_condition_1_and_the_flow_obeys_theorem_3_3_1():
         "A, B and U add to the kernel: the flow is not linear regression on u at n = 200"
     ]
     assert linear.verdict is FAIL and linear.value < 1e-4
+
+
+def test_theorem_features_preset_meets_condition_1_with_the_inner_parameters_in_the_kernel():
+    """Per-parameter radii reach inside Condition 1 with A, B and U carrying 2.6% of λ_min(K)
+    beyond σ_min(Z)²: Proposition 4 and Theorem 3.3.1 are checked where the flow is not
+    linear regression on u alone."""
+    exp = Hieu2022GradFlow()
+    config = exp.resolve(
+        "theorem-features", overrides=["widths=[200]", "steps=20", "probe_every=10"]
+    )
+    assert config.radii == {"A": 0.85, "B": 0.018, "U": 0.037, "u": 0.05}
+    rows = [
+        r
+        for t in exp.tasks(config)
+        for r in exp.run_task(config, t, MemoryCheckpoints().context(100))
+    ]
+    found = _by_name(exp.statements(config, rows))
+    margins = [found[f"Condition 1, Eq. (3.{k}) at n = 200"] for k in (8, 9)]
+    assert [s.verdict for s in margins] == [HOLDS, HOLDS]
+    assert margins[0].value == pytest.approx(3.62, abs=0.01)
+    assert margins[1].value == pytest.approx(1.82, abs=0.01)
+    features = found[
+        "A, B and U add to the kernel: the flow is not linear regression on u at n = 200"
+    ]
+    assert features.verdict is PASS and 0.02 < features.value < 0.03
+    for name in (
+        "Proposition 4: dŷ/dt = −K(t)(ŷ − y) along the run at n = 200",
+        "Theorem 3.3.1: L(θ(t)) ≤ exp(−λ₀²t/2)·L(θ(0)) at n = 200",
+    ):
+        assert found[name].verdict is PASS, found[name]
