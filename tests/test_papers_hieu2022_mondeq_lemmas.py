@@ -96,6 +96,33 @@ def test_lemma_3_3_2_holds_for_identity_mask_and_fails_for_some_masks():
     assert not row["holds"]
 
 
+def test_lemma_3_3_2_holds_in_the_form_its_uses_need_for_every_mask():
+    """Every use of Lemma 3.3.2 (Lemmas 3.2.3, 3.3.7; Proposition 4) has (uᵀ ⊗ I)Q⁻¹ followed
+    by D: per sample ‖D(I − WᵀD)⁻¹u‖ ≤ ‖u‖/m, which monotonicity gives for every 0/1 mask
+    (g = D(I − WᵀD)⁻¹u has gᵀ(I − Wᵀ)g = gᵀu). Random W = (1 − m)I − AᵀA + B − Bᵀ and masks,
+    and the counterexample to the printed form, where it is attained: ‖Dv‖ = 2 = ‖u‖/m."""
+    g = torch.Generator().manual_seed(0)
+    worst = 0.0
+    for _ in range(500):
+        n = int(torch.randint(2, 7, (1,), generator=g))
+        m = float(10 ** (torch.rand(1, generator=g) * 2 - 1.5))
+        A, B = (torch.randn(n, n, generator=g, dtype=torch.float64) * 2 for _ in range(2))
+        W = (1 - m) * torch.eye(n, dtype=torch.float64) - A.T @ A + B - B.T
+        D = torch.diag((torch.rand(n, generator=g) < 0.5).double())
+        u = torch.randn(n, generator=g, dtype=torch.float64)
+        v = torch.linalg.solve(torch.eye(n, dtype=torch.float64) - W.T @ D, u)
+        worst = max(worst, float((D @ v).norm() / (u.norm() / m)))
+    assert 0.5 < worst <= 1 + 1e-9
+    m, B = 0.5, torch.tensor([[0.0, 5.0], [0.0, 0.0]], dtype=torch.float64)
+    W = (1 - m) * torch.eye(2, dtype=torch.float64) + B - B.T
+    D = torch.diag(torch.tensor([1.0, 0.0], dtype=torch.float64))
+    v = torch.linalg.solve(
+        torch.eye(2, dtype=torch.float64) - W.T @ D, torch.tensor([1.0, 0.0]).double()
+    )
+    assert float(v.norm()) == pytest.approx(math.sqrt(104))  # the printed form: 10.2 > 2
+    assert float((D @ v).norm()) == pytest.approx(2.0)  # with the trailing D: exactly ‖u‖/m
+
+
 def test_lemma_3_3_2_fails_at_a_genuine_equilibrium():
     """A = 0, B = [[0, 5], [0, 0]], m = 0.5: at the equilibrium of c = (1, 0), z* = (2, 0)
     (D = diag(1, 0)), and ‖(I − WᵀD)⁻¹e₁‖ = √26/0.5 = 10.2 against ‖u‖/m = 2."""

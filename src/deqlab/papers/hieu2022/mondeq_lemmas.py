@@ -37,8 +37,10 @@ def lemma_3_3_2(W: torch.Tensor, u: torch.Tensor, mask: torch.Tensor, m: float) 
     ``D_j = diag(mask[:, j])`` is the ReLU derivative of sample ``j`` (``mask`` (n, N));
     ``(uᵀ ⊗ I_N) Q⁻¹`` is block diagonal over samples, so its norm is the max over ``j``.
     The left side is computed exactly (one linear solve per sample). The inequality holds
-    when every ``D_j = I`` (``σ_min(I − W) ≥ m``) but fails for some 0/1 masks, even at
-    equilibria of random monotone DEQs: the complement rows of ``v`` pick up ``W``.
+    when every ``D_j = I`` (``σ_min(I − W) ≥ m``) but fails for some 0/1 masks, at genuine
+    equilibria too (a constructed one: the complement rows of ``v`` pick up ``W``). The form
+    its uses need, ``‖D_j(I − WᵀD_j)⁻¹u‖ ≤ ‖u‖/m``, holds for every mask (see
+    :mod:`deqlab.papers.hieu2022.mondeq`).
     """
     m = check_positive("m", m)
     n = check_tensor("W", W, ndim=2).shape[0]
