@@ -19,7 +19,7 @@ The ``theorem`` preset runs inside the theorem's hypotheses: N = 2 points, m = 0
 dominates the ``λ̄``'s), radius 0.1, and ``η = η_max``. It was chosen from the constants
 measured at initialisation (its Condition 2 statements show the margins): ``σ_U = 1000``,
 ``σ_u = 10⁻⁵`` meet Eq. (3.17) also as Proposition 6's proof needs it (ours; its margin
-grows like ``σ_U`` and like the width), which ``σ_U = 10`` met only from n ≈ 3·10³.
+grows like ``σ_U`` and like the width; at ``σ_U = 10`` it needs n ≈ 3·10³).
 
 Metrics: every record of :class:`deqlab.train.mondeq_gd.MonDEQGD` plus ``width``, ``eta``,
 ``eta_max`` (Theorem 3.3.5), ``lambda0`` and, constant over a task, both sides of each
