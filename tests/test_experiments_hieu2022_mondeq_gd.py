@@ -87,8 +87,8 @@ def test_mondeq_gd_checks_theorem_3_3_5_under_eq_3_17_printed_and_as_proved():
     rows without that column (older runs) give the printed statements only."""
     config = _gd_config(widths=[8, 16])
 
-    def rows(width, proved_lhs):
-        out = _gd_rows(width, [1.0, 0.9, 0.95], lam0=1.0)  # L(2) > L(1): the rate fails
+    def rows(width, proved_lhs, losses=(1.0, 0.9, 0.95)):  # L(2) > L(1): the rate fails
+        out = _gd_rows(width, list(losses), lam0=1.0)
         for r in out:
             r.update({f"{AS_PROVED_KEY}_lhs": proved_lhs, f"{AS_PROVED_KEY}_rhs": 1.0})
         return out
@@ -104,6 +104,9 @@ def test_mondeq_gd_checks_theorem_3_3_5_under_eq_3_17_printed_and_as_proved():
     assert found[f"the margin lhs/rhs of {proved} grows with the width"].verdict is PASS
     found = _by_name(mondeq_gd_statements(config, rows(8, 7.0) + rows(16, 14.0)))
     assert found[printed].verdict is FAIL and found[printed + under].verdict is FAIL
+    decaying = (1.0, 0.5, 0.3)  # within the rate 1 − ηλ₀²/4 ≈ 1 at every step
+    found = _by_name(mondeq_gd_statements(config, rows(8, 7.0, decaying) + rows(16, 14.0)))
+    assert found[printed].verdict is PASS and found[printed + under].verdict is PASS
     good = _by_name(mondeq_gd_statements(config, _gd_rows(8, [1.0, 0.5, 0.3], lam0=1.0)))
     assert printed in good and not any(name.endswith(under) for name in good)
 
