@@ -1,5 +1,6 @@
 """The issue-32 benchmarks at tiny sizes: the JVP routes compute one linear map and the route
-an op lacks is reported missing; the recorder's overhead is measured and bounded."""
+an op lacks is reported missing; the recorder's overhead is measured and bounded; the default
+σ_min is exact on a near-singular cell where the Krylov cap is not."""
 
 import importlib.util
 from pathlib import Path
@@ -34,6 +35,17 @@ def test_the_recorders_overhead_is_reported(capsys):
     unbounded = next(r for r in rows if r["max_fraction"] is None)
     assert unbounded["recordings"] == 3 and unbounded["overhead"] > 0
     assert "bare run: 6 steps" in capsys.readouterr().out
+
+
+def test_the_default_sigma_min_is_exact_where_the_krylov_cap_is_not(monkeypatch, capsys):
+    bench = _bench("bench_sigma_min")
+    small = {"tanh 128": bench.near_singular(128, 2)}
+    monkeypatch.setattr(bench, "cells", lambda batch: small)
+    ways = bench.main(["--batch", "2"])["tanh 128"]["ways"]
+    assert ways["default"]["status"] == "exact" and ways["default"]["dense"]
+    assert ways["default"]["error"] < 1e-8 and ways["Krylov to N"]["error"] < 1e-8
+    assert ways["Krylov, cap 100"]["status"] == "not converged"
+    assert "exact, dense SVD" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("option", ["--steps", "--every"])

@@ -9,7 +9,7 @@ from torch import nn
 
 from deqlab import DEQ, Anderson
 from deqlab.diagnosis import diagnose
-from helpers import TransformerCell, TwoScaleCell, dense_ntk, near_singular_tanh
+from helpers import TransformerCell, TwoScaleCell, contraction, dense_ntk, near_singular_tanh
 
 
 def assert_ntk(found, reference: torch.Tensor) -> None:
@@ -134,20 +134,45 @@ class NearSingularCell(nn.Module):
         return torch.tanh(z @ self.W.T + x)
 
 
-def test_the_reading_does_not_state_an_unconverged_sigma_min_as_a_fact():
-    _, z, J = near_singular_tanh(256, [0.0016])
+def near_singular_deq(d: int):
+    """A DEQ on one sample of width ``d`` whose σ_min(I − J_f) at z* is 0.0016, its input and
+    z* (the solver's start, already the fixed point)."""
+    _, z, J = near_singular_tanh(d, [0.0016])
     W = J[0] / (1 - z[0].square())[:, None]  # J_f = D W at z*, D = 1 − z*²
     x = torch.atanh(z) - z @ W.T
     cell = NearSingularCell(W)
     torch.testing.assert_close(cell(z, x), z)
-    deq = DEQ(cell, solver=Anderson(tol=1e-10, max_iter=50))
-    found = diagnose(deq, x, head=nn.Linear(256, 1).double(), z0=z, params=["head.weight"])
+    return DEQ(cell, solver=Anderson(tol=1e-10, max_iter=50)), x, z
+
+
+def test_the_reading_does_not_state_an_unconverged_sigma_min_as_a_fact():
+    """Width 640 (above the dense SVD's 512): σ_min stays on Golub–Kahan, not converged after
+    100 steps; width 256: the default takes it from the dense SVD, exact, and says so."""
+    deq, x, z = near_singular_deq(640)
+    found = diagnose(deq, x, head=nn.Linear(640, 1).double(), z0=z, params=["head.weight"])
     sigma = found.wellposed.sigma_min
     assert not bool(sigma.converged.any()) and float(sigma.lower[0]) <= 0.0016
     reading = found.reading()
     assert "not converged after 100 Krylov steps" in reading and "is not decided" in reading
     assert ": the implicit gradient is well posed" not in reading
-    exact = diagnose(deq, x, head=nn.Linear(256, 1).double(), z0=z, params=["head.weight"],
-                     max_iter=256)  # fmt: skip
+    deq, x, z = near_singular_deq(256)
+    exact = diagnose(deq, x, head=nn.Linear(256, 1).double(), z0=z, params=["head.weight"])
+    assert exact.wellposed.estimates.dense
     assert float(exact.wellposed.sigma_min.value[0]) == pytest.approx(0.0016, rel=1e-8)
-    assert "σ_min(I − J_f) ≈ 0.0016 > 0 at every sample" in exact.reading()
+    said = "σ_min(I − J_f) = 0.0016 > 0 at every sample (exact): the implicit gradient is well"
+    assert said in exact.reading() and "σ_min, σ_max by dense SVD" in str(exact)
+
+
+def test_a_bound_from_the_random_start_says_its_probability():
+    """Width 200, ‖W‖₂ = 0.5: ‖J_f‖₂ and σ_min converge within 10% before the state's size, so
+    their bounds rest on Kuczyński & Woźniakowski's and the reading gives the probability;
+    width 6 exhausts the Krylov space and the reading states the bounds outright."""
+    for width, likely in ((200, True), (6, False)):
+        torch.manual_seed(0)
+        W = contraction(width, 0.5)
+        cell = NearSingularCell(W.to(torch.get_default_dtype()))
+        found = diagnose(DEQ(cell, solver=Anderson(tol=1e-6)), torch.randn(3, width))
+        reading = found.reading()
+        assert "f contracts near z*" in reading and "the implicit gradient is well posed" in reading
+        assert ("with probability ≥ 0.999 over the random start" in reading) is likely
+        assert ("(exact)" in reading) is not likely

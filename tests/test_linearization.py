@@ -100,6 +100,20 @@ def test_fused_attention_goes_by_double_backward():
     assert lin.route == "double backward"
 
 
+def test_row_jacobians_are_the_blocks_of_the_dense_jacobian():
+    """A transformer block on (2, 3, 4) states: the (2, 12, 12) per-sample blocks from 12 VJPs,
+    against the diagonal blocks of the reverse-mode Jacobian of the whole batch."""
+    torch.manual_seed(0)
+    cell = TransformerCell(d=4).double()
+    x = torch.randn(2, 3, 4, dtype=torch.float64)
+    f, z = (lambda v: cell(v, x)), torch.randn(2, 3, 4, dtype=torch.float64)
+    lin = Linearization(f, z)
+    blocks = lin.row_jacobians(2)
+    J = dense(f, z).reshape(2, 12, 2, 12)
+    torch.testing.assert_close(blocks, torch.stack([J[0, :, 0], J[1, :, 1]]), atol=1e-12, rtol=0)
+    assert lin.count == 12
+
+
 def test_math_attention_where_neither_plain_route_runs():
     """Fused attention (no forward derivative) followed by an op whose backward cannot be
     differentiated: only forward mode with attention by its formula runs."""

@@ -68,6 +68,19 @@ class Linearization:
             )
         return torch.zeros_like(u) if out is None else out
 
+    def row_jacobians(self, rows: int) -> torch.Tensor:
+        """The Jacobians of ``f`` on each of ``rows`` rows of ``z`` (``f`` acting on each row
+        alone, so that ``J`` is block diagonal), ``(rows, n, n)`` with ``n = z.numel() / rows``:
+        row ``j`` of every block is ``J_rᵀ e_j`` (``e_j`` in every row at once), n VJPs."""
+        n = self.z.numel() // rows
+        blocks = self.z.new_empty(rows, n, n)
+        basis = self.z.new_zeros(rows, n)
+        for j in range(n):
+            basis[:, j] = 1
+            blocks[:, j] = self.vjp(basis.reshape(self.z.shape)).reshape(rows, n)
+            basis[:, j] = 0
+        return blocks
+
     def jvp(self, v: torch.Tensor) -> torch.Tensor:
         """``J v`` (v shaped like ``z``), by :attr:`route` (chosen at the first call)."""
         self.count += 1

@@ -14,7 +14,9 @@ between its calls (wall clock), and postpones a due recording while its total wo
 ``max_fraction`` of the training time (the first recording always runs): after the first
 recording the overhead stays below ``max_fraction`` plus one recording's share. Each
 recording costs at most ``3 · 2 · max_iter`` Jacobian products (three Krylov runs of JVPs and
-VJPs on the batch). :meth:`overhead` reports the measured fraction.
+VJPs on the batch), and where σ_min's bracket stays wider than ``rtol`` on a state of at most
+:data:`~deqlab.fixed_point_diagnostics.DENSE_UP_TO` per sample, ``N`` more VJPs and an SVD of
+each sample's ``N × N`` Jacobian. :meth:`overhead` reports the measured fraction.
 """
 
 from __future__ import annotations

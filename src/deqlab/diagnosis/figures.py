@@ -58,7 +58,7 @@ def per_sample_figure(w: WellPosedness) -> Figure:
         for ax, (name, label, reference) in zip(axes, _PANELS, strict=True):
             _bracketed(ax, getattr(w, name), label, reference)
         axes[0].legend(loc="best")
-        fig.suptitle("At z*, per sample: estimate (dot) and certified bracket (bar)")
+        fig.suptitle("At z*, per sample: estimate (dot) and bracket (bar)")
     return fig
 
 

@@ -33,7 +33,8 @@ def diagnosis_body(diagnosis) -> str:
     summary = str(diagnosis).split("\nreading: ")[0]
     figures = "\n".join([
         embedded(per_sample_figure(w), "ρ(J_f), ‖J_f‖₂ and σ_min(I − J_f) at z*, per sample "
-                 "(sorted), each with its certified bracket"),
+                 "(sorted), each with its bracket (one side by Courant–Fischer; the other exact, "
+                 "or holding with probability ≥ 0.999 over the random start)"),
         "<div class='figures'>",
         embedded(ntk_figure(n.eigenvalues, n.over()), f"the NTK's {n.size} eigenvalues at z*"),
         "</div>",

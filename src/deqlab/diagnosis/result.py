@@ -1,8 +1,10 @@
 """What :func:`deqlab.diagnose` returns, and its reading in plain words.
 
 The reading states an estimate as a fact only where its bracket decides the question
-(``σ_min(I − J_f) ≥ 0.05 > 0``, certified); an unconverged estimate is named as such, with the
-bound it does certify.
+(``σ_min(I − J_f) ≥ 0.05 > 0``); an unconverged estimate is named as such, with the bound it
+does give. A bound from Courant–Fischer, an exhausted Krylov space or a dense SVD is stated
+outright; one that rests on Kuczyński & Woźniakowski's bound says "with probability ≥ 0.999
+over the random start" (:mod:`deqlab.fixed_point_diagnostics`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ import torch
 
 from deqlab.diagnosis.pl import BatchRate
 from deqlab.diagnosis.wellposed import WellPosedness
+from deqlab.fixed_point_diagnostics import FAILURE
 from deqlab.krylov_bounds import Estimate
+
+#: How a bound that rests on Kuczyński & Woźniakowski's is qualified in words.
+LIKELY = f"with probability ≥ {1 - FAILURE:g} over the random start"
 
 
 @dataclass(frozen=True)
@@ -130,7 +136,7 @@ class Diagnosis:
         lines = [
             f"samples {len(w.residual)}, forward solver steps {self.solver_steps}, J_f v by "
             f"{w.estimates.route}, Krylov steps ≤ {w.estimates.max_iter} (bracket rtol "
-            f"{w.estimates.rtol:g})",
+            f"{w.estimates.rtol:g})" + ("; σ_min, σ_max by dense SVD" if w.estimates.dense else ""),
             "ρ(J_f) " + _worst(w.spectral_radius, "max"),
             "‖J_f‖₂ " + _worst(w.jacobian_norm, "max"),
             "σ_min(I − J_f) " + _worst(w.sigma_min, "min")
@@ -178,7 +184,11 @@ def _contraction(w: WellPosedness) -> str:
     """Does f contract near z* (‖J_f‖₂ < 1), and does Picard converge (ρ(J_f) < 1)?"""
     low, high = w.contraction_margin
     if low > 0:
-        return f"‖J_f‖₂ ≤ {1 - low:.2g} < 1 at every sample: f contracts near z*, Picard converges"
+        how = "" if bool(w.jacobian_norm.exact.all()) else f" ({LIKELY})"
+        return (
+            f"‖J_f‖₂ ≤ {1 - low:.2g} < 1 at every sample{how}: f contracts near z*, Picard "
+            "converges"
+        )
     norm = f"‖J_f‖₂ up to {float(w.jacobian_norm.value.max()):.2g}"
     if high < 0:
         head = f"{norm} ≥ 1: f is not a contraction in the 2-norm"
@@ -201,13 +211,16 @@ def _contraction(w: WellPosedness) -> str:
 
 
 def _posedness(sigma: Estimate) -> str:
-    """Is I − J_f invertible at every sample, by the certified lower bound of σ_min?"""
+    """Is I − J_f invertible at every sample, by the lower bound of σ_min?"""
     lowest, worst = float(sigma.lower.min()), float(sigma.value.min())
     if lowest > 0:
-        said = f"σ_min(I − J_f) ≈ {worst:.2g} > 0 at every sample"
-        if not bool(sigma.converged.all()):
+        if bool(sigma.exact.all()):
+            said = f"σ_min(I − J_f) = {worst:.2g} > 0 at every sample (exact)"
+        elif bool(sigma.converged.all()):
+            said = f"σ_min(I − J_f) ≈ {worst:.2g} > 0 at every sample (≥ {lowest:.2g} {LIKELY})"
+        else:
             said = (
-                f"σ_min(I − J_f) ≥ {lowest:.2g} > 0 at every sample (certified; the estimate "
+                f"σ_min(I − J_f) ≥ {lowest:.2g} > 0 at every sample ({LIKELY}; the estimate "
                 f"{worst:.2g} did not converge)"
             )
         return said + ": the implicit gradient is well posed"

@@ -98,6 +98,7 @@ class WellPosedness:
             "route": e.route,
             "rtol": e.rtol,
             "max_iter": e.max_iter,
+            "dense": e.dense,
         }
 
 
