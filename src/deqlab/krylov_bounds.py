@@ -40,7 +40,7 @@ it does not say that it is the extreme one). Brackets, for σ₁ = σ_max(B_k) a
   size of the backward error of the products and of the reorthogonalised recurrences.
 
 A side is **converged** when ``upper ≤ (1 + rtol) · lower`` with ``lower > 0``. Near a
-singular ``A`` the lower side of σ_min certifies only at exhaustion: the worst case over
+singular ``A`` the lower side of σ_min tightens only at exhaustion: the worst case over
 spectra needs ``k ≈ σ_max / σ_min`` steps (Chebyshev), more than ``n`` when σ_min is small.
 
 **Spectral radius: Arnoldi** (full reorthogonalisation). ``A V_k = V_k H_k + h_{k+1,k}
