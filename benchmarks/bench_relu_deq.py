@@ -17,7 +17,6 @@ Usage: python benchmarks/bench_relu_deq.py [--steps 200] [--methods ours,plain]
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
 import statistics
 import subprocess
@@ -28,6 +27,7 @@ from types import SimpleNamespace
 import torch
 
 import deqlab
+from beside import load_deqlab
 from deqlab.models.relu_deq_solve import solve_adjoint, solve_forward
 from deqlab.train.relu_deq import reference_step
 
@@ -38,22 +38,10 @@ METHODS = ("ours", "ablations", "plain", "torchdeq")
 
 def load_baseline(src: str) -> SimpleNamespace:
     """ReLUDEQ, GDConfig, GDTrainer of the deqlab package under ``src`` (a folder holding
-    deqlab/), imported in this process: the loaded deqlab modules are set aside, the other
-    tree is imported and renamed to ``deqlab_before*``, and the set-aside ones come back."""
-    ours = {k: sys.modules.pop(k) for k in list(sys.modules) if k.split(".")[0] == "deqlab"}
-    sys.path.insert(0, src)
-    try:
-        before = importlib.import_module("deqlab")
-        if not before.__file__.startswith(src):
-            raise SystemExit(f"--baseline-src {src}: no deqlab package there")
-        names = SimpleNamespace(ReLUDEQ=before.ReLUDEQ, GDConfig=before.GDConfig,
-                                GDTrainer=before.GDTrainer)  # fmt: skip
-    finally:
-        sys.path.remove(src)
-        for k in [k for k in sys.modules if k.split(".")[0] == "deqlab"]:
-            sys.modules["deqlab_before" + k[len("deqlab") :]] = sys.modules.pop(k)
-        sys.modules.update(ours)
-    return names
+    deqlab/), imported in this process beside ours (:func:`beside.load_deqlab`)."""
+    before = load_deqlab(src)
+    return SimpleNamespace(ReLUDEQ=before.ReLUDEQ, GDConfig=before.GDConfig,
+                           GDTrainer=before.GDTrainer)  # fmt: skip
 
 
 def problem(size, dtype: torch.dtype, relu_deq=deqlab.ReLUDEQ, seed: int = 0):

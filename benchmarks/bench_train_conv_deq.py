@@ -27,7 +27,7 @@ is labelled: deqlab from ``last_backward.exact``; torchdeq "approximate" for its
 1-step gradient, "exact" for IFT when its adjoint met the tolerance.
 
 ``--deqlab-backward NAME`` gives deqlab another backward in the defaults setting (the solver
-stays the default; deqlab's own default is the phantom gradient ``Phantom()``): ``implicit``
+stays the default; deqlab's own default is the phantom gradient ``Phantom(3, 0.8)``): ``implicit``
 (exact), ``jacobian-free`` or ``phantom:STEPS,DAMPING`` (approximate, labelled so), to count
 the steps to the target and the work per step of each; ``--settings defaults`` skips the
 matched setting, ``--libraries deqlab`` torchdeq.
@@ -46,47 +46,16 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 import warnings
-from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 import deqlab
 from deqlab import DEQ, Anderson, Implicit, JacobianFree, Phantom
+from train_cells import COUNT, TrainingRun, batches, digits, training_device
 
 MATCHED = {"history": 6, "tikhonov": 1e-4, "tol": 1e-3, "max_iter": 30}
-
-
-class Counter:
-    """Cell evaluations and VJPs of the step being measured, both in full batches (rows / B)."""
-
-    def __init__(self) -> None:
-        self.reset(1)
-
-    def reset(self, batch: int) -> None:
-        self.rows, self.vjp_rows, self.batch = 0, 0, batch
-
-    @property
-    def evaluations(self) -> float:
-        return self.rows / self.batch
-
-    @property
-    def vjps(self) -> float:
-        return self.vjp_rows / self.batch
-
-
-COUNT = Counter()
-_GRAD = torch.autograd.grad
-
-
-def _counted_grad(outputs, *args, **kwargs):
-    """``torch.autograd.grad``, counting the rows of ``outputs`` it backpropagates (a VJP on
-    the pending samples of a row-compacted solve counts as that fraction of a batch)."""
-    first = outputs[0] if isinstance(outputs, tuple | list) else outputs
-    COUNT.vjp_rows += first.shape[0] if first.ndim else COUNT.batch
-    return _GRAD(outputs, *args, **kwargs)
 
 
 class Cell(nn.Module):
@@ -124,7 +93,7 @@ class Net(nn.Module):
 
 
 def backward_option(text: str):
-    """``--deqlab-backward``: ``default`` (DEQ's default, the phantom gradient ``Phantom()``:
+    """``--deqlab-backward``: ``default`` (DEQ's default, the phantom gradient ``Phantom(3, 0.8)``:
     None), ``implicit`` (exact, the adjoint started at g), ``jacobian-free``, or
     ``phantom:STEPS,DAMPING`` (approximate)."""
     if text == "default":
@@ -196,46 +165,6 @@ class TorchdeqLayer(nn.Module):
 LAYERS = {"deqlab": DeqlabLayer, "torchdeq": TorchdeqLayer}
 
 
-@dataclass
-class Run:
-    """One library in one setting: model, optimiser, and what its steps measured."""
-
-    name: str
-    model: Net
-    opt: torch.optim.Optimizer
-    seconds: list[float] = field(default_factory=list)
-    evaluations: list[float] = field(default_factory=list)
-    vjps: list[float] = field(default_factory=list)
-    labels: list[str] = field(default_factory=list)
-    reached: int | None = None
-
-    def step(self, images: torch.Tensor, labels: torch.Tensor, sync) -> None:
-        COUNT.reset(images.shape[0])
-        torch.autograd.grad = _counted_grad
-        try:
-            sync()
-            start = time.perf_counter()
-            self.opt.zero_grad()
-            loss = nn.functional.cross_entropy(self.model(images), labels)
-            loss.backward()
-            self.opt.step()
-            sync()
-            self.seconds.append(time.perf_counter() - start)
-        finally:
-            torch.autograd.grad = _GRAD
-        self.evaluations.append(COUNT.evaluations)
-        self.vjps.append(COUNT.vjps)
-        self.labels.append(self.model.solve.label())
-
-
-def digits(device: torch.device, n: int | None) -> tuple[torch.Tensor, torch.Tensor]:
-    from sklearn.datasets import load_digits
-
-    data = load_digits()
-    images = torch.tensor(data.images, dtype=torch.float32)[:n, None] / 16.0
-    return images.to(device), torch.tensor(data.target)[:n].to(device)
-
-
 @torch.no_grad()
 def accuracy(model: Net, images: torch.Tensor, labels: torch.Tensor) -> float:
     model.eval()
@@ -245,25 +174,18 @@ def accuracy(model: Net, images: torch.Tensor, labels: torch.Tensor) -> float:
     return correct / images.shape[0]
 
 
-def make_runs(names, matched: bool, args, device) -> list[Run]:
+def make_runs(names, matched: bool, args, device) -> list[TrainingRun]:
     runs = []
     for name in names:
         backward = backward_option(args.deqlab_backward) if name == "deqlab" else None
         layer = lambda cell, n=name, b=backward: LAYERS[n](cell, matched, b)  # noqa: E731
         model = Net(args.channels, layer, args.seed).to(device)
-        runs.append(Run(name, model, torch.optim.Adam(model.parameters(), lr=1e-3)))
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        runs.append(TrainingRun(name, model, opt, model.solve.label))
     return runs
 
 
-def batches(images, labels, size: int, seed: int):
-    gen = torch.Generator().manual_seed(seed)
-    while True:
-        order = torch.randperm(images.shape[0], generator=gen).to(images.device)
-        for i in range(0, images.shape[0] - size + 1, size):
-            yield images[order[i : i + size]], labels[order[i : i + size]]
-
-
-def turn(runs: list[Run], step: int) -> list[Run]:
+def turn(runs: list[TrainingRun], step: int) -> list[TrainingRun]:
     """The runs in this step's order: reversed every other step, so neither always goes first."""
     return runs if step % 2 == 0 else runs[::-1]
 
@@ -277,7 +199,7 @@ def warm_up(names, matched: bool, data, args, device, sync) -> None:
         run.step(images, labels, sync)
 
 
-def time_to_target(runs: list[Run], data, args, sync) -> None:
+def time_to_target(runs: list[TrainingRun], data, args, sync) -> None:
     """Round robin over the runs still below the target, one minibatch each per turn."""
     stream = batches(*data, args.batch, args.seed)
     for step in range(1, args.max_steps + 1):
@@ -291,7 +213,7 @@ def time_to_target(runs: list[Run], data, args, sync) -> None:
             return
 
 
-def per_step(runs: list[Run], data, args, sync) -> None:
+def per_step(runs: list[TrainingRun], data, args, sync) -> None:
     stream = batches(*data, args.batch, args.seed)
     for step in range(args.matched_steps):
         images, labels = next(stream)
@@ -344,13 +266,13 @@ def _status_kib(key: str) -> int:
     return int(line.split()[1])
 
 
-def summary(run: Run, memory: float | None) -> dict:
-    steady = run.seconds[1:] or run.seconds
+def summary(run: TrainingRun, memory: float | None) -> dict:
+    steady = run.wall[1:] or run.wall
     return {
         "library": run.name,
-        "steps": len(run.seconds),
+        "steps": len(run.wall),
         "reached_at_step": run.reached,
-        "seconds": sum(run.seconds),
+        "seconds": sum(run.wall),
         "ms_per_step_median": 1e3 * statistics.median(steady),
         "cell_evaluations_per_step": statistics.mean(run.evaluations),
         "vjps_per_step": statistics.mean(run.vjps),
@@ -395,7 +317,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--deqlab-backward",
         default="default",
         metavar="NAME",
-        help="deqlab's backward in the defaults setting: default (DEQ's own, Phantom()), "
+        help="deqlab's backward in the defaults setting: default (DEQ's own, Phantom(3, 0.8)), "
         "implicit (exact), jacobian-free or phantom:STEPS,DAMPING (e.g. phantom:3,0.8)",
     )
     parser.add_argument(
@@ -415,11 +337,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        print("error: --device cuda but CUDA is not available", file=sys.stderr)
-        raise SystemExit(2)
-    torch.set_num_threads(args.threads)
+    device = training_device(args.device, args.threads)
     if args.memory_probe:
         name, matched = args.memory_probe
         print(memory_probe(name, matched == "1", args))

@@ -225,3 +225,17 @@ def dense_ntk(cell, head, X):
             ]))  # fmt: skip
     J = torch.stack(rows)
     return J @ J.T
+
+
+def run_benchmark(name: str, args: list[str], out, *extra: str):
+    """``benchmarks/<name>`` run in a fresh interpreter with ``args``, ``--json out`` and
+    ``extra``: the finished process (its exit code and output are the caller's to check)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parents[1] / "benchmarks" / name
+    return subprocess.run(
+        [sys.executable, str(script), *args, "--json", str(out), *extra],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip

@@ -21,13 +21,14 @@ def renamed_copy(target: Path) -> None:
 
 def test_tiny_run_against_itself_is_identical(tmp_path):
     renamed_copy(tmp_path)
-    args = [sys.executable, str(SCRIPT), "--baseline", str(tmp_path), "--batch", "4",
-            "--width", "16", "--repeats", "2"]  # fmt: skip
+    args = [sys.executable, str(SCRIPT), "--baseline", str(tmp_path), "--sizes", "mlp",
+            "--batch", "4", "--width", "16", "--repeats", "2"]  # fmt: skip
     done = subprocess.run(args, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [line for line in done.stdout.splitlines() if "ms/iteration" in line]
     assert [row.split()[0] for row in rows] == ["busy", "settling"]
     for row in rows:
-        assert "same steps: True" in row and row.endswith("max |Δz|/max|z| 0.0e+00")
+        assert "same steps: True" in row and "max |Δz|/max|z| 0.0e+00" in row
         assert float(re.search(r"new (\S+)", row).group(1)) > 0
+        assert re.search(r"cell evaluations: baseline \S+, new \S+\)$", row)
     assert " 40  " in rows[0]  # busy: the tolerance is unreachable, all 40 iterations run

@@ -3,28 +3,23 @@ same process, and reports for each library and setting the work it did and the g
 label. The times themselves are measured on an idle machine (benchmarks/README.md), not here."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import run_benchmark
 
 pytest.importorskip(
     "torchdeq", reason="torchdeq 0.1.0 is the `bench` extra: pip install torchdeq==0.1.0"
 )
 pytest.importorskip("sklearn", reason="the digits come from scikit-learn")
 
-ROOT = Path(__file__).parents[1]
-SCRIPT = ROOT / "benchmarks" / "bench_train_conv_deq.py"
 TINY = ["--threads", "1", "--channels", "8", "--n-train", "128", "--max-steps", "4",
         "--eval-every", "2", "--matched-steps", "2"]  # fmt: skip
 
 
-def run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *TINY, "--json", str(tmp_path / "out.json"), *extra],
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+def run(tmp_path: Path, *extra: str):
+    return run_benchmark("bench_train_conv_deq.py", TINY, tmp_path / "out.json", *extra)
 
 
 @pytest.mark.slow
@@ -43,8 +38,8 @@ def test_tiny_run_reports_work_and_labels(tmp_path):
     # torchdeq's default is the 1-step gradient: no adjoint VJPs, never exact
     assert defaults["torchdeq"]["vjps_per_step"] == 0
     assert set(defaults["torchdeq"]["gradient"]) == {"approximate"}
-    # deqlab's default is Phantom(): 5 damped steps, 4 full-batch VJPs, never exact
-    assert defaults["deqlab"]["vjps_per_step"] == 4
+    # deqlab's default is Phantom(3, 0.8): 3 damped steps, 2 full-batch VJPs, never exact
+    assert defaults["deqlab"]["vjps_per_step"] == 2
     assert defaults["deqlab"]["gradient"] == {"approximate": defaults["deqlab"]["steps"]}
     matched = {r["library"]: r for r in results["matched"]}
     for r in matched.values():  # an adjoint solve of at most 30 VJPs (+ the graph's own)

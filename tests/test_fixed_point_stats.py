@@ -94,26 +94,54 @@ def test_without_row_compaction_every_sample_iterates_to_the_end():
 
 
 def test_row_compaction_evaluates_only_the_pending_samples():
+    # three fast samples and one that never converges: once at most half of the samples are
+    # pending, only those are evaluated (before, all, with the done ones put back)
     cell, rows = ScaledRotation(), []
     forward = cell.forward
     cell.forward = lambda z, inputs: rows.append(z.shape[0]) or forward(z, inputs)
     deq = DEQ(cell, solver=Picard(tol=TOL, max_iter=STEPS, per_sample=True), on_failure="record")
+    scales = torch.tensor([0.5, 0.3, 0.4, 1.3], dtype=torch.float64)
     with torch.no_grad():
-        deq((torch.randn(3, 2, dtype=torch.float64), SCALES))
-    steps = deq.last_forward.sample_steps
-    assert sum(rows) == int(steps.sum()) and rows[0] == 3 and rows[-1] == 2
+        deq((torch.randn(4, 2, dtype=torch.float64), scales))
+    solution = deq.last_forward
+    assert rows[0] == 4 and rows[-1] == 1 and set(rows) <= {4, 2, 1}  # never 3: over half
+    assert sum(rows) == 4 * solution.evaluations < 4 * solution.n_steps
+    assert solution.sample_steps[:3].max() < STEPS == solution.sample_steps[3]
 
 
-def test_warns_once_per_layer_and_keeps_counting():
+def test_warns_at_growing_intervals_with_the_counts_so_far():
     deq, x = failing_layer(), torch.randn(3, 2, dtype=torch.float64)
-    with pytest.warns(ConvergenceWarning):
-        deq((x, SCALES))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        deq((x, SCALES))  # no second warning from this layer
-    assert deq.stats.unconverged_forward == 2
+    warned_at = []
+    for solve in range(1, 10):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            deq((x, SCALES))
+        if caught:
+            warned_at.append(solve)
+            text = str(caught[0].message)
+    assert warned_at == [1, 2, 4, 8]  # the 1st, 2nd, 4th, 8th failure: never silent, not noisy
+    assert "have failed 8 times" in text and "the next warning at 16" in text
+    assert "8 forward solves: 0 converged, 8 at max_iter; 16 of 24" in text  # nonzero counts
+    assert "16 of 24 samples unconverged" in text  # samples 1 and 2 of each solve
+    assert deq.stats.unconverged_forward == 9
     with pytest.warns(ConvergenceWarning):  # another layer warns on its own
         failing_layer()((x, SCALES))
+
+
+def test_the_advice_fits_the_solver_and_the_failure():
+    x = torch.randn(3, 2, dtype=torch.float64)
+    with pytest.warns(
+        ConvergenceWarning, match=r"What to try: a larger max_iter \(now 30\); Anderson"
+    ):
+        failing_layer()((x, SCALES))  # Picard at its cap
+    anderson = DEQ(ScaledRotation(), solver=Anderson(tol=TOL, max_iter=2, per_sample=True))
+    with pytest.warns(ConvergenceWarning, match=r"a larger max_iter \(now 2\)") as caught:
+        anderson((x, SCALES))
+    assert "Anderson or Broyden" not in str(caught[0].message)  # it is on Anderson already
+    # f(z) = z + x has no fixed point: the absolute residual ‖x‖ never falls
+    stalling = Anderson(tol=TOL, stop="abs", max_iter=STEPS, per_sample=True, stall_window=3)
+    with pytest.warns(ConvergenceWarning, match=r"stalled after 4 steps.*What to try: Jacob"):
+        DEQ(lambda z, x: z + x, solver=stalling)(x)
 
 
 def test_gradient_from_an_unconverged_point_is_marked_not_exact():
@@ -199,9 +227,8 @@ def test_counts_and_reset():
     deq, x = failing_layer(on_failure="record"), torch.randn(3, 2, dtype=torch.float64)
     deq((x, SCALES)).sum().backward()
     counts = deq.stats.counts()
-    steps = deq.last_forward.sample_steps  # row compaction: sample 0 stops early
     assert counts["forward_solves"] == 1
-    assert counts["forward_evaluations"] == float(steps.sum()) / 3 < STEPS
+    assert counts["forward_evaluations"] == deq.last_forward.evaluations == STEPS
     assert counts["backward_passes"] == 1 and counts["backward_vjps"] == deq.last_backward.vjps
     deq.stats.reset_counts()
     assert set(deq.stats.counts().values()) == {0} and deq.last_forward is not None

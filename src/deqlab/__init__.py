@@ -18,10 +18,12 @@ except PackageNotFoundError:  # running from a source tree that was not installe
     __version__ = "0.0.0+unknown"
 
 import deqlab.papers  # noqa: F401  (first: registers the Paper records statements cite)
+from deqlab.correction import fixed_point_correction
 from deqlab.data import LabelledData, get_dataset, synthetic_sphere, zou_synthetic
 from deqlab.diagnosis import Diagnosis, DiagnosticsRecorder, RateMonitor, diagnose
+from deqlab.dropout import VariationalDropout, reset_dropout
 from deqlab.fixed_point_diagnostics import FixedPointDiagnostics, fixed_point_diagnostics
-from deqlab.fixed_point_stats import BackwardRecord, ConvergenceWarning
+from deqlab.fixed_point_stats import BackwardRecord, ConvergenceWarning, OnFailure
 from deqlab.implicit import (
     DEQ,
     FixedPointStats,
@@ -37,6 +39,7 @@ from deqlab.landscape import filter_normalized_direction, loss_surface
 from deqlab.models.delm import DELM
 from deqlab.models.mondeq import MonDEQ
 from deqlab.models.relu_deq import ReLUDEQ
+from deqlab.norm import apply_norm, remove_norm, reset_norm
 from deqlab.solvers import (
     Anderson,
     Broyden,
@@ -97,6 +100,7 @@ __all__ = [
     "LabelledData",
     "MonDEQ",
     "MonDEQCheck",
+    "OnFailure",
     "PeacemanRachford",
     "Phantom",
     "Picard",
@@ -109,12 +113,15 @@ __all__ = [
     "SolverError",
     "Status",
     "Unrolled",
+    "VariationalDropout",
     "Verification",
     "__version__",
+    "apply_norm",
     "deq_ntk",
     "diagnose",
     "filter_normalized_direction",
     "fixed_point",
+    "fixed_point_correction",
     "fixed_point_diagnostics",
     "get_dataset",
     "get_solver",
@@ -122,7 +129,10 @@ __all__ = [
     "least_eigenvalue",
     "loss_surface",
     "population_gram",
+    "remove_norm",
     "reproduce",
+    "reset_dropout",
+    "reset_norm",
     "synthetic_sphere",
     "verify",
     "zou_synthetic",

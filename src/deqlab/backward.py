@@ -1,8 +1,8 @@
-"""How to differentiate a fixed point: the backward objects and the adjoints they compute.
+"""How to differentiate a fixed point: the backward objects, each computing its own adjoint.
 
 For ``z* = f(z*, θ)`` and a loss gradient ``g = ∂ℓ/∂z*``, every method returns a vector
 ``u`` and the parameter gradient is ``uᵀ ∂f/∂θ`` (one tracked call ``f(z*)``, see
-:mod:`deqlab.implicit`). The methods differ in ``u``:
+:mod:`deqlab.gradient`). The methods differ in ``u`` (:meth:`Backward.adjoint`):
 
 * :class:`Implicit` — EXACT: the adjoint fixed point ``u = g + J_f(z*)ᵀ u`` (Hieu 2022,
   Eq. 2.4), solved with VJPs to the adjoint solver's tolerance.
@@ -16,10 +16,8 @@ For ``z* = f(z*, θ)`` and a loss gradient ``g = ∂ℓ/∂z*``, every method re
 * :class:`Shine` — APPROXIMATE: ``u = −Bᵀ g`` with ``B ≈ (J_f − I)⁻¹`` the forward Broyden
   solve's final inverse-Jacobian estimate (Ramzi et al. 2022, "SHINE", Eq. 4): no VJP.
 * :class:`Unrolled` — backpropagation through the solver's iterations: the derivative of
-  the returned iterate, the test oracle; the implicit gradient only in the limit.
-
-:class:`ImplicitGradient` is the ``torch.autograd.Function`` that puts ``u`` in place of
-``g`` during ``.backward()`` (:func:`deqlab.fixed_point` applies it).
+  the returned iterate, the test oracle; the implicit gradient only in the limit. It has no
+  adjoint: it records the forward solve itself (:meth:`Backward.solve`, :meth:`Backward.attach`).
 
 ``Implicit(init="shine")`` starts the exact adjoint solve from SHINE's estimate and
 ``Implicit(warm_start=True)`` from the previous adjoint: both only move the starting
@@ -28,29 +26,80 @@ point, so the gradient stays exact and fewer VJPs are needed when the start is g
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from deqlab._checks import check_bool, check_choice, check_int, check_real
-from deqlab.fixed_point_stats import (
-    BackwardRecord,
-    FixedPointStats,
-    Hint,
-    solve,
-)
+from deqlab.fixed_point_stats import BackwardRecord, FixedPointStats, Hint, OnFailure, solve
+from deqlab.gradient import Adjoint, GradientSpec, attach
 from deqlab.solvers import Broyden, Solution, Solver
 from deqlab.solvers.rows import RowMap
-from deqlab.vjp import VJP
 
 Map = Callable[[torch.Tensor], torch.Tensor]
 INITS = ("zero", "grad", "shine")
 
 
+class Backward:
+    """How to differentiate a fixed point: the forward solve the gradient needs
+    (:meth:`solve`), how ``z*`` joins autograd (:meth:`attach`), and the adjoint ``u``
+    (:meth:`adjoint`). Subclasses are frozen dataclasses of hyper-parameters."""
+
+    #: the backward pass takes VJPs ``J_f(z*)ᵀ u`` (then the graph of ``f`` at ``z*`` is
+    #: recorded once: one evaluation)
+    takes_vjps = False
+    #: a non-finite ``g`` is refused with a clear error (instead of a failed adjoint)
+    checks_grad = True
+    #: autograd records the forward solve (else it runs under ``torch.no_grad``)
+    records_forward = False
+
+    def check(self, solver: Solver) -> None:
+        """ValueError where this backward cannot use ``solver``'s forward solve."""
+
+    def solve(
+        self,
+        solver: Solver,
+        f: Map,
+        z0: torch.Tensor,
+        stats: FixedPointStats,
+        on_failure: OnFailure,
+        hint: Hint,
+    ) -> Solution:
+        """The forward solve of :meth:`forward_problem`; without autograd unless
+        ``records_forward`` (else ``z*`` is joined to autograd by :meth:`attach`)."""
+        solver, f = self.forward_problem(solver, f)
+        if self.records_forward:
+            return solve(solver, f, z0, "forward", stats, on_failure, hint)
+        with torch.no_grad():
+            return solve(solver, f, z0.detach(), "forward", stats, on_failure, hint)
+
+    def forward_problem(self, solver: Solver, f: Map) -> tuple[Solver, Map]:
+        """The solver and map of the forward solve (the layer's own, unless a backward
+        needs them changed)."""
+        return solver, f
+
+    def attach(self, f: Map, solution: Solution, spec: GradientSpec) -> torch.Tensor:
+        """``z*`` with its gradient: ``g`` is replaced by :meth:`adjoint`'s ``u``."""
+        return attach(f, solution, spec)
+
+    def adjoint(self, problem: Adjoint) -> tuple[torch.Tensor, BackwardRecord]:
+        """The vector ``u`` that replaces ``g`` on the edge ``f(z*)``, and its record."""
+        raise NotImplementedError(f"{type(self).__name__} has no adjoint")
+
+
+def _check_broyden(backward: Backward, solver: Solver) -> None:
+    if not isinstance(solver, Broyden):
+        raise ValueError(
+            f"`backward` {backward!r} reuses Broyden's inverse-Jacobian estimate; the forward "
+            f"solver is {solver.name}: pass solver=Broyden(...)"
+        )
+
+
 @dataclass(frozen=True)
-class Implicit:
+class Implicit(Backward):
     """Exact implicit gradient: solve the adjoint ``u = g + J_fᵀ u`` with VJPs.
 
     Args:
@@ -65,6 +114,7 @@ class Implicit:
     solver: Solver | None = None
     warm_start: bool = False
     init: str = "zero"
+    takes_vjps = True
 
     def __post_init__(self) -> None:
         if self.solver is not None and not isinstance(self.solver, Solver):
@@ -75,34 +125,112 @@ class Implicit:
         check_bool("warm_start", self.warm_start)
         check_choice("init", self.init, INITS)
 
+    def check(self, solver: Solver) -> None:
+        if self.init == "shine":
+            _check_broyden(self, solver)
+
+    def adjoint(self, problem: Adjoint) -> tuple[torch.Tensor, BackwardRecord]:
+        """The adjoint fixed point ``u = g + J_fᵀu``, solved from :meth:`start`."""
+        g, vjp = problem.grad, problem.vjp
+        solver = self.solver or problem.solver
+
+        def adjoint_map(u: torch.Tensor) -> torch.Tensor:  # u ↦ g + J_fᵀ u
+            return g + vjp(u)
+
+        def adjoint_rows(u_sub: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+            return g.index_select(0, index) + vjp.rows(u_sub, index)
+
+        rows = solver.per_sample and isinstance(vjp.f, RowMap)
+        f = RowMap(adjoint_map, adjoint_rows) if rows else adjoint_map
+        stats = problem.stats
+        solution = solve(
+            solver, f, self.start(problem), "adjoint", stats, problem.on_failure, problem.hint
+        )
+        reasons = []
+        if not problem.forward.converged:
+            reasons.append("the forward solve did not converge (J_f taken at the best iterate)")
+        if not solution.converged:
+            reasons.append(f"the adjoint solve did not converge (residual {solution.residual:.1e})")
+        exact, reason = not reasons, "; ".join(reasons)
+        return solution.z, BackwardRecord("implicit", exact, reason, *problem.work(), solution)
+
+    def start(self, problem: Adjoint) -> torch.Tensor:
+        """``u₀``: the previous adjoint (``warm_start``, same shape/dtype/device), else ``init``."""
+        g, previous = problem.grad, problem.stats.backward
+        if self.warm_start and previous is not None:
+            same = (previous.z.shape, previous.z.dtype, previous.z.device)
+            if same == (g.shape, g.dtype, g.device):
+                return previous.z
+        if self.init == "grad":
+            return g
+        if self.init == "shine":
+            return -problem.forward.inverse_jacobian.rmatvec(g)
+        return torch.zeros_like(g)
+
 
 @dataclass(frozen=True)
-class Unrolled:
+class Unrolled(Backward):
     """Backpropagate through the forward solver's iterations (autograd records each one).
 
     Args:
         steps: cap on the recorded iterations (replaces the solver's ``max_iter``);
             None keeps the solver's own.
+        checkpoint: keep only each iteration's input and output instead of the cell's
+            intermediate tensors, and recompute the cell during ``.backward()``
+            (``torch.utils.checkpoint``): memory per iteration falls from the cell's
+            activations to two states, for one more evaluation per iteration. The gradient
+            is the same.
     """
 
     steps: int | None = None
+    checkpoint: bool = False
+    checks_grad = False
+    records_forward = True
 
     def __post_init__(self) -> None:
         if self.steps is not None:
             check_int("steps", self.steps, min_value=1)
+        check_bool("checkpoint", self.checkpoint)
+
+    def forward_problem(self, solver: Solver, f: Map) -> tuple[Solver, Map]:
+        """The solver capped at ``steps``; ``f`` checkpointed with ``checkpoint``."""
+        if self.steps is not None:
+            solver = dataclasses.replace(solver, max_iter=self.steps)
+        if not self.checkpoint:
+            return solver, f
+        return solver, lambda z: checkpoint(f, z, use_reentrant=False)
+
+    def attach(self, f: Map, solution: Solution, spec: GradientSpec) -> torch.Tensor:
+        """The solver's own iterate; at backward time, the record that the gradient went
+        through the solver's iterations."""
+        if solution.z.requires_grad:
+            reason = (
+                "backpropagation through the solver's iterations (the implicit gradient in "
+                "the limit)"
+            )
+            if not solution.converged:
+                reason += "; the forward solve did not converge"
+            record = BackwardRecord("unrolled", exact=False, reason=reason, vjps=solution.n_steps)
+            solution.z.register_hook(lambda grad: spec.stats.record_gradient(record))
+        return solution.z
 
 
 @dataclass(frozen=True)
-class JacobianFree:
+class JacobianFree(Backward):
     """APPROXIMATE one-step gradient ``u ≈ g`` (Fung et al. 2022, Jacobian-free backprop).
 
     Drops the ``(I - J_f)⁻¹`` factor; cheap, and a descent direction when ``f`` is
     contractive, but not the true gradient (the theory in this package needs that).
     """
 
+    checks_grad = False
+
+    def adjoint(self, problem: Adjoint) -> tuple[torch.Tensor, BackwardRecord]:
+        return problem.grad, problem.approximate("jacobian_free", "Jacobian-free: u = g")
+
 
 @dataclass(frozen=True)
-class Phantom:
+class Phantom(Backward):
     """APPROXIMATE phantom gradient (Geng et al. 2021): ``steps`` damped adjoint steps.
 
     ``u ← (1 − λ) u + λ (g + J_f(z*)ᵀ u)`` from ``u = 0``, ``λ = damping``: the gradient of
@@ -118,170 +246,41 @@ class Phantom:
         check_int("steps", self.steps, min_value=1)
         check_real("damping", self.damping, low=0.0, high=1.0, low_inclusive=False)
 
+    @property
+    def takes_vjps(self) -> bool:  # type: ignore[override]
+        return self.steps > 1
+
+    def adjoint(self, problem: Adjoint) -> tuple[torch.Tensor, BackwardRecord]:
+        lam, g, vjp = self.damping, problem.grad, problem.vjp
+        u = lam * g  # the first step from u = 0 (J_fᵀ0 = 0: no VJP)
+        for _ in range(self.steps - 1):  # u ← λ (g + J_fᵀu) + (1 − λ) u, three operations
+            step = torch.add(g, vjp(u)).mul_(lam)
+            u = step if lam == 1.0 else step.add_(u, alpha=1 - lam)
+        reason = f"phantom gradient: {self.steps} damped steps (λ = {lam})"
+        return u, problem.approximate("phantom", reason)
+
 
 @dataclass(frozen=True)
-class Shine:
+class Shine(Backward):
     """APPROXIMATE SHINE gradient (Ramzi et al. 2022): ``u = −Bᵀg``, no VJP.
 
     ``B ≈ (J_f − I)⁻¹`` is the forward :class:`~deqlab.solvers.Broyden` solve's final
     quasi-Newton estimate; needs a Broyden forward solver.
     """
 
+    def check(self, solver: Solver) -> None:
+        _check_broyden(self, solver)
 
-Backward = Implicit | Unrolled | JacobianFree | Phantom | Shine
-BACKWARDS = (Implicit, Unrolled, JacobianFree, Phantom, Shine)
+    def adjoint(self, problem: Adjoint) -> tuple[torch.Tensor, BackwardRecord]:
+        u = -problem.forward.inverse_jacobian.rmatvec(problem.grad)
+        return u, problem.approximate("shine", "SHINE: u = −Bᵀg (Broyden's estimate)")
 
 
 def check_backward(backward: object, solver: Solver) -> None:
-    """TypeError for a non-backward; ValueError where SHINE has no Broyden forward solve."""
-    if not isinstance(backward, BACKWARDS):
+    """TypeError for a non-backward; ValueError where it cannot use ``solver``'s solve."""
+    if not isinstance(backward, Backward):
         raise TypeError(
             "`backward` must be Implicit(), Unrolled(), JacobianFree(), Phantom() or Shine(); "
             f"got {backward!r}"
         )
-    shine = isinstance(backward, Shine) or getattr(backward, "init", None) == "shine"
-    if shine and not isinstance(solver, Broyden):
-        raise ValueError(
-            f"`backward` {backward!r} reuses Broyden's inverse-Jacobian estimate; the forward "
-            f"solver is {solver.name}: pass solver=Broyden(...)"
-        )
-
-
-@dataclass(frozen=True)
-class Adjoint:
-    """One backward pass's problem: ``vjp(u) = J_f(z*)ᵀ u``, the incoming ``g``, and what
-    the forward solve left (its Solution, solver, the layer's stats, policy and hint)."""
-
-    vjp: VJP | None
-    grad: torch.Tensor
-    forward: Solution
-    solver: Solver
-    stats: FixedPointStats
-    on_failure: str | None
-    hint: Hint
-
-
-def adjoint(backward: Backward, problem: Adjoint) -> tuple[torch.Tensor, BackwardRecord]:
-    """The vector ``u`` that replaces ``g`` on the edge ``f(z*)``, and its record."""
-    g = problem.grad
-    if isinstance(backward, JacobianFree):
-        return g, _approximate(problem, "jacobian_free", "Jacobian-free: u = g")
-    if isinstance(backward, Shine):
-        u = -problem.forward.inverse_jacobian.rmatvec(g)
-        return u, _approximate(problem, "shine", "SHINE: u = −Bᵀg (Broyden's estimate)")
-    if isinstance(backward, Phantom):
-        return _phantom(backward, problem)
-    return _implicit(backward, problem)
-
-
-def _approximate(problem: Adjoint, method: str, reason: str) -> BackwardRecord:
-    if not problem.forward.converged:
-        reason += "; the forward solve did not converge"
-    return BackwardRecord(method, False, reason, *_work(problem))
-
-
-def _work(problem: Adjoint) -> tuple[float, float]:
-    """VJPs and evaluations of ``f`` the backward pass spent, in full batches."""
-    return (0.0, 0.0) if problem.vjp is None else (problem.vjp.vjps, problem.vjp.evaluations)
-
-
-def _phantom(backward: Phantom, problem: Adjoint) -> tuple[torch.Tensor, BackwardRecord]:
-    lam, g, vjp = backward.damping, problem.grad, problem.vjp
-    assert vjp is not None or backward.steps == 1
-    u = lam * g  # the first step from u = 0 (J_fᵀ0 = 0: no VJP)
-    for _ in range(backward.steps - 1):
-        u = (1 - lam) * u + lam * (g + vjp(u))
-    reason = f"phantom gradient: {backward.steps} damped steps (λ = {lam})"
-    return u, _approximate(problem, "phantom", reason)
-
-
-def _implicit(backward: Implicit, problem: Adjoint) -> tuple[torch.Tensor, BackwardRecord]:
-    g, vjp = problem.grad, problem.vjp
-    assert vjp is not None
-    solver = backward.solver or problem.solver
-
-    def adjoint_map(u: torch.Tensor) -> torch.Tensor:  # u ↦ g + J_fᵀ u
-        return g + vjp(u)
-
-    def adjoint_rows(u_sub: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        return g.index_select(0, index) + vjp.rows(u_sub, index)
-
-    rows = solver.per_sample and isinstance(vjp.f, RowMap)
-    f = RowMap(adjoint_map, adjoint_rows) if rows else adjoint_map
-    u0, stats = _start(backward, problem), problem.stats
-    solution = solve(solver, f, u0, "adjoint", stats, problem.on_failure, problem.hint)
-    reasons = []
-    if not problem.forward.converged:
-        reasons.append("the forward solve did not converge (J_f taken at the best iterate)")
-    if not solution.converged:
-        reasons.append(f"the adjoint solve did not converge (residual {solution.residual:.1e})")
-    record = BackwardRecord("implicit", not reasons, "; ".join(reasons), *_work(problem), solution)
-    return solution.z, record
-
-
-def _start(backward: Implicit, problem: Adjoint) -> torch.Tensor:
-    """``u₀``: the previous adjoint (``warm_start``, same shape/dtype/device), else ``init``."""
-    g, previous = problem.grad, problem.stats.backward
-    if backward.warm_start and previous is not None:
-        same = (previous.z.shape, previous.z.dtype, previous.z.device)
-        if same == (g.shape, g.dtype, g.device):
-            return previous.z
-    if backward.init == "grad":
-        return g
-    if backward.init == "shine":
-        return -problem.forward.inverse_jacobian.rmatvec(g)
-    return torch.zeros_like(g)
-
-
-@dataclass(frozen=True)
-class GradientSpec:
-    """Everything :class:`ImplicitGradient` needs besides tensors (built by ``fixed_point``)."""
-
-    f: Map
-    solver: Solver
-    backward: Backward
-    stats: FixedPointStats
-    hint: Hint
-    on_failure: str | None
-    forward: Solution
-
-
-def _takes_vjps(backward: Backward) -> bool:
-    """Whether the backward takes VJPs (then the graph of ``f`` at ``z*`` is recorded, one
-    evaluation): ``Implicit``, and ``Phantom`` beyond its first step."""
-    return isinstance(backward, Implicit) or (isinstance(backward, Phantom) and backward.steps > 1)
-
-
-class ImplicitGradient(torch.autograd.Function):
-    """Identity on values (returns ``z*``); backward maps ``g`` to the ``u`` of the
-    backward object (:func:`adjoint`), which autograd sends along the edge ``f(z*)``."""
-
-    @staticmethod
-    def forward(
-        ctx: Any, z_out: torch.Tensor, z_star: torch.Tensor, spec: GradientSpec
-    ) -> torch.Tensor:
-        # z_out = f(z*) carries the graph to the closed-over tensors; z_star the values.
-        ctx.save_for_backward(z_star)
-        ctx.spec = spec
-        return z_star.clone()
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
-        spec: GradientSpec = ctx.spec
-        if torch.is_grad_enabled():  # backward(create_graph=True)
-            raise RuntimeError(
-                "fixed_point supports first-order gradients only with Implicit, Phantom, Shine "
-                "and JacobianFree (create_graph=True was requested); use backward=Unrolled() "
-                "for higher order"
-            )
-        if not isinstance(spec.backward, JacobianFree) and not bool(torch.isfinite(grad).all()):
-            raise ValueError("the gradient reaching the fixed point z* must be finite; got NaN/Inf")
-        (z_star,) = ctx.saved_tensors
-        vjp = VJP(spec.f, z_star) if _takes_vjps(spec.backward) else None
-        problem = Adjoint(
-            vjp, grad, spec.forward, spec.solver, spec.stats, spec.on_failure, spec.hint
-        )
-        with torch.no_grad():
-            u, record = adjoint(spec.backward, problem)
-        spec.stats.record_gradient(record)
-        return u, None, None
+    backward.check(solver)

@@ -1,15 +1,20 @@
 """What a fixed-point layer records about its solves, and what it does when one fails.
 
 A solve that does not meet its tolerance ends with a :class:`~deqlab.solvers.Status` other
-than ``CONVERGED``; the solver's best iterate (lowest residual per row) is still there.
-What to do then is a *policy* (``on_failure``):
+than ``CONVERGED`` (capped at ``max_iter``, stalled, diverged); the solver's best iterate
+(lowest residual per row) is still there. What to do then is a *policy*, one
+:class:`OnFailure` decided at the call:
 
-* ``"warn"`` — return the best iterate, count the failure, warn once per layer and kind of
-  solve (forward, adjoint) (the :class:`deqlab.DEQ` default: a training loop is never
-  killed, never silent);
-* ``"raise"`` — raise :class:`~deqlab.solvers.SolverError` (strict: experiments);
-* ``"record"`` — return the best iterate and count the failure, without a warning (for
-  callers that read ``status`` themselves, e.g. the papers' conv DEQ tables).
+* ``WARN`` (``"warn"``) — return the best iterate, count the failure, and warn at the 1st,
+  2nd, 4th, 8th, … failure of a layer's kind of solve (forward, adjoint), each warning with
+  the counts so far (the :class:`deqlab.DEQ` default: a training loop is never killed,
+  never silent, and a run with many unconverged steps says so more than once);
+* ``RAISE`` (``"raise"``) — raise :class:`~deqlab.solvers.SolverError` (strict: experiments);
+* ``RECORD`` (``"record"``) — return the best iterate and count the failure, without a
+  warning (for callers that read ``status`` themselves, e.g. the papers' conv DEQ tables).
+
+:meth:`FixedPointStats.summary` is the run-level picture in one line (solves by outcome,
+unconverged samples, the worst residual).
 
 A gradient is *exact* when it is the implicit gradient of ``ℓ(z*)`` up to the adjoint
 solve's tolerance: method :class:`~deqlab.backward.Implicit`, forward and adjoint solves
@@ -18,7 +23,7 @@ converged. :class:`BackwardRecord` says which gradient was computed and whether 
 
 from __future__ import annotations
 
-import dataclasses
+import enum
 import os
 import sys
 import warnings
@@ -27,12 +32,29 @@ from dataclasses import dataclass, field
 
 import torch
 
-from deqlab._checks import NonFiniteError
-from deqlab.solvers import Solution, Solver, SolverError, Status
-from deqlab.solvers.solution import NAN_HINT, resolve_tol
+from deqlab._checks import NonFiniteError, check_choice
+from deqlab.solvers import Picard, Solution, Solver, SolverError, Status
+from deqlab.solvers.solution import NAN_HINT
 
-ON_FAILURE = ("warn", "raise", "record")
 Hint = str | Callable[[], str] | None
+
+
+class OnFailure(str, enum.Enum):
+    """What an unconverged solve does (see the module docstring)."""
+
+    WARN = "warn"
+    RAISE = "raise"
+    RECORD = "record"
+
+    @classmethod
+    def parse(cls, value: object, solver: Solver | None = None) -> OnFailure:
+        """The policy named by ``value`` (a member or its string); None: ``RAISE`` if
+        ``solver.throw`` else ``RECORD`` (the solver's own flag decides)."""
+        if value is None:
+            return cls.RAISE if solver is not None and solver.throw else cls.RECORD
+        if isinstance(value, cls):
+            return value
+        return cls(check_choice("on_failure", value, [member.value for member in cls]))
 
 
 class ConvergenceWarning(UserWarning):
@@ -96,13 +118,19 @@ class FixedPointStats:
     ``Implicit(warm_start=True)`` starts from); ``gradient`` (:class:`BackwardRecord` of
     the last backward pass).
 
-    Running counts, for a training loop to read (``reset_counts()`` zeroes them):
-    ``forward_solves`` / ``unconverged_forward``, ``backward_passes`` /
-    ``unconverged_backward`` (adjoint solves that failed), ``inexact_gradients``
-    (backward passes whose gradient is not exact, approximate methods included), and
-    the work done: ``forward_evaluations`` (evaluations of ``f`` by the solver, in full
-    batches: rows evaluated / batch size), ``backward_vjps`` and ``backward_evaluations``
-    (also in full batches).
+    Running counts, for a training loop to read (``reset_counts()`` zeroes them;
+    :meth:`summary` says them in one line): ``forward_solves`` / ``unconverged_forward``,
+    of which ``stalled_forward`` (the residual stopped falling), ``capped_forward`` (at
+    ``max_iter``), ``diverged_forward`` and ``nan_forward`` (the cell returned NaN);
+    ``forward_samples`` / ``unconverged_samples`` (rows solved and rows that missed the
+    tolerance, summed over the solves) and
+    ``worst_residual`` (the largest final forward residual); ``backward_passes`` /
+    ``unconverged_backward`` (adjoint solves that failed), ``inexact_gradients`` (backward
+    passes whose gradient is not exact, approximate methods included), and the work done:
+    ``forward_evaluations`` (evaluations of ``f`` by the solver, in full batches: rows
+    evaluated / batch size), ``backward_vjps`` and ``backward_evaluations`` (also in full
+    batches). ``failures`` counts each kind of failed solve over the layer's life (it sets
+    when the next warning is due) and stays through ``reset_counts()``.
     """
 
     forward: Solution | None = None
@@ -110,32 +138,78 @@ class FixedPointStats:
     gradient: BackwardRecord | None = None
     forward_solves: int = 0
     unconverged_forward: int = 0
+    stalled_forward: int = 0
+    capped_forward: int = 0
+    diverged_forward: int = 0
+    nan_forward: int = 0
+    forward_samples: int = 0
+    unconverged_samples: int = 0
+    worst_residual: float = 0.0
     backward_passes: int = 0
     unconverged_backward: int = 0
     inexact_gradients: int = 0
     forward_evaluations: float = 0
     backward_vjps: float = 0
     backward_evaluations: float = 0
-    warned: set[str] = field(default_factory=set)
+    failures: dict[str, int] = field(default_factory=dict)
 
     def reset_counts(self) -> None:
-        """Zero the running counts (the last Solutions and the warned-once flags stay)."""
+        """Zero the running counts (the last Solutions and ``failures`` stay)."""
         for name in self.counts():
             setattr(self, name, 0)
 
     def counts(self) -> dict[str, float]:
         """The running counts as a dict (e.g. for a training log)."""
-        names = ("forward_solves", "unconverged_forward", "backward_passes")
-        names += ("unconverged_backward", "inexact_gradients", "forward_evaluations")
-        names += ("backward_vjps", "backward_evaluations")
+        names = ("forward_solves", "unconverged_forward", "stalled_forward", "capped_forward")
+        names += ("diverged_forward", "nan_forward", "forward_samples", "unconverged_samples")
+        names += ("worst_residual", "backward_passes", "unconverged_backward")
+        names += ("inexact_gradients", "forward_evaluations", "backward_vjps")
+        names += ("backward_evaluations",)
         return {name: getattr(self, name) for name in names}
 
-    def record_forward(self, solution: Solution) -> None:
+    def record_forward(self, solution: Solution, tol: float) -> None:
         self.forward = solution
         self.forward_solves += 1
         evaluations = solution.evaluations
         self.forward_evaluations += solution.n_steps if evaluations is None else evaluations
-        self.unconverged_forward += not solution.converged
+        rows = solution.sample_residuals
+        self.forward_samples += 1 if rows is None else rows.numel()
+        if solution.converged:
+            return
+        self.unconverged_forward += 1
+        self.stalled_forward += solution.status is Status.STALLED
+        self.capped_forward += solution.status is Status.MAX_STEPS
+        nan = solution.non_finite is not None and solution.non_finite.map_made_nan
+        self.nan_forward += nan
+        self.diverged_forward += solution.status is Status.DIVERGED and not nan
+        self.unconverged_samples += 1 if rows is None else int((rows > tol).sum())
+        if not solution.residual <= self.worst_residual:  # NaN counts as worst
+            self.worst_residual = solution.residual
+
+    def summary(self) -> str:
+        """The run-level picture of the solves since the last ``reset_counts()``, one line."""
+        n, bad = self.forward_solves, self.unconverged_forward
+        line = f"{n} forward solves: {n - bad} converged"
+        if bad:
+            outcomes = (
+                (self.stalled_forward, "stalled"),
+                (self.capped_forward, "at max_iter"),
+                (self.diverged_forward, "diverged"),
+                (self.nan_forward, "stopped at NaN"),
+            )
+            line += "".join(f", {count} {what}" for count, what in outcomes if count)
+            line += (
+                f"; {self.unconverged_samples} of {self.forward_samples} samples unconverged, "
+                f"worst residual {self.worst_residual:.2e}"
+            )
+        line += f"; {self.backward_passes} backward passes"
+        if self.backward_passes:
+            line += (
+                f" ({self.unconverged_backward} adjoint solves unconverged, "
+                f"{self.inexact_gradients} gradients not exact)"
+            )
+        per_solve = self.forward_evaluations / n if n else 0.0
+        return line + f"; {per_solve:.1f} evaluations per forward solve"
 
     def record_gradient(self, record: BackwardRecord) -> None:
         self.gradient = record
@@ -148,13 +222,13 @@ class FixedPointStats:
 
 @dataclass(frozen=True)
 class Failure:
-    """One unconverged solve: which (``"forward"``/``"adjoint"``), by whom, to what tol."""
+    """One unconverged solve: which (``"forward"``/``"adjoint"``), by which solver, to what
+    tol (resolved for the iterates' dtype)."""
 
     which: str
-    solver: str
+    solver: Solver
     solution: Solution
     tol: float
-    stop: str
 
 
 def solve(
@@ -163,27 +237,24 @@ def solve(
     z0: torch.Tensor,
     which: str,
     stats: FixedPointStats,
-    on_failure: str | None,
+    on_failure: OnFailure,
     hint: Hint,
 ) -> Solution:
     """``solver(f, z0)`` without raising inside the solver, recorded in ``stats`` as the
-    ``which`` (``"forward"`` / ``"adjoint"``) solve; then the policy on failure (None: the
-    solver's own ``throw`` decides, ``"raise"`` if set else ``"record"``)."""
-    quiet = dataclasses.replace(solver, throw=False) if solver.throw else solver
+    ``which`` (``"forward"`` / ``"adjoint"``) solve; then the policy on failure."""
     try:
-        solution = quiet(f, z0)
+        solution = solver.run(f, z0)
     except NonFiniteError as err:
         if which == "forward" or err.name not in _ADJOINT_START:
             raise
         raise NonFiniteError(err.name, err.count, _ADJOINT_START[err.name]) from None
+    tol = solution.tolerance
     if which == "forward":
-        stats.record_forward(solution)
+        stats.record_forward(solution, tol)
     else:
         stats.backward = solution
     if not solution.converged:
-        policy = on_failure or ("raise" if solver.throw else "record")
-        tol = resolve_tol(solver.tol, z0.dtype)
-        handle_failure(Failure(which, solver.name, solution, tol, solver.stop), policy, stats, hint)
+        handle_failure(Failure(which, solver, solution, tol), on_failure, stats, hint)
     return solution
 
 
@@ -205,22 +276,25 @@ _ADJOINT_START = {
 }
 
 
-def handle_failure(failure: Failure, on_failure: str, stats: FixedPointStats, hint: Hint) -> None:
-    """Apply the policy to an unconverged solve: raise, warn once per ``stats``, or pass.
+def handle_failure(
+    failure: Failure, on_failure: OnFailure, stats: FixedPointStats, hint: Hint
+) -> None:
+    """Apply the policy to an unconverged solve: raise; or warn at the 1st, 2nd, 4th, …
+    failure of this kind for ``stats`` (with the counts so far); or pass.
 
     ``hint``: the caller's context (a string, or a zero-argument callable evaluated only
     when it is shown), put in the error / warning.
     """
-    if on_failure == "raise":
+    if on_failure is OnFailure.RAISE:
         what = "forward solve" if failure.which == "forward" else _ADJOINT
         text = _text(hint)
         context = f"{text}; {what}" if text else what
-        raise SolverError(
-            failure.solver, failure.solution, tol=failure.tol, stop=failure.stop, context=context
-        )
-    if on_failure == "warn" and failure.which not in stats.warned:
-        stats.warned.add(failure.which)
-        text = _warning_text(failure, _text(hint))
+        solution, solver = failure.solution, failure.solver
+        raise SolverError(solver.name, solution, tol=failure.tol, stop=solver.stop, context=context)
+    seen = stats.failures.get(failure.which, 0) + 1
+    stats.failures[failure.which] = seen
+    if on_failure is OnFailure.WARN and seen & (seen - 1) == 0:  # 1, 2, 4, 8, ...
+        text = _warning_text(failure, _text(hint), stats, seen)
         warnings.warn(text, ConvergenceWarning, stacklevel=_caller_level())
 
 
@@ -242,8 +316,8 @@ def _text(hint: Hint) -> str:
     return (hint() if callable(hint) else hint) or ""
 
 
-def _warning_text(failure: Failure, hint: str) -> str:
-    solution = failure.solution
+def _warning_text(failure: Failure, hint: str, stats: FixedPointStats, seen: int) -> str:
+    solution, solver = failure.solution, failure.solver
     rows = solution.sample_residuals
     share = ""
     if rows is not None and rows.numel() > 1:
@@ -251,25 +325,40 @@ def _warning_text(failure: Failure, hint: str) -> str:
     counter = "unconverged_forward" if failure.which == "forward" else "unconverged_backward"
     effect = "the best iterate" if failure.which == "forward" else "the best adjoint"
     gradient = "" if failure.which == "forward" else " (the gradient is marked not exact)"
-    advice = (
-        "a larger max_iter, Anderson/Broyden, or Jacobian regularisation "
-        "(deq.jacobian_penalty()); on_failure='raise' makes it an error"
-    )
     solve = "forward solve" if failure.which == "forward" else "backward pass: adjoint solve"
     steps = f"{solution.status.value} after {solution.n_steps} steps"
-    outcome = f"did not converge ({failure.solver} {steps})"
+    outcome = f"did not converge ({solver.name} {steps})"
     if solution.non_finite is not None:
-        outcome = f"did not converge ({failure.solver} {steps}: {solution.non_finite})"
-    if solution.non_finite is not None and solution.non_finite.map_made_nan:
-        outcome = (  # a NaN is named, not taken for a lack of contraction
-            f"stopped at NaN ({failure.solver} after {solution.n_steps} steps: "
-            f"{solution.non_finite})"
+        outcome = f"did not converge ({solver.name} {steps}: {solution.non_finite})"
+    nan = solution.non_finite is not None and solution.non_finite.map_made_nan
+    if nan:  # a NaN is named, not taken for a lack of contraction
+        outcome = (
+            f"stopped at NaN ({solver.name} after {solution.n_steps} steps: {solution.non_finite})"
         )
-        advice = NAN_HINT + "; on_failure='raise' makes it an error"
+    tries = NAN_HINT + "; on_failure='raise' makes it an error" if nan else advice(failure)
     context = f" Context: {hint}." if hint else ""
     return (
-        f"DEQ {solve} {outcome}: {failure.stop} residual "
+        f"DEQ {solve} {outcome}: {solver.stop} residual "
         f"{solution.residual:.2e} > tol {failure.tol:.1e}{share}. Using {effect}"
-        f"{gradient}; counted in stats.{counter}; shown once per layer.{context} "
-        f"What to try: {advice}."
+        f"{gradient}. This layer's {failure.which} solves have failed {seen} times "
+        f"(counted in stats.{counter}; the next warning at {2 * seen}); "
+        f"{stats.summary()}.{context} What to try: {tries}."
     )
+
+
+def advice(failure: Failure) -> str:
+    """What to try for this failure, fitted to the solver that failed and how it failed."""
+    solver, status = failure.solver, failure.solution.status
+    regularise = "Jacobian regularisation (deq.jacobian_penalty()) to make the cell contract"
+    faster = "Anderson or Broyden" if isinstance(solver, Picard) else None
+    if status is Status.DIVERGED:
+        tries = ["damping < 1", regularise]
+    elif status is Status.STALLED:
+        tries = [regularise, f"a looser tol (now {failure.tol:.1e})"]
+    else:  # capped at max_iter
+        tries = [f"a larger max_iter (now {solver.max_iter})", regularise]
+    if faster is not None:
+        tries.insert(1, faster)
+    if failure.which == "adjoint":
+        tries.append("an approximate backward (Phantom()) where the exact gradient is not needed")
+    return "; ".join(tries) + "; on_failure='raise' makes it an error"

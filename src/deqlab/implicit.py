@@ -30,38 +30,35 @@ Only first-order gradients are supported (no ``create_graph`` through ``Implicit
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
-from deqlab._checks import NonFiniteError, check_bool, check_choice
+from deqlab._checks import NonFiniteError, check_bool, check_int, check_real
 from deqlab.backward import (
     Backward,
-    GradientSpec,
     Implicit,
-    ImplicitGradient,
     JacobianFree,
     Phantom,
     Shine,
     Unrolled,
     check_backward,
 )
+from deqlab.deq_config import deq_config, deq_options
+from deqlab.dropout import reset_dropout
 from deqlab.fixed_point_diagnostics import FixedPointDiagnostics, fixed_point_diagnostics
-from deqlab.fixed_point_stats import (
-    ON_FAILURE,
-    BackwardRecord,
-    FixedPointStats,
-    Hint,
-    solve,
-)
+from deqlab.fixed_point_stats import BackwardRecord, FixedPointStats, Hint, OnFailure, solve
+from deqlab.gradient import GradientSpec
 from deqlab.jacobian import jacobian_penalty
 from deqlab.layer_inputs import check_same_device, default_z0, explaining_zeros_z0, named_input
-from deqlab.packing import Packing
+from deqlab.norm import reset_norm
+from deqlab.packing import Packing, has_batch
 from deqlab.sample_coupling import samples_coupled
 from deqlab.solvers import Anderson, Solution, Solver
-from deqlab.solvers.rows import RowMap
+from deqlab.solvers.rows import cell_row_map
 from deqlab.solvers.solution import training_tol
 
 __all__ = [
@@ -82,19 +79,29 @@ __all__ = [
 State = torch.Tensor | Sequence[torch.Tensor]
 Map = Callable[[torch.Tensor], torch.Tensor]
 
-#: The DEQ layer's default forward solver, sized for training (ours, after the field's
-#: practice: torchdeq stops at 1e-3 within 40 iterations): Anderson per sample, relative
-#: tolerance 1e-3, at most 40 evaluations; in a low precision its tolerance follows the
-#: state's dtype (:func:`~deqlab.solvers.solution.training_tol`: bfloat16 1.6e-2). With
-#: ``backward=Implicit()`` the adjoint uses it too.
-TRAINING_SOLVER = Anderson(tol=1e-3, max_iter=40, per_sample=True)
-#: The DEQ layer's default backward, for training (ours, after the field's practice: torchdeq
-#: trains with a 1-step phantom gradient by default): the phantom gradient of Geng et al. 2021
-#: with :class:`Phantom`'s own 5 damped steps (λ = 0.5), approximate and labelled so in
-#: ``last_backward``. On the conv DEQ of benchmarks/bench_train_conv_deq.py it reaches 97%
-#: training accuracy in as many steps as the exact gradient with 4 VJPs per step instead of
-#: about 18. ``backward=Implicit()`` gives the exact gradient.
-TRAINING_BACKWARD = Phantom()
+#: The DEQ layer's default forward solver, sized for training: Anderson per sample (history
+#: 5), relative tolerance 1e-3 (in a low precision it follows the state's dtype:
+#: :func:`~deqlab.solvers.solution.training_tol`, bfloat16 1.6e-2), at most 30 evaluations,
+#: and stall detection over 8 (a sample that would not reach the tolerance within the 30 at
+#: its current rate stops with its best iterate).
+#: Reason (ours, benchmarks/bench_train_cells.py, five cells, 3 seeds, CPU time to 90%
+#: training accuracy): on the two-resolution and the transformer cells most samples converge
+#: slowly or not at all within the cap, and stopping them early cut the forward evaluations
+#: from 38 to 18 and from 31 to 18 per step at the same steps to 90%; a cap of 30 was faster
+#: than one of 40 on all five cells (multi-scale 1.64× torchdeq's time against 1.06×) at the
+#: same gradient accuracy; a fixed-ratio stall rule stopped samples that were converging and
+#: slowed training on the tuple cell, this one does not. With ``backward=Implicit()`` the
+#: adjoint uses it too.
+TRAINING_SOLVER = Anderson(tol=1e-3, max_iter=30, per_sample=True, stall_window=8)
+#: The DEQ layer's default backward, for training: the phantom gradient of Geng et al. 2021
+#: with 3 damped steps (λ = 0.8), 2 VJPs, APPROXIMATE and labelled so in ``last_backward``.
+#: Reason (ours, benchmarks/bench_train_cells.py, five cells, 3 seeds): its cosine with the
+#: exact gradient at initialisation (0.98 MLP, 0.97 conv, 0.95 tuple, 0.71 multi-scale, 0.81
+#: transformer) is that of the former default ``Phantom(5, 0.5)`` (4 VJPs) to 0.03, and well
+#: above torchdeq's 1-step gradient (0.83, 0.77, 0.77, 0.34, 0.74), at the same steps to 90%
+#: accuracy; ``Phantom(2, 1.0)`` (1 VJP) fell to 0.90 on the tuple cell and 0.62 on the
+#: multi-scale one for no measurable time. ``backward=Implicit()`` gives the exact gradient.
+TRAINING_BACKWARD = Phantom(3, 0.8)
 
 
 def _resolve(solver: Solver | None, backward: Backward | None) -> tuple[Solver, Backward]:
@@ -129,7 +136,7 @@ def fixed_point(
     backward: Backward | None = None,
     stats: FixedPointStats | None = None,
     hint: Hint = None,
-    on_failure: str | None = None,
+    on_failure: OnFailure | str | None = None,
 ) -> State:
     """The fixed point ``z* = f(z*)``, differentiable w.r.t. every tensor ``f`` closes over.
 
@@ -148,9 +155,10 @@ def fixed_point(
             and the running counts.
         hint: extra context for a failure (a string, or a zero-argument callable evaluated
             only on failure), e.g. ``"‖W‖₂ = 1.3 >= 1"``.
-        on_failure: ``"warn"``, ``"raise"`` or ``"record"`` for an unconverged forward or
-            adjoint solve (:mod:`deqlab.fixed_point_stats`); None (default): each solver's
-            ``throw`` decides (``"raise"`` if set, else ``"record"``).
+        on_failure: ``"warn"``, ``"raise"`` or ``"record"`` (or an :class:`OnFailure`) for
+            an unconverged forward or adjoint solve (:mod:`deqlab.fixed_point_stats`); None
+            (default): the forward solver's ``throw`` decides, here, for both solves
+            (``"raise"`` if set, else ``"record"``).
 
     Returns:
         ``z*`` with ``z0``'s shape (the forward solver's best iterate); a tuple/list like
@@ -164,46 +172,17 @@ def fixed_point(
             under the policy ``"raise"``.
     """
     solver, backward = _resolve(solver, backward)
-    if on_failure is not None:
-        check_choice("on_failure", on_failure, ON_FAILURE)
+    policy = OnFailure.parse(on_failure, solver)
     stats = FixedPointStats() if stats is None else stats
     if not isinstance(stats, FixedPointStats):
         raise TypeError(f"`stats` must be a FixedPointStats; got {type(stats).__name__}")
     f, z0, packing = _packed(f, z0, solver.per_sample)
     if not z0.numel():  # no sample (an empty batch): the empty equilibrium, in the graph of f
-        solution = solve(solver, f, z0.detach(), "forward", stats, hint=hint, on_failure=on_failure)
+        solution = solve(solver, f, z0.detach(), "forward", stats, policy, hint)
         return _unpack(f(solution.z) if torch.is_grad_enabled() else solution.z, packing)
-    if isinstance(backward, Unrolled):
-        if backward.steps is not None:
-            solver = dataclasses.replace(solver, max_iter=backward.steps)
-        solution = solve(solver, f, z0, "forward", stats, hint=hint, on_failure=on_failure)
-        _record_unrolled(solution, stats)
-        return _unpack(solution.z, packing)
-    with torch.no_grad():
-        solution = solve(solver, f, z0.detach(), "forward", stats, hint=hint, on_failure=on_failure)
-    z_star = solution.z
-    if not torch.is_grad_enabled():
-        return _unpack(z_star, packing)
-    z_out = f(z_star)  # one tracked step: the edge to every tensor f closes over
-    if not z_out.requires_grad:
-        return _unpack(z_star, packing)
-    spec = GradientSpec(f, solver, backward, stats, hint, on_failure, solution)
-    return _unpack(ImplicitGradient.apply(z_out, z_star, spec), packing)
-
-
-def _record_unrolled(solution: Solution, stats: FixedPointStats) -> None:
-    """At backward time, record that the gradient went through the solver's iterations."""
-    if not solution.z.requires_grad:
-        return
-    reason = "backpropagation through the solver's iterations (the implicit gradient in the limit)"
-    if not solution.converged:
-        reason += "; the forward solve did not converge"
-    record = BackwardRecord("unrolled", exact=False, reason=reason, vjps=solution.n_steps)
-
-    def hook(grad: torch.Tensor) -> None:
-        stats.record_gradient(record)
-
-    solution.z.register_hook(hook)
+    solution = backward.solve(solver, f, z0, stats, policy, hint)
+    spec = GradientSpec(f, solver, backward, stats, hint, policy, solution)
+    return _unpack(backward.attach(f, solution, spec), packing)
 
 
 class DEQ(nn.Module):
@@ -216,30 +195,39 @@ class DEQ(nn.Module):
             autograd reaches every tensor it uses, but its modules are not registered:
             ``deq.parameters()``, ``.to()`` and ``state_dict()`` do not see them.
         solver: default :data:`TRAINING_SOLVER` (Anderson per sample, rel tol 1e-3 or, in
-            bfloat16 and float16, what their rounding lets a solve reach, 40 evaluations; per
-            sample assumes the cell treats each sample alone, and falls back to one problem
-            for a state without a common batch dim 0 or a cell module holding a BatchNorm in
-            training mode).
-        backward: default :data:`TRAINING_BACKWARD`, the phantom gradient ``Phantom()``
-            (APPROXIMATE: 5 damped steps; ``last_backward.exact`` is False);
+            bfloat16 and float16, what their rounding lets a solve reach, 30 evaluations,
+            stall detection over 8; per sample assumes the cell treats each sample alone, and
+            falls back to one problem for a state without a common batch dim 0 or a cell
+            module holding a BatchNorm in training mode).
+        backward: default :data:`TRAINING_BACKWARD`, the phantom gradient ``Phantom(3, 0.8)``
+            (APPROXIMATE: 3 damped steps, 2 VJPs; ``last_backward.exact`` is False);
             ``Implicit(init="grad")`` gives the exact implicit gradient (to the adjoint
             solver's tolerance), its solve started at ``g``.
         hint: as in :func:`fixed_point`.
         on_failure: what an unconverged forward or adjoint solve does: ``"warn"`` (default:
-            return the best iterate, count it in ``stats``, warn once per layer),
+            return the best iterate, count it in ``stats``, warn at the layer's 1st, 2nd,
+            4th, … failure with the counts so far),
             ``"raise"`` (strict: :class:`~deqlab.solvers.SolverError`) or ``"record"``.
         row_compaction: with a per-sample solver and an input ``x`` whose dim 0 is the
             batch, evaluate the cell only on the samples still to converge (the others are
             frozen at their iterate that met the tolerance; :mod:`deqlab.solvers.rows`).
             Needs a cell that treats each sample alone, wherever it sits in the batch; off
             for a cell module holding a BatchNorm in training mode.
+        eval_factor: in eval mode (``deq.eval()``) the solver may make ``max_iter ×
+            eval_factor`` evaluations (torchdeq's ``eval_factor``: a tighter solve at test
+            time than the training budget); ``eval_max_iter``: that many instead.
 
     ``forward(x, z0=None)``: if ``z0`` is None the starting point is
     ``cell.initial_state(x)`` when the cell defines that method, else ``zeros_like(x)``
     (for cells whose state has the input's shape; a cell that rejects it raises a
     ValueError naming ``z0``; an integer ``x`` then raises a TypeError naming ``x``). A
     ``z0`` on another device than ``x`` is refused; NaN/Inf in ``x`` is named as such; a
-    batch of 0 samples gives the empty equilibrium.
+    batch of 0 samples gives the empty equilibrium. A cell module's normalised layers
+    (:mod:`deqlab.norm`) are recomputed and its variational-dropout masks
+    (:mod:`deqlab.dropout`) redrawn at every forward. :meth:`states` returns the iterates of
+    a solve in segments, for a fixed-point correction loss
+    (:func:`deqlab.correction.fixed_point_correction`). :meth:`from_config` builds a layer
+    from a dict or TOML file, :meth:`config` writes its settings back.
 
     After a forward: ``last_forward`` (Solution: status, residuals, per-sample
     ``sample_residuals`` / ``sample_steps``), after a backward ``last_backward``
@@ -255,8 +243,10 @@ class DEQ(nn.Module):
         solver: Solver | None = None,
         backward: Backward | None = None,
         hint: Hint = None,
-        on_failure: str = "warn",
+        on_failure: OnFailure | str = OnFailure.WARN,
         row_compaction: bool = True,
+        eval_factor: float = 1.0,
+        eval_max_iter: int | None = None,
     ) -> None:
         super().__init__()
         if not callable(cell):
@@ -268,8 +258,12 @@ class DEQ(nn.Module):
             TRAINING_SOLVER if solver is None else solver, backward
         )
         self.hint = hint
-        self.on_failure = check_choice("on_failure", on_failure, ON_FAILURE)
+        self.on_failure = OnFailure.parse(on_failure)
         self.row_compaction = check_bool("row_compaction", row_compaction)
+        self.eval_factor = check_real("eval_factor", eval_factor, low=0.0, low_inclusive=False)
+        if eval_max_iter is not None:
+            check_int("eval_max_iter", eval_max_iter, min_value=1)
+        self.eval_max_iter = eval_max_iter
         self.stats = FixedPointStats()
         self._last: tuple[Map, torch.Tensor, Solver] | None = None
 
@@ -289,7 +283,50 @@ class DEQ(nn.Module):
             )
         return default_z0(x)
 
+    @classmethod
+    def from_config(
+        cls, cell: Callable[[Any, Any], Any], config: Mapping[str, Any] | str | os.PathLike
+    ) -> DEQ:
+        """A layer for ``cell`` with the settings of ``config`` (a dict, or the path of a TOML
+        file; layout in :mod:`deqlab.deq_config`; an unknown key is a ValueError)."""
+        return cls(cell, **deq_options(config, TRAINING_SOLVER))
+
+    def config(self) -> dict[str, Any]:
+        """This layer's settings as plain data (what :meth:`from_config` reads)."""
+        return deq_config(self)
+
     def forward(self, x: Any, z0: State | None = None) -> State:
+        f, z0, packing, solver = self._problem(x, z0)
+        return _unpack(self._solve(f, z0, solver, x), packing)
+
+    def states(self, x: Any, n: int, z0: State | None = None) -> list[State]:
+        """The solve from ``z0`` in ``n`` segments of ``max_iter // n`` evaluations (the last
+        takes the rest), each started at the one before's returned iterate: the ``n``
+        segment ends, each joined to autograd through the layer's backward at that point
+        (the states a fixed-point correction loss is taken on, Bai et al. 2022, DEQ-Flow;
+        torchdeq's ``n_states``). The last is the layer's output; each segment is a
+        forward solve in ``stats``."""
+        f, z, packing, solver = self._problem(x, z0)
+        check_int("n", n, min_value=1)
+        if n > solver.max_iter:
+            raise ValueError(f"`n` must be <= the solver's max_iter {solver.max_iter}; got {n}")
+        sizes = [solver.max_iter // n] * (n - 1)
+        sizes.append(solver.max_iter - sum(sizes))
+        out = []
+        for size in sizes:
+            z = self._solve(f, z.detach(), dataclasses.replace(solver, max_iter=size), x)
+            out.append(_unpack(z, packing))
+        return out
+
+    def _problem(
+        self, x: Any, z0: State | None
+    ) -> tuple[Map, torch.Tensor, Packing | None, Solver]:
+        """The packed map and start of the solve of ``cell(·, x)``, and the solver for it
+        (per sample where the cell allows, the eval budget in eval mode)."""
+        if isinstance(self.cell, nn.Module):
+            reset_norm(self.cell)
+            reset_dropout(self.cell)
+
         def f(z: State) -> State:
             return self.cell(z, x)
 
@@ -300,17 +337,23 @@ class DEQ(nn.Module):
         check_same_device(z0, x)
         mixes = samples_coupled(self.cell) is not None
         solver = self.solver
-        if self._default_solver and (mixes or not _has_batch(z0)):
+        if self._default_solver and (mixes or not has_batch(z0)):
             solver = dataclasses.replace(solver, per_sample=False)
+        if not self.training and (self.eval_max_iter or self.eval_factor != 1.0):
+            budget = self.eval_max_iter or max(1, int(solver.max_iter * self.eval_factor))
+            solver = dataclasses.replace(solver, max_iter=budget)
         f_packed, z0_packed, packing = _packed(f, z0, solver.per_sample)
         if self._default_solver and solver.tol != training_tol(z0_packed.dtype):
             solver = dataclasses.replace(solver, tol=training_tol(z0_packed.dtype))
         if solver.per_sample and self.row_compaction and not mixes:
-            f_packed = _row_map(self.cell, x, f_packed, packing, z0_packed.shape[0])
+            f_packed = cell_row_map(self.cell, x, f_packed, packing, z0_packed.shape[0])
+        return f_packed, z0_packed, packing, solver
+
+    def _solve(self, f: Map, z0: torch.Tensor, solver: Solver, x: Any) -> torch.Tensor:
         try:
             z = fixed_point(
-                f_packed,
-                z0_packed,
+                f,
+                z0,
                 solver=solver,
                 backward=self.backward,
                 stats=self.stats,
@@ -319,8 +362,8 @@ class DEQ(nn.Module):
             )
         except NonFiniteError as err:
             raise named_input(err, x) from None
-        self._last = (f_packed, z.detach(), solver)
-        return _unpack(z, packing)
+        self._last = (f, z.detach(), solver)
+        return z
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable without the last forward's closure (it holds ``x``; rebuilt by a forward)."""
@@ -359,6 +402,10 @@ class DEQ(nn.Module):
             generator=generator,
         )  # fmt: skip
 
+    def summary(self) -> str:
+        """The run-level picture of this layer's solves in one line (``stats.summary()``)."""
+        return self.stats.summary()
+
     @property
     def last_forward(self) -> Solution | None:
         return self.stats.forward
@@ -366,31 +413,3 @@ class DEQ(nn.Module):
     @property
     def last_backward(self) -> BackwardRecord | None:
         return self.stats.gradient
-
-
-def _row_map(
-    cell: Callable[[Any, Any], Any], x: Any, f: Map, packing: Packing | None, batch: int
-) -> Map:
-    """``f`` as a :class:`~deqlab.solvers.rows.RowMap` (the cell on some samples, with
-    their rows of ``x``) when ``x`` is a tensor, or tuple/list of tensors, of batch dim 0;
-    else ``f`` unchanged."""
-    parts = list(x) if isinstance(x, tuple | list) else [x]
-    if not all(isinstance(p, torch.Tensor) and p.ndim and p.shape[0] == batch for p in parts):
-        return f
-
-    def rows(z_sub: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        x_sub = [p.index_select(0, index) for p in parts]
-        x_sub = type(x)(x_sub) if isinstance(x, tuple | list) else x_sub[0]
-        if packing is None:
-            return cell(z_sub, x_sub)
-        sub = packing.rows(len(index))
-        return sub.pack(cell(sub.unpack(z_sub), x_sub), "f(z)")
-
-    return RowMap(f, rows)
-
-
-def _has_batch(z0: State) -> bool:
-    """``z0`` has a dim 0 shared by all its tensors (what a per-sample solve needs)."""
-    parts = list(z0) if isinstance(z0, tuple | list) else [z0]
-    leads = {p.shape[0] if isinstance(p, torch.Tensor) and p.ndim else None for p in parts}
-    return len(leads) == 1 and None not in leads

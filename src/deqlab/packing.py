@@ -7,6 +7,7 @@ problem and the gradient stays exact.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -62,7 +63,7 @@ class Packing:
             )
         return cls(tuple if isinstance(z0, tuple) else list, shapes, batch)
 
-    @property
+    @functools.cached_property
     def sizes(self) -> list[int]:
         """Entries of each part per sample (``batch`` set) or in all (``batch`` None)."""
         skip = 0 if self.batch is None else 1
@@ -79,8 +80,9 @@ class Packing:
         lead = () if self.batch is None else (self.batch,)
         return torch.cat([p.reshape(*lead, n) for p, n in zip(parts, self.sizes, strict=True)], -1)
 
+    @functools.lru_cache(maxsize=64)  # noqa: B019 (a packing lives as long as its solve)
     def rows(self, k: int) -> Packing:
-        """The packing of ``k`` of the samples (a packing with a ``batch``)."""
+        """The packing of ``k`` of the samples (a packing with a ``batch``); one per ``k``."""
         shapes = tuple(torch.Size((k, *shape[1:])) for shape in self.shapes)
         return dataclasses.replace(self, shapes=shapes, batch=k)
 
@@ -88,3 +90,10 @@ class Packing:
         """The parts of a packed tensor, as views shaped ``self.shapes``."""
         parts = torch.split(z, self.sizes, dim=-1)
         return self.container(p.reshape(s) for p, s in zip(parts, self.shapes, strict=True))
+
+
+def has_batch(z0: torch.Tensor | Sequence[torch.Tensor]) -> bool:
+    """``z0`` has a dim 0 shared by all its tensors (what a per-sample solve needs)."""
+    parts = list(z0) if isinstance(z0, tuple | list) else [z0]
+    leads = {p.shape[0] if isinstance(p, torch.Tensor) and p.ndim else None for p in parts}
+    return len(leads) == 1 and None not in leads

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from deqlab.solvers.rows import RowMap
+from deqlab.solvers.rows import RowMap, bucketed
 
 SHRINK = 7 / 8  # rebuild the graph once the pending rows are this share of it or fewer
 
@@ -57,8 +57,14 @@ class VJP:
         return self._backprop(self.sub[1], self.sub[0], u)[position]
 
     def _compact(self, index: torch.Tensor) -> None:
-        """The graph on the rows ``index`` only (one evaluation of ``f`` on them)."""
+        """The graph on the rows ``index`` only, topped up with other rows of the current
+        graph to :func:`~deqlab.solvers.rows.bucketed` of their count (one evaluation of
+        ``f`` on them)."""
         assert isinstance(self.f, RowMap)
+        extra = bucketed(len(index), self.batch) - len(index)
+        if extra > 0:
+            others = self.index[~torch.isin(self.index, index)][:extra]
+            index = torch.cat([index, others]).sort().values
         self.index = index
         z = self.z_star.index_select(0, index)
         with torch.enable_grad():

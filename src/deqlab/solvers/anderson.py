@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import torch
 
 from deqlab._checks import check_int, check_real
-from deqlab.solvers.base import History, Solver
+from deqlab.solvers.base import Solver
+from deqlab.solvers.history import History
 from deqlab.solvers.solution import register
 
 
@@ -59,13 +60,20 @@ class AndersonState:
     """What Anderson keeps between steps: the last ``m`` damped images ``x_i + β g_i`` (what
     the weights mix) and residuals ``g_i``, and the Gram matrix ``G Gᵀ`` ``(B, m, m)``,
     updated one row per step. Where the weights are unusable they are set to the newest slot
-    alone, so that the mix gives that row's plain step exactly (no second ``(B, N)`` select)."""
+    alone, so that the mix gives that row's plain step exactly (no second ``(B, N)`` select).
+
+    Buffers and their views (Gram rows and columns, the identity's rows) are made once per
+    solve, so that a step of a full history is a fixed, short sequence of batched operations.
+    """
 
     def __init__(self, solver: Anderson) -> None:
         self.solver = solver
         self.steps, self.gs = History(solver.history), History(solver.history)
         self.gram: torch.Tensor | None = None  # G Gᵀ (B, m, m), in at least float32
-        self.eye: torch.Tensor | None = None  # I (m, m) and 1 (m, 1): the weights' constants
+        self.gram_rows: list[torch.Tensor] = []  # gram[:, i, :] and gram[:, :, i], (B, m)
+        self.gram_columns: list[torch.Tensor] = []
+        self.eye: torch.Tensor | None = None  # I (m, m), its columns (m, 1), and 1 (m, 1)
+        self.eye_columns: list[torch.Tensor] = []
         self.ones: torch.Tensor | None = None
 
     def __call__(
@@ -81,37 +89,56 @@ class AndersonState:
         n = len(self.gs)
         if n == 1:
             return plain
-        alpha = self._weights(H[:, :n, :n], slot).to(z.dtype)  # (B, 1, n)
-        return (alpha @ self.steps.stacked())[:, 0]
+        alpha = self._weights(H, slot)  # (B, 1, n)
+        if alpha.dtype != z.dtype:
+            alpha = alpha.to(z.dtype)
+        return torch.bmm(alpha, self.steps.stacked()).view_as(z)
+
+    def residual_out(self, z: torch.Tensor) -> torch.Tensor | None:
+        """The history slot the next residual ``g`` goes to (written there by the loop)."""
+        return self.gs.next_slot(z)
 
     def _update_gram(self, g: torch.Tensor, slot: int) -> torch.Tensor:
         """Write row and column ``slot`` of ``G Gᵀ`` (``g_i · g_new``); in place, except when
-        autograd records the solve (``Unrolled``)."""
+        autograd records the solve (``Unrolled``). Returns ``G Gᵀ`` of the stored ``n``."""
         if self.gram is None:
             work = torch.promote_types(g.dtype, torch.float32)  # >= float32
             m = self.solver.history
             self.gram = g.new_zeros(g.shape[0], m, m, dtype=work)
-        recorded = torch.is_grad_enabled() and (g.requires_grad or self.gram.requires_grad)
-        H = self.gram.clone() if recorded else self.gram
-        n = len(self.gs)
-        G = self.gs.stacked().to(H.dtype)  # (B, n, N)
-        row = (g.to(H.dtype)[:, None, :] @ G.mT)[:, 0]  # (B, n); gᵀGᵀ: a fast bmm layout
-        H[:, slot, :n] = row
-        H[:, :n, slot] = row
-        self.gram = H
-        return H
+            self.gram_rows, self.gram_columns = list(self.gram.unbind(1)), list(self.gram.unbind(2))
+        H, n = self.gram, len(self.gs)
+        G = self.gs.stacked()  # (B, n, N)
+        if G.dtype != H.dtype:
+            G, g = G.to(H.dtype), g.to(H.dtype)
+        row = torch.bmm(g.unsqueeze(1), G.mT).view(g.shape[0], n)  # gᵀGᵀ: a fast bmm layout
+        if torch.is_grad_enabled() and (row.requires_grad or H.requires_grad):
+            H = H.clone()
+            H[:, slot, :n] = row
+            H[:, :n, slot] = row
+            self.gram = H
+            self.gram_rows, self.gram_columns = list(H.unbind(1)), list(H.unbind(2))
+        elif n == self.solver.history:
+            self.gram_rows[slot].copy_(row)
+            self.gram_columns[slot].copy_(row)
+        else:
+            H[:, slot, :n] = row
+            H[:, :n, slot] = row
+        return H if n == self.solver.history else H[:, :n, :n]
 
     def _weights(self, H: torch.Tensor, slot: int) -> torch.Tensor:
-        """``α = y / 1ᵀy`` with ``(H + λI) y = 1`` ``(B, 1, n)``; where that is unusable
-        (singular, or not finite) ``α = e_slot``, the newest step alone."""
-        n = H.shape[1]
+        """``α = y / 1ᵀy`` with ``(H + λI) y = 1``, as a row ``(B, 1, n)``; where that is
+        unusable (singular, or not finite) ``α = e_slot``, the newest step alone."""
+        m, n = self.solver.history, H.shape[1]
         if self.eye is None:  # the constants, made once per solve
-            self.eye = torch.eye(self.solver.history, dtype=H.dtype, device=H.device)
-            self.ones = torch.ones(self.solver.history, 1, dtype=H.dtype, device=H.device)
-        eye = self.eye[:n, :n]
-        lam = self.solver.tikhonov * H.diagonal(dim1=1, dim2=2).mean(dim=1)  # (B,)
-        y, info = torch.linalg.solve_ex(H + lam[:, None, None] * eye, self.ones[:n])
+            self.eye = torch.eye(m, dtype=H.dtype, device=H.device)
+            self.eye_columns = [row[None, :] for row in self.eye.unbind(0)]  # e_i as (1, m)
+            self.ones = torch.ones(m, 1, dtype=H.dtype, device=H.device)
+        eye, ones = (self.eye, self.ones) if n == m else (self.eye[:n, :n], self.ones[:n])
+        lam = self.solver.tikhonov * H.diagonal(dim1=1, dim2=2).mean(dim=1, keepdim=True)
+        # H + λI: λ·1 and λ·0 are exact, so the fused form equals the textbook sum
+        y, info = torch.linalg.solve_ex(torch.addcmul(H, lam.unsqueeze(2), eye), ones)
         alpha = (y / y.sum(dim=1, keepdim=True)).mT  # (B, 1, n)
         # 1ᵀα is finite exactly when every α_i is (they sum to 1 when finite)
-        ok = (info == 0) & torch.isfinite(alpha.sum(dim=2))[:, 0]  # (B,)
-        return torch.where(ok[:, None, None], alpha, eye[slot])  # no NaN in the mix
+        ok = (info == 0).view(-1, 1, 1) & torch.isfinite(alpha.sum(dim=2, keepdim=True))
+        e_slot = self.eye_columns[slot] if n == m else self.eye_columns[slot][:, :n]
+        return torch.where(ok, alpha, e_slot)  # no NaN in the mix

@@ -23,15 +23,9 @@ import torch
 
 from deqlab._checks import check_bool, check_tensor
 from deqlab.solvers.options import SolverOptions
-from deqlab.solvers.rows import RowMap, evaluate_pending
-from deqlab.solvers.solution import (
-    Solution,
-    SolverError,
-    Status,
-    non_finite_reason,
-    relative_residual,
-    resolve_tol,
-)
+from deqlab.solvers.rows import RowMap, evaluate_frozen, evaluate_pending, evaluation_rows
+from deqlab.solvers.solution import Solution, Status, non_finite_reason, resolve_tol
+from deqlab.solvers.trace import IterationTrace
 
 Map = Callable[[torch.Tensor], torch.Tensor]
 
@@ -39,11 +33,30 @@ Map = Callable[[torch.Tensor], torch.Tensor]
 class Stepper(Protocol):
     """One solve's stepping rule: ``step(z, fz, g=None) -> z_next`` on ``(B, N)`` iterates,
     ``g = fz − z`` (the loop passes the residual it computed; None: the stepper computes it);
-    an object, so that what a method remembers between steps is explicit state."""
+    an object, so that what a method remembers between steps is explicit state.
+    ``residual_out(z)``: where the loop should write the next ``g`` (a buffer the stepper
+    keeps it in, saving a copy), or None."""
 
     def __call__(
         self, z: torch.Tensor, fz: torch.Tensor, g: torch.Tensor | None = None
     ) -> torch.Tensor: ...
+
+    def residual_out(self, z: torch.Tensor) -> torch.Tensor | None: ...
+
+
+class StatelessStep:
+    """A stepper that remembers nothing: ``rule(z, fz, g)`` (e.g. Picard's damped step)."""
+
+    def __init__(self, rule: Callable[..., torch.Tensor]) -> None:
+        self.rule = rule
+
+    def __call__(
+        self, z: torch.Tensor, fz: torch.Tensor, g: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        return self.rule(z, fz, g)
+
+    def residual_out(self, z: torch.Tensor) -> None:
+        return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,8 +96,15 @@ class Solver(SolverOptions, ABC):
                 ``f(z0)`` of another dtype or device than ``z0``.
             ValueError: non-finite ``z0`` or ``f(z0)``; ``f(z0)`` shaped unlike ``z0``;
                 ``per_sample`` with a 0-d ``z0``; ``z0`` on the meta device.
-            SolverError: not converged (status MAX_STEPS or DIVERGED) and ``throw=True``.
+            SolverError: not converged (status MAX_STEPS, STALLED or DIVERGED) and
+                ``throw=True``.
         """
+        solution = self.run(f, z0)
+        return solution.raise_if_failed() if self.throw else solution
+
+    def run(self, f: Map, z0: torch.Tensor) -> Solution:
+        """The solve of :meth:`__call__` without raising on failure (``throw`` is not read):
+        the caller reads ``Solution.status`` (e.g. a policy, :mod:`deqlab.fixed_point_stats`)."""
         if not callable(f):
             raise TypeError(f"`f` must be callable; got {type(f).__name__}")
         check_tensor("z0", z0)
@@ -98,64 +118,33 @@ class Solver(SolverOptions, ABC):
         def f_flat(z: torch.Tensor) -> torch.Tensor:  # (B, N) -> (B, N)
             return f(z.reshape(shape)).reshape(batch, -1)
 
+        if z0.ndim == 2 and batch == shape[0]:  # already (B, N): no reshape per call
+            f_flat = f
+
         tol = resolve_tol(self.tol, z0.dtype)
         z = z0.reshape(batch, -1)  # (B, N)
-        trace = IterationTrace(self, tol, _first_eval(f, z0).reshape(batch, -1), z)
         compact = self.per_sample and isinstance(f, RowMap) and not torch.is_grad_enabled()
-        trace.compacting = compact
         step = self.stepper()
+        fz = _first_eval(f, z0).reshape(batch, -1)
+        trace = IterationTrace(self, tol, fz, z, compact, step.residual_out(z))
         while not trace.done:
             z_next = step(z, trace.fz, trace.g)
-            if compact and trace.settled:  # evaluate only the rows still pending
-                z, fz = evaluate_pending(f, z, z_next, trace.fz, trace.pending, shape)
+            if compact and 2 * trace.n_active <= batch:  # evaluate only the active rows
+                rows = evaluation_rows(trace.active)
+                z, fz = evaluate_pending(f, z, z_next, trace.fz, rows, shape)
+                trace.rows_evaluated += len(rows[0])
+            elif compact and trace.settled:  # the others keep z and f(z), all are evaluated
+                z, fz = evaluate_frozen(f_flat, z, z_next, trace.fz, trace.active)
+                trace.rows_evaluated += batch
             else:
                 z, fz = z_next, f_flat(z_next)
-            trace.observe(z, fz)
+                trace.rows_evaluated += batch
+            trace.observe(z, fz, step.residual_out(z))
         solution = self.finish(step, trace.solution(shape))
         if solution.status is Status.DIVERGED and not math.isfinite(solution.residuals[-1]):
             reason = non_finite_reason(z, trace.fz, solution.n_steps)
             solution = replace(solution, non_finite=reason)
-        if self.throw and not solution.converged:
-            raise SolverError(self.name, solution, tol=tol, stop=self.stop)
         return solution
-
-
-class History:
-    """The last ``capacity`` iterates ``(B, N)`` of a solve, stored as one ``(B, m, N)`` buffer.
-
-    A ring: :meth:`push` overwrites the oldest slot once full (the solvers' sums are
-    order-free). Writes are in place, except when autograd records the solve
-    (``Unrolled``), where they are out-of-place so that saved tensors stay valid.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.count = 0
-        self.buffer: torch.Tensor | None = None
-
-    def push(self, x: torch.Tensor) -> int:
-        """Store ``x`` ``(B, N)``; return its slot."""
-        slot = self.count % self.capacity
-        if self.buffer is None:
-            self.buffer = x.new_empty(x.shape[0], self.capacity, x.shape[1])  # (B, m, N)
-        if torch.is_grad_enabled() and (x.requires_grad or self.buffer.requires_grad):
-            index = torch.tensor([slot], device=x.device)
-            self.buffer = self.buffer.index_copy(1, index, x[:, None])
-        else:
-            self.buffer[:, slot] = x
-        self.count += 1
-        return slot
-
-    def __len__(self) -> int:
-        return min(self.count, self.capacity)
-
-    def stacked(self) -> torch.Tensor:
-        """The stored iterates, ``(B, len(self), N)`` (slots ``0 .. len-1``)."""
-        assert self.buffer is not None
-        return self.buffer[:, : len(self)]
-
-    def clear(self) -> None:
-        self.count = 0
 
 
 def _first_eval(f: Map, z0: torch.Tensor) -> torch.Tensor:
@@ -188,78 +177,3 @@ def _empty_solution(z0: torch.Tensor, per_sample: bool) -> Solution:
         sample_steps=torch.zeros(rows, dtype=torch.long, device=z0.device),
         evaluations=0.0,
     )
-
-
-class IterationTrace:
-    """Residual trace, best iterate per row, and the stopping decision of one solve.
-
-    ``tol`` is the solver's tolerance resolved for the iterates' dtype (``solver.tol`` may
-    be None). Divergence is judged on the absolute residual ``‖f(z) - z‖`` whatever the
-    stopping rule (the relative one stays bounded while the iterates blow up).
-    """
-
-    def __init__(
-        self, solver: SolverOptions, tol: float, fz0: torch.Tensor, z0: torch.Tensor
-    ) -> None:
-        self.solver = solver
-        self.tol = tol
-        self.residuals: list[float] = []
-        self.status = Status.MAX_STEPS
-        self.done = False
-        self.best_z = z0
-        inf = torch.full((z0.shape[0],), math.inf, dtype=z0.dtype, device=z0.device)
-        self.best_r = inf  # (B,) residual (rule `stop`) of best_z
-        self.least_abs = inf  # (B,) least absolute residual seen
-        self.steps = torch.zeros(z0.shape[0], dtype=torch.long, device=z0.device)  # (B,)
-        self.compacting = False  # rows that met tol are frozen (see deqlab.solvers.rows)
-        self.settled = False  # some row met tol
-        self.pending = torch.ones_like(self.steps, dtype=torch.bool)  # (B,) rows still to converge
-        self.observe(z0, fz0)
-
-    def observe(self, z: torch.Tensor, fz: torch.Tensor) -> None:
-        """Record ``f(z) = fz`` (both ``(B, N)``), its residual ``g = fz − z`` (the stepper
-        reuses it), and decide whether to stop. Under row compaction the rows that had met
-        tol were frozen at their best iterate (the loop evaluates only the pending ones)."""
-        self.fz, self.g = fz, fz - z
-        r_abs = torch.linalg.vector_norm(self.g.detach(), dim=1)  # (B,)
-        r = r_abs if self.solver.stop == "abs" else relative_residual(r_abs, fz.detach())
-        self.steps += self.pending  # (B,) evaluations until the row met tol
-        improved = r < self.best_r  # (B,); False where r is NaN
-        frozen = self.compacting and self.settled  # rows not pending kept their best iterate
-        kept = improved | ~self.pending if frozen else improved
-        self.best_r = torch.where(improved, r, self.best_r)
-        self.least_abs = torch.fmin(self.least_abs, r_abs)
-        pending = self.best_r > self.tol  # (B,) samples still to converge
-        blown_up = pending & (r_abs > self.solver.divergence_factor * self.least_abs)
-        maxima = torch.stack([r.max(), r_abs.max()]).double()  # NaN propagates through max
-        counts = [m.sum(dtype=torch.float64) for m in (pending, blown_up, kept, improved)]
-        worst, largest_abs, n_pending, n_blown_up, n_kept, n_improved = torch.cat(
-            [maxima, torch.stack(counts)]
-        ).tolist()  # the one device sync of the step
-        rows = len(r)
-        self.pending, self.settled = pending, n_pending < rows
-        if n_kept == rows:  # no copy: iterates are never modified in place
-            self.best_z = z
-        elif n_improved:
-            self.best_z = torch.where(improved[:, None], z, self.best_z)
-        self.residuals.append(worst)
-        if not math.isfinite(largest_abs) or n_blown_up:
-            self.status, self.done = Status.DIVERGED, True
-        elif not n_pending:
-            self.status, self.done = Status.CONVERGED, True
-        elif len(self.residuals) >= self.solver.max_iter:
-            self.done = True
-
-    def solution(self, shape: torch.Size) -> Solution:
-        return Solution(
-            z=self.best_z.reshape(shape),
-            status=self.status,
-            n_steps=len(self.residuals),
-            residuals=self.residuals,
-            residual=float(self.best_r.max()),
-            sample_residuals=self.best_r,
-            sample_steps=self.steps,
-            evaluations=float(self.steps.sum()) / len(self.steps)
-            if self.compacting
-            else len(self.residuals),
-        )

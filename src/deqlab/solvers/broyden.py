@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import torch
 
 from deqlab._checks import check_int
-from deqlab.solvers.base import History, Solver
+from deqlab.solvers.base import Solver
+from deqlab.solvers.history import History
 from deqlab.solvers.solution import Solution, register
 
 
@@ -100,6 +101,10 @@ class BroydenState:
         self.memory = memory
         self.us, self.vs = History(memory), History(memory)
         self.previous: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def residual_out(self, z: torch.Tensor) -> None:
+        """None: the loop's residual is kept as the previous one, not in a buffer."""
+        return None
 
     def __call__(
         self, z: torch.Tensor, fz: torch.Tensor, g: torch.Tensor | None = None

@@ -28,6 +28,13 @@ class SolverOptions:
             converge.
         divergence_factor: an absolute residual larger than this times the least one
             seen (for a sample that has not yet met ``tol``) is divergence.
+        stall_window: None (default: off) or ``w >= 1``: a sample whose best residual,
+            extrapolated at its rate over its last ``w`` evaluations, would still miss ``tol``
+            after ``max_iter`` evaluations has stalled; it stops with its best iterate, and a
+            solve whose unconverged samples have all stalled ends with status ``STALLED``
+            (:mod:`deqlab.solvers.trace`).
+        trace_samples: keep every row's absolute and relative residual after each evaluation
+            (``Solution.sample_trace``; off by default: two ``(B,)`` vectors a step).
     """
 
     tol: float | None = None
@@ -35,6 +42,8 @@ class SolverOptions:
     stop: str = "rel"
     throw: bool = True
     divergence_factor: float = 1e6
+    stall_window: int | None = None
+    trace_samples: bool = False
 
     def __post_init__(self) -> None:
         check_tol(self.tol)
@@ -42,6 +51,9 @@ class SolverOptions:
         check_choice("stop", self.stop, STOP_RULES)
         check_bool("throw", self.throw)
         check_real("divergence_factor", self.divergence_factor, low=1.0, low_inclusive=False)
+        if self.stall_window is not None:
+            check_int("stall_window", self.stall_window, min_value=1)
+        check_bool("trace_samples", self.trace_samples)
 
     @classmethod
     def option_names(cls) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from deqlab._checks import check_real
-from deqlab.solvers.base import Solver, Stepper
+from deqlab.solvers.base import Solver, StatelessStep
 from deqlab.solvers.solution import register
 
 
@@ -26,8 +26,8 @@ class Picard(Solver):
         super().__post_init__()
         check_real("damping", self.damping, low=0.0, high=1.0, low_inclusive=False)
 
-    def stepper(self) -> Stepper:
+    def stepper(self) -> StatelessStep:
         """``z + β(f(z) − z)``; no state."""
         if self.damping == 1.0:
-            return lambda z, fz, g=None: fz
-        return lambda z, fz, g=None: z + self.damping * (fz - z if g is None else g)
+            return StatelessStep(lambda z, fz, g: fz)
+        return StatelessStep(lambda z, fz, g: z + self.damping * (fz - z if g is None else g))

@@ -23,6 +23,7 @@ every ``r_i <= tol``; the reported residual is then ``max_i r_i``.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -47,6 +48,7 @@ class Status(enum.Enum):
     CONVERGED = "converged"
     MAX_STEPS = "max_steps"  # max_iter evaluations of f without meeting the tolerance
     DIVERGED = "diverged"  # non-finite values, or the residual grew by orders of magnitude
+    STALLED = "stalled"  # every unconverged sample stopped improving (stall detection)
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,15 +64,22 @@ class Solution:
         residual: residual at the returned ``z`` (max over samples when per-sample).
         sample_residuals: ``(B,)`` residual of each row at the returned ``z``: one per
             sample with ``per_sample=True``, else ``B = 1`` (the whole tensor).
-        sample_steps: ``(B,)`` evaluations of ``f`` each row needed to meet ``tol``
-            (``n_steps`` for a row that never met it).
+        sample_steps: ``(B,)`` evaluations of ``f`` each row needed to meet ``tol`` or to
+            stall (``n_steps`` for a row that did neither).
+        sample_stalled: ``(B,)`` rows that stalled without meeting ``tol`` (with stall
+            detection, :class:`~deqlab.solvers.options.SolverOptions`), else None.
+        sample_trace: with ``trace_samples=True``, ``{"abs": ..., "rel": ...}``: each row's
+            absolute and relative residual after each evaluation, ``(n_steps, B)`` (a row
+            frozen by row compaction keeps its last values); else None.
         evaluations: evaluations of ``f`` in full batches: ``n_steps``, or with row
-            compaction (:mod:`deqlab.solvers.rows`) ``Σ sample_steps / B``.
+            compaction (:mod:`deqlab.solvers.rows`) the rows evaluated over ``B``.
         inverse_jacobian: Broyden's final estimate ``B ≈ (J_f − I)⁻¹`` at ``z``
             (:class:`~deqlab.solvers.broyden.BroydenInverse`); None for other solvers.
         non_finite: where the solve met NaN/Inf (status DIVERGED; :class:`NonFinite`, e.g.
             "f(z) returned 32 NaN entries at evaluation 4, from a finite z"); None when it
             did not. A NaN the map returns says nothing of contraction: it is named as NaN.
+        solver, tolerance, stop: who solved, to which tolerance and rule (for
+            :meth:`raise_if_failed`'s message).
     """
 
     z: torch.Tensor
@@ -84,11 +93,23 @@ class Solution:
     evaluations: float | None = None
     inverse_jacobian: BroydenInverse | None = None
     non_finite: NonFinite | None = None
+    sample_stalled: torch.Tensor | None = None
+    sample_trace: dict[str, torch.Tensor] | None = None
+    solver: str = "solver"
+    tolerance: float = math.nan
+    stop: str = "rel"
 
     @property
     def converged(self) -> bool:
         """True when the tolerance was met."""
         return self.status is Status.CONVERGED
+
+    def raise_if_failed(self, what: str | None = None) -> Solution:
+        """``self`` if it converged, else raise :class:`SolverError` (status, residual,
+        tolerance, a hint), with ``what`` (e.g. ``"forward solve"``) as its context."""
+        if not self.converged:
+            raise SolverError(self.solver, self, tol=self.tolerance, stop=self.stop, context=what)
+        return self
 
     def __repr__(self) -> str:
         return (
@@ -105,6 +126,11 @@ _DEFAULT_HINTS = {
     Status.DIVERGED: (
         "the iterates blew up: the map may not be contractive (e.g. ‖J_f‖ >= 1); "
         "try damping < 1 or Anderson, or check the model's weights"
+    ),
+    Status.STALLED: (
+        "the residual stopped falling before the tolerance: the map may not be contractive "
+        "near the fixed point (e.g. ρ(J_f) close to 1); loosen tol, regularise the Jacobian, "
+        "or raise stall_window to give the solver more time"
     ),
 }
 
@@ -211,9 +237,12 @@ def residual_norms(z: torch.Tensor, fz: torch.Tensor, stop: str) -> torch.Tensor
     return relative_residual(r_abs, fz) if stop == "rel" else r_abs
 
 
-def relative_residual(r_abs: torch.Tensor, fz: torch.Tensor) -> torch.Tensor:
-    """``‖f(z) - z‖ / (‖f(z)‖ + 1e-12)`` per row, from the absolute residuals ``(B,)``."""
-    return r_abs / (torch.linalg.vector_norm(fz, dim=1) + _REL_FLOOR)
+def relative_residual(r_abs, fz: torch.Tensor | None = None, *, size=None):
+    """``‖f(z) - z‖ / (‖f(z)‖ + 1e-12)`` per row, from the absolute residuals ``(B,)`` and
+    ``f(z)`` ``(B, N)``, or its norms ``size`` (a tensor or numpy array like ``r_abs``)."""
+    if size is None:
+        size = torch.linalg.vector_norm(fz, dim=1)
+    return r_abs / (size + _REL_FLOOR)
 
 
 def default_tol(dtype: torch.dtype) -> float:
@@ -272,6 +301,11 @@ def register(name: str) -> Callable[[S], S]:
         return cls
 
     return add
+
+
+def registered_name(solver: Solver) -> str:
+    """The name ``solver``'s class is registered under (``get_solver(name)`` builds it)."""
+    return next(key for key, cls in _REGISTRY.items() if cls is type(solver))
 
 
 def solver_names() -> list[str]:

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import torch
 
 from deqlab._checks import check_positive, check_tensor
-from deqlab.solvers.base import IterationTrace
 from deqlab.solvers.options import SolverOptions
 from deqlab.solvers.solution import Solution, SolverError, resolve_tol
+from deqlab.solvers.trace import IterationTrace
 
 Prox = Callable[[torch.Tensor], torch.Tensor]
 
