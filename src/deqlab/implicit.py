@@ -96,10 +96,10 @@ TRAINING_SOLVER = Anderson(tol=1e-3, max_iter=30, per_sample=True, stall_window=
 #: The DEQ layer's default backward, for training: the phantom gradient of Geng et al. 2021
 #: with 3 damped steps (λ = 0.8), 2 VJPs, APPROXIMATE and labelled so in ``last_backward``.
 #: Reason (ours, benchmarks/bench_train_cells.py, five cells, 3 seeds): its cosine with the
-#: exact gradient at initialisation (0.98 MLP, 0.97 conv, 0.95 tuple, 0.71 multi-scale, 0.81
-#: transformer) is that of the former default ``Phantom(5, 0.5)`` (4 VJPs) to 0.03, and well
-#: above torchdeq's 1-step gradient (0.83, 0.77, 0.77, 0.34, 0.74), at the same steps to 90%
-#: accuracy; ``Phantom(2, 1.0)`` (1 VJP) fell to 0.90 on the tuple cell and 0.62 on the
+#: exact gradient at initialisation (0.98 MLP, 0.97 conv, 0.94 tuple, 0.71 multi-scale, 0.81
+#: transformer) is that of the former default ``Phantom(5, 0.5)`` (4 VJPs) to 0.06, and above
+#: torchdeq's 1-step gradient (0.84, 0.82, 0.76, 0.38, 0.72) on every cell, at the same steps
+#: to 90% accuracy; ``Phantom(2, 1.0)`` (1 VJP) fell to 0.90 on the tuple cell and 0.62 on the
 #: multi-scale one for no measurable time. ``backward=Implicit()`` gives the exact gradient.
 TRAINING_BACKWARD = Phantom(3, 0.8)
 
