@@ -126,14 +126,21 @@ def test_square_loss_optimum_is_least_squares(n):
         assert float(L_star) < 1e-20
 
 
-def test_feature_sigma_min_and_rank_errors():
-    Phi = torch.randn(4, 9)
+def test_feature_sigma_min_and_kappa_are_zero_below_the_corollary_s_rank():
+    """σ_min(Φ) as the corollaries take it: the min(m, n)-th singular value; 0 below the rank
+    the corollary assumes (numerically, as rank_ratio decides it), so κ = 0 there."""
+    Phi = torch.randn(4, 9, dtype=torch.float64)
     assert feature_sigma_min(Phi) == pytest.approx(np.linalg.svd(Phi.numpy())[1][-1])
     assert corollary1_kappa(Phi) == pytest.approx(2 * feature_sigma_min(Phi) ** 2)
-    with pytest.raises(ValueError, match="must have full rank min"):
-        feature_sigma_min(torch.ones(4, 9))
-    with pytest.raises(ValueError, match=r"must have rank m = 4 \(Corollary 2\)"):
-        feature_sigma_min(torch.randn(4, 3), require_full_row_rank=True)
+    deficient = torch.randn(4, 2, dtype=torch.float64) @ torch.randn(2, 9, dtype=torch.float64)
+    assert np.linalg.svd(deficient.numpy())[1][-1] > 0  # rounding: not exactly 0
+    assert rank_ratio(deficient, 4) <= rank_tolerance(deficient)
+    assert feature_sigma_min(deficient) == corollary1_kappa(deficient) == 0.0
+    assert feature_sigma_min(torch.ones(4, 9)) == 0.0
+    wide = torch.randn(4, 3, dtype=torch.float64)  # n = 3 < m = 4: rank m impossible
+    assert feature_sigma_min(wide) > 0 and corollary1_kappa(wide) > 0
+    assert feature_sigma_min(wide, require_full_row_rank=True) == 0.0
+    assert corollary2_kappa(wide, tau=0.1) == 0.0
 
 
 def test_logistic_rho_is_the_infimum_over_the_ball():

@@ -66,6 +66,22 @@ def test_corollary2_bounds_hold_along_gd_and_resume():
     assert resumed.records == trainer.records and resumed.step_count == 400
 
 
+def test_features_below_the_corollary_s_rank_train_with_kappa_zero_and_vacuous_bounds():
+    """Φ with a zero row (a constant pixel: rank(Φ) < min(m, n)): κ = 2σ_min(Φ)² = 0, GD
+    trains as on any data, and both bounds of Eq. (7) stay at L(A₀, B₀): vacuous, and met."""
+    generator = torch.Generator().manual_seed(0)
+    X, Y = _zou_like(30, generator)
+    X[2] = 0.0
+    trainer = DELMGradientDescent(DELM(4, 4, generator=generator), X, Y, DELMGDConfig(lr=1e-3))
+    assert trainer.kappa == 0.0
+    trainer.run(50)
+    h = trainer.history_tensors()
+    assert float(h["loss"][-1]) < 0.5 * float(h["loss"][0])
+    for bound in ("bound_dependent", "bound_independent"):
+        assert bool((h[bound] == h["loss"][0]).all())
+    assert float(h["loss"][-1]) >= trainer.loss_star
+
+
 def test_step_returns_the_record_of_its_step_even_when_not_kept():
     generator = torch.Generator().manual_seed(0)
     X, Y = _zou_like(20, generator)

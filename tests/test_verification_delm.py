@@ -97,6 +97,23 @@ def test_rank_unmet_on_rank_deficient_inputs():
     assert verdicts(dl.statements(deficient, None))[RANK] is Verdict.UNMET
 
 
+def test_training_on_rank_deficient_inputs_reports_the_run_and_not_the_corollary(init):
+    """A constant feature (digits' corner pixels): rank(Φ) UNMET, κ = 0, and --train still
+    trains; the corollary's bounds are vacuous and NOT APPLICABLE, the run is reported."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((20, 5))
+    x[:, 0] = 0.0
+    deficient = dl.initialize(prepare(x, rng.standard_normal(20)), gamma=GAMMA, seed=0)
+    assert deficient.kappa == 0.0 and dl.numbers(deficient, None, None)["bound_vacuous"]
+    run = dt.train(deficient, steps=3, eta=deficient.eta_theorem)
+    found = verdicts(dt.train_statements(deficient, run))
+    assert found[RANK] is Verdict.UNMET
+    assert all(found[n] is Verdict.NOT_APPLICABLE for n in (*BOUNDS, LAMBDA))
+    k = dt.train_numbers(deficient, run)
+    assert k["steps"] == 3 and k["status"] == "ok" and k["loss_final"] < deficient.loss0
+    assert not dl.numbers(init, None, None)["bound_vacuous"]
+
+
 @pytest.fixture(scope="module")
 def trained(init):
     return dt.train(init, steps=5, eta=init.eta_theorem)

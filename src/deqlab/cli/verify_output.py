@@ -180,7 +180,7 @@ def _delm_rows(k: dict) -> list[tuple[str, str]]:
         ("λ_T ≥ 1/(m(1+γ)²) (Eq. 33)", number(k["lambda_T_lower_bound"], 4)),
         ("λ_min(D_0)", _certified(k, "lambda_min_D0", "λ_min(D_0)")),
         ("σ_min(Φ)", number(k["sigma_min_phi"], 4)),
-        (f"{corollary}: κ ({k['loss']} loss)", number(k["kappa"], 4)),
+        (f"{corollary}: κ ({k['loss']} loss)", number(k["kappa"], 4) + _vacuous(k)),
         (
             f"{corollary} rate 2κλ_T: guaranteed, at init",
             f"{number(k['rate_guaranteed'], 4)}, {number(k['rate_at_init'], 4)}",
@@ -190,6 +190,12 @@ def _delm_rows(k: dict) -> list[tuple[str, str]]:
             f"{number(times['guaranteed'], 4)}, {number(times['at_init'], 4)}",
         ),
     ]
+
+
+def _vacuous(k: dict) -> str:
+    """κ = 0: Eq. (7)'s bound promises no decrease (rank(Φ) below the corollary's, or τ = 0
+    with R = ∞)."""
+    return " (the bound of Eq. (7) is vacuous: L_T − L* ≤ L₀ − L*)" if k["bound_vacuous"] else ""
 
 
 def _width(m: object) -> str:

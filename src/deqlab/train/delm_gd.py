@@ -15,7 +15,10 @@ steps, the loss, λ_min(D_k), λ_T, ‖B_k‖₁ and the two bounds of Theorem 1
 Square loss: Corollary 1 (κ = 2σ_min(Φ)², L*_R = L*_{0,R} = L*).  Logistic loss with
 weight τ and radius R: Corollary 2 (κ = (2τ + ρ(R))σ_min(Φ)², L*_{0,R} in both places, which
 Eq. (31) of the proof allows); the bound needs ‖B_t‖₁ < (1 − γ)R along the run, which
-each record's ``radius_ok`` reports.
+each record's ``radius_ok`` reports.  Where Φ is below the corollary's rank (or the logistic
+loss has τ = 0 and R = ∞) κ = 0: the run trains as any other, and its bounds are vacuous
+(L*_R + L(A₀, B₀) − L*_{0,R}); the corollary's rank hypothesis, measured by the claims,
+says it does not apply.
 
 Divergence: Eq. (33) (Appendix A.1) gives λ_min(D) ≥ 1/(m(1+γ)²) > 0 for every (A, B),
 so a computed λ_min(D_k) ≤ 0 means D_k was lost to rounding — the iterates blew up — and

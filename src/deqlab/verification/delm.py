@@ -48,6 +48,8 @@ from deqlab.papers.kawaguchi2021.hypotheses import (
     kappa_hypothesis,
 )
 from deqlab.papers.kawaguchi2021.theory import (
+    corollary1_kappa,
+    corollary2_kappa,
     lambda_lower_bound,
     logistic_loss,
     logistic_loss_optimum,
@@ -97,11 +99,12 @@ class Loss:
             return float(square_loss_optimum(Phi, Y)[1])
         return float(logistic_loss_optimum(Phi, Y, tau=self.tau, radius=self.radius)[1])
 
-    def kappa(self, Phi: torch.Tensor, sigma_min: float) -> float:
-        """κ = 2σ_min(Φ)² (Corollary 1) or (2τ + ρ(R))σ_min(Φ)² (Corollary 2, Appendix A.4)."""
+    def kappa(self, Phi: torch.Tensor) -> float:
+        """κ = 2σ_min(Φ)² (Corollary 1) or (2τ + ρ(R))σ_min(Φ)² (Corollary 2, Appendix A.4),
+        the trainer's: 0 below the corollary's rank (its bound is then vacuous)."""
         if self.name == "square":
-            return 2 * sigma_min**2
-        return (2 * self.tau + logistic_rho(Phi, self.radius)) * sigma_min**2
+            return corollary1_kappa(Phi)
+        return corollary2_kappa(Phi, tau=self.tau, radius=self.radius)
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,7 +206,7 @@ def initialize(
     sigma = float(torch.linalg.svdvals(Phi)[min(inputs.n, inputs.d) - 1])
     with torch.no_grad():
         loss0 = float(loss(model(inputs.X), Y))
-    loss_star, kappa = loss.optimum(Phi, Y), loss.kappa(Phi, sigma)
+    loss_star, kappa = loss.optimum(Phi, Y), loss.kappa(Phi)
     pl = (
         pl_ratio(
             model.linear_weight().detach(),
@@ -275,6 +278,7 @@ def numbers(init: DELMInit, eta: float | None, epsilon: float | None) -> dict[st
         "sigma_min_phi": init.sigma_min,
         "rank_ratio": init.rank_ratio,
         "kappa": init.kappa,
+        "bound_vacuous": init.kappa == 0,
         "loss0": init.loss0,
         "loss_star": init.loss_star,
         "pl_ratio": init.pl_ratio,

@@ -131,7 +131,8 @@ def _rank(trainer: DELMGradientDescent) -> dict[str, float]:
 
 
 def _pl_ratio(trainer: DELMGradientDescent) -> float:
-    """The PL ratio at Z₀; NaN when κ = 0 (τ = 0, R = ∞: the ratio has no meaning)."""
+    """The PL ratio at Z₀; NaN when κ = 0 (τ = 0 with R = ∞, or Φ below the corollary's rank:
+    the ratio has no meaning)."""
     if trainer.kappa == 0.0:
         return math.nan
     with torch.no_grad():

@@ -127,24 +127,21 @@ def logistic_loss(q: torch.Tensor, y: torch.Tensor, tau: float = 0.0) -> torch.T
 
 
 def feature_sigma_min(Phi: torch.Tensor, *, require_full_row_rank: bool = False) -> float:
-    """σ_min(Φ), the min(m, n)-th singular value of Φ (m, n) (Section 3.1.1).
+    """σ_min(Φ) as the corollaries' κ takes it: σ_r(Φ), the r-th singular value of Φ (m, n)
+    (Section 3.1.1), r = min(m, n) for Corollary 1 and r = m for Corollary 2
+    (``require_full_row_rank=True``).
 
-    Corollary 1 assumes rank(Φ) = min(n, m); Corollary 2 assumes rank(Φ) = m
-    (``require_full_row_rank=True``, which needs n ≥ m).  A rank-deficient Φ is an error
-    because the bounds are then vacuous.
+    0 where rank(Φ) < r — numerically, σ_r/σ_1 ≤ :func:`rank_tolerance`, or n < m for r = m:
+    the corollary's rank hypothesis then fails (:func:`rank_ratio` measures it), κ = 0 and
+    Theorem 1's bound (Eq. 7) is vacuous, L ≤ L*_R + L(A₀, B₀) − L*_{0,R}.
     """
     check_tensor("Phi", Phi, ndim=2)
     m, n = Phi.shape
     if require_full_row_rank and n < m:
-        raise ValueError(f"`Phi` must have rank m = {m} (Corollary 2), impossible with n = {n} < m")
+        return 0.0
     sv = torch.linalg.svdvals(Phi)
     smin = float(sv[-1])
-    if smin <= sv[0].item() * rank_tolerance(Phi):
-        raise ValueError(
-            f"`Phi` must have full rank min(m, n) = {min(m, n)}; got σ_min = {smin:.3g}, "
-            f"σ_max = {float(sv[0]):.3g}"
-        )
-    return smin
+    return 0.0 if smin <= sv[0].item() * rank_tolerance(Phi) else smin
 
 
 def rank_tolerance(Phi: torch.Tensor) -> float:
@@ -228,12 +225,14 @@ def logistic_loss_optimum(
 
 
 def corollary1_kappa(Phi: torch.Tensor) -> float:
-    """κ = 2 σ_min(Φ)², the PL parameter of the square loss (Corollary 1, Appendix A.3)."""
+    """κ = 2 σ_min(Φ)², the PL parameter of the square loss (Corollary 1, Appendix A.3); 0
+    where rank(Φ) < min(m, n) (:func:`feature_sigma_min`: the bound is then vacuous)."""
     return 2.0 * feature_sigma_min(Phi) ** 2
 
 
 def corollary2_kappa(Phi: torch.Tensor, *, tau: float, radius: float = math.inf) -> float:
-    """κ = (2τ + ρ(R)) σ_min(Φ)², the PL parameter of the logistic loss (Cor. 2, App. A.4)."""
+    """κ = (2τ + ρ(R)) σ_min(Φ)², the PL parameter of the logistic loss (Cor. 2, App. A.4);
+    0 where rank(Φ) < m (:func:`feature_sigma_min`: the bound is then vacuous)."""
     tau = check_real("tau", tau, low=0.0)
     return (2.0 * tau + logistic_rho(Phi, radius)) * feature_sigma_min(
         Phi, require_full_row_rank=True
