@@ -27,6 +27,9 @@ def init(inputs):
     return md.initialize(inputs, width=24, monotonicity=0.2, radius=1.0, seed=0)
 
 
+AS_PROVED = "Eq. (3.17) as Proposition 6's proof needs (ours)"
+
+
 def verdicts(statements):
     return {s.name: s.verdict for s in statements}
 
@@ -63,15 +66,18 @@ def test_conditions_and_bound_written_out(init):
     assert k["fit_widths"] == [24, 36, 48] and k["rate"] is None  # from 4N = 24
 
 
+def _fitted(c):
+    """Conditions 1–2 and Eq. (3.17) as Proposition 6's proof needs it, by name."""
+    return {r["name"]: r for r in [*md.condition_1(c), *md.condition_2(c), eq_3_17_as_proved(c)]}
+
+
 def test_width_fit_is_a_least_squares_power_law_through_the_fit_widths(init, inputs):
     constants = [
         md.constants_at(md._model(inputs.d, w, 0.2, 0), inputs, 1.0)[0] for w in init.fit_widths
     ]
     needed = md.numbers(init, None)["required_width"]
-    for name in ("Eq. (3.8)", "Eq. (3.9)", "Eq. (3.16)", "Eq. (3.17)"):
-        rows = [
-            {r["name"]: r for r in md.condition_1(c) + md.condition_2(c)}[name] for c in constants
-        ]
+    for name in ("Eq. (3.8)", "Eq. (3.9)", "Eq. (3.16)", "Eq. (3.17)", AS_PROVED):
+        rows = [_fitted(c)[name] for c in constants]
         ratios = [r["lhs"] / r["rhs"] for r in rows]
         slope, intercept = np.polyfit(np.log(init.fit_widths), np.log(ratios), 1)
         fit = init.fits[name]
@@ -164,7 +170,6 @@ def test_training_fails_on_a_violating_run(init):
     assert all(found[n] is Verdict.FAIL for n in THEOREMS)
 
 
-AS_PROVED = "Eq. (3.17) as Proposition 6's proof needs (ours)"
 UNDER_AS_PROVED = f"{THEOREMS[0]}, under {AS_PROVED}"
 
 
@@ -177,6 +182,8 @@ def test_training_decides_theorem_3_3_5_also_under_eq_3_17_as_its_proof_needs(in
     found = {s.name: s for s in md.train_statements(_holding(init), trained)}
     proved = found[f"Condition 2, {AS_PROVED} at n = 24"]
     assert proved.value == pytest.approx(row["lhs"] / row["rhs"], rel=1e-12)
+    assert proved.needs == init.fits[AS_PROVED].needs()  # the width it needs, as Condition 2's
+    assert proved.needs.startswith(("n ≥ ", "no width: ")) and "sweep" not in proved.needs
     assert proved.verdict is Verdict.UNMET and found[THEOREMS[0]].verdict is Verdict.PASS
     assert found[UNDER_AS_PROVED].verdict is Verdict.NOT_APPLICABLE
     small = {p: 1e-6 * b for p, b in init.constants.bars.items()}  # λ̄ small: it holds

@@ -8,9 +8,10 @@ initialization:
 - Condition 1, (3.8)–(3.9) (Theorem 3.3.1, gradient flow) and Condition 2, (3.16)–(3.18)
   (Theorem 3.3.5, GD), each a hypothesis lhs/rhs ≥ 1 built by the thesis' experiments'
   :func:`~deqlab.papers.hieu2022.claims.condition_hypothesis`; the width that
-  would satisfy each comes from lhs/rhs ∝ n^s fitted over the widths :data:`FIT_FACTORS` ×
-  max(n, 4N) (same seed), the scaling assumption its ``needs`` states; Eq. (3.18) holds at
-  no width when m²N ≥ 1/20 (the thesis' experiments' ``n_samples`` rule);
+  would satisfy each — and Eq. (3.17) as Proposition 6's proof needs it (ours, a hypothesis
+  of the training statements) — comes from lhs/rhs ∝ n^s fitted over the widths
+  :data:`FIT_FACTORS` × max(n, 4N) (same seed), the scaling assumption its ``needs`` states;
+  Eq. (3.18) holds at no width when m²N ≥ 1/20 (the thesis' experiments' ``n_samples`` rule);
 - Lemma 3.3.3, ‖Z(0)‖_F ≤ ‖X‖_F‖U(0)‖₂/m (a theorem: it holds for every parameter);
 - Theorem 3.3.5's step-size bound η_max and rate 1 − η_maxλ_0²/4, and the rate
   exp(−λ_0²/2) per unit time of Theorem 3.3.1's flow.
@@ -146,6 +147,12 @@ def _conditions(c: MonDEQConstants) -> dict[str, list[Inequality]]:
     return {"Condition 1": condition_1(c), "Condition 2": condition_2(c)}
 
 
+def _fitted(c: MonDEQConstants) -> list[Inequality]:
+    """The inequalities whose width the fit gives: Conditions 1–2 and Eq. (3.17) as
+    Proposition 6's proof needs it (ours: :func:`train_statements` states it)."""
+    return [*condition_1(c), *condition_2(c), eq_3_17_as_proved(c)]
+
+
 def initialize(
     inputs: Inputs,
     *,
@@ -168,9 +175,8 @@ def initialize(
         if w == width:
             chosen = (model, c, Z)
         if w in fit_widths:
-            for rows in _conditions(c).values():
-                for row in rows:
-                    ratios.setdefault(row["name"], []).append(_ratio(row))
+            for row in _fitted(c):
+                ratios.setdefault(row["name"], []).append(_ratio(row))
     model, c, Z = chosen
     lemma = lemma_3_3_3(Z, inputs.X, model.U, monotonicity)
     fits = {name: WidthFit.of(fit_widths, rs, n_samples=inputs.n) for name, rs in ratios.items()}
