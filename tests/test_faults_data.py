@@ -274,14 +274,22 @@ def test_kernel_save_into_a_new_directory_works(tmp_path):
     assert result.exit_code == 0 and np.load(target).shape == (5, 5)
 
 
-def test_kernel_at_a_size_that_cannot_fit_is_refused_within_seconds():
+def test_kernel_saving_a_matrix_that_cannot_fit_is_refused_within_seconds(tmp_path):
+    """Past memory kernel answers from a subsample (tests/test_cli_kernel.py); --save needs
+    the whole matrix."""
     start = time.monotonic()
-    result = invoke("kernel", "--dataset", "sphere", "--n", "1000000", "--d", "5")
+    args = ("--dataset", "sphere", "--n", "1000000", "--d", "5", "--save", tmp_path / "K.npy")
+    result = invoke("kernel", *args)
     assert time.monotonic() - start < 10
     assert result.exit_code == 2
     line = one_error(result)
     assert line.startswith("error: `--n`: n = 1000000 needs 16 TB for the kernel matrix and the ")
-    assert re.search(r"memory is available \(.+\); the largest n that fits is \d+$", line)
+    assert re.search(
+        r"memory is available \(.+\); the largest n that fits is \d+; --save writes the whole "
+        r"matrix: without it, deqlab kernel answers from a subsample \(certified one-sided "
+        r"bounds\)$",
+        line,
+    )
 
 
 #: Run as ``python -c`` with the headroom and the command: the address-space limit is set
@@ -310,15 +318,17 @@ def ulimited(*args: object, headroom: int = 5 * 10**9) -> subprocess.CompletedPr
 ULIMIT_V_SAYS = (
     r"but [\d.]+ GB of memory is available \(this process's address-space limit, "
     r"`ulimit -v` [\d.]+ GB, less the [\d.]+ [MG]B it has mapped\); the largest n that fits "
-    r"is (\d+)$"
+    r"is (\d+); --save writes the whole matrix"
 )
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux's /proc")
-def test_kernel_under_a_ulimit_is_refused_naming_the_limit_and_its_estimate():
+def test_kernel_under_a_ulimit_is_refused_naming_the_limit_and_its_estimate(tmp_path):
     """Issue 36: the check compared 14.4 GB with the machine's memory and passed; the
-    allocation then failed with a traceback. The process's own limit is the bound."""
-    done = ulimited("kernel", "--dataset", "sphere", "--n", "30000", "--d", "5")
+    allocation then failed with a traceback. The process's own limit is the bound (past it,
+    kernel answers from a subsample; --save needs the whole matrix)."""
+    args = ("--dataset", "sphere", "--n", "30000", "--d", "5", "--save", tmp_path / "K.npy")
+    done = ulimited("kernel", *args)
     assert done.returncode == 2 and done.stdout == "", done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith(

@@ -17,6 +17,7 @@ from deqlab.theory.brackets import (
     gamma,
     inertia_lower,
     narrowest,
+    rayleigh_lower,
     rayleigh_upper,
     rounding_floor,
 )
@@ -65,6 +66,17 @@ def test_a_rayleigh_quotient_with_its_rounding_bounds_lambda_min_from_above():
         assert upper >= exact and "Courant–Fischer" in proof
     tight, _ = rayleigh_upper(A, vectors[:, 0], norm)
     assert tight - exact <= 5 * gamma(200) * norm + 1e-15  # no more than its rounding above
+
+
+def test_a_rayleigh_quotient_less_its_rounding_bounds_lambda_max_from_below():
+    A = _clustered(200, 1e-3, seed=1)
+    values, vectors = torch.linalg.eigh(A)
+    top, norm = float(values[-1]), abs_row_norm(A)
+    for x in (vectors[:, -1], vectors[:, -1] + 1e-3 * vectors[:, 0], torch.ones(200)):
+        lower, proof = rayleigh_lower(A, x.to(torch.float64), norm)
+        assert lower <= top and "≤ λ_max" in proof
+    tight, _ = rayleigh_lower(A, vectors[:, -1], norm)
+    assert top - tight <= 2 * 5 * gamma(200) * norm  # its rounding bound, and the vector's
 
 
 def test_a_completed_factorization_bounds_lambda_min_from_below_and_a_failed_one_gives_none():

@@ -4,6 +4,8 @@ one-sided answers ("at least" widths) against the same data answered in full."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -110,3 +112,39 @@ def test_one_sided_statements_keep_what_their_bound_decides():
     assert found[0].verdict is Verdict.NOT_MEASURED and "lower bound" in found[0].detail
     assert found[1].verdict is Verdict.UNMET
     assert found[1].needs == f"at least, from {sample.name}: Eq. (7) alone: m ≥ 10⁶"
+
+
+def test_past_memory_a_width_sweep_answers_from_s_what_the_full_sweep_finds(monkeypatch):
+    """Below n, λ_0 = 0 by rank and every margin is 0 exactly: the rows are those of the
+    sweep on all the data; λ* comes as [0, an upper bound]; S is named."""
+    from typer.testing import CliRunner
+
+    from deqlab.cli import app
+
+    args = ["verify", "--dataset", "sphere", "--n", "600", "--d", "10", "--width", "50,100"]
+    full = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    _memory(monkeypatch, subsample.HEADROOM + 3e6)  # K alone would take 2.9 MB
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    part = json.loads(result.stdout)
+    assert "subsample" not in full and 100 <= part["subsample"]["size"] < 600
+    assert part["rows"] == full["rows"] and part["holds_from"] == full["holds_from"]
+    assert all(r["lambda0"] == 0 and r["eq7"] == r["eq8"] == r["eq9"] == 0 for r in part["rows"])
+    lower, upper = part["lambda_star_bounds"]
+    assert lower == 0.0 and full["lambda_star"] <= upper == part["lambda_star"]
+    text = CliRunner().invoke(app, args).stdout.splitlines()
+    assert text[1].startswith("beyond memory: n = 600 needs 5.76 MB for K and its work array")
+    assert "the sweep comes from the subsample S = " in text[1] and "(seed 0)" in text[1]
+    assert text[2].startswith("width sweep, K computed once: λ* ∈ [0, ")
+
+
+@pytest.mark.parametrize("width", [600, 700])
+def test_past_memory_a_width_at_or_above_n_is_refused_in_one_line(monkeypatch, width):
+    """At m ≥ n, λ_0 = λ_min(Z(0)ᵀZ(0)) is not 0 by rank: a subsample would bound it from
+    above only, and the margins of Condition 1 with it; refused, naming what fits."""
+    x, y, name = load_dataset("sphere", n=600, d=10)
+    _memory(monkeypatch, subsample.HEADROOM + 3e6)
+    with pytest.raises(ValueError, match=r"^`width`: K of n = 600 points does not fit in me") as e:
+        verify(x, y, ReLUDEQCheck(width=width), name=name)
+    assert str(e.value).endswith(f"at m = {width} ≥ n, λ_0 would need Z(0)ᵀZ(0) on every "
+                                 "point (n×n): give a width below 600")  # fmt: skip

@@ -1,9 +1,22 @@
-"""``deqlab kernel``: the population Gram matrix K (or K^(l), or the DEQ NTK) of a data set."""
+"""``deqlab kernel``: the population Gram matrix K (or K^(l), or the DEQ NTK) of a data set.
+
+Past memory (the matrix and the work array of its least eigenvalue do not fit) the answer
+comes from a seeded subsample S of the points, as ``deqlab verify`` answers
+(:mod:`deqlab.verification.subsample`): each entry depends on its pair of points only, so
+the matrix of S is a principal submatrix and Cauchy's interlacing theorem makes a Rayleigh
+quotient on S a certified upper bound of λ_min (below: 0, the matrix is PSD) and a certified
+lower bound of λ_max; the condition number is then at least their ratio. The diagonal is
+exact over every point: M_ii = ν_i·M(x̂)_11, ν_i = ‖x_i‖²/d, x̂ any point of norm √d (each
+matrix is factor·√(ν_iν_j)·E(c_ij) with E(1) one number). ``--save`` needs the whole matrix
+and is refused there.
+"""
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -16,10 +29,23 @@ from deqlab.cli.app import (
     failed_allocation,
     warn,
 )
+from deqlab.cli.kernel_inputs import BUFFERS, WHAT, load_inputs, save_matrix
 from deqlab.data.registry import DATASETS
+
+if TYPE_CHECKING:
+    from deqlab.theory.kernels import LeastEigenvalue
 
 #: Accuracy of K = K^(∞) (absolute, on the normalised entries): population_gram's tol.
 _K_TOL = 1e-14
+#: Why λ_min ≥ 0 for every matrix this command computes.
+PSD = "λ_min ≥ 0: K^(l) and K are Gram matrices (Definition 1), the NTK a limit of JJᵀ"
+#: How each number past memory is read (JSON ``one_sided``).
+ONE_SIDED = {
+    "lambda_min": "upper bound: a Rayleigh quotient on the subsample S, Cauchy interlacing",
+    "lambda_max": "lower bound: a Rayleigh quotient on S less its rounding, Cauchy interlacing",
+    "condition_number": "lower bound: λ_max's lower bound over λ_min's upper bound",
+    "diagonal": "exact, over every point: M_ii = ν_i·M(x̂)_11",
+}
 
 
 def _parse_depth(text: str) -> int | None:
@@ -39,76 +65,6 @@ def _parse_depth(text: str) -> int | None:
     return depth
 
 
-def _read_array(path: Path):
-    """X (d, n) float64 from a .npy file holding (n, d), one sample per row (the layout of
-    ``verify --input``); :func:`deqlab.data.npy.read_npy` refuses what is not one finite real
-    array, here also one that is not 2-D, empty, or has an all-zero sample."""
-    import numpy as np
-    import torch
-
-    from deqlab.data.npy import read_npy
-
-    where = f"`--input` {str(path)!r}"
-    array = read_npy(path, where)
-    if array.ndim != 2 or 0 in array.shape:
-        raise ValueError(
-            f"{where} holds an array of shape {array.shape}; expected X of shape (n, d) with "
-            "n >= 1 samples (rows) and d >= 1 features"
-        )
-    zero = np.flatnonzero(~array.any(axis=1))
-    if zero.size:
-        shown = ", ".join(str(i) for i in zero[:5]) + (", ..." if zero.size > 5 else "")
-        raise ValueError(
-            f"{where} has {zero.size} all-zero row(s) (samples {shown}); the kernels need "
-            "nonzero inputs (Assumption 2 takes ‖x_i‖ = √d)"
-        )
-    return torch.from_numpy(np.ascontiguousarray(array.T)).to(torch.float64)
-
-
-def _save_matrix(save: Path, M) -> None:
-    """Write M as .npy atomically; an OSError becomes one ValueError line naming the file."""
-    import numpy as np
-
-    from deqlab._atomic import atomic_path
-
-    try:
-        with atomic_path(save) as tmp, open(tmp, "wb") as handle:
-            np.save(handle, M.cpu().numpy())
-    except OSError as err:
-        where = f"`--save` {str(save)!r}"
-        raise ValueError(f"{where} cannot be written: {err.strerror or err}") from None
-
-
-def _load_inputs(
-    dataset: str | None,
-    input_file: Path | None,
-    n: int | None,
-    d: int | None,
-    seed: int,
-    data_dir: Path | None,
-    device: str,
-):
-    """(X (d, n) float64, description) from a registered data set or a .npy file; an n
-    whose matrices cannot fit is refused before the data are drawn or the file is read."""
-    import torch
-
-    from deqlab.data import get_dataset
-
-    if (dataset is None) == (input_file is None):
-        raise ValueError("give exactly one of --dataset NAME or --input X.npy")
-    if input_file is not None:
-        X = _read_array(input_file)
-        _check_memory(f"`--input` {str(input_file)!r}", X.shape[1], device)
-        n_read, d_read = X.shape[1], X.shape[0]
-        return X, f"{input_file}, read as (n, d) = ({n_read}, {d_read}): one sample per row"
-    if n is not None:
-        _check_memory("`--n`", n, device)
-    data = get_dataset(dataset, n=n, d=d, seed=seed, data_dir=data_dir)
-    if n is None:
-        _check_memory(f"`--dataset` {dataset}", data.X.shape[1], device)
-    return data.X.to(torch.float64), f"{data.name} (seed {seed})"
-
-
 #: The library's argument names as this command's options, for its one-line errors.
 _OPTIONS = {"n": "--n", "d": "--d", "seed": "--seed", "sigma_w2": "--sigma-w2"}
 
@@ -118,14 +74,6 @@ def _as_options(message: str) -> str:
     for name, option in _OPTIONS.items():
         message = message.replace(f"`{name}`", f"`{option}`")
     return message
-
-
-def _check_memory(subject: str, n: int, device: str) -> None:
-    """Refuse an n whose matrix and its λ_min work array (2 n×n float64) cannot fit."""
-    from deqlab._memory import check_square
-
-    what = "the kernel matrix and the work array of its least eigenvalue"
-    check_square(subject, n, what, buffers=2, per_point=8 * 64, device=device)
 
 
 @app.command(
@@ -147,7 +95,9 @@ def kernel(
     ),
     n: int | None = typer.Option(None, "--n", help="Number of points (data set default)."),
     d: int | None = typer.Option(None, "--d", help="Input dimension ('sphere' only)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the data set draw."),
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of the data set draw (and of the subsample past memory)."
+    ),
     sigma_w2: float = typer.Option(0.08, "--sigma-w2", help="σ_w² of Assumption 1, in (0, 1)."),
     depth: str = typer.Option(
         "inf",
@@ -173,7 +123,8 @@ def kernel(
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Print λ*, the condition number and the diagonal of K (Ling et al. 2023, Eq. (14))."""
+    """Print λ*, the condition number and the diagonal of K (Ling et al. 2023, Eq. (14)).
+    Past memory, from a named subsample (certified one-sided bounds)."""
     from deqlab.cli.progress import progress_bar
     from deqlab.devices import check_device
     from deqlab.theory.spectra import least_eigenvalue_large
@@ -188,10 +139,18 @@ def kernel(
             device = check_device(device)
             if save is not None:
                 check_output_file("--save", save, "K.npy")
-            X, source = _load_inputs(dataset, input_file, n, d, seed, data_dir, device)
+            X, source, size = load_inputs(dataset, input_file, n, d, seed, data_dir, save, device)
             X = X.to(device)
-            M, what, note = _matrix(X, sigma_w2, layers, ntk, parameterization, progress)
-            lam = least_eigenvalue_large(M, progress=progress)
+
+            def matrix(points):
+                return _matrix(points, sigma_w2, layers, ntk, parameterization, progress)
+
+            if size is None:
+                M, what, note = matrix(X)
+                found = _whole(M, least_eigenvalue_large(M, progress=progress))
+            else:
+                M = None
+                found, what, note = _from_subsample(X, size, seed, matrix, device, progress)
         except (ValueError, TypeError, OSError) as err:  # a missing data set is an OSError
             about_file = input_file is not None and str(err).startswith("`X`")
             message = _as_options(str(err))
@@ -204,11 +163,10 @@ def kernel(
         warn(str(warning.message))
     if save is not None:
         try:
-            _save_matrix(save, M)
+            save_matrix(save, M)
         except ValueError as err:
             raise fail(str(err)) from None
-    diag = M.diagonal()
-    diagonal = {"min": float(diag.min()), "mean": float(diag.mean()), "max": float(diag.max())}
+    lam = found.least
     if as_json:
         echo_json(
             {
@@ -223,20 +181,77 @@ def kernel(
                 "lambda_min": float(lam.value),
                 "lambda_min_bounds": [lam.bracket.lower, lam.bracket.upper],
                 "lambda_min_proofs": [lam.bracket.lower_proof, lam.bracket.upper_proof],
-                "singular": bool(lam.singular),
+                "singular": bool(lam.singular) if found.subsample is None else None,
                 "reason": lam.reason or None,
-                "lambda_max": float(lam.max_eigenvalue),
-                "condition_number": float(lam.condition_number),
-                "diagonal": diagonal,
+                "lambda_max": found.top,
+                "lambda_max_proof": found.top_proof or None,
+                "condition_number": found.condition_number,
+                "diagonal": found.diagonal,
                 "saved": None if save is None else str(save),
+                "subsample": found.subsample,
+                "one_sided": None if found.subsample is None else ONE_SIDED,
             }
         )
         return
     typer.echo(f"data: {source}, d = {X.shape[0]}, n = {X.shape[1]}, σ_w² = {sigma_w2:g}")
+    if found.subsample is not None:
+        typer.echo(_beyond_memory(found.subsample))
     typer.echo(f"kernel: {what}" + ("" if device == "cpu" else f", on {device}"))
-    _echo_spectrum(note, lam, diagonal)
+    _echo_spectrum(note, found)
     if save is not None:
         typer.echo(f"saved: {save}")
+
+
+@dataclass(frozen=True)
+class _Spectrum:
+    """What kernel prints of the matrix: λ_min with its certified bracket, λ_max and the
+    condition number (past memory: certified lower bounds, ``top_proof``), the diagonal over
+    every point, and the subsample S answered from (None: the whole data)."""
+
+    least: LeastEigenvalue
+    top: float
+    diagonal: dict[str, float]
+    subsample: dict | None = None
+    top_proof: str = ""
+
+    @property
+    def condition_number(self) -> float:
+        """λ_max/λ_min; past memory λ_max's lower bound over λ_min's upper: a lower bound."""
+        if self.subsample is None:
+            return float(self.least.condition_number)
+        return self.top / self.least.bracket.upper
+
+
+def _whole(M, lam: LeastEigenvalue) -> _Spectrum:
+    return _Spectrum(lam, float(lam.max_eigenvalue), _summary(M.diagonal()))
+
+
+def _summary(diag) -> dict[str, float]:
+    return {"min": float(diag.min()), "mean": float(diag.mean()), "max": float(diag.max())}
+
+
+def _from_subsample(X, size: int, seed: int, matrix, device: str, progress):
+    """(:class:`_Spectrum` of the whole matrix from the subsample S of ``size`` points drawn
+    with ``seed``, what the matrix is, its note): module docstring."""
+    from deqlab.verification import subsample
+
+    sample = subsample.draw(X.shape[1], size, seed)
+    M, what, note = matrix(X[:, sample.indices])
+    least, (top, proof) = subsample.spectrum(M, PSD, progress)
+    one, _, _ = matrix(X[:, :1])  # M(x_0) = ν_0·M(x̂)_11
+    nu = X.norm(dim=0) ** 2 / X.shape[0]  # (n,)
+    diag = nu * (float(one[0, 0]) / float(nu[0]))
+    found = {**sample.as_dict(), "why": subsample.why(X.shape[1], BUFFERS, WHAT, device)}
+    return _Spectrum(least, top, _summary(diag), found, proof), what, note
+
+
+def _beyond_memory(sample: dict) -> str:
+    return (
+        f"beyond memory: {sample['why']}; the answers come from the subsample S = "
+        f"{sample['size']:,} of the {sample['n']:,} points (seed {sample['seed']}) as "
+        "certified one-sided bounds (Cauchy interlacing): λ_min from above, λ_max and the "
+        "condition number from below; the diagonal over every point"
+    )
 
 
 def _matrix(X, sigma_w2: float, layers: int | None, ntk: bool, parameterization: str, progress):
@@ -263,21 +278,27 @@ def _matrix(X, sigma_w2: float, layers: int | None, ntk: bool, parameterization:
     return M, what, None
 
 
-def _echo_spectrum(note: str | None, lam, diagonal: dict[str, float]) -> None:
+def _echo_spectrum(note: str | None, found: _Spectrum) -> None:
     """The text lines of the note, λ_min, λ_max, the condition number and the diagonal."""
+    lam, past = found.least, found.subsample is not None
     if note:
         typer.echo(f"note: {note}")
-    typer.echo(f"lambda_min (λ*): {lam.value:.10g}")
+    typer.echo(f"lambda_min (λ*): {'at most ' if past else ''}{lam.value:.10g}")
+    below, above = (
+        (PSD, "a Rayleigh quotient on S, Cauchy interlacing")
+        if past
+        else ("a float64 Cholesky factorization of K − ℓI", "a Rayleigh quotient")
+    )
     typer.echo(
         f"  certified: {lam.bracket.lower:.10g} ≤ λ_min ≤ {lam.bracket.upper:.10g} (below: "
-        "a float64 Cholesky factorization of K − ℓI; above: a Rayleigh quotient; rounding "
-        "bounded)"
+        f"{below}; above: {above}; rounding bounded)"
     )
     if lam.singular:
         typer.echo(f"  {lam.reason}")
-    typer.echo(f"lambda_max: {lam.max_eigenvalue:.10g}")
-    typer.echo(f"condition number: {lam.condition_number:.6g}")
+    at_least = "at least " if past else ""
+    typer.echo(f"lambda_max: {at_least}{found.top:.10g}")
+    typer.echo(f"condition number: {at_least}{found.condition_number:.6g}")
     typer.echo(
-        f"diagonal: min {diagonal['min']:.10g}, mean {diagonal['mean']:.10g}, "
-        f"max {diagonal['max']:.10g}"
+        f"diagonal: min {found.diagonal['min']:.10g}, mean {found.diagonal['mean']:.10g}, "
+        f"max {found.diagonal['max']:.10g}"
     )

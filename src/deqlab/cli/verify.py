@@ -42,7 +42,8 @@ INPUT_HELP = (
         "measured curvature, the rate the PL ratio predicts). Every least eigenvalue comes "
         "with a certified bracket. --train runs GD (at --eta, else the theorem's step where "
         "its condition holds, else the stand-in) and puts predicted beside measured. Past "
-        "memory, the ReLU DEQ is answered from a named subsample (certified one-sided bounds)."
+        "memory, the ReLU DEQ (and a width sweep) is answered from a named subsample "
+        "(certified one-sided bounds)."
     ),
     epilog=(
         "Examples:\n\n  deqlab verify --dataset sphere --n 40 --d 40 --width 400\n\n"
@@ -239,14 +240,19 @@ def _check_out(out: Path | None) -> None:
 
 def _sweep(X, y, check, widths, common: dict, as_json: bool, out: Path | None) -> None:
     """``--width 200,400,800``: the ReLU DEQ at each width, K computed once; a table, and
-    with --out a figure of the margins and λ_0/(mλ*/2) against m."""
+    with --out a figure of the margins and λ_0/(mλ*/2) against m. Past memory, from the
+    subsample S (:mod:`deqlab.verification.sweep`)."""
+    from deqlab.verification.checks import draw_subsample
     from deqlab.verification.inputs import prepare
     from deqlab.verification.sweep import sweep
 
     if check.model != "relu-deq" or common["train"]:
         raise ValueError(SWEEP_ONLY)
     reading = ("name", "normalize", "standardize", "labels")
-    inputs = prepare(X, y, **{k: common[k] for k in reading})
+    shape, widest = np.shape(X), replace(check, width=max(widths))
+    n, d = shape[0], shape[1] if len(shape) == 2 else 0
+    sample = draw_subsample(widest, n, d, seed=common["seed"], device=common["device"])
+    inputs = prepare(X, y, **{k: common[k] for k in reading}, sample=sample)
     with progress_bar() as progress:
         found = sweep(
             inputs, check, widths, seed=common["seed"], device=common["device"], progress=progress

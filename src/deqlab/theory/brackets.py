@@ -129,14 +129,28 @@ def abs_row_norm(A: torch.Tensor) -> float:
 def rayleigh_upper(A: torch.Tensor, x: torch.Tensor, abs_norm: float) -> tuple[float, str]:
     """(an upper bound of λ_min(A), its proof): x's Rayleigh quotient plus the bound of its
     rounding, 5γ_n‖|A|‖_∞ (module docstring). ``abs_norm`` is :func:`abs_row_norm` (A)."""
-    x = x.reshape(-1, 1).to(A)
-    q = float((x.mT @ (A @ x)).item()) / float((x.mT @ x).item())
-    error = 5.0 * gamma(A.shape[0]) * abs_norm
-    bound = _up(q + error)
-    return bound, (
+    q, error = _rayleigh(A, x, abs_norm)
+    return _up(q + error), (
         f"Rayleigh quotient xᵀAx/xᵀx = {q:.12g} of a Ritz vector x (Courant–Fischer: ≥ λ_min), "
         f"plus its rounding ≤ 5γ_n‖|A|‖_∞ = {error:.2g}"
     )
+
+
+def rayleigh_lower(A: torch.Tensor, x: torch.Tensor, abs_norm: float) -> tuple[float, str]:
+    """(a lower bound of λ_max(A), its proof): x's Rayleigh quotient (Courant–Fischer:
+    ≤ λ_max) less the bound of its rounding, 5γ_n‖|A|‖_∞, as in :func:`rayleigh_upper`."""
+    q, error = _rayleigh(A, x, abs_norm)
+    return _down(q - error), (
+        f"Rayleigh quotient xᵀAx/xᵀx = {q:.12g} (Courant–Fischer: ≤ λ_max), less its rounding "
+        f"≤ 5γ_n‖|A|‖_∞ = {error:.2g}"
+    )
+
+
+def _rayleigh(A: torch.Tensor, x: torch.Tensor, abs_norm: float) -> tuple[float, float]:
+    """(fl(xᵀAx)/fl(xᵀx), the bound 5γ_n‖|A|‖_∞ on its distance from xᵀAx/xᵀx)."""
+    x = x.reshape(-1, 1).to(A)
+    q = float((x.mT @ (A @ x)).item()) / float((x.mT @ x).item())
+    return q, 5.0 * gamma(A.shape[0]) * abs_norm
 
 
 def inertia_lower(A: torch.Tensor, shift: float, work: torch.Tensor) -> tuple[float, str] | None:

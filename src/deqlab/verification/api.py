@@ -25,13 +25,13 @@ import deqlab
 from deqlab._checks import check_int, check_positive
 from deqlab.devices import check_device
 from deqlab.statements import Counts, Statement
-from deqlab.verification import subsample
 from deqlab.verification.answers import Answer
 from deqlab.verification.checks import (
     CHECKS,
     Check,
     check_for,
     check_memory,
+    draw_subsample,
     run_check,
 )
 from deqlab.verification.inputs import prepare
@@ -167,8 +167,7 @@ def verify(
     device = check_device(device)
     n, d = _shape(X)
     check_memory(check, n, d, train=train, subject="`X`", device=device)
-    size = check.sample_size(n, d, device)
-    sample = None if size is None else subsample.draw(n, size, seed)
+    sample = draw_subsample(check, n, d, seed=seed, device=device)
     inputs = prepare(
         X, y, name=name, normalize=normalize, standardize=standardize, labels=labels, sample=sample
     )

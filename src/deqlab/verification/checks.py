@@ -151,6 +151,12 @@ class ReLUDEQCheck:
         m = self.width
         _check_width_fits(m, 3, "W(0) and the m×m work of its solves and norms")
         if not train and self.sample_size(n, d, device) is not None:
+            if m >= n:
+                raise MemoryRefusal(
+                    f"`width`: K of n = {n:,} points does not fit in memory, and a subsample "
+                    f"answers only widths m < n, where λ_0 = 0 by rank; at m = {m:,} ≥ n, λ_0 "
+                    f"would need Z(0)ᵀZ(0) on every point (n×n): give a width below {n:,}"
+                )
             return []
         stand_ins = n <= relu_deq.STANDIN_LIMIT or train
         what = "K, the DEQ NTK over it and a work array"
@@ -379,6 +385,13 @@ def check_memory(
                 "verify answers from a subsample (certified one-sided bounds)"
             ) from None
         raise
+
+
+def draw_subsample(check: Check, n: int, d: int, *, seed: int, device: str = "cpu"):
+    """The subsample S ``check`` answers from past memory (``sample_size``, drawn with
+    ``seed``: :func:`deqlab.verification.subsample.draw`); None where the data fit."""
+    size = check.sample_size(n, d, device)
+    return None if size is None else subsample.draw(n, size, seed)
 
 
 def _check_width_fits(width: int, arrays: int, what: str) -> None:

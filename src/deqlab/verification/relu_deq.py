@@ -174,7 +174,13 @@ def kernels(
     each with a certified bracket ``precision`` wide (dense estimates: as narrow as rounding
     allows), in two n×n buffers (:data:`KERNEL_BUFFERS`) on ``device``: K, its estimate and
     proof, then the NTK written over K, its estimate — preconditioned by the factor that
-    certified K (:class:`~deqlab.theory.spectra.Reuse`) — and proof, in one work array."""
+    certified K (:class:`~deqlab.theory.spectra.Reuse`) — and proof, in one work array.
+    Inputs past memory (``inputs.sample``): both from the subsample S, each bracket
+    [0, a certified upper bound] (:func:`deqlab.verification.subsample.kernels`)."""
+    sample = inputs.sample
+    if sample is not None:
+        X_S = inputs.subset(sample.indices).X.to(device)
+        return Kernels(*subsample.kernels(X_S, sigma_w2, sample, progress))
     X = inputs.X.to(device)
     with warnings.catch_warnings():  # Assumption 1 is reported as a hypothesis statement
         warnings.simplefilter("ignore")
@@ -210,8 +216,6 @@ def initialize(
     sample = inputs.sample
     solved = inputs if sample is None else inputs.subset(sample.indices)
     X, y = solved.X, solved.y
-    if known is None and sample is not None:
-        known = Kernels(*subsample.kernels(X.to(device), sigma_w2, sample, progress))
     if known is None:
         known = kernels(inputs, sigma_w2, progress, device=device, precision=precision)
     with warnings.catch_warnings():

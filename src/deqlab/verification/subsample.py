@@ -14,8 +14,9 @@ each quantity:
 
 - λ* = λ_min(K): K_ij depends on x_i, x_j only, so K(X_S) = K_SS: λ* ≤ λ_min(K_SS);
 - λ_min of the DEQ NTK: its entries too depend on the pair only: an upper bound likewise;
-- λ_0 = λ_min(Z(0)ᵀZ(0)): 0 exactly when m < n (rank ≤ m) — always here, as m ≥ n would
-  put W alone past memory;
+- λ_0 = λ_min(Z(0)ᵀZ(0)): 0 exactly when m < n (rank ≤ m) — always here: a width m ≥ n
+  past memory is refused (:meth:`~deqlab.verification.checks.ReLUDEQCheck.memory_need`), as
+  S would bound λ_0 from above only;
 - below, only what holds for every data set: K ⪰ 0 (a Gram matrix, Definition 1) and the
   NTK ⪰ K: λ*, λ_min(NTK) ≥ 0.
 
@@ -28,6 +29,9 @@ n²/λ*² log(n/(λ*t)) likewise; Eq. (9)'s margin bound m₀λ*/(8‖U‖²‖a
 λ* > 0 (Theorem 3 (ii)) and λ_min(NTK) ≥ λ* cannot be decided from S: NOT MEASURED.
 Assumption 2 (i)'s max |cos θ_ij| is measured over the pairs of S: a lower bound of the
 maximum, which can show a parallel pair but not that there is none.
+
+A width sweep (:mod:`deqlab.verification.sweep`) reads λ* the same way, and ``deqlab
+kernel`` any of its matrices (:func:`spectrum`: λ_min from above, λ_max from below).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from deqlab._memory import (
 )
 from deqlab.data.diagnostics import InputDiagnostics, input_diagnostics
 from deqlab.statements import Statement, Verdict
-from deqlab.theory.brackets import Bracket
+from deqlab.theory.brackets import Bracket, abs_row_norm, rayleigh_lower
 from deqlab.theory.kernels import LeastEigenvalue, population_gram
 from deqlab.theory.ntk import deq_ntk
 from deqlab.theory.spectra import Reuse, estimate_least, upper_bound
@@ -60,6 +64,9 @@ from deqlab.verification.progress import Progress, silent
 CAP = 12_000
 #: Fewer points than this cannot say anything worth the wait: verify refuses instead.
 LEAST = 100
+#: Power iterations for the vector whose Rayleigh quotient bounds λ_max from below (any
+#: vector gives a bound; a kernel's top eigenvalue is well separated, so a few suffice).
+POWER_STEPS = 30
 #: How the one-sided numbers are read (``numbers["one_sided"]``).
 DIRECTIONS = {
     "lambda_star": "upper bound: a Rayleigh quotient of K_SS, Cauchy interlacing",
@@ -150,6 +157,22 @@ def kernels(X_S: torch.Tensor, sigma_w2: float, sample: Subsample, progress: Pro
     return K, ntk
 
 
+def spectrum(M: torch.Tensor, lower_proof: str, progress: Progress = silent):
+    """(λ_min, a lower bound of λ_max with its proof) of a PSD matrix from M, its principal
+    submatrix on S: λ_min as :func:`kernels` gives it ([0, a certified upper bound]; below,
+    ``lower_proof``), and λ_max ≥ λ_max(M) ≥ the Rayleigh quotient of a power iterate of M
+    less its rounding (Cauchy interlacing; :func:`deqlab.theory.brackets.rayleigh_lower`)."""
+    work, reuse = torch.empty_like(M), Reuse()
+    least = _upper(M, estimate_least(M, work=work, reuse=reuse, progress=progress), work, reuse,
+                   lower_proof)  # fmt: skip
+    x = torch.ones(M.shape[0], dtype=M.dtype, device=M.device)
+    for _ in range(POWER_STEPS):
+        x = M @ x
+        x /= x.norm()
+    top, proof = rayleigh_lower(M, x, abs_row_norm(M))
+    return least, (top, f"Cauchy interlacing: λ_max ≥ λ_max on S ≥ {proof}")
+
+
 def _upper(M: torch.Tensor, found, work, reuse: Reuse, lower_proof: str) -> LeastEigenvalue:
     bound, proof = upper_bound(M, found, work=work, reuse=reuse)
     upper_proof = f"Cauchy interlacing: λ_min ≤ λ_min on S ≤ {proof}"
@@ -209,14 +232,22 @@ def _one_sided(s: Statement, sample: Subsample) -> Statement:
     return s
 
 
+def why(n: int, buffers: float, what: str = "K and its work array", device: str = "cpu") -> str:
+    """Why n points are past memory: what ``buffers`` n×n float64 arrays need, and the memory
+    available with where that figure comes from."""
+    need, (available, source) = square_bytes(n, buffers), available_memory(device) or (0, "")
+    return (
+        f"n = {n:,} needs {nbytes(need)} for {what} ({buffers:g} n×n float64), "
+        f"{nbytes(available)} of memory is available ({source})"
+    )
+
+
 def numbers(sample: Subsample, buffers: float) -> dict[str, Any]:
     """What the output says of the subsample: S, why, and how each one-sided number is read."""
-    need, (available, source) = square_bytes(sample.n, buffers), available_memory() or (0, "")
-    why = (
-        f"n = {sample.n:,} needs {nbytes(need)} for K and its work array ({buffers:g} n×n "
-        f"float64), {nbytes(available)} of memory is available ({source})"
-    )
-    return {"subsample": {**sample.as_dict(), "why": why}, "one_sided": DIRECTIONS}
+    return {
+        "subsample": {**sample.as_dict(), "why": why(sample.n, buffers)},
+        "one_sided": DIRECTIONS,
+    }
 
 
 def line(numbers: dict[str, Any]) -> str | None:

@@ -2,7 +2,14 @@
 certified bracket) once,
 then at each width a network drawn from Assumption 1, λ_0 against Theorem 2's mλ*/2 and the
 margins of Condition 1's Eqs. (7)–(9) at its best δ; where each hypothesis starts to hold
-in the sweep (if it does)."""
+in the sweep (if it does).
+
+Past memory (``inputs.sample``, :mod:`deqlab.verification.subsample`) the sweep is answered
+from the subsample S: λ* ∈ [0, its upper bound on S] (Cauchy interlacing), and at each width
+— below n, or verify refuses — λ_0 = λ_min(Z(0)ᵀZ(0)) = 0 exactly (rank ≤ m < n), so every
+margin of Condition 1 is 0 exactly, as the full computation would find: no hypothesis
+holds at any width of the sweep, certified.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from deqlab._format import number
+from deqlab.verification import subsample
 from deqlab.verification.answers import bracket_text
 from deqlab.verification.checks import ReLUDEQCheck, check_width
 from deqlab.verification.inputs import Inputs
 from deqlab.verification.progress import Progress, silent
-from deqlab.verification.relu_deq import initialize, kernels
+from deqlab.verification.relu_deq import KERNEL_BUFFERS, initialize, kernels
 
 #: The columns of a sweep row whose value ≥ 1 means the hypothesis holds.
 MARGINS = {
@@ -54,14 +62,32 @@ class Sweep:
             "lambda_star_bounds": self.lambda_star_bounds,
             "rows": self.rows,
             "holds_from": {k: self.holds_from(k) for k in MARGINS},
+            **self._past_memory(),
+        }
+
+    def _past_memory(self) -> dict:
+        """``subsample`` and how each number is read (nothing where the data fit)."""
+        sample = self.inputs.sample
+        if sample is None:
+            return {}
+        return {
+            "subsample": subsample.numbers(sample, KERNEL_BUFFERS)["subsample"],
+            "one_sided": {
+                "lambda_star": subsample.DIRECTIONS["lambda_star"],
+                "lambda0": "exact: 0, rank(Z(0)ᵀZ(0)) ≤ m < n",
+                "margins": "exact: 0, as λ_0 = 0",
+                "theorem2": "0 where λ* > 0 (λ_0 = 0), which a subsample cannot decide",
+            },
         }
 
     def lines(self) -> list[str]:
         """The table and where each hypothesis starts to hold, as printed."""
         data = self.inputs
+        past = self._past_memory()
         out = [
             f"{data.name}: n = {data.n}, d = {data.d}{data.preprocessing}; {data.layout}; "
             f"labels: {data.labels}",
+            *([] if not past else [_beyond_memory(past["subsample"])]),
             f"width sweep, K computed once: "
             f"{bracket_text('λ*', self.lambda_star_bounds, self.lambda_star)} (certified), "
             f"σ_w² = {self.sigma_w2:g}",
@@ -111,6 +137,16 @@ class Sweep:
         return out / "width_sweep.png"
 
 
+def _beyond_memory(sample: dict) -> str:
+    """The line a sweep past memory opens with (after what was read)."""
+    return (
+        f"beyond memory: {sample['why']}; the sweep comes from the subsample S = "
+        f"{sample['size']:,} of the {sample['n']:,} points (seed {sample['seed']}): λ* from "
+        "above (Cauchy interlacing), and at every width m < n λ_0 = 0 exactly (rank), so "
+        "every margin is 0 exactly"
+    )
+
+
 def sweep(
     inputs: Inputs,
     check: ReLUDEQCheck,
@@ -121,8 +157,8 @@ def sweep(
     progress: Progress = silent,
 ) -> Sweep:
     """The rows of the module docstring at each of ``widths`` on the data ``inputs``
-    (:func:`deqlab.verification.inputs.prepare` read them; σ_w² from ``check``; K on
-    ``device``)."""
+    (:func:`deqlab.verification.inputs.prepare` read them, with the subsample S past memory;
+    σ_w² from ``check``; K on ``device``)."""
     widths = [check_width(w) for w in widths]
     known = kernels(inputs, check.sigma_w2, progress, device=device)
     rows = []
