@@ -13,7 +13,6 @@ from deqlab.experiments.config import ConfigError
 from deqlab.experiments.hieu2022.gradflow import Hieu2022GradFlow, _initial_kernel_max
 from deqlab.experiments.hieu2022.setting import build_model
 from deqlab.experiments.registry import experiment_names
-from deqlab.papers.hieu2022.claims import WidthFit
 from deqlab.papers.hieu2022.flow import (
     FlowTrace,
     feature_learning_check,
@@ -25,6 +24,7 @@ from deqlab.papers.hieu2022.flow import (
 )
 from deqlab.papers.hieu2022.mondeq import Inequality
 from deqlab.papers.hieu2022.mondeq_kernel import prediction_kernel
+from deqlab.papers.hieu2022.width_fit import WidthFit
 from deqlab.statements import Kind, Verdict
 from deqlab.train.mondeq_flow import MonDEQFlow
 from helpers import MemoryCheckpoints

@@ -20,8 +20,8 @@ from deqlab.experiments.hieu2022.mdeq_landscape import (
     load_images,
 )
 from deqlab.experiments.hieu2022.mdeq_landscape_report import local_minima, statements
+from deqlab.runs.data_check import DataError, check_datasets
 from deqlab.runs.describe import dataset_status
-from deqlab.runs.runner import DataError, check_datasets
 from deqlab.statements import Kind, Verdict
 from helpers import fake_imagenet
 

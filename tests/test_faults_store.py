@@ -133,7 +133,7 @@ def _install_store_faults(fault: str) -> None:
 
         deqlab.runs.store.write_text_atomic = write_then_pause
     elif kind == "slow-index":  # open the store once another run began; index it slowly
-        real_init, real_entry = RunStore.__init__, deqlab.runs.store._index_entry
+        real_init, real_entry = RunStore.__init__, deqlab.runs.store.index_entry
 
         def init_when_begun(self, root):
             while not list(Path(root).glob("*/*/config.toml")):
@@ -146,7 +146,7 @@ def _install_store_faults(fault: str) -> None:
             time.sleep(1.0)
             return entry
 
-        RunStore.__init__, deqlab.runs.store._index_entry = init_when_begun, slow_entry
+        RunStore.__init__, deqlab.runs.store.index_entry = init_when_begun, slow_entry
 
 
 def _wait_for_file(path: Path, timeout: float = 60.0) -> None:

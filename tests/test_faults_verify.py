@@ -199,9 +199,9 @@ def test_the_monotone_dEQ_and_the_delm_run_on_the_cpu_only():
 
 
 def test_a_width_that_does_not_fit_is_named_not_n(monkeypatch):
-    from deqlab.verification import checks
+    from deqlab.verification import memory
 
-    monkeypatch.setattr(checks, "available_bytes", lambda device=None: 2 * 10**9)
+    monkeypatch.setattr(memory, "available_bytes", lambda device=None: 2 * 10**9)
     result = invoke("verify", "--dataset", "sphere", "--n", "40", "--d", "5", "--width", "30000")
     assert one_error(result) == (
         "error: `width`: m = 30000 needs 21.6 GB for W(0) and the m×m work of its solves and "

@@ -7,7 +7,6 @@ import math
 import pytest
 
 from deqlab.papers.hieu2022.claims import (
-    WidthFit,
     ball_check,
     condition_hypothesis,
     lemma_check,
@@ -19,6 +18,7 @@ from deqlab.papers.hieu2022.claims import (
     untrained,
 )
 from deqlab.papers.hieu2022.mondeq import Inequality
+from deqlab.papers.hieu2022.width_fit import WidthFit
 from deqlab.statements import Kind, Run, Verdict
 
 PASS, FAIL, NA, NM = Verdict.PASS, Verdict.FAIL, Verdict.NOT_APPLICABLE, Verdict.NOT_MEASURED

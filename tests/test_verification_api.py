@@ -21,7 +21,9 @@ from deqlab.verification import (
     load_dataset,
     verify,
 )
-from deqlab.verification.checks import CHECKS, Check, Square, _unique, check_for, check_memory
+from deqlab.verification.checks import CHECKS, Check, check_for
+from deqlab.verification.flow import _unique
+from deqlab.verification.memory import Square, check_memory
 
 
 @pytest.fixture(scope="module")

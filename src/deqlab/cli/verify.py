@@ -134,7 +134,8 @@ def verify_command(
     """Check the papers' hypotheses and predictions on your data and model."""
     from deqlab.devices import check_device
     from deqlab.verification import load_dataset, load_file, verify
-    from deqlab.verification.checks import check_memory, check_model
+    from deqlab.verification.checks import check_model
+    from deqlab.verification.memory import check_memory
 
     try:
         if (dataset is None) == (input_file is None):
@@ -242,8 +243,8 @@ def _sweep(X, y, check, widths, common: dict, as_json: bool, out: Path | None) -
     """``--width 200,400,800``: the ReLU DEQ at each width, K computed once; a table, and
     with --out a figure of the margins and λ_0/(mλ*/2) against m. Past memory, from the
     subsample S (:mod:`deqlab.verification.sweep`)."""
-    from deqlab.verification.checks import draw_subsample
     from deqlab.verification.inputs import prepare
+    from deqlab.verification.memory import draw_subsample
     from deqlab.verification.sweep import sweep
 
     if check.model != "relu-deq" or common["train"]:

@@ -1,5 +1,5 @@
 """The HTML of a diagnosis and of a run's diagnostics: self-contained (inline CSS, figures
-embedded as PNG data), built from the run reports' primitives (:mod:`deqlab.report.html`)."""
+embedded as PNG data), built from the run reports' primitives (:mod:`deqlab.report.html_parts`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from deqlab._atomic import write_text_atomic
 from deqlab.diagnosis.figures import ntk_figure, per_sample_figure, run_figure
-from deqlab.report.html import flatten_keys, html_page, html_section, kv_table
+from deqlab.report.html_parts import flatten_keys, html_page, html_section, kv_table
 
 
 def embedded(fig: Figure, caption: str) -> str:

@@ -159,7 +159,7 @@ def reproduce(
     :class:`UserWarning` naming both (and keeps it in ``Run.warnings``). Raises
     :class:`~deqlab.experiments.config.ConfigError` (a ValueError) for an unknown
     experiment, preset or key, a wrongly typed or out-of-range value, or a data set that is
-    not on this machine (:class:`~deqlab.runs.runner.DataError`, with where it was looked
+    not on this machine (:class:`~deqlab.runs.data_check.DataError`, with where it was looked
     for and how to fetch it), before anything runs; ``KeyboardInterrupt`` (on SIGTERM:
     :class:`~deqlab.runs.signals.Terminated`) leaves the run ``interrupted``, resumable.
     """

@@ -15,8 +15,9 @@ One process at a time computes a run: it holds the run directory's lock
 (:class:`~deqlab.runs.lock.RunLock`); a second ``reproduce`` of the same run waits for
 it, then reuses the finished run. SIGTERM (and SIGHUP) stop a run like Ctrl-C: it is
 recorded as ``interrupted`` (:class:`~deqlab.runs.signals.Terminated`). Data sets the
-tasks read are checked before anything is created (:func:`check_datasets`): a run refused
-there leaves nothing behind, not even an index.
+tasks read are checked before anything is created
+(:func:`~deqlab.runs.data_check.check_datasets`): a run refused there leaves nothing
+behind, not even an index.
 
 The deqlab version and git commit that computed a run are recorded in its summary
 (``environment``, :func:`deqlab.report.collect_environment`). A finished run computed by
@@ -34,7 +35,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,8 @@ from rich.console import Console
 
 from deqlab.devices import check_device, device_type
 from deqlab.experiments.base import Experiment, Task
-from deqlab.experiments.config import ConfigError, config_hash
+from deqlab.experiments.config import config_hash
+from deqlab.runs.data_check import check_datasets
 from deqlab.runs.executors import Executor, LocalExecutor, TaskResult, TaskSpec
 from deqlab.runs.lock import RunLock, now_iso, owner_environment
 from deqlab.runs.progress import run_with_progress
@@ -50,45 +52,9 @@ from deqlab.runs.run import Run
 from deqlab.runs.rundir import SUMMARY_FORMAT, RunDir, RunStoreError, SummaryError
 from deqlab.runs.signals import signals_interrupt
 from deqlab.runs.store import RunStore
-from deqlab.runs.summary import derive_summary, provenance_warning, task_entry
+from deqlab.runs.summary import derive_summary, provenance_warning, task_entry, whole_error
 from deqlab.runs.tables import read_rows_csv, write_rows_csv
 from deqlab.statements import Statement
-
-
-class DataError(ConfigError):
-    """A data set the run reads is missing, incomplete or corrupt (found before any task)."""
-
-
-def check_datasets(experiment: Experiment, config: Any) -> None:
-    """Raise :class:`DataError` (the reader's whole message: where it looked, how to fetch,
-    or for a data set deqlab cannot download where to get it and what its runs need)
-    unless every split of every data set ``config`` reads is on this machine and sound."""
-    names = [n for n in experiment.datasets(config) if n != "sphere"]
-    if not names:
-        return
-    from deqlab.data import DATASETS, DatasetNotFoundError, check_split, dataset_splits, locate
-    from deqlab.data.registry import MANUAL_DATASETS, locate_manual
-
-    for name in names:
-        if name in MANUAL_DATASETS:
-            try:
-                locate_manual(name)
-            except DatasetNotFoundError as err:
-                raise DataError(str(err)) from None
-        if name not in DATASETS:
-            continue  # present, or the config's own validation names unknown data sets
-        for split in dataset_splits(name):
-            entry = check_split(name, split)
-            if entry.status in ("present", "generated"):
-                continue
-            if entry.status == "missing":
-                try:
-                    locate(name, split)
-                except DatasetNotFoundError as err:
-                    raise DataError(str(err)) from None
-            detail = f": {entry.detail}" if entry.detail else ""
-            fetch = f". Fetch it with: {entry.fetch}" if entry.fetch else ""
-            raise DataError(f"data set {name!r} ({split} split) is {entry.status}{detail}{fetch}")
 
 
 @dataclass(frozen=True)
@@ -152,9 +118,10 @@ def reproduce(
     ``device``: ``cpu``, ``cuda`` or ``cuda:N`` (:func:`check_device`); runs on any CUDA
     device share one hash. ``force``: discard the run's checkpoints and results first.
     ``on_warning``: called with each warning as it arises (they are also returned in
-    :attr:`Run.warnings`). Raises :class:`DataError` for a missing data set before
-    the run is created, :class:`~deqlab.runs.rundir.RunStoreError` for an unusable store,
-    :class:`~deqlab.runs.signals.Terminated` (a ``KeyboardInterrupt``) on SIGTERM.
+    :attr:`Run.warnings`). Raises :class:`~deqlab.runs.data_check.DataError` for a missing
+    data set before the run is created, :class:`~deqlab.runs.rundir.RunStoreError` for an
+    unusable store, :class:`~deqlab.runs.signals.Terminated` (a ``KeyboardInterrupt``) on
+    SIGTERM.
     """
     device = check_device(device)
     store = RunStore(out)
@@ -387,19 +354,6 @@ def _reuse(job: _Job, summary: dict[str, Any]) -> Run:
     warning = provenance_warning(run.path, summary)
     return job.as_run("finished", True, summary, report=report,
                       warnings=[warning] if warning else [])  # fmt: skip
-
-
-def whole_error(result: TaskResult) -> TaskResult:
-    """``result`` with its whole error text: a multi-line message (a data set's "Looked in:
-    … Fetch it with: …") is taken from the end of its traceback when ``error`` holds only
-    its first line."""
-    if not (result.error and result.traceback):
-        return result
-    at = result.traceback.rfind(result.error)
-    whole = result.traceback[at:].rstrip() if at >= 0 else ""
-    if len(whole) > len(result.error) and whole.startswith(result.error):
-        return replace(result, error=whole)
-    return result
 
 
 def _abandon(

@@ -4,8 +4,8 @@ The index stores each run's directory relative to the store root, so a moved or 
 store works; the rows it returns carry ``path``, the directory under this store's root. A
 run's owner (pid, host, process start time) is recorded in the index and in ``.lock``: a
 ``running`` run whose process is gone is listed as ``dead``. The index can be rebuilt from
-the run directories (:meth:`RunStore.reindex`, ``deqlab runs reindex``). The run
-directories themselves are :mod:`deqlab.runs.rundir`.
+the run directories (:meth:`RunStore.reindex`, ``deqlab runs reindex``; each run's rows:
+:mod:`deqlab.runs.index_rows`). The run directories themselves are :mod:`deqlab.runs.rundir`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import sqlite3
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import closing, contextmanager, suppress
@@ -25,14 +24,10 @@ import tomli_w
 
 from deqlab._atomic import atomic_path, write_text_atomic
 from deqlab.experiments.config import config_to_dict
-from deqlab.runs.lock import RunLock, lock_holder, now_iso, owner_state, process_identity
-from deqlab.runs.rundir import RunDir, RunStoreError, SummaryError
+from deqlab.runs.index_rows import index_entry, insert_entry, readable_index
+from deqlab.runs.lock import now_iso, owner_state, process_identity
+from deqlab.runs.rundir import RunDir, RunStoreError
 from deqlab.runs.sqlite_read import journal_of, open_for_reading
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 INDEX_NAME = "index.sqlite"
 
@@ -352,10 +347,10 @@ class RunStore:
                 if (path.parent.name, path.name) in indexed:
                     continue
                 try:
-                    run, tasks = _index_entry(RunDir(path))
+                    run, tasks = index_entry(RunDir(path))
                 except (OSError, ValueError):
                     continue  # `deqlab runs reindex` names what it skips
-                _insert_entry(db, run, tasks, "IGNORE")
+                insert_entry(db, run, tasks, "IGNORE")
 
     def reindex(self) -> dict[str, Any]:
         """Rebuild ``index.sqlite`` from the run directories (atomically replacing it).
@@ -371,11 +366,11 @@ class RunStore:
         entries, skipped = [], []
         for path in self.run_directories():
             try:
-                entries.append(_index_entry(RunDir(path)))
+                entries.append(index_entry(RunDir(path)))
             except (OSError, ValueError) as err:
                 skipped.append(f"{path}: {err}")
         set_aside = None
-        if self.index.is_file() and self.index.stat().st_size and not _readable_index(self.index):
+        if self.index.is_file() and self.index.stat().st_size and not readable_index(self.index):
             aside = self.index.with_name(INDEX_NAME + ".corrupt")
             shutil.copyfile(self.index, aside)
             if journal_of(self.index).is_file():  # it belongs to the old index, not the new one
@@ -385,7 +380,7 @@ class RunStore:
             with atomic_path(self.index) as tmp, closing(sqlite3.connect(tmp)) as db, db:
                 db.executescript(_SCHEMA)
                 for run, tasks in entries:
-                    _insert_entry(db, run, tasks, "REPLACE")
+                    insert_entry(db, run, tasks, "REPLACE")
         except sqlite3.Error as err:  # e.g. a read-only directory: the new index cannot be made
             raise self._index_error(err) from None
         return {"runs": len(entries), "skipped": skipped, "set_aside": set_aside}
@@ -396,82 +391,3 @@ def _resolved(path: str) -> Path | None:
         return Path(path).resolve()
     except (OSError, RuntimeError):
         return None
-
-
-def _readable_index(path: Path) -> bool:
-    try:
-        with closing(open_for_reading(path)) as db:
-            db.execute("SELECT count(*) FROM runs").fetchone()
-    except sqlite3.Error:
-        return False
-    return True
-
-
-def _insert_entry(
-    db: sqlite3.Connection, run: dict[str, Any], tasks: list[tuple], conflict: str
-) -> None:
-    """Insert a run's row and task rows (:func:`_index_entry`); ``conflict`` says what an
-    existing row does: ``"IGNORE"`` (stays) or ``"REPLACE"``."""
-    columns = ", ".join(run)
-    db.execute(
-        f"INSERT OR {conflict} INTO runs ({columns}) VALUES ({', '.join('?' * len(run))})",
-        tuple(run.values()),
-    )
-    db.executemany(f"INSERT OR {conflict} INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?)", tasks)
-
-
-def _index_entry(run: RunDir) -> tuple[dict[str, Any], list[tuple]]:
-    """The index row and task rows of a run directory (for :meth:`RunStore.reindex`)."""
-    try:
-        document = tomllib.loads(run.config_file.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"config.toml cannot be parsed: {err}") from None
-    head = document.get("experiment")
-    config = document.get("config", {})
-    if not isinstance(head, dict) or not isinstance(config, dict):
-        raise ValueError("config.toml lacks its [experiment] or [config] table")
-    experiment, digest = run.path.parent.name, run.path.name
-    try:
-        summary: dict[str, Any] | None = run.read_summary()
-        error = None
-    except SummaryError as err:
-        summary, error = None, str(err)
-    holder = lock_holder(run)
-    status = "interrupted" if summary is None else summary["status"]
-    if summary is not None and status == "running" and holder is None:
-        status = "interrupted"
-        lock = RunLock(run)
-        if lock.acquire_nowait():  # its owner is gone: the summary says so too
-            try:
-                run.write_summary({**summary, "status": "interrupted"})
-            except OSError:
-                pass
-            finally:
-                lock.release()
-    summary = summary or {}
-    tasks = summary.get("tasks", [])
-    task_errors = "; ".join(f"{t.get('key')}: {t['error']}" for t in tasks if t.get("error"))
-    row = {
-        "experiment": experiment,
-        "config_hash": digest,
-        "preset": str(head.get("preset", summary.get("preset", "?"))),
-        "device": str(head.get("device", summary.get("device", "cpu"))),
-        "status": status,
-        "started": summary.get("started"),
-        "finished": summary.get("finished"),
-        "wall_s": summary.get("wall_s"),
-        "n_tasks": len(tasks) if tasks else None,
-        "n_failed": sum(t.get("status") == "failed" for t in tasks) if tasks else None,
-        "error": error or task_errors or None,
-        "config_json": json.dumps(config, sort_keys=True),
-        "path": f"{experiment}/{digest}",
-        "pid": (holder or {}).get("pid"),
-        "host": (holder or {}).get("host"),
-        "pid_start": (holder or {}).get("start"),
-    }
-    task_rows = [
-        (experiment, digest, str(t.get("key")), str(t.get("status")), t.get("error"),
-         t.get("wall_s"), summary.get("finished"))
-        for t in tasks if t.get("key")
-    ]  # fmt: skip
-    return row, task_rows

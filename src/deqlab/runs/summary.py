@@ -6,6 +6,7 @@ provenance (deqlab version and git commit), and how an unreadable summary is reb
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,19 @@ def task_entry(r: TaskResult) -> dict[str, Any]:
         "reused": r.reused,
         "traceback": r.traceback,
     }
+
+
+def whole_error(result: TaskResult) -> TaskResult:
+    """``result`` with its whole error text: a multi-line message (a data set's "Looked in:
+    … Fetch it with: …") is taken from the end of its traceback when ``error`` holds only
+    its first line."""
+    if not (result.error and result.traceback):
+        return result
+    at = result.traceback.rfind(result.error)
+    whole = result.traceback[at:].rstrip() if at >= 0 else ""
+    if len(whole) > len(result.error) and whole.startswith(result.error):
+        return replace(result, error=whole)
+    return result
 
 
 def derive_summary(experiment: Experiment, config: Any, run: RunDir, rows: list[Row]) -> dict:

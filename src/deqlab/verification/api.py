@@ -26,15 +26,10 @@ from deqlab._checks import check_int, check_positive
 from deqlab.devices import check_device
 from deqlab.statements import Counts, Statement
 from deqlab.verification.answers import Answer
-from deqlab.verification.checks import (
-    CHECKS,
-    Check,
-    check_for,
-    check_memory,
-    draw_subsample,
-    run_check,
-)
+from deqlab.verification.checks import CHECKS, Check, check_for
+from deqlab.verification.flow import run_check
 from deqlab.verification.inputs import prepare
+from deqlab.verification.memory import check_memory, draw_subsample
 from deqlab.verification.progress import Progress, silent
 from deqlab.verification.stand_ins import StandIns, standins
 

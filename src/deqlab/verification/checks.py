@@ -1,6 +1,7 @@
 """What verify needs of a model, one :class:`Check` protocol, implemented by one frozen
 dataclass per model holding only the model's own settings (the way solvers hold only their
-hyper-parameters), and the one flow they share.
+hyper-parameters); the flow they share is :mod:`deqlab.verification.flow`, what their
+n×n work needs of memory :mod:`deqlab.verification.memory`.
 
 - :class:`ReLUDEQCheck` (``width``, ``sigma_w2``): Ling et al. (2023), Condition 1,
   Theorems 1–3 (:mod:`deqlab.verification.relu_deq`); its ``refine`` measures again with
@@ -9,12 +10,6 @@ hyper-parameters), and the one flow they share.
   (:mod:`deqlab.verification.mondeq`);
 - :class:`DELMCheck` (``gamma``, ``loss``, ``tau``, ``logistic_radius``, ``epsilon``):
   Kawaguchi (2021) (:mod:`deqlab.verification.delm`; its width is d, as φ(x) = x).
-
-:func:`run_check` is the flow: measure at initialization, pick the step size (given, else
-the model's default, and why: the theorem's where it applies), the paper's claims on it,
-optionally train and the claims on the run, then the claims, numbers and one-line answers
-(:mod:`deqlab.verification.answers`) at the best estimates and at the certified brackets'
-corners (:mod:`deqlab.verification.precision`).
 """
 
 from __future__ import annotations
@@ -24,15 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from deqlab._checks import check_choice, check_int, check_positive, check_real
-from deqlab._memory import (
-    HEADROOM,
-    MemoryRefusal,
-    available_bytes,
-    check_square,
-    largest_square,
-    nbytes,
-    square_bytes,
-)
+from deqlab._memory import MemoryRefusal
 from deqlab.papers import HIEU, KAWAGUCHI, LING
 from deqlab.papers.kawaguchi2021.theory import check_radius
 from deqlab.statements import Paper, Statement
@@ -41,7 +28,6 @@ from deqlab.verification import (
     delm,
     delm_train,
     mondeq,
-    precision,
     relu_deq,
     relu_deq_numbers,
     relu_deq_statements,
@@ -49,6 +35,7 @@ from deqlab.verification import (
     subsample,
 )
 from deqlab.verification.inputs import InputError, Inputs
+from deqlab.verification.memory import Square, check_width_fits
 from deqlab.verification.progress import Progress
 
 #: Width of the ReLU DEQ and of the monotone DEQ when none is given.
@@ -70,17 +57,6 @@ def check_width(width: object) -> int:
 
 def _open_unit(name: str, value: float) -> float:
     return check_real(name, value, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
-
-
-@dataclass(frozen=True)
-class Square:
-    """An n×n computation verify would make: ``what`` it is, its n×n float64 ``buffers`` and
-    its ``per_point`` bytes, on ``device`` (:func:`deqlab._memory.check_square`)."""
-
-    what: str
-    buffers: float
-    per_point: int
-    device: str = "cpu"
 
 
 @runtime_checkable
@@ -149,7 +125,7 @@ class ReLUDEQCheck:
         stand-ins or training need it, and W(0) with the m×m work of its solves; nothing
         n×n past memory without training (a subsample answers: :meth:`sample_size`)."""
         m = self.width
-        _check_width_fits(m, 3, "W(0) and the m×m work of its solves and norms")
+        check_width_fits(m, 3, "W(0) and the m×m work of its solves and norms")
         if not train and self.sample_size(n, d, device) is not None:
             if m >= n:
                 raise MemoryRefusal(
@@ -244,7 +220,7 @@ class MonDEQCheck:
     def memory_need(self, n: int, d: int, *, train: int, device: str) -> list[Square]:
         """The monotone DEQs up to the widest of the width fits (2·max(width, 4n))."""
         if self.width >= mondeq.FIT_WIDTH_FACTOR * n:  # the fits go to 2·width
-            _check_width_fits(2 * self.width, 6, "the monotone DEQ at the widest fit width")
+            check_width_fits(2 * self.width, 6, "the monotone DEQ at the widest fit width")
         top = 2 * max(self.width, mondeq.FIT_WIDTH_FACTOR * n)  # the widest fit network
         what = f"the monotone DEQs up to width {top} (W, A, B, the splitting's inverse)"
         return [Square(what, 6 * (top / n) ** 2, 8 * (d + 4 * top))]
@@ -356,60 +332,6 @@ def check_for(model: str | Check) -> Check:
     return CHECKS[check_choice("model", model, CHECKS)]()
 
 
-def check_memory(
-    check: Check, n: int, d: int, *, train: int, subject: str, device: str = "cpu"
-) -> None:
-    """Refuse, before anything n×n is computed, what would not fit in memory (one line with
-    the largest n that fits: :func:`deqlab._memory.check_square`); ``subject`` names the
-    argument ("`--n`", "`--input` 'file'", "`X`"); no points: nothing to check (the data
-    checks say what is wrong). Past memory a check that answers from a subsample
-    (``sample_size``) passes, unless it is to be trained: then the refusal says that
-    without ``train`` it would be answered."""
-    if n < 1:
-        return
-    try:
-        for square in check.memory_need(n, d, train=train, device=device):
-            device_of = None if square.device == "cpu" else square.device
-            check_square(
-                subject,
-                n,
-                square.what,
-                buffers=square.buffers,
-                per_point=square.per_point,
-                device=device_of,
-            )
-    except MemoryRefusal as err:
-        if train and check.sample_size(n, d, device) is not None:
-            raise MemoryRefusal(
-                f"{err}; --train needs the full data (λ_τ and H(τ) are n×n): without it, "
-                "verify answers from a subsample (certified one-sided bounds)"
-            ) from None
-        raise
-
-
-def draw_subsample(check: Check, n: int, d: int, *, seed: int, device: str = "cpu"):
-    """The subsample S ``check`` answers from past memory (``sample_size``, drawn with
-    ``seed``: :func:`deqlab.verification.subsample.draw`); None where the data fit."""
-    size = check.sample_size(n, d, device)
-    return None if size is None else subsample.draw(n, size, seed)
-
-
-def _check_width_fits(width: int, arrays: int, what: str) -> None:
-    """Refuse a width whose ``arrays`` m×m float64 arrays would not fit, naming the largest
-    width that does (:mod:`deqlab._memory`'s measure of what is available)."""
-    available = available_bytes()
-    if available is None:
-        return
-    usable = max(0, available - HEADROOM)
-    need = square_bytes(width, arrays)
-    if need > usable:
-        raise MemoryRefusal(
-            f"`width`: m = {width} needs {nbytes(need)} for {what} ({arrays} m×m float64 "
-            f"arrays), but {nbytes(available)} of memory is available; the largest width that "
-            f"fits is {largest_square(arrays, usable)}"
-        )
-
-
 def check_model(model: str, settings: dict[str, Any]) -> Check:
     """The check ``model`` names, built from the command line's ``settings``: the fields
     it has (None: its default); a DELM option given to another model is refused."""
@@ -421,71 +343,9 @@ def check_model(model: str, settings: dict[str, Any]) -> Check:
     return cls(**{k: v for k, v in settings.items() if k in names and v is not None})
 
 
-@dataclass(frozen=True, eq=False)
-class Outcome:
-    """What :func:`run_check` found (:class:`~deqlab.verification.api.Verification` is built
-    from it)."""
-
-    init: Any
-    eta: float | None
-    statements: list[Statement]
-    numbers: dict[str, Any]
-    training: dict[str, Any] | None
-    run: Any
-    answers: list[answers.Answer]
-
-
 def _cpu_only(check: Check, device: str) -> None:
     if device != "cpu":
         raise ValueError(
             f"`device` {device!r} applies to --model relu-deq (its n×n kernels); the "
             f"{check.model} check runs on the CPU"
         )
-
-
-def run_check(
-    check: Check,
-    inputs: Inputs,
-    *,
-    seed: int,
-    train: int,
-    eta: float | None,
-    progress: Progress,
-    device: str = "cpu",
-) -> Outcome:
-    """The flow of the module docstring (``device``: where the ReLU DEQ's K and NTK and their
-    least eigenvalues are computed; the network and its training stay on the CPU), the
-    statements, numbers and answers settled at the certified brackets
-    (:func:`deqlab.verification.precision.settle`)."""
-    init = check.initialize(inputs, seed, progress, device)
-    eta_source = "given (--eta)"
-    if train and eta is None:
-        eta, eta_source = check.default_eta(init)
-    training, run, more = None, None, []
-    if train:
-        run, more, training = check.train(init, train, eta, progress)
-        training = {**training, "eta_source": eta_source}
-
-    def evaluate(at) -> tuple[list[Statement], dict[str, Any]]:
-        return check.statements(at, eta), check.numbers(at, eta)
-
-    def answer(at, numbers: dict[str, Any], statements: list[Statement]):
-        return check.answers(at, numbers, training, statements)
-
-    def refine(at, width: float):
-        return check.refine(at, width, progress, device)
-
-    settled = precision.settle(init, evaluate, answer, refine)
-    found = _unique([*settled.statements, *more])
-    return Outcome(settled.init, eta, found, settled.numbers, training, run, settled.answers)
-
-
-def _unique(statements: list[Statement]) -> list[Statement]:
-    """One statement per name, the last one measured (training supersedes initialization),
-    in the order names first appear."""
-    latest = {s.name: s for s in statements}
-    seen: list[str] = []
-    for s in statements:
-        if s.name not in seen:
-            seen.append(s.name)
-    return [latest[name] for name in seen]

@@ -33,12 +33,7 @@ import torch
 
 from deqlab.models.mondeq import MonDEQ
 from deqlab.papers import HIEU
-from deqlab.papers.hieu2022.claims import (
-    FIT_WIDTH_FACTOR,
-    WidthFit,
-    condition_hypothesis,
-    step_size_hypothesis,
-)
+from deqlab.papers.hieu2022.claims import condition_hypothesis, step_size_hypothesis
 from deqlab.papers.hieu2022.gd_proof import theorem_3_3_5, trace_from_records
 from deqlab.papers.hieu2022.mondeq import (
     PARAMETERS,
@@ -52,6 +47,7 @@ from deqlab.papers.hieu2022.mondeq import (
     step_size_bound,
 )
 from deqlab.papers.hieu2022.mondeq_lemmas import lemma_3_3_3
+from deqlab.papers.hieu2022.width_fit import FIT_WIDTH_FACTOR, WidthFit
 from deqlab.solvers.splitting import PeacemanRachford
 from deqlab.statements import Statement
 from deqlab.theory.brackets import Bracket

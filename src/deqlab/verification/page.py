@@ -1,5 +1,5 @@
 """The HTML page of a verification, built from the run reports' primitives
-(:mod:`deqlab.report.html`): self-contained, figures embedded, every text escaped.
+(:mod:`deqlab.report.html_parts`): self-contained, figures embedded, every text escaped.
 
 Sections: header (data, model, paper, verdicts), the one-line answers with the certified
 brackets and the stand-ins (ours), statements (the report's three groups), the numbers
@@ -12,7 +12,7 @@ from html import escape
 from pathlib import Path
 
 from deqlab._atomic import write_text_atomic
-from deqlab.report.html import (
+from deqlab.report.html_parts import (
     figures_section,
     flatten_keys,
     html_note,

@@ -30,11 +30,7 @@ from deqlab.experiments.hieu2022.setting import (
     condition,
     margin,
 )
-from deqlab.papers.hieu2022.claims import (
-    LEMMAS,
-    WidthFit,
-    lemma_statements,
-)
+from deqlab.papers.hieu2022.claims import LEMMAS, lemma_statements
 from deqlab.papers.hieu2022.flow import (
     FlowTrace,
     feature_learning_check,
@@ -44,6 +40,7 @@ from deqlab.papers.hieu2022.flow import (
     theorem_3_3_1,
 )
 from deqlab.papers.hieu2022.mondeq import PARAMETERS
+from deqlab.papers.hieu2022.width_fit import WidthFit
 from deqlab.statements import Run, Statement
 
 if TYPE_CHECKING:

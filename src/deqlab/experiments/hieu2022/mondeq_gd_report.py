@@ -33,10 +33,11 @@ from deqlab.experiments.hieu2022.setting import (
     has_condition,
     margin,
 )
-from deqlab.papers.hieu2022.claims import WidthFit, lemma_statements, proposition_3_check
+from deqlab.papers.hieu2022.claims import lemma_statements, proposition_3_check
 from deqlab.papers.hieu2022.conjecture import conjecture_1_check, stable_step_hypothesis
 from deqlab.papers.hieu2022.gd_proof import GDTrace, theorem_3_3_5, trace_from_records
 from deqlab.papers.hieu2022.mondeq import PARAMETERS
+from deqlab.papers.hieu2022.width_fit import WidthFit
 from deqlab.papers.hieu2022.widths import sweep_statements
 from deqlab.statements import Run, Statement
 

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from deqlab.experiments.ling2023.init_report import draws
+from deqlab.papers.ling2023.draws import seed_mean, select
 from deqlab.papers.ling2023.init_theorems import lemma1_bound
-from deqlab.papers.ling2023.initialization import FAILURE_PROBABILITY, seed_mean, select
+from deqlab.papers.ling2023.initialization import FAILURE_PROBABILITY
 
 if TYPE_CHECKING:
     pass

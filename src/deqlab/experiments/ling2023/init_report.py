@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deqlab.experiments.base import Row
-from deqlab.papers.ling2023.initialization import Draws, initialization
+from deqlab.papers.ling2023.draws import Draws
+from deqlab.papers.ling2023.initialization import initialization
 from deqlab.statements import Statement, runs_from_rows
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ check of any other monotone DEQ decide verdicts the same way:
 
 - each inequality of Condition 1 or 2 is a HYPOTHESIS ``lhs/rhs ≥ 1`` at one width; when
   it is unmet, ``needs`` gives the width that would satisfy it under a stated scaling
-  assumption (:class:`WidthFit`: ``lhs/rhs ∝ n^s``, fitted over the measured widths);
+  assumption (:class:`~deqlab.papers.hieu2022.width_fit.WidthFit`: ``lhs/rhs ∝ n^s``, fitted over
+  the measured widths);
 - the step size is a HYPOTHESIS ``η ≤ η_max`` (the bound of Theorem 3.3.5);
 - Theorem 3.3.5's conclusion and the induction hypotheses its proof establishes at every
   step (Propositions 5 and 6) are THEOREM statements over the steps ``k ≥ 1`` (at ``k = 0``
@@ -21,11 +22,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
-from deqlab._fit import linear_fit
 from deqlab.papers.hieu2022 import HIEU
 from deqlab.papers.hieu2022.mondeq import Inequality, eq_3_18_possible
+from deqlab.papers.hieu2022.width_fit import FIT_WIDTH_FACTOR, WidthFit
 from deqlab.statements import Kind, Run, Statement, claim, is_measured, number, worst
 
 #: Ours: a classifier of ten classes counts as trained at 5× chance training accuracy.
@@ -42,49 +42,6 @@ PROPOSITION_6 = (
     "Proposition 6 (Hypothesis 2)",
     "Proposition 6 (Hypothesis 2), proof of Theorem 3.3.5",
 )
-#: Ours: the width fits of :class:`WidthFit` use only widths ``n ≥ FIT_WIDTH_FACTOR · N``.
-FIT_WIDTH_FACTOR = 4
-
-
-@dataclass(frozen=True)
-class WidthFit:
-    """``log(lhs/rhs) ≈ slope · log n + intercept``, least squares over ``widths``.
-
-    The scaling assumption behind the width a condition needs: its margin ``lhs/rhs`` is a
-    power of the width, with the exponent measured on the run's widths ``n ≫ N`` (ours:
-    ``n ≥ 4N``). Near ``n = N``, ``σ_min(Z(0))`` (λ₀) is near zero and grows much faster
-    than any power law far from it, so those widths would dominate the slope.
-    """
-
-    widths: tuple[int, ...]
-    slope: float
-    intercept: float
-
-    @classmethod
-    def of(
-        cls, widths: Sequence[int], ratios: Sequence[float], *, n_samples: int = 1
-    ) -> WidthFit | None:
-        """The fit over the widths ``≥ FIT_WIDTH_FACTOR · n_samples``, or None for fewer
-        than two such widths or a ratio there that is not finite and > 0."""
-        kept = [
-            (n, r) for n, r in zip(widths, ratios, strict=True) if n >= FIT_WIDTH_FACTOR * n_samples
-        ]
-        if len(kept) < 2 or not all(is_measured(r) and r > 0 for _, r in kept):
-            return None
-        logs = [math.log(n) for n, _ in kept]
-        slope, intercept, _ = linear_fit(logs, [math.log(r) for _, r in kept])
-        return cls(tuple(n for n, _ in kept), slope, intercept)
-
-    def needs(self) -> str:
-        """The width at which the fitted ``lhs/rhs`` reaches 1, with the assumption."""
-        fitted = (
-            f"lhs/rhs ∝ n^{self.slope:.2f} as fitted over n = {_list(self.widths)} "
-            f"(widths n ≥ {FIT_WIDTH_FACTOR}N only)"
-        )
-        if self.slope <= 0:
-            return f"no width: {fitted}, which does not grow with n"
-        log_n = -self.intercept / self.slope
-        return f"n ≥ {number(log_n, log=True)}, if {fitted}"
 
 
 @claim
@@ -380,7 +337,3 @@ def _ordinal(k: int) -> str:
     k += 1
     suffix = "th" if 10 <= k % 100 < 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
     return f"{k}{suffix}"
-
-
-def _list(widths: Sequence[int]) -> str:
-    return ", ".join(str(n) for n in widths)

@@ -13,13 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from deqlab.papers.hieu2022 import HIEU
-from deqlab.papers.hieu2022.claims import (
-    WidthFit,
-    ball_check,
-    condition_hypothesis,
-    sigma_check,
-)
+from deqlab.papers.hieu2022.claims import ball_check, condition_hypothesis, sigma_check
 from deqlab.papers.hieu2022.mondeq import Inequality
+from deqlab.papers.hieu2022.width_fit import WidthFit
 from deqlab.statements import Statement, claim, is_measured, number, ours, theorem, worst
 
 #: (name, location) of the two steps of Theorem 3.3.1's proof that :func:`theorem_3_3_1`

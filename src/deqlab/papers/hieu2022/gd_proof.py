@@ -25,7 +25,6 @@ from deqlab.papers.hieu2022 import HIEU
 from deqlab.papers.hieu2022.claims import (
     PROPOSITION_5,
     PROPOSITION_6,
-    WidthFit,
     ball_check,
     condition_hypothesis,
     rate_check,
@@ -34,6 +33,7 @@ from deqlab.papers.hieu2022.claims import (
 )
 from deqlab.papers.hieu2022.mondeq import PARAMETERS, Inequality, gd_rate, rate_defined
 from deqlab.papers.hieu2022.mondeq_step import STEP_KEYS
+from deqlab.papers.hieu2022.width_fit import WidthFit
 from deqlab.statements import Statement, claim, implication, is_measured, number, theorem, worst
 
 #: Per-step inequalities of the proof: key → (label, bound as printed, premise). The

@@ -1,10 +1,8 @@
 """The claims of Ling et al. (2023) on networks at initialization, over many draws: Lemma 1,
 Theorems 2–5 and the bounds of Section 3.2 (the experiment ``ling2023-init``).
 
-The measurement is :data:`Draws`: per quantity of
-:mod:`deqlab.papers.ling2023.init_theorems` (``"W_spectral_norm"``, ``"lambda0"``, …) one
-:class:`~deqlab.statements.Run` whose points are the draws (widths m, seeds, depths), with
-the series ``measured``, ``theory``, ``m``, ``seed`` and ``depth``. Every statement over
+The measurement is :data:`~deqlab.papers.ling2023.draws.Draws` (per quantity, one run whose
+points are the draws; :mod:`deqlab.papers.ling2023.draws` reads them). Every statement over
 draws is decided by :func:`~deqlab.statements.worst` (a violating draw beside one not
 measured is FAIL); a fitted rate with a draw not measured is not measured unless the rate of
 the others already violates the bound.
@@ -19,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
 
 from deqlab.papers.ling2023 import LING
 from deqlab.papers.ling2023.claims import (
@@ -29,6 +26,7 @@ from deqlab.papers.ling2023.claims import (
     assumption2,
     theorem3_ii,
 )
+from deqlab.papers.ling2023.draws import Draws, Point, largest_width, seed_mean, select
 from deqlab.papers.ling2023.init_theorems import (
     fit_loglog_slope,
     geometric_decay,
@@ -37,7 +35,6 @@ from deqlab.papers.ling2023.init_theorems import (
     u_norm_ratio_bound,
 )
 from deqlab.statements import (
-    Run,
     Statement,
     claim,
     is_measured,
@@ -53,39 +50,6 @@ FAILURE_PROBABILITY = 1e-6
 #: Errors below these fractions of the largest error are round-off (Theorem 3: exact
 #: float64 kernels; Theorem 4: equilibria solved to a relative residual of 1e-12).
 THEOREM3_FLOOR, THEOREM4_FLOOR = 1e-12, 1e-9
-
-#: Per quantity, its draws.
-Draws = Mapping[str, Run]
-Point = dict[str, float]
-
-
-def select(draws: Draws, quantity: str, **where: float) -> list[Point]:
-    """The draws of ``quantity`` (``measured``, ``theory``, ``m``, ``seed``, ``depth``)
-    whose columns equal ``where``."""
-    run = draws.get(quantity)
-    if run is None:
-        return []
-    keys = ("measured", "theory", "m", "seed", "depth")
-    columns = zip(*(run[k] for k in keys), strict=True)
-    points = [dict(zip(keys, values, strict=True)) for values in columns]
-    return [p for p in points if all(p[k] == v for k, v in where.items())]
-
-
-def largest_width(points: Sequence[Point]) -> int | None:
-    """The largest measured width m of ``points``."""
-    ms = [p["m"] for p in points if is_measured(p["m"])]
-    return int(max(ms)) if ms else None
-
-
-def seed_mean(points: Sequence[Point], by: str) -> tuple[list[float], list[float]]:
-    """The mean of ``measured`` over seeds, grouped by ``by`` (sorted; NaN where a draw of
-    the group is not finite)."""
-    keys = sorted({p[by] for p in points if is_measured(p[by])})
-    means = []
-    for k in keys:
-        values = [p["measured"] for p in points if p[by] == k]
-        means.append(math.fsum(values) / len(values) if all(map(is_measured, values)) else math.nan)
-    return keys, means
 
 
 def _unless_missing(
