@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from deqlab.papers.ling2023.margins import pl_margins, theorem1_margins
+from deqlab.papers.ling2023.margins import _ratio_to_bound, pl_margins, theorem1_margins
 from deqlab.statements import Run
 
 
@@ -49,10 +49,16 @@ def test_theorem1_margins_are_nan_without_a_step_after_the_start():
     for field in ("max_W_norm", "min_lambda_ratio", "max_loss_ratio", "max_step_ratio",
                   "max_drift"):  # fmt: skip
         assert math.isnan(getattr(only, field)), field
-    # η λ_0 / 2 ≥ 1: the bound (1 − ηλ_0/2)^τ Φ(0) is not positive, any positive loss exceeds
-    # it by an infinite ratio, which no statement can decide on (Eq. (10) is unmet there)
+    # η λ_0 / 2 > 1: at an odd τ the bound (1 − ηλ_0/2)^τ Φ(0) is negative, so any positive
+    # loss breaks it, a measured violation (Eq. (10) is unmet there: Theorem 1 is NOT
+    # APPLICABLE); at an even τ the bound is positive again: (−0.5)² = 0.25
     over = theorem1_margins(_records([1.0, 0.5], [30.0, 30.0], [0.5, 0.5]), 0.1)
-    assert math.isnan(over.max_loss_ratio)
+    assert over.max_loss_ratio == math.inf
+    assert _ratio_to_bound(0.2, 2, -0.5, 1.0) == pytest.approx(0.8)
+    assert _ratio_to_bound(0.2, 3, -0.5, 1.0) == math.inf
+    # an overflowed loss is above every bound; an overflowed Φ(0) bounds nothing
+    assert _ratio_to_bound(math.inf, 2, 0.9, 1.0) == math.inf
+    assert math.isnan(_ratio_to_bound(0.5, 1, 0.9, math.inf))
 
 
 def test_theorem1_margins_reject_bad_records():

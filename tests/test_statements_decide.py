@@ -14,7 +14,9 @@ from deqlab.statements import (
     constant_not_given,
     implication,
     measure,
+    measures,
     min_step_gap,
+    ratio,
     strictly_increasing,
     theorem,
     worst,
@@ -42,11 +44,39 @@ def test_measure_decides_on_the_value_in_both_directions(value, relation, verdic
     assert s.margin == pytest.approx(margin)
 
 
-@pytest.mark.parametrize("value", [None, math.nan, math.inf, -math.inf, "0.5", True])
-def test_nothing_measured_is_never_pass(value):
-    s = statement_at(value)
+@pytest.mark.parametrize(
+    ("value", "relation"),
+    [
+        (None, "<="),
+        (math.nan, "<="),
+        (-math.inf, "<="),
+        (math.inf, ">="),
+        ("0.5", "<="),
+        (True, "<"),
+    ],
+)
+def test_nothing_measured_is_never_pass(value, relation):
+    """An infinity on the satisfying side is an overflow, not a measurement."""
+    s = statement_at(value, relation=relation)
     assert s.verdict is Verdict.NOT_MEASURED
     assert s.value is None and s.margin is None
+
+
+@pytest.mark.parametrize(
+    ("value", "relation", "kind", "verdict"),
+    [
+        (math.inf, "<=", Kind.THEOREM, Verdict.FAIL),
+        (math.inf, "<", Kind.OURS, Verdict.FAIL),
+        (-math.inf, ">=", Kind.OBSERVATION, Verdict.FAIL),
+        (-math.inf, ">", Kind.HYPOTHESIS, Verdict.UNMET),
+        (math.inf, "<", Kind.HYPOTHESIS, Verdict.UNMET),
+    ],
+)
+def test_an_infinity_that_breaks_the_bound_is_a_measured_violation(value, relation, kind, verdict):
+    s = statement_at(value, kind, relation)
+    assert s.verdict is verdict
+    assert s.value == value and s.margin is None
+    assert measures(value, relation, 1.0) and not measures(-value, relation, 1.0)
 
 
 def test_hypotheses_hold_or_are_unmet_and_keep_what_would_satisfy_them():
@@ -96,7 +126,13 @@ def test_theorem_rejects_non_theorems_and_non_hypotheses():
         ([0.2, None, 0.3], "<", 1.0, None),  # a missing value can hide a pass...
         ([0.2, None, 1.7], "<", 1.0, 1.7),  # ...never a measured failure
         ([NAN, 0.4, 2.0], ">=", 1.0, 0.4),
-        ([math.inf, 0.3], "<=", 1.0, None),  # ±inf is not a measurement
+        ([math.inf, 0.3], "<=", 1.0, math.inf),  # an overflow past the bound: measured
+        ([0.3, NAN, -math.inf], ">=", 1.0, -math.inf),  # ...also beside a NaN
+        ([math.inf, 0.3], ">=", 0.1, None),  # on the satisfying side it is not measured
+        ([-math.inf, 0.3], "<=", 1.0, None),
+        ([0.2, math.inf], "<", None, math.inf),  # no threshold: it breaks every bound
+        ([0.2, math.inf], ">", None, None),
+        ([0.2, NAN, -math.inf], ">", None, -math.inf),
         ([], "<", 1.0, None),
         ([0.2, 0.9], "<", None, 0.9),  # no threshold: the extreme, None if any missing
         ([0.2, NAN], "<", None, None),
@@ -106,6 +142,26 @@ def test_worst_never_lets_a_missing_value_hide_a_measured_failure(
     values, relation, threshold, expected
 ):
     assert worst(values, relation, threshold) == expected
+
+
+@pytest.mark.parametrize(
+    ("lhs", "rhs", "relation", "expected"),
+    [
+        (1.0, 4.0, "<=", 0.25),
+        (1.0, 0.0, "<=", None),  # no ratio for rhs ≤ 0
+        (NAN, 1.0, "<=", None),
+        (None, 1.0, ">=", None),
+        (math.inf, 2.0, "<=", math.inf),  # an overflow past the bound
+        (1.0, -math.inf, "<=", math.inf),
+        (1.0, math.inf, ">=", -math.inf),
+        (-math.inf, 2.0, ">=", -math.inf),
+        (1.0, math.inf, "<=", None),  # an overflow on the satisfying side: not measured
+        (math.inf, 2.0, ">=", None),
+        (math.inf, math.inf, "<=", None),  # both sides lost
+    ],
+)
+def test_ratio_keeps_an_overflow_that_breaks_the_inequality(lhs, rhs, relation, expected):
+    assert ratio(lhs, rhs, relation) == expected
 
 
 def test_a_violated_bound_beside_a_nan_step_is_unmet_not_unmeasured():
@@ -193,6 +249,11 @@ def test_increasing_helpers_fail_on_ties_reversals_and_nan():
     # none leaves it unmeasured
     assert min_step_gap([3.0, 2.0, math.nan]) == -1.0 and min_step_gap([None, 2.0, 1.5]) == -0.5
     assert min_step_gap([1.0, 2.0, math.nan]) is None
+    # an overflow that reverses the sequence is a measured reversal; one that continues it
+    # is not a measurement
+    assert min_step_gap([1.0, 2.0, -math.inf]) == -math.inf
+    assert min_step_gap([1.0, math.inf, 3.0]) == -math.inf
+    assert min_step_gap([1.0, 2.0, math.inf]) is None
 
 
 def test_a_fail_that_rests_on_a_constant_the_paper_does_not_give_is_not_applicable():

@@ -11,6 +11,7 @@ or an implication over steps; and the one rule that reduces many values to one.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypedDict
 
@@ -21,7 +22,6 @@ from deqlab.statements.statement import (
     Source,
     Statement,
     Verdict,
-    is_measured,
 )
 
 if TYPE_CHECKING:
@@ -49,21 +49,75 @@ def worst(values: Iterable[object], relation: str, threshold: float | None = Non
     """The one value a statement over many runs, widths or steps is decided on.
 
     The worst value is the largest for ``<``/``<=`` and the smallest for ``>``/``>=``.
-    With a ``threshold``, a measured value that violates ``value relation threshold`` is
-    returned even when other values are missing (a measured failure is never hidden by a
-    missing run); otherwise ``None`` when any value is not measured (or there are none),
-    else the worst value.
+    A value that violates ``value relation threshold`` is returned even when other values
+    are missing (a measured failure is never hidden by a missing run); otherwise ``None``
+    when any value is not measured (or there are none), else the worst value. Without a
+    ``threshold`` only an infinity on the worst side (+inf for ``<``/``<=``, −inf for
+    ``>``/``>=``) violates: it breaks every finite bound.
+
+    ±inf follows :func:`measures`: measured where it violates the bound, not measured where
+    it satisfies it.
     """
     _check_relation(relation)
     values = list(values)
-    measured = [float(v) for v in values if is_measured(v)]  # type: ignore[arg-type]
+    numbers = [float(v) for v in values if _is_number(v)]  # type: ignore[arg-type]
     pick = max if relation in ("<", "<=") else min
-    holds = RELATIONS[relation]
-    if threshold is not None and any(not holds(v, threshold) for v in measured):
-        return pick(measured)
+    if threshold is None:
+        worst_side = math.inf if pick is max else -math.inf
+        broken = [v for v in numbers if v == worst_side]
+    else:
+        broken = [v for v in numbers if not RELATIONS[relation](v, threshold)]
+    if broken:
+        return pick(broken)
+    measured = [v for v in numbers if math.isfinite(v)]
     if not measured or len(measured) < len(values):
         return None
     return pick(measured)
+
+
+def measures(value: object, relation: str, threshold: float) -> bool:
+    """Whether ``value`` is a measurement of ``value relation threshold``: a finite real
+    number always; ±inf only where it violates the relation; None, NaN and non-numbers never.
+
+    Every quantity a statement is decided on is finite (a norm, a loss, an eigenvalue, a
+    ratio of measured numbers), so ±inf is an overflow: the computation lost the number and
+    kept only the side it left the floats on. On the violating side that is a measured
+    violation (FAIL / UNMET): the run's own numbers broke the bound, and a failure is never
+    hidden. On the satisfying side (e.g. inf ≥ threshold) it is not a measurement: the
+    overflow may come from an intermediate step (a division by a difference rounded to 0),
+    so the exact quantity need not be beyond the bound, and a lost number is never a PASS.
+    Where +inf is the exact value of an inequality's margin (e.g. a ratio lhs/rhs with
+    rhs ≤ 0, which holds trivially), the caller leaves that step out before deciding.
+    """
+    if not _is_number(value):
+        return False
+    value = float(value)  # type: ignore[arg-type]
+    return math.isfinite(value) or not RELATIONS[relation](value, threshold)
+
+
+def ratio(lhs: object, rhs: object, relation: str) -> float | None:
+    """``lhs/rhs``: the margin of ``lhs relation rhs`` as a number a claim decides against 1
+    with :func:`worst` (``ratio relation 1`` iff ``lhs relation rhs``, for ``rhs > 0``).
+
+    None where a side is missing (None, NaN) or ``rhs ≤ 0``. Where one side is ±inf (an
+    overflow, see :func:`measures`), the infinity that breaks ``ratio relation 1`` if the
+    overflow breaks ``lhs relation rhs`` (e.g. ``lhs = inf`` against ``≤``, ``rhs = inf``
+    against ``≥``), else None; both sides infinite: None (nothing is left to compare).
+    """
+    _check_relation(relation)
+    if not (_is_number(lhs) and _is_number(rhs)):
+        return None
+    a, b = float(lhs), float(rhs)  # type: ignore[arg-type]
+    if math.isfinite(a) and math.isfinite(b):
+        return a / b if b > 0 else None
+    if (math.isinf(a) and math.isinf(b)) or RELATIONS[relation](a, b):
+        return None
+    return math.inf if relation in ("<", "<=") else -math.inf
+
+
+def _is_number(value: object) -> bool:
+    """A real number that is not NaN (±inf included)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
 
 
 def _check_relation(relation: str) -> None:
@@ -86,12 +140,13 @@ def measure(
 ) -> Statement:
     """The statement ``value relation threshold``, decided on the measured ``value``.
 
-    A missing or non-finite ``value`` gives NOT MEASURED (never PASS). Hypotheses get
-    HOLDS / UNMET; ``needs`` (what would satisfy it) is kept only when it is unmet.
+    A missing or NaN ``value`` gives NOT MEASURED (never PASS); ±inf is FAIL / UNMET where it
+    violates the relation and NOT MEASURED where it satisfies it (:func:`measures`). Hypotheses
+    get HOLDS / UNMET; ``needs`` (what would satisfy it) is kept only when it is unmet.
     ``expected`` defaults to ``"relation threshold"``.
     """
     _check_relation(relation)
-    if not is_measured(value):
+    if not measures(value, relation, threshold):
         verdict = Verdict.NOT_MEASURED
         value = None
     else:
@@ -212,7 +267,7 @@ def min_step_gap(values: Sequence[object]) -> float | None:
     if len(values) < 2:
         return None
     gaps = [
-        float(b) - float(a) if is_measured(a) and is_measured(b) else None  # type: ignore[arg-type]
+        float(b) - float(a) if _is_number(a) and _is_number(b) else None  # type: ignore[arg-type]
         for a, b in itertools.pairwise(values)
     ]
     return worst(gaps, ">", 0.0)

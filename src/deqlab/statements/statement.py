@@ -200,5 +200,9 @@ def _from_json_number(x: object) -> float | None:
 
 
 def is_measured(value: object) -> bool:
-    """True for a finite real number (``None``, NaN, ±inf and non-numbers are unmeasured)."""
+    """True for a finite real number (``None``, NaN, ±inf and non-numbers are unmeasured).
+
+    A claim uses it to compute with numbers; a verdict decides ±inf by
+    :func:`deqlab.statements.decide.measures` (an infinity that violates a bound is measured).
+    """
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

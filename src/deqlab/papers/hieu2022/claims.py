@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from deqlab.papers.hieu2022 import HIEU
 from deqlab.papers.hieu2022.mondeq import Inequality, eq_3_18_possible
 from deqlab.papers.hieu2022.width_fit import FIT_WIDTH_FACTOR, WidthFit
-from deqlab.statements import Kind, Run, Statement, claim, is_measured, number, worst
+from deqlab.statements import Kind, Run, Statement, claim, is_measured, number, ratio, worst
 
 #: Ours: a classifier of ten classes counts as trained at 5× chance training accuracy.
 TRAINED_ACCURACY = 0.5
@@ -63,7 +63,7 @@ def condition_hypothesis(
     if inequality["relation"] != ">=":
         raise ValueError(f"conditions are lower bounds on λ_0; got {inequality}")
     lhs, rhs = inequality["lhs"], inequality["rhs"]
-    ratio = lhs / rhs if rhs > 0 else None
+    margin = ratio(lhs, rhs, ">=")
     if inequality["name"] == "Eq. (3.18)" and not eq_3_18_possible(m, n_samples):
         needs = (
             f"no width: m²N = {m * m * n_samples:.3g} ≥ 1/20, and λ₀² ≤ ‖Z(0)‖_F²/N ≤ "
@@ -76,10 +76,10 @@ def condition_hypothesis(
     return HIEU.hypothesis(
         f"{condition}, {inequality['name']}",
         name=f"{condition}, {inequality['name']} at n = {width}",
-        value=ratio,
+        value=margin,
         relation=">=",
         threshold=1.0,
-        measured=f"lhs/rhs = {number(ratio)} (lhs {lhs:.3g}, rhs {rhs:.3g}) at n = {width}",
+        measured=f"lhs/rhs = {number(margin)} (lhs {lhs:.3g}, rhs {rhs:.3g}) at n = {width}",
         expected="lhs ≥ rhs, i.e. lhs/rhs ≥ 1",
         needs=needs,
     )
@@ -121,10 +121,7 @@ def rate_check(
         return HIEU.not_measured(
             Kind.THEOREM, "Theorem 3.3.5", name=name, expected=expected, why=why, quote=quote
         )
-    ratios = [
-        (b / a if is_measured(a) and is_measured(b) and a > 0 else None, k + 1)
-        for k, (a, b) in enumerate(itertools.pairwise(losses))
-    ]
+    ratios = [(ratio(b, a, "<="), k + 1) for k, (a, b) in enumerate(itertools.pairwise(losses))]
     value = worst([r for r, _ in ratios], "<=", rate)
     step = max((k for r, k in ratios if r == value), default=0)
     steps = len(losses) - 1
@@ -164,7 +161,7 @@ def ball_check(
     location) (for the gradient flow: :data:`FLOW_BALLS`).
     """
     found = [
-        (d / radii[name] if is_measured(d) else None, name, k)
+        (ratio(d, radii[name], "<="), name, k)
         for name, series in distances.items()
         for k, d in enumerate(series)
         if _taken(k, steps)
@@ -203,11 +200,7 @@ def sigma_check(
     """
     if not lambda0 > 0:
         raise ValueError(f"`lambda0` must be > 0 (σ_min(Z(0)) with n ≥ N); got {lambda0}")
-    found = [
-        (s / lambda0 if is_measured(s) else None, k)
-        for k, s in enumerate(sigmas)
-        if _taken(k, steps)
-    ]
+    found = [(ratio(s, lambda0, ">="), k) for k, s in enumerate(sigmas) if _taken(k, steps)]
     value = worst([r for r, _ in found], ">=", 0.5)
     step = min((k for r, k in found if r == value), default=0)
     return HIEU.theorem(
@@ -245,7 +238,7 @@ def lemma_check(
     """
     label, bound = LEMMAS[key]
     found = [
-        (a / b if is_measured(a) and is_measured(b) else None, k)
+        (ratio(a, b, "<="), k)
         for k, (a, b) in enumerate(zip(lhs, rhs, strict=True))
         if not (is_measured(b) and b <= 0)  # both sides 0 (Lemma 3.3.4 at k = 0): no ratio
     ]
@@ -287,12 +280,11 @@ def lemma_statements(runs: Mapping[int, Run], *, run: str) -> list[Statement]:
 def proposition_3_check(lhs: float, rhs: float, *, alpha: float, width: int) -> Statement:
     """Proposition 3: ``L[T_α] = ‖I − α(I − W)‖₂ ≤ √(1 − 2αm + α²L[I − W]²)`` at W(0), at
     the forward-backward step ``alpha``; the value is ``lhs/rhs`` (to rounding, 1e-10)."""
-    ratio = lhs / rhs if is_measured(lhs) and is_measured(rhs) and rhs > 0 else None
     return HIEU.theorem(
         "Proposition 3, Section 3.2.2",
         name=f"Proposition 3: L[T_α] ≤ √(1 − 2αm + α²L[I − W]²) at n = {width}",
         quote="L[T_α] ≤ √(1 − 2αm + α²L[I − W]²)",
-        value=ratio,
+        value=ratio(lhs, rhs, "<="),
         relation="<=",
         threshold=1.0 + 1e-10,
         measured=f"‖T_α‖₂ = {number(lhs, 6)}, bound {number(rhs, 6)} at α = {alpha:.3g} = m/L² "

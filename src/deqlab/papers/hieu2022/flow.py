@@ -16,7 +16,7 @@ from deqlab.papers.hieu2022 import HIEU
 from deqlab.papers.hieu2022.claims import ball_check, condition_hypothesis, sigma_check
 from deqlab.papers.hieu2022.mondeq import Inequality
 from deqlab.papers.hieu2022.width_fit import WidthFit
-from deqlab.statements import Statement, claim, is_measured, number, ours, theorem, worst
+from deqlab.statements import Statement, claim, is_measured, number, ours, ratio, theorem, worst
 
 #: (name, location) of the two steps of Theorem 3.3.1's proof that :func:`theorem_3_3_1`
 #: checks with :func:`~deqlab.papers.hieu2022.claims.ball_check` and
@@ -58,9 +58,7 @@ def proposition_4_check(
         for e, a, b, f in zip(extrapolated, raw, halved, flips, strict=True)
         if f == 0 and is_measured(e) and is_measured(a) and is_measured(b)
     ]
-    kept = [
-        e if is_measured(e) else None for e, f in zip(extrapolated, flips, strict=True) if f == 0
-    ]
+    kept = [e for e, f in zip(extrapolated, flips, strict=True) if f == 0]
     value = worst(kept, "<=", rtol)
     orders = [math.log2(a / b) for _, a, b in smooth if a > 0 and b > 0]
     shown = ""
@@ -93,10 +91,7 @@ def kernel_floor_check(
 ) -> Statement:
     """Eq. (3.14): ``λ_min(K(t)) ≥ σ_min(Z(t))²`` at every probe; the value is the smallest
     ``λ_min(K)/σ_min(Z)²``."""
-    found = [
-        a / b**2 if is_measured(a) and is_measured(b) and b > 0 else None
-        for a, b in zip(lambda_mins, sigmas, strict=True)
-    ]
+    found = [ratio(a, b * b, ">=") for a, b in zip(lambda_mins, sigmas, strict=True)]
     value = worst(found, ">=", 1.0)
     return HIEU.theorem(
         "Theorem 3.3.1, proof, Eq. (3.14)",
@@ -187,12 +182,7 @@ def step_error_check(trace: FlowTrace, *, rtol: float) -> Statement:
     exponential decay, however small ``h``.)
     """
     start = trace.loss_h2[0] if trace.loss_h2 else math.nan
-    errors = [
-        abs(math.log(a / b)) / (1 + math.log(start / b))
-        if is_measured(a) and is_measured(b) and a > 0 and 0 < b <= start
-        else None
-        for a, b in zip(trace.loss_h, trace.loss_h2, strict=True)
-    ]
+    errors = [_step_error(a, b, start) for a, b in zip(trace.loss_h, trace.loss_h2, strict=True)]
     value = worst(errors, "<=", rtol)
     return ours(
         f"the flow's step-size error is below {rtol:g} at n = {trace.width}",
@@ -205,13 +195,24 @@ def step_error_check(trace: FlowTrace, *, rtol: float) -> Statement:
     )
 
 
+def _step_error(a: float, b: float, start: float) -> float | None:
+    """The error of :func:`step_error_check` at losses ``a = L_h(t)``, ``b = L_{h/2}(t)``:
+    inf where exactly one of the runs overflowed (they disagree beyond any bound), None
+    where one is missing or not in (0, L(0)]."""
+    if a == a and b == b and math.isinf(a) != math.isinf(b):
+        return math.inf
+    if is_measured(a) and is_measured(b) and a > 0 and 0 < b <= start:
+        return abs(math.log(a / b)) / (1 + math.log(start / b))
+    return None
+
+
 @claim
 def flow_rate_check(trace: FlowTrace) -> Statement:
     """Theorem 3.3.1's conclusion at the shared times ``t > 0``, on the flow's loss bounded
     from above by ``L_{h/2}(t) + |L_h(t) − L_{h/2}(t)|`` (the ``h/2`` run plus its
     estimated error); the value is the largest ratio of that to the bound."""
     found = [
-        ((b + abs(a - b)) / c if is_measured(a) and is_measured(b) and c > 0 else None, t)
+        (ratio(b + abs(a - b), c, "<="), t)
         for t, a, b, c in zip(trace.times, trace.loss_h, trace.loss_h2, trace.bound, strict=True)
         if t > 0
     ]

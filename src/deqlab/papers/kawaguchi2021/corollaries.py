@@ -40,6 +40,7 @@ from deqlab.statements import (
     claim,
     is_measured,
     number,
+    ratio,
     theorem,
     worst,
 )
@@ -136,7 +137,8 @@ def _decay_ratios(run: Run, column: str) -> _Ratios:
     for step, value, limit in zip(run.steps[1:], loss[1:], bound[1:], strict=True):
         at = f"{run.key}, step {step}"
         if not (is_measured(value) and is_measured(limit)):
-            points.append((None, at))
+            above = ratio(value, limit, "<=") == math.inf  # an overflow past the bound
+            points.append((-math.inf if above else None, at))
             continue
         e = math.log(gap0 / max(value - loss_star, eps))
         E = math.log(gap0 / max(limit - loss_star, eps))
@@ -160,14 +162,14 @@ def lambda_bound_check(
     smallest λ_T·m(1+γ)² over all runs (λ_T is the running infimum over every GD step)."""
     lam = lambda_lower_bound(m, gamma)
     smallest = worst(recorded(runs, "lambda_T"), ">=", lam)
-    ratio = None if smallest is None else smallest / lam
+    share = None if smallest is None else smallest / lam
     return KAWAGUCHI.theorem(
         "Theorem 1, Eq. (33)",
         name="Theorem 1: λ_min(D_t) ≥ 1/(m(1+γ)²) at every step",
-        value=ratio,
+        value=share,
         relation=">=",
         threshold=1.0,
-        measured=f"min_t λ_min(D_t) = {number(smallest, 4)} = {number(ratio, 4)} × "
+        measured=f"min_t λ_min(D_t) = {number(smallest, 4)} = {number(share, 4)} × "
         f"1/(m(1+γ)²) over {count_runs(runs)}",
         expected=f"≥ 1/(m(1+γ)²) = {lam:.4g} (m = {m}, γ = {gamma:g})",
         given=guards,
@@ -298,7 +300,7 @@ def _accuracy_time(run: Run, lr: float, m: int, gamma: float, eps_rel: float) ->
     times = [
         (step * lr, (v - loss_star) / eps) for step, v in zip(run.steps, run["loss"], strict=True)
     ]
-    hit = next((t for t, ratio in times if ratio <= 1.0), None)
+    hit = next((t for t, excess in times if excess <= 1.0), None)
     hit_text = (
         "not reached"
         if hit is None
@@ -306,11 +308,7 @@ def _accuracy_time(run: Run, lr: float, m: int, gamma: float, eps_rel: float) ->
     )  # T_ε = 0 when ε ≥ L₀ − L*
     said = f"{run.key}: T_ε = {t_eps:.4g}, measured time to ε {hit_text}, last T = "
     said += f"{times[-1][0]:.4g}"
-    points = [
-        (ratio if is_measured(ratio) else None, f"{run.key}, T = {t:.4g}")
-        for t, ratio in times
-        if t >= t_eps
-    ]
+    points = [(excess, f"{run.key}, T = {t:.4g}") for t, excess in times if t >= t_eps]
     return _Accuracy(points, said, slack=t_eps / hit if hit else None)
 
 

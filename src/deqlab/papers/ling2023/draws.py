@@ -37,10 +37,11 @@ def largest_width(points: Sequence[Point]) -> int | None:
 
 def seed_mean(points: Sequence[Point], by: str) -> tuple[list[float], list[float]]:
     """The mean of ``measured`` over seeds, grouped by ``by`` (sorted; NaN where a draw of
-    the group is not finite)."""
+    the group is NaN or draws overflowed both ways, ±inf where one overflowed)."""
     keys = sorted({p[by] for p in points if is_measured(p[by])})
     means = []
     for k in keys:
         values = [p["measured"] for p in points if p[by] == k]
-        means.append(math.fsum(values) / len(values) if all(map(is_measured, values)) else math.nan)
+        both = math.inf in values and -math.inf in values
+        means.append(math.nan if both else math.fsum(values) / len(values))
     return keys, means

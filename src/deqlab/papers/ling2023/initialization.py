@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 
 from deqlab.papers.ling2023 import LING
 from deqlab.papers.ling2023.claims import (
@@ -59,6 +60,12 @@ def _unless_missing(
     was measured or when it violates the bound, else None (:func:`worst` with a missing
     point beside it)."""
     return worst([value, *([] if complete else [None])], relation, threshold)
+
+
+def _overflowed(errors: Sequence[float], fitted: float | None) -> float | None:
+    """inf where an error overflowed (+inf: it does not fall, whatever the others do),
+    else the rate ``fitted`` from the finite errors."""
+    return math.inf if math.inf in errors else fitted
 
 
 @claim
@@ -144,7 +151,7 @@ def theorem3(draws: Draws, sigma_w2: float) -> Statement:
     complete = all(
         is_measured(e) and is_measured(p["depth"]) for e, p in zip(errors, k3, strict=True)
     )
-    value = _unless_missing(decay, complete, "<=", allowed)
+    value = _unless_missing(_overflowed(errors, decay), complete, "<=", allowed)
     return LING.theorem(
         where,
         name=name,
@@ -185,7 +192,7 @@ def theorem4(draws: Draws, sigma_w2: float) -> Statement:
         finite,
         THEOREM4_FLOOR * max(finite, default=0.0),
     )
-    value = _unless_missing(decay, len(finite) == len(errors), "<=", rate)
+    value = _unless_missing(_overflowed(errors, decay), len(finite) == len(errors), "<=", rate)
     return LING.theorem(
         "Theorem 4",
         name="Theorem 4: ‖G − G^(l)‖_F/m = O(n (2√2σ_w)^l)",
@@ -334,7 +341,7 @@ def concentration(draws: Draws) -> Statement:
     gap = None if slope is None else abs(slope + 0.5)
     return ours(
         "‖G/m − K‖_F falls like m^(−1/2)",
-        value=_unless_missing(gap, len(kept) == len(errors), "<=", 0.25),
+        value=_unless_missing(_overflowed(errors, gap), len(kept) == len(errors), "<=", 0.25),
         relation="<=",
         threshold=0.25,
         measured=f"log-log slope of the seed-mean ‖G/m − K‖_F against m = {numbers([slope])}",

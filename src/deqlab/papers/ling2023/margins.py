@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from deqlab._checks import check_positive
-from deqlab.statements import Run, worst
+from deqlab.statements import Run, ratio, worst
 
 
 @dataclass(frozen=True)
@@ -97,15 +97,20 @@ def _nan(value: float | None) -> float:
 
 def _ratio_to_bound(loss: float, step: int, factor: float, loss0: float) -> float:
     """Φ(τ) / ((1 − ηλ_0/2)^τ Φ(0)), in logs so that long runs do not underflow; ``inf``
-    where the bound is not positive (ηλ_0/2 >= 1) and the loss is; NaN where the loss is
-    not finite."""
-    if not math.isfinite(loss):
+    (a measured violation) where the bound is not positive (Φ(0) = 0, ηλ_0/2 = 1, or
+    ηλ_0/2 > 1 at an odd τ) and the loss is, or where the loss overflowed (+inf: above
+    every bound); NaN where the loss is NaN or −inf or Φ(0) is not finite (an overflowed
+    Φ(0) bounds nothing)."""
+    if not math.isfinite(loss0) or loss != loss or loss == -math.inf:
         return math.nan
+    if loss == math.inf:
+        return math.inf
     if loss <= 0:
         return 0.0
-    if factor <= 0 or loss0 <= 0:
+    if loss0 <= 0 or factor == 0 or (factor < 0 and step % 2):
         return math.inf
-    return math.exp(min(700.0, math.log(loss) - step * math.log(factor) - math.log(loss0)))
+    log_bound = step * math.log(abs(factor)) + math.log(loss0)
+    return math.exp(min(700.0, math.log(loss) - log_bound))
 
 
 @dataclass(frozen=True)
@@ -126,8 +131,8 @@ class PLMargins:
       J(τ) is invertible there (Lemma 2); ``max_W_norm``: ‖W(τ)‖₂ where Lanczos measured it
       among those steps.
 
-    A quantity is due at a step where it is not NaN (±inf: due, not measured); NaN where no
-    step after the start has the quantities.
+    A quantity is due at a step where it is not NaN (±inf: due, measured where it breaks
+    its inequality); NaN where no step after the start has the quantities.
     """
 
     min_eq4: float
@@ -151,7 +156,7 @@ def pl_margins(run: Run) -> PLMargins:
     eq4 = [k for k in eq5 if due(k, "H_lambda_min")]
     loss, grad, lam, h = run["loss"], run["grad_norm"], run["lambda_min"], run["H_lambda_min"]
     W, bound = run["W_norm"], run["W_norm_bound"]
-    checked = [k for k in eq5 if math.isfinite(_pl_ratio(grad[k], lam[k], loss[k]))]
+    checked = [k for k in eq5 if _measured(_pl_ratio(grad[k], lam[k], loss[k]))]
     return PLMargins(
         min_eq4=_least([_pl_ratio(grad[k], h[k], loss[k]) for k in eq4]),
         min_h_ratio=_least([_ratio(h[k], lam[k]) for k in eq4]),
@@ -164,6 +169,12 @@ def pl_margins(run: Run) -> PLMargins:
     )
 
 
+def _measured(value: float) -> bool:
+    """A PL ratio that was measured: not NaN, and not +inf (an inequality holding
+    trivially)."""
+    return value == value and value != math.inf
+
+
 def _least(ratios: Sequence[float]) -> float:
     """The worst of the margins ``ratios`` against 1 (:func:`worst`), the steps where the
     inequality holds trivially (+inf: a right side <= 0) left out; NaN without one."""
@@ -171,17 +182,18 @@ def _least(ratios: Sequence[float]) -> float:
 
 
 def _pl_ratio(grad_norm: float, lam: float, loss: float) -> float:
-    """‖∇Φ‖² / (2 λ Φ) at one step (NaN where one is not finite)."""
-    if not all(math.isfinite(x) for x in (grad_norm, lam, loss)):
-        return math.nan
-    return _ratio(grad_norm**2, 2.0 * lam * loss)
+    """‖∇Φ‖² / (2 λ Φ) at one step (:func:`_ratio`; NaN where one is NaN)."""
+    return _ratio(grad_norm * grad_norm, 2.0 * lam * loss)
 
 
 def _ratio(lhs: float, rhs: float) -> float:
     """The margin of ``lhs >= rhs`` as a ratio (>= 1 iff it holds): lhs / rhs for rhs > 0;
-    for rhs <= 0, +inf where it holds, else lhs − rhs (< 0); NaN where one is not finite."""
+    for rhs <= 0, +inf where it holds, else lhs − rhs (< 0). Where a side is ±inf (an
+    overflow), −inf if that breaks ``lhs >= rhs`` (:func:`~deqlab.statements.ratio`), else
+    NaN; NaN where one is NaN."""
     if not (math.isfinite(lhs) and math.isfinite(rhs)):
-        return math.nan
+        found = ratio(lhs, rhs, ">=")
+        return math.nan if found is None else found
     if rhs > 0:
         return lhs / rhs
     return math.inf if lhs >= rhs else lhs - rhs
