@@ -249,6 +249,11 @@ def test_increasing_helpers_fail_on_ties_reversals_and_nan():
     # none leaves it unmeasured
     assert min_step_gap([3.0, 2.0, math.nan]) == -1.0 and min_step_gap([None, 2.0, 1.5]) == -0.5
     assert min_step_gap([1.0, 2.0, math.nan]) is None
+    # across a missing value: no value in the gap can make 1, NaN, 0.5 increase
+    assert min_step_gap([1.0, math.nan, 0.5]) == -0.5
+    assert min_step_gap([1.0, None, 1.0, 3.0]) == 0.0
+    assert min_step_gap([1.0, math.nan, 1.5]) is None  # a value in the gap may break it
+    assert min_step_gap([math.nan, math.nan]) is None
     # an overflow that reverses the sequence is a measured reversal; one that continues it
     # is not a measurement
     assert min_step_gap([1.0, 2.0, -math.inf]) == -math.inf

@@ -262,7 +262,8 @@ def min_step_gap(values: Sequence[object]) -> float | None:
 
     The number an "increases with …" statement is decided on, so a tie (gap 0) or a
     reversal (gap < 0) fails it, also beside a missing value, and a missing value beside
-    no failure leaves it unmeasured.
+    no failure leaves it unmeasured. Across a missing value the gap between the measured
+    values on either side counts too: no value in between can make ``1, NaN, 0.5`` increase.
     """
     if len(values) < 2:
         return None
@@ -270,7 +271,9 @@ def min_step_gap(values: Sequence[object]) -> float | None:
         float(b) - float(a) if _is_number(a) and _is_number(b) else None  # type: ignore[arg-type]
         for a, b in itertools.pairwise(values)
     ]
-    return worst(gaps, ">", 0.0)
+    measured = [float(v) for v in values if _is_number(v)]  # type: ignore[arg-type]
+    across = [b - a for a, b in itertools.pairwise(measured)] if None in gaps else []
+    return worst([*gaps, *across], ">", 0.0)
 
 
 def constant_not_given(check: Statement, needs: str) -> Statement:
