@@ -69,7 +69,15 @@ def surface(losses: list[list[float]]) -> LossSurface:
 
 
 BOWL = surface([[3.0, 2.0, 3.0], [2.0, 1.0, 2.0], [3.0, 2.0, 3.0]])
-WELLS = surface([[1.0, 2.0, 1.0], [2.0, 1.5, 2.0], [1.0, 2.0, 1.0]])
+WELLS = surface(  # four wells inside the grid
+    [
+        [3.0, 3.0, 3.0, 3.0, 3.0],
+        [3.0, 1.0, 3.0, 1.0, 3.0],
+        [3.0, 3.0, 2.0, 3.0, 3.0],
+        [3.0, 1.0, 3.0, 1.0, 3.0],
+        [3.0, 3.0, 3.0, 3.0, 3.0],
+    ]
+)
 TIED = ("repeat1", "repeat2")
 EXACT = series(1e-4, 1e-4, 1e-4)  # Proposition 4's error at three smooth probes
 SMOOTH = {

@@ -4,6 +4,7 @@ batched evaluation: tests/test_landscape_batch.py)."""
 
 import itertools
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -105,6 +106,10 @@ def test_flat_area_of_a_paraboloid_is_a_disc():
     assert surface.flat_area(0.25) == pytest.approx(math.pi * 0.25, rel=0.03)
     assert surface.flat_area(10.0) == pytest.approx((81 * 0.025) ** 2, rel=1e-9)  # whole grid
     assert surface.flat_area(-1.0) == 0.0
+    for lost in (math.nan, math.inf):  # a point that may or may not be in the set
+        losses = surface.losses.clone()
+        losses[0, 0] = lost
+        assert math.isnan(replace(surface, losses=losses).flat_area(0.25))
 
 
 def test_dataset_loss_weights_batches_by_size():

@@ -5,9 +5,11 @@ never NOT MEASURED).
 
 The cases are in cases_<paper>.py, one per claim. "Beside" is put in by :func:`beside`,
 generically, on the typed measurements: every per-run series gets one more point after its
-last (NaN, then inf: a run that stops being measured, or overflows), and every collection
-of runs one more run with nothing measured. And the passing case with one more point where
-one measured quantity overflowed (±inf) must fail wherever that infinity breaks it.
+last (NaN, then inf: a run that stops being measured, or overflows), every collection of
+runs one more run with nothing measured, numbers by name one more name, a loss surface more
+grid rows; a claim of a few given numbers gets each of them missing in turn, which must
+never make a FAIL pass. And the passing case with one more point where one measured
+quantity overflowed (±inf) must fail wherever that infinity breaks it.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ import sys
 from collections.abc import Mapping, Sequence
 
 import pytest
+import torch
 
 import cases_hieu2022
 import cases_kawaguchi2021
 import cases_ling2023
 from cases import Call, Case
+from deqlab.landscape import LossSurface
 from deqlab.papers import claims, reproduced
-from deqlab.statements import Run, Series, Statement, Verdict
+from deqlab.statements import Kind, Run, Series, Statement, Verdict
 
 CLAIMS = claims()
 CASES: dict[str, Case] = {
@@ -36,22 +40,38 @@ CASES: dict[str, Case] = {
 PASSED = (Verdict.PASS, Verdict.HOLDS)
 FAILED = (Verdict.FAIL, Verdict.UNMET)
 BLANK = "blank"
+#: The name of what :func:`beside` adds.
+NOT_MEASURED = "not measured"
 
 
 def beside(value: object, fill: float | str) -> object:
     """``value`` with a missing value beside every measurement it holds: one more point of
     every series (``fill``: NaN or inf) or, with ``fill`` = :data:`BLANK`, one more run with
-    nothing measured in every collection of runs."""
+    nothing measured in every collection of runs. Numbers by name (widths, models) get one
+    more name, its number ``fill`` (NaN for BLANK), and a sequence of names that name;
+    a loss surface one more grid row at each end; a list of observations one NOT MEASURED."""
+    point = math.nan if fill == BLANK else fill
     if isinstance(value, Series):
         return value if fill == BLANK else value.extended(fill)
     if isinstance(value, Run) or _extends(value):
         return value if fill == BLANK else value.extended(fill)  # type: ignore[union-attr]
+    if isinstance(value, LossSurface):
+        return _rows_around(value, point)
+    if isinstance(value, Mapping) and value and all(map(_real, value.values())):
+        return {**value, _new_key(value): point}
     if isinstance(value, Mapping):
         found = {k: beside(v, fill) for k, v in value.items()}
         runs = [v for v in value.values() if _blanks(v)]
         if fill == BLANK and runs:
             found[_new_key(value)] = runs[0].blank("not measured")
         return found
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        return type(value)([*value, NOT_MEASURED])
+    if isinstance(value, list | tuple) and value and all(map(_real, value)):
+        return type(value)([*value, point])
+    if isinstance(value, list | tuple) and value and all(map(_observed, value)):
+        lost = dataclasses.replace(value[0], name=NOT_MEASURED, verdict=Verdict.NOT_MEASURED)
+        return type(value)([*value, dataclasses.replace(lost, value=None)])
     if isinstance(value, list | tuple):
         found = [beside(v, fill) for v in value]
         runs = [v for v in value if _blanks(v)]
@@ -59,6 +79,24 @@ def beside(value: object, fill: float | str) -> object:
             found.append(runs[0].blank("not measured"))
         return type(value)(found)
     return value
+
+
+def _rows_around(surface: LossSurface, fill: float) -> LossSurface:
+    """``surface`` with one more grid row at each end of its α range (θ* stays the centre),
+    every loss there ``fill``."""
+    alphas, losses, steps = surface.alphas, surface.losses, surface.solver_steps
+    alphas = torch.cat([2 * alphas[:1] - alphas[1:2], alphas, 2 * alphas[-1:] - alphas[-2:-1]])
+    row = torch.full_like(losses[:1], fill)
+    losses = torch.cat([row, losses, row])
+    if steps is not None:
+        steps = torch.cat([torch.zeros_like(steps[:1]), steps, torch.zeros_like(steps[:1])])
+    return dataclasses.replace(surface, alphas=alphas, losses=losses, solver_steps=steps)
+
+
+def _observed(value: object) -> bool:
+    """A statement that is not a hypothesis (a list of hypotheses guards a theorem: one
+    more, not measured, would change what it says)."""
+    return isinstance(value, Statement) and value.kind is not Kind.HYPOTHESIS
 
 
 def _extends(value: object) -> bool:
@@ -71,7 +109,7 @@ def _blanks(value: object) -> bool:
 
 def _new_key(mapping: Mapping) -> object:
     keys = list(mapping)
-    return max(keys) + 1 if keys and all(isinstance(k, int) for k in keys) else "not measured"
+    return max(keys) + 1 if keys and all(isinstance(k, int) for k in keys) else NOT_MEASURED
 
 
 def run(claim_name: str, call: Call) -> list[Statement]:
@@ -138,6 +176,80 @@ def _with_missing(call: Call, fill: float | str) -> Call:
         tuple(beside(a, fill) for a in call.args),
         {k: beside(v, fill) for k, v in call.kwargs.items()},
     )
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_claim_gets_a_missing_value_beside_its_violation(name):
+    """:func:`beside` changes the call of every claim but those that decide on a few given
+    numbers (nothing is beside a single measurement): those get each of their numbers
+    missing in turn (the test after next), so every claim is checked with a missing value."""
+    case = CASES[name]
+    given = case.passing if case.exists else case.failing
+    fixed = all(map(_plain, [*given.args, *given.kwargs.values()]))
+    assert (fixed and _numbers(given)) or not _same(given, _with_missing(given, math.nan))
+
+
+def _numbers(call: Call) -> list[tuple[int, object]]:
+    """Where the given numbers of ``call`` are: (argument, None) for a positional number,
+    (argument, key) for a number of a record among them (keyword arguments are settings)."""
+    found: list[tuple[int, object]] = []
+    for i, a in enumerate(call.args):
+        if _real(a):
+            found.append((i, None))
+        elif isinstance(a, Mapping):
+            found += [(i, k) for k, v in a.items() if _real(v)]
+    return found
+
+
+def _without(call: Call, where: tuple[int, object]) -> Call:
+    """``call`` with the number at ``where`` (:func:`_numbers`) NaN."""
+    i, key = where
+    args = list(call.args)
+    args[i] = math.nan if key is None else {**args[i], key: math.nan}
+    return Call(tuple(args), call.kwargs)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in CASES if not CASES[n].exists))
+def test_a_missing_number_never_makes_a_violation_pass(name):
+    """Each given number of the failing call NaN in turn: a statement that failed fails or
+    is NOT MEASURED (or the claim refuses the NaN with a clear error), never PASS."""
+    case = CASES[name]
+    failed = {s.name for s in run(name, case.failing) if s.verdict in _failed(case)}
+    passed = []
+    for where in _numbers(case.failing):
+        try:
+            found = run(name, _without(case.failing, where))
+        except (TypeError, ValueError):  # a number the claim refuses: not a PASS
+            continue
+        passed += [(where, s.name) for s in found if s.name in failed and s.verdict in PASSED]
+    assert passed == []
+
+
+def _plain(value: object) -> bool:
+    """A number, a word, nothing, an empty list, or a record of those (e.g. an inequality:
+    its name, sides and relation)."""
+    if value is None or isinstance(value, str | bool) or _real(value):
+        return True
+    if isinstance(value, Mapping):
+        return all(map(_plain, value.values()))
+    return isinstance(value, list | tuple) and not value
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal, NaN equal to NaN, through containers, dataclasses and tensors."""
+    if a is b:
+        return True
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and bool(torch.equal(a, b))
+    if _real(a) and _real(b):
+        return a == b or (a != a and b != b)  # type: ignore[operator]
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if dataclasses.is_dataclass(a) and type(a) is type(b):
+        return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    return a == b
 
 
 @pytest.mark.parametrize("fill", [math.nan, math.inf, BLANK], ids=["nan", "inf", "blank"])

@@ -24,6 +24,7 @@ DEQ solve warm-started from the equilibrium of the point above it in the previou
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -108,9 +109,12 @@ class LossSurface:
 
         A grid point counts for one cell of size ``Δα · Δβ``; the whole grid of ``s × s``
         points has area ``s² Δα Δβ`` (≈ ``(2 span)²``). A flatness measure: wider basins
-        have larger areas at the same threshold (thesis, Fig. 4.4).
+        have larger areas at the same threshold (thesis, Fig. 4.4). NaN where a grid point
+        is not finite: it may or may not be in the set.
         """
         threshold = check_real("threshold", threshold)
+        if not bool(torch.isfinite(self.losses).all()):
+            return math.nan
         cell = float((self.alphas[1] - self.alphas[0]) * (self.betas[1] - self.betas[0]))
         return float((self.losses <= threshold).sum()) * cell
 

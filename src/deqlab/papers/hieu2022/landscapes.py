@@ -15,6 +15,7 @@ cannot tell.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -31,6 +32,7 @@ from deqlab.statements import (
     claim,
     min_step_gap,
     not_measured,
+    number,
     ours,
     worst,
 )
@@ -53,8 +55,7 @@ FLAT = HIEU.source("Section 3.1, Figure 3.1 (= Figure 4.5)", _MDEQ_WORDS)
 
 def level(surface: LossSurface, delta: float) -> float:
     """``L(θ*) + delta``, θ* the grid centre."""
-    centre = len(surface.alphas) // 2
-    return float(surface.losses[centre, centre]) + delta
+    return float(surface.losses[len(surface.alphas) // 2, len(surface.betas) // 2]) + delta
 
 
 def flat_areas(surfaces: Mapping[str, LossSurface], delta: float) -> dict[str, float]:
@@ -76,20 +77,40 @@ def saturated(surfaces: Mapping[str, LossSurface], delta: float) -> str:
 
 
 def local_minima(surface: LossSurface) -> torch.Tensor:
-    """Mask of the grid points no higher than any of their (up to 8) neighbours."""
-    padded = F.pad(surface.losses[None, None], (1, 1, 1, 1), value=float("inf"))[0, 0]
-    s = surface.losses.shape[0]
-    mask = torch.ones_like(surface.losses, dtype=torch.bool)
+    """Mask of the grid points known to be local minima: finite and no higher than any of
+    their (up to 8) neighbours, all finite (beside a non-finite point, which may be lower, a
+    point is not known to be one; a non-finite point is not known either)."""
+    losses = torch.where(torch.isfinite(surface.losses), surface.losses, torch.nan)
+    padded = F.pad(losses[None, None], (1, 1, 1, 1), value=float("inf"))[0, 0]
+    rows, columns = losses.shape
+    mask = torch.ones_like(losses, dtype=torch.bool)
     for di in (0, 1, 2):
         for dj in (0, 1, 2):
             if (di, dj) != (1, 1):
-                mask &= surface.losses <= padded[di : di + s, dj : dj + s]
+                mask &= losses <= padded[di : di + rows, dj : dj + columns]  # False beside NaN
     return mask
 
 
 def flat_fraction(surface: LossSurface, delta: float) -> float:
-    """The fraction of grid points with ``Φ ≤ Φ(0, 0) + delta``."""
-    return float((surface.losses <= level(surface, delta)).double().mean())
+    """The largest fraction of grid points with ``Φ ≤ Φ(0, 0) + delta`` whatever the
+    non-finite points are (they count as inside; 1 when the centre is not finite): exact on
+    a finite surface."""
+    bound = level(surface, delta)
+    if not math.isfinite(bound):
+        return 1.0
+    losses = surface.losses
+    return float(((losses <= bound) | ~torch.isfinite(losses)).double().mean())
+
+
+def _complete(surface: LossSurface) -> bool:
+    return bool(torch.isfinite(surface.losses).all())
+
+
+def _unknown(surface: LossSurface) -> str:
+    """``""`` on a finite surface, else how many grid points are not finite."""
+    if _complete(surface):
+        return ""
+    return f" ({int((~torch.isfinite(surface.losses)).sum())} grid points not finite)"
 
 
 def _unobserved(source: Source, name: str, expected: str, why: str) -> Statement:
@@ -114,7 +135,7 @@ def neighbourhood_grows(
         value=min_step_gap([areas.get(m) for m in tied]),
         relation=">",
         threshold=0.0,
-        measured=", ".join(f"{m}: {a:.3g}" for m, a in areas.items()),
+        measured=", ".join(f"{m}: {number(a)}" for m, a in areas.items()),
         expected=expected,
         detail=setting,
     )
@@ -139,7 +160,7 @@ def deq_largest(
         value=worst(gaps, ">", 0.0),
         relation=">",
         threshold=0.0,
-        measured=", ".join(f"{m}: {a:.3g}" for m, a in areas.items()),
+        measured=", ".join(f"{m}: {number(a)}" for m, a in areas.items()),
         expected=expected,
         detail=setting,
     )
@@ -155,14 +176,15 @@ def one_minimum(surface: LossSurface | None, why: str, *, setting: str) -> State
     if surface is None or why:
         return _unobserved(ONE_MINIMUM, name, expected, why or "no surface rows")
     minima = int(local_minima(surface).sum())
+    complete = _complete(surface)  # else: the minima known, a violation if they exceed 1
     return HIEU.observation(
         ONE_MINIMUM.location,
         quote=ONE_MINIMUM.quote,
         name=name,
-        value=minima,
+        value=minima if complete else worst([minima, None], "<=", 1),
         relation="<=",
         threshold=1,
-        measured=f"{minima} local minima",
+        measured=f"{minima} local minima{' known' if not complete else ''}{_unknown(surface)}",
         expected=expected,
         detail=setting,
     )
@@ -179,14 +201,16 @@ def flat_minimum(
     if surface is None or why:
         return _unobserved(FLAT, name, expected, why or "no surface rows")
     fraction = flat_fraction(surface, delta)
+    complete = _complete(surface)  # else: the largest share, a violation if below ``share``
     return HIEU.observation(
         FLAT.location,
         quote=FLAT.quote,
         name=name,
-        value=fraction,
+        value=fraction if complete else worst([fraction, None], ">=", share),
         relation=">=",
         threshold=share,
-        measured=f"{fraction:.3g} of the grid",
+        measured=f"{'at most ' if not complete else ''}{fraction:.3g} of the grid"
+        f"{_unknown(surface)}",
         expected=expected,
         detail=setting,
     )
