@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+from deqlab.theory import brackets
 from deqlab.theory.brackets import (
     Bracket,
     abs_row_norm,
@@ -16,6 +17,7 @@ from deqlab.theory.brackets import (
     factor_inverse,
     gamma,
     inertia_lower,
+    mirror_lower,
     narrowest,
     rayleigh_lower,
     rayleigh_upper,
@@ -142,3 +144,10 @@ def test_the_proofs_run_on_the_gpu_and_hold_the_dense_eigenvalue():
         A, exact, None, target=0.0, work=torch.empty_like(A), improve=_improve(A)
     )
     assert found.contains(exact) and found.width <= 1.01 * narrowest(A)
+
+
+def test_mirror_lower_makes_the_matrix_its_lower_triangle_by_row_blocks(monkeypatch):
+    monkeypatch.setattr(brackets, "BLOCK_ENTRIES", 7 * 3)  # 3 rows a block: 3 blocks of 7
+    A = torch.randn(7, 7, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    expected = torch.tril(A) + torch.tril(A, -1).T
+    assert mirror_lower(A) is A and torch.equal(A, expected)

@@ -173,6 +173,26 @@ def test_an_asymmetric_or_indefinite_matrix_is_refused_in_both_paths(iterative):
             compute(indefinite)
 
 
+@pytest.mark.parametrize("path", ["dense", "iterative"])
+def test_a_nearly_symmetric_matrix_is_certified_as_its_lower_triangle(path, request):
+    """K = I + 11ᵀ (n = 6) with its lower triangle 4·10⁻¹³ smaller: eigvalsh (lower) says
+    1 + 4·10⁻¹³, the upper triangle 1 − 7·10⁻¹⁶. The factorization used to read the upper
+    triangle and fail below the estimate; all steps now see the lower one, K unchanged."""
+    if path == "iterative":
+        request.getfixturevalue("iterative")
+    n, delta = 6, 4e-13
+    K = torch.eye(n, dtype=torch.float64) + torch.ones(n, n, dtype=torch.float64)
+    K -= delta * torch.tril(torch.ones(n, n, dtype=torch.float64), -1)
+    before = K.clone()
+    lower = torch.tril(K) + torch.tril(K, -1).T
+    exact = float(torch.linalg.eigvalsh(lower)[0])
+    assert exact == pytest.approx(1 + delta, abs=1e-15)
+    got = least_eigenvalue_large(K)
+    assert got.bracket.contains(exact)
+    assert got.bracket.width < (1e-13 if path == "dense" else spectra.PRECISION)
+    assert torch.equal(K, before)
+
+
 def test_small_matrices_take_the_exact_path():
     K = torch.diag(torch.tensor([2.0, 5.0], dtype=torch.float64))
     got = least_eigenvalue_large(K)

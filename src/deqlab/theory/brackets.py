@@ -2,7 +2,9 @@
 with its proof, computed in floating point with every rounding error bounded.
 
 What is certified is λ_min of the matrix as stored (for K of Ling et al. 2023, Eq. (14),
-the float64 K that :func:`deqlab.theory.kernels.population_gram` computed). u = 2⁻⁵³ is
+the float64 K that :func:`deqlab.theory.kernels.population_gram` computed), which must be
+exactly symmetric: the Cholesky factorization reads one triangle, eigvalsh the other, the
+Rayleigh quotient both (:func:`mirror_lower` makes a nearly symmetric one so). u = 2⁻⁵³ is
 the unit roundoff of float64 and γ_k = ku/(1 − ku) (Higham 2002, §3.1).
 
 **Upper side: a Rayleigh quotient** (:func:`rayleigh_upper`). For any x ≠ 0,
@@ -178,6 +180,19 @@ def inertia_lower(A: torch.Tensor, shift: float, work: torch.Tensor) -> tuple[fl
         f"(all pivots positive), so λ_min ≥ ℓ − γ_(n+1)tr(A − ℓI)/(1 − γ_(n+1)) − "
         f"u·max|a_ii − ℓ| = ℓ − {error:.2g} (Demmel 1989; Higham 2002, Theorem 10.3)"
     )
+
+
+def mirror_lower(A: torch.Tensor) -> torch.Tensor:
+    """A, made exactly symmetric in place from its lower triangle (eigvalsh's), by row blocks
+    (no n×n temporary): ``a_ij = a_ji`` for j > i."""
+    n = A.shape[0]
+    rows = max(1, BLOCK_ENTRIES // max(n, 1))
+    for r0 in range(0, n, rows):
+        r1 = min(r0 + rows, n)
+        square = A[r0:r1, r0:r1]
+        square.copy_(torch.tril(square) + torch.tril(square, -1).mT)
+        A[r0:r1, r1:] = A[r1:, r0:r1].mT
+    return A
 
 
 def factor_inverse(work: torch.Tensor) -> Precondition:

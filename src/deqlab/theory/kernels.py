@@ -404,9 +404,9 @@ def least_eigenvalue(K: torch.Tensor) -> LeastEigenvalue:
     return LeastEigenvalue.rounded(lo, hi, tol)
 
 
-def check_symmetric(K: torch.Tensor, eps: float) -> None:
-    """Raise ValueError unless ``max |K − Kᵀ| <= 1e3·eps·max |K|`` (K square, float64), both
-    maxima taken by row blocks (no n×n temporary)."""
+def check_symmetric(K: torch.Tensor, eps: float) -> float:
+    """``max |K − Kᵀ|``; ValueError unless it is ``<= 1e3·eps·max |K|`` (K square, float64),
+    both maxima taken by row blocks (no n×n temporary)."""
     rows = max(1, BLOCK_ENTRIES // K.shape[0])
     scale = asym = 0.0
     for r0 in range(0, K.shape[0], rows):
@@ -415,3 +415,4 @@ def check_symmetric(K: torch.Tensor, eps: float) -> None:
         asym = max(asym, float((block - K[:, r0 : r0 + rows].T).abs().max()))
     if asym > 1e3 * eps * max(scale, 1e-300):
         raise ValueError(f"`K` must be symmetric; got max |K - Kᵀ| = {asym:.3g}")
+    return asym

@@ -56,6 +56,7 @@ from deqlab.theory.brackets import (
     certify_least,
     factor_inverse,
     inertia_lower,
+    mirror_lower,
     rayleigh_upper,
     rounding_floor,
 )
@@ -160,6 +161,7 @@ def least_eigenvalue_large(
     nothing is allocated), else allocated after a memory check. K is left unchanged.
     ``progress(what, stage, 4)`` is called before each stage.
     """
+    K, precision = _checked(K, precision)  # once: both stages see this matrix
     found = estimate_least(K, work=work, progress=progress, reuse=reuse, precision=precision)
     return certify(K, found, work=work, progress=progress, precision=precision, reuse=reuse)
 
@@ -256,6 +258,7 @@ def upper_bound(
     the factorization of the lower side where ``found`` has a Ritz vector (its Rayleigh
     quotient, :func:`deqlab.theory.brackets.rayleigh_upper`); a dense estimate has none,
     and is certified whole (cheap at its size; ``reuse`` as :func:`certify` leaves it)."""
+    K, _ = _checked(K, PRECISION)  # the matrix the estimate was made on
     if found.block is None:
         bracket = certify(K, found, work=work, reuse=reuse).bracket
         return bracket.upper, bracket.upper_proof
@@ -263,17 +266,27 @@ def upper_bound(
 
 
 def _checked(K: torch.Tensor, precision: float) -> tuple[torch.Tensor, float]:
-    """K as a float64 square symmetric matrix (a copy only when it is not one), and
-    ``precision`` checked."""
+    """K as an exactly symmetric float64 square matrix, and ``precision`` checked.
+
+    K nearly symmetric (within :func:`~deqlab.theory.kernels.check_symmetric`'s tolerance)
+    is replaced once by the symmetric matrix of its lower triangle
+    (:func:`~deqlab.theory.brackets.mirror_lower`), so that the estimate, the factorization
+    and the Rayleigh quotient all see that one matrix, whose λ_min is certified. A copy is
+    made only when K is not float64 or not exactly symmetric."""
     precision = check_real("precision", precision, low=0.0, high=1.0, high_inclusive=False)
     K = check_tensor("K", K, ndim=2)
     n = K.shape[0]
     if K.shape != (n, n) or n == 0:
         raise ValueError(f"`K` must be a non-empty square matrix; got shape {tuple(K.shape)}")
-    if K.dtype != torch.float64:
+    copy = K.dtype != torch.float64
+    if copy:
         check_square("`K`", n, "a float64 copy of K", buffers=1, device=K.device)
         K = K.to(torch.float64)
-    check_symmetric(K, torch.finfo(torch.float64).eps)
+    if check_symmetric(K, torch.finfo(torch.float64).eps) > 0:
+        if not copy:
+            check_square("`K`", n, "a symmetric copy of K", buffers=1, device=K.device)
+            K = K.clone()
+        mirror_lower(K)
     return K, precision
 
 
