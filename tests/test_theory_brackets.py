@@ -151,3 +151,22 @@ def test_mirror_lower_makes_the_matrix_its_lower_triangle_by_row_blocks(monkeypa
     A = torch.randn(7, 7, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     expected = torch.tril(A) + torch.tril(A, -1).T
     assert mirror_lower(A) is A and torch.equal(A, expected)
+
+
+def test_at_floor_only_when_the_width_is_what_rounding_allows():
+    """A block far from the least eigenvector, and an improve that only makes it worse: the
+    bracket is wide, not at the floor, and the estimate is never replaced by a larger one."""
+    A = torch.diag(torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=torch.float64))
+    far = torch.zeros(5, 1, dtype=torch.float64)
+    far[4] = 1.0  # the eigenvector of 5
+
+    def worse(precondition, block, atol):
+        return 4.5, far
+
+    found, best = certify_least(A, 1.0, far, target=0.0, work=torch.empty_like(A), improve=worse)
+    assert found.contains(1.0) and found.upper >= 5.0 and not found.at_floor
+    assert best == 1.0
+    vector = torch.zeros(5, 1, dtype=torch.float64)
+    vector[0] = 1.0
+    tight, _ = certify_least(A, 1.0, vector, target=0.0, work=torch.empty_like(A), improve=worse)
+    assert tight.at_floor and tight.width <= 1.01 * narrowest(A)

@@ -92,3 +92,22 @@ def test_the_float32_factor_inverts_the_matrix_in_half_the_work_array():
 def test_an_indefinite_matrix_has_no_float32_factor():
     A = with_spectrum(torch.tensor([-1.0, 1.0, 2.0], dtype=torch.float64))
     assert float32_cholesky(A, torch.empty_like(A)) is None
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 10, 24])
+def test_no_ritz_value_falls_below_the_least_eigenvalue_at_small_sizes(n):
+    """With 3b ≥ n the basis [X, W, P] cannot be orthonormal and Rayleigh–Ritz fell below
+    λ_min (n = 2: θ = 0 < λ_min = 3.06, the answer 3.08); the block now has 3b < n."""
+    generator = torch.Generator().manual_seed(n)
+    Z = torch.randn(n + 2, n, dtype=torch.float64, generator=generator)
+    A = Z.T @ Z
+    exact = float(torch.linalg.eigvalsh(A)[0])
+    factor = torch.linalg.cholesky(A - 0.999 * exact * torch.eye(n, dtype=torch.float64))
+    thetas = []
+    found = least_eigenvalue_lobpcg(
+        A, lambda R: torch.cholesky_solve(R, factor), rtol=0.0, atol=1e-15 * exact, stall=5,
+        on_step=lambda step, theta, residual: thetas.append(theta),
+    )  # fmt: skip
+    assert all(theta >= exact * (1 - 1e-12) for theta in thetas)
+    assert found.value == pytest.approx(exact, rel=1e-12)
+    assert 3 * found.block.shape[1] < n or n < 4

@@ -75,7 +75,7 @@ def test_a_dense_estimate_gets_a_bracket_as_narrow_as_rounding_allows():
     K = _kernel(n=200, d=10, seed=1)
     exact = float(torch.linalg.eigvalsh(K)[0])
     got = least_eigenvalue_large(K)
-    assert got.value == exact and got.bracket.contains(exact)
+    assert got.value == pytest.approx(exact, rel=1e-13) and got.bracket.contains(exact)
     assert got.bracket.relative_width < 1e-7
 
 
@@ -191,6 +191,19 @@ def test_a_nearly_symmetric_matrix_is_certified_as_its_lower_triangle(path, requ
     assert got.bracket.contains(exact)
     assert got.bracket.width < (1e-13 if path == "dense" else spectra.PRECISION)
     assert torch.equal(K, before)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
+def test_tiny_matrices_get_a_bracket_as_narrow_as_rounding_allows(n):
+    """At n = 2–4 the bracket was up to 98% wide and marked at_floor: the dense path had no
+    eigenvector, and LOBPCG's basis with 3b ≥ n gave a bad Ritz vector."""
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(10):
+        Z = torch.randn(n + 2, n, dtype=torch.float64, generator=generator)
+        K = Z.T @ Z
+        exact = float(torch.linalg.eigvalsh(K)[0])
+        found = least_eigenvalue_large(K).bracket
+        assert found.contains(exact) and found.relative_width < 1e-11 and found.at_floor
 
 
 def test_small_matrices_take_the_exact_path():

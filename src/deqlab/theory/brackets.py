@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -73,7 +73,8 @@ Improve = Callable[[Precondition, torch.Tensor | None, float], tuple[float, torc
 @dataclass(frozen=True)
 class Bracket:
     """lower ≤ λ_min ≤ upper, with the proof of each side in words; ``at_floor``: as narrow
-    as float64 rounding lets :func:`certify_least` prove (asking again cannot narrow it)."""
+    as float64 rounding lets :func:`certify_least` prove, within a factor 2 of
+    :func:`narrowest` (asking again cannot narrow it)."""
 
     lower: float
     upper: float
@@ -254,10 +255,14 @@ def certify_least(
 
     def better(estimate: float, block: torch.Tensor | None):
         """(estimate, block) improved with the factor in ``work`` as the preconditioner, to
-        a tenth of the bracket they are for."""
+        a tenth of the bracket they are for; never a larger estimate (a worse answer of
+        ``improve`` leaves both as they were, but a first block)."""
         progress("the Ritz vector by LOBPCG, preconditioned by the certifying factor", 0, 1)
         atol = max(0.1 * target * abs(estimate), 0.1 * floor)
-        return improve(factor_inverse(work), block, atol)
+        value, found = improve(factor_inverse(work), block, atol)
+        if block is not None and value > estimate:
+            return estimate, block
+        return min(value, estimate), found
 
     gap = distance(estimate)
     lower, lower_proof, gap = _factorize_below(A, estimate, gap, work, progress)
@@ -265,8 +270,9 @@ def certify_least(
         estimate, block = better(estimate, block)
     for rounds in range(1, MAX_ROUNDS + 1):
         upper, upper_proof = rayleigh_upper(A, block[:, 0], abs_norm)
-        at_floor = gap <= 2.0 * floor
-        found = Bracket(lower, upper, lower_proof, upper_proof, at_floor)
+        found = Bracket(lower, upper, lower_proof, upper_proof)
+        at_floor = found.width <= 2.0 * (rounding + 2.0 * floor)  # about narrowest(A)
+        found = replace(found, at_floor=at_floor)
         if found.relative_width <= target or at_floor or rounds == MAX_ROUNDS:
             return found, estimate
         # work holds the factor of A − ℓI, ℓ close below λ_min: shift-and-invert

@@ -387,13 +387,24 @@ def least_eigenvalue(K: torch.Tensor) -> LeastEigenvalue:
     K = check_tensor("K", K, ndim=2)
     if K.shape[0] != K.shape[1] or K.shape[0] == 0:
         raise ValueError(f"`K` must be a non-empty square matrix; got shape {tuple(K.shape)}")
+    return _least(K, vector=False)[0]
+
+
+def least_eigenpair(K: torch.Tensor) -> tuple[LeastEigenvalue, torch.Tensor]:
+    """:func:`least_eigenvalue` and a unit eigenvector of it, (n,) float64 (``eigh``: a
+    Rayleigh quotient then bounds λ_min from above without an iterative solver)."""
+    found, vector = _least(K, vector=True)
+    return found, vector  # type: ignore[return-value]
+
+
+def _least(K: torch.Tensor, *, vector: bool) -> tuple[LeastEigenvalue, torch.Tensor | None]:
     eps = torch.finfo(K.dtype).eps  # the precision K was computed in
     n = K.shape[0]
     copies = 1 if K.dtype == torch.float64 else 2  # eigvalsh's copy, and a float64 one
     check_square("`K`", n, "eigvalsh's copy of K", buffers=copies, device=K.device)
     K = K.to(torch.float64)
     check_symmetric(K, eps)
-    eigs = torch.linalg.eigvalsh(K)
+    eigs, vectors = torch.linalg.eigh(K) if vector else (torch.linalg.eigvalsh(K), None)
     lo, hi = float(eigs[0]), float(eigs[-1])
     tol = n * eps * max(abs(hi), abs(lo))
     if lo < -tol:
@@ -401,7 +412,7 @@ def least_eigenvalue(K: torch.Tensor) -> LeastEigenvalue:
             f"`K` must be positive semi-definite; got least eigenvalue {lo:.3g} < -{tol:.1e} "
             "(the round-off tolerance n·eps·‖K‖₂)"
         )
-    return LeastEigenvalue.rounded(lo, hi, tol)
+    return LeastEigenvalue.rounded(lo, hi, tol), None if vectors is None else vectors[:, 0]
 
 
 def check_symmetric(K: torch.Tensor, eps: float) -> float:

@@ -97,10 +97,14 @@ def least_eigenvalue_lobpcg(
     :func:`extrapolated_error` over ``stall`` steps, or its residual is that small; else after
     :data:`MAX_STEPS` (``converged`` False). ``start``: (n, b) vectors to begin with (the
     block of a previous call), else a seeded random block. ``on_step(step, θ, ‖r‖)`` is
-    called at every step (a convergence trace).
+    called at every step (a convergence trace). The block has b = min(:data:`BLOCK`,
+    (n − 1)//3) columns, so that [X, W, P] (3b < n) can be orthonormal: past that
+    Rayleigh–Ritz reads rounding noise and θ may fall below λ_min; n < 4 is solved by eigh.
     """
     n = A.shape[0]
-    b = min(BLOCK, max(1, n // 3))
+    if n < 4:  # no room for a basis [X, W, P] of 3b < n columns: the exact pair
+        return _least_pair(A, torch.linalg.eigh(A)[1][:, :1], 0, True)
+    b = min(BLOCK, (n - 1) // 3)  # 3b < n: the basis stays orthonormal
     if start is None or start.shape != (n, b):
         generator = torch.Generator().manual_seed(seed)
         start = torch.randn(n, b, dtype=torch.float64, generator=generator)

@@ -13,11 +13,12 @@
   :mod:`deqlab.theory.brackets`: a Rayleigh quotient above, a float64 Cholesky
   factorization of K − ℓI below).
 
-  The estimate: up to :data:`DENSE_LIMIT` rows, and on a CUDA device (``eigvalsh`` there
-  takes seconds at n = 3·10⁴), a dense ``eigvalsh``; the proof then costs one more
-  factorization and a few triangular solves, and the bracket is as narrow as rounding
-  allows. Above, on the CPU, a dense eigendecomposition costs minutes (its tridiagonal
-  reduction is memory-bound), so:
+  The estimate: up to :data:`DENSE_LIMIT` rows a dense ``eigh``, whose least eigenvector
+  gives the upper side, and above it on a CUDA device (``eigvalsh`` there takes seconds at
+  n = 3·10⁴) a dense ``eigvalsh``, the vector then from the certifying factor; the proof
+  costs one more factorization, and the bracket is as narrow as rounding allows. Above,
+  on the CPU, a dense eigendecomposition costs minutes (its tridiagonal reduction is
+  memory-bound), so:
 
   1. λ_max by Lanczos on K itself (the top of a kernel matrix is well separated: ~10 steps);
   2. the float32 Cholesky factor of K (LAPACK ``potrf`` through torch, n³/3 flops at twice
@@ -60,10 +61,15 @@ from deqlab.theory.brackets import (
     rayleigh_upper,
     rounding_floor,
 )
-from deqlab.theory.kernels import LeastEigenvalue, check_symmetric, least_eigenvalue
+from deqlab.theory.kernels import (
+    LeastEigenvalue,
+    check_symmetric,
+    least_eigenpair,
+    least_eigenvalue,
+)
 from deqlab.theory.lobpcg import float32_cholesky, least_eigenvalue_lobpcg
 
-#: Up to this size the dense, exact ``eigvalsh`` gives the estimate (seconds on two cores).
+#: Up to this size the dense, exact ``eigh`` gives the estimate (seconds on two cores).
 DENSE_LIMIT = 3000
 #: The relative width of the certified bracket asked for when none is given: enough to
 #: decide every answer of ``deqlab verify`` unless a margin lies within it.
@@ -133,9 +139,10 @@ class Reuse:
 
 @dataclass(frozen=True)
 class Estimate:
-    """λ_min before its proof: ``value`` (eigvalsh's, or a Ritz value ≥ λ_min), ``block``
-    (its Ritz vectors, the least first; None from eigvalsh), ``top`` = λ_max (eigvalsh's, or
-    a Lanczos value ≤ λ_max), ``tolerance`` = n·eps·|λ_max|, ``dense``: from eigvalsh."""
+    """λ_min before its proof: ``value`` (eigh's / eigvalsh's, or a Ritz value ≥ λ_min),
+    ``block`` (its Ritz vectors or eigh's eigenvector, the least first; None from
+    eigvalsh), ``top`` = λ_max (dense, or a Lanczos value ≤ λ_max), ``tolerance`` =
+    n·eps·|λ_max|, ``dense``: from a dense decomposition."""
 
     value: float
     block: torch.Tensor | None
@@ -177,7 +184,12 @@ def estimate_least(
     """λ_min and λ_max of K before any proof (module docstring, items 1–3)."""
     K, precision = _checked(K, precision)
     n = K.shape[0]
-    if n <= DENSE_LIMIT or K.is_cuda:
+    if n <= DENSE_LIMIT:
+        progress(f"λ_min and its eigenvector by a dense eigh (n = {n})", 0, 4)
+        exact, vector = least_eigenpair(K)
+        block = vector[:, None]
+        return Estimate(exact.computed, block, exact.max_eigenvalue, exact.tolerance, True)
+    if K.is_cuda:  # the vector then comes from the certifying factor (shift-and-invert)
         progress(f"λ_min by a dense eigvalsh (n = {n})", 0, 4)
         exact = least_eigenvalue(K)
         return Estimate(exact.computed, None, exact.max_eigenvalue, exact.tolerance, True)
@@ -255,9 +267,9 @@ def upper_bound(
     reuse: Reuse | None = None,
 ):
     """(a certified upper bound of λ_min(K), its proof) from the estimate ``found``, without
-    the factorization of the lower side where ``found`` has a Ritz vector (its Rayleigh
-    quotient, :func:`deqlab.theory.brackets.rayleigh_upper`); a dense estimate has none,
-    and is certified whole (cheap at its size; ``reuse`` as :func:`certify` leaves it)."""
+    the factorization of the lower side where ``found`` has a vector (its Rayleigh
+    quotient, :func:`deqlab.theory.brackets.rayleigh_upper`); one without is certified
+    whole (``reuse`` as :func:`certify` leaves it)."""
     K, _ = _checked(K, PRECISION)  # the matrix the estimate was made on
     if found.block is None:
         bracket = certify(K, found, work=work, reuse=reuse).bracket

@@ -117,6 +117,7 @@ def sigma_min_bracket(Z: torch.Tensor) -> Bracket:
         math.sqrt(max(found.upper, 0.0)),
         f"√ of λ_min(Z(0)ᵀZ(0)) ≥ {found.lower:.10g}: {found.lower_proof}",
         f"√ of λ_min(Z(0)ᵀZ(0)) ≤ {found.upper:.10g}: {found.upper_proof}",
+        found.at_floor,
     )
 
 
