@@ -102,6 +102,23 @@ def test_kuczynski_wozniakowski_epsilon():
     assert kw_epsilon(100, 40, 1e-3) < kw_epsilon(100, 20, 1e-3) < kw_epsilon(1000, 20, 1e-3)
 
 
+def test_each_checkpoint_reads_the_bound_at_delta_over_the_checkpoints():
+    """The run returns the bracket of the first of its 15 checkpoints (k = 2, 3, 4, 5, 6, 7,
+    8, 10, 12, 15, 18, 22, 27, 33, 40) where it converges, so the bound read there must hold
+    at all of them at once: each at δ/15 (union bound), else the stop makes it 1 − 15δ."""
+    gen = torch.Generator().manual_seed(4)
+    S = spectra("uniform", 4, 200, gen)
+    mv, rmv = operator(with_singular_values(S, gen))
+    start = torch.randn(4, 200, generator=gen, dtype=torch.float64)
+    found = singular_extremes(mv, rmv, start, target="max", rtol=0.5, max_steps=40, delta=1e-3)
+    e = found.largest
+    assert 2 < e.steps < 40 and not bool(e.exact.any())
+    epsilon = kw_epsilon(200, e.steps, 1e-3 / 15)
+    margin = e.steps * torch.finfo(torch.float64).eps * e.value
+    torch.testing.assert_close(e.upper, e.value / math.sqrt(1 - epsilon) + margin)
+    assert bool((e.upper >= S.amax(1)).all())
+
+
 def test_arnoldi_spectral_radius_of_nonsymmetric_rows():
     gen = torch.Generator().manual_seed(3)
     A = torch.randn(5, 40, 40, generator=gen, dtype=torch.float64) / 40**0.5

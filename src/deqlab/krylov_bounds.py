@@ -35,7 +35,10 @@ it does not say that it is the extreme one). Brackets, for σ₁ = σ_max(B_k) a
     ``σ_min² ≥ (σ_k² − ε_k λ_max) / (1 − ε_k)``, with ``λ_max`` replaced by the square of
     the upper bound above (which only lowers the bound).
 
-  So both brackets of a row hold, together, with probability ≥ 1 − 2δ over its start vector.
+  So both brackets of a row hold, together, with probability ≥ 1 − 2δ over its start vector,
+  at whichever step the run returns them: it reads the bounds at up to ~20 checkpoints and
+  stops at the first that converges, so each reading uses the bound at δ / (the number of
+  checkpoints), and by the union bound they all hold at once (the stop is then free).
   Round-off: every bound is widened by ``k · eps · σ₁`` (eps of the products' dtype), the
   size of the backward error of the products and of the reorthogonalised recurrences.
 
@@ -147,11 +150,13 @@ def singular_extremes(
 ) -> SingularBounds:
     """Golub–Kahan bidiagonalisation from ``start`` (R, n) until the ``target`` side
     (``"min"`` or ``"max"``) is converged on every row, or ``min(max_steps, n)`` steps;
-    ``delta`` is the failure probability of each use of Kuczyński & Woźniakowski's bound."""
+    ``delta`` is the failure probability of each use of Kuczyński & Woźniakowski's bound
+    over the whole run (split over its checkpoints: module docstring)."""
     R, n = start.shape
     steps = min(max_steps, n)
     eps = torch.finfo(start.dtype).eps
     due = _checkpoints(steps)
+    delta /= len(due)  # one reading per checkpoint: the union bound
     V, U = _basis(start, steps), _basis(start, steps)
     V[:, 0] = _unit(start)[0]
     alphas, betas = [], []  # betas[j] = β_{j+1}, the last one the residual's
