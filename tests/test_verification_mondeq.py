@@ -34,6 +34,24 @@ def verdicts(statements):
     return {s.name: s.verdict for s in statements}
 
 
+def test_the_lambda0_bracket_holds_the_exact_equilibriums_sigma_min(inputs):
+    """Z(0) solved to 1e-6 (PR splitting): σ_min of the stored Gram's bracket misses σ_min of
+    the equilibrium solved to 1e-13; the bracket of λ_0, widened by r(1 + w̄/m) and the
+    product's rounding, holds it."""
+    tight = md._model(inputs.d, 24, 0.2, 0)
+    loose = md._model(inputs.d, 24, 0.2, 0)
+    tight.solver = replace(tight.solver, tol=1e-13)
+    loose.solver = replace(loose.solver, tol=1e-6)
+    with torch.no_grad():
+        exact = float(torch.linalg.svdvals(tight.equilibrium(inputs.X))[-1])
+        Z = loose.equilibrium(inputs.X)
+    stored = md.least_eigenvalue_large(Z.T @ Z).bracket
+    assert not math.sqrt(stored.lower) <= exact <= math.sqrt(stored.upper)
+    found = md.sigma_min_bracket(loose, inputs.X, Z)
+    assert found.contains(exact) and found.width < 1e-3
+    assert "r(1 + w̄/m)" in found.lower_proof
+
+
 def test_lambda0_is_the_least_singular_value_of_the_equilibrium(init, inputs):
     model = init.model
     with torch.no_grad():

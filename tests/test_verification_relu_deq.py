@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from deqlab.models.relu_deq import ReLUDEQ
 from deqlab.papers.ling2023.margins import theorem1_margins
 from deqlab.papers.ling2023.theory import (
     Constants,
@@ -99,15 +100,37 @@ def test_lambda0_matches_theorem1s_helper_and_its_conditions(small):
     assert k.X_fro == pytest.approx(float(x.norm())) and k.W_norm < 1
 
 
+def _equilibrium(d: int, m: int, n: int, tol: float):
+    """A ReLU DEQ of width m at n seeded unit-scaled inputs, and its equilibrium to ``tol``."""
+    X = torch.randn(d, n, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    X = X / X.norm(dim=0) * d**0.5
+    model = ReLUDEQ.init(d, m, sigma_w2=0.1, seed=0)
+    return model, X, model.equilibrium(X, tol=tol).Z
+
+
 def test_lambda0_is_zero_below_n_columns_and_bracketed_above():
-    Z = torch.randn(3, 5, dtype=torch.float64)
-    narrow = rd._gram_lambda_min(Z)
+    model, X, Z = _equilibrium(4, 3, 5, 1e-12)
+    narrow = rd._gram_lambda_min(model, X, Z)
     assert narrow.value == 0.0 and (narrow.bracket.lower, narrow.bracket.upper) == (0.0, 0.0)
     assert "rank" in narrow.bracket.lower_proof
-    Z = torch.randn(7, 5, dtype=torch.float64)
-    wide = rd._gram_lambda_min(Z)
+    model, X, Z = _equilibrium(4, 7, 5, 1e-12)
+    wide = rd._gram_lambda_min(model, X, Z)
     assert wide.value == pytest.approx(gram_lambda_min(Z), rel=1e-10)
     assert wide.bracket.contains(gram_lambda_min(Z))
+
+
+def test_the_lambda0_bracket_holds_the_exact_equilibriums_not_only_the_stored_gram():
+    """Z(0) solved to the relative residual 1e-10 gives λ_min(ZᵀZ) = 30.7147087383, its
+    eigenvalue bracket ~1e-10 wide; the equilibrium solved to 1e-15 has 30.7147087385, outside
+    it. The bracket of λ_0 now includes the solve's error and the product's rounding."""
+    model, X, loose = _equilibrium(10, 400, 20, 1e-10)
+    _, _, tight = _equilibrium(10, 400, 20, 1e-15)
+    exact = float(torch.linalg.svdvals(tight)[-1]) ** 2  # σ_min², no Gram product
+    stored = rd.least_eigenvalue_large(loose.T @ loose).bracket
+    assert not stored.contains(exact)  # the stored matrix's bracket is not λ_0's
+    found = rd._gram_lambda_min(model, X, loose).bracket
+    assert found.contains(exact) and found.relative_width < 1e-7
+    assert "equilibrium's error" in found.lower_proof and "r/(1 − w̄)" in found.upper_proof
 
 
 def test_lambda0_monte_carlo_against_theorem2():

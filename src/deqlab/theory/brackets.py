@@ -126,14 +126,14 @@ def abs_row_norm(A: torch.Tensor) -> float:
     n = A.shape[0]
     rows = max(1, BLOCK_ENTRIES // max(n, 1))
     top = max(float(A[r0 : r0 + rows].abs().sum(dim=1).max()) for r0 in range(0, n, rows))
-    return _up(top * (1.0 + 2.0 * gamma(n)))
+    return next_up(top * (1.0 + 2.0 * gamma(n)))
 
 
 def rayleigh_upper(A: torch.Tensor, x: torch.Tensor, abs_norm: float) -> tuple[float, str]:
     """(an upper bound of λ_min(A), its proof): x's Rayleigh quotient plus the bound of its
     rounding, 5γ_n‖|A|‖_∞ (module docstring). ``abs_norm`` is :func:`abs_row_norm` (A)."""
     q, error = _rayleigh(A, x, abs_norm)
-    return _up(q + error), (
+    return next_up(q + error), (
         f"Rayleigh quotient xᵀAx/xᵀx = {q:.12g} of a Ritz vector x (Courant–Fischer: ≥ λ_min), "
         f"plus its rounding ≤ 5γ_n‖|A|‖_∞ = {error:.2g}"
     )
@@ -143,7 +143,7 @@ def rayleigh_lower(A: torch.Tensor, x: torch.Tensor, abs_norm: float) -> tuple[f
     """(a lower bound of λ_max(A), its proof): x's Rayleigh quotient (Courant–Fischer:
     ≤ λ_max) less the bound of its rounding, 5γ_n‖|A|‖_∞, as in :func:`rayleigh_upper`."""
     q, error = _rayleigh(A, x, abs_norm)
-    return _down(q - error), (
+    return next_down(q - error), (
         f"Rayleigh quotient xᵀAx/xᵀx = {q:.12g} (Courant–Fischer: ≤ λ_max), less its rounding "
         f"≤ 5γ_n‖|A|‖_∞ = {error:.2g}"
     )
@@ -165,7 +165,7 @@ def inertia_lower(A: torch.Tensor, shift: float, work: torch.Tensor) -> tuple[fl
     work.copy_(A)
     diagonal = work.diagonal()
     diagonal.sub_(shift)
-    trace = _up(math.fsum(diagonal.tolist()))
+    trace = next_up(math.fsum(diagonal.tolist()))
     spread = float(diagonal.abs().max())
     factor = work.mT  # column-major: LAPACK's layout, no copy
     info = torch.empty((), dtype=torch.int32, device=A.device)
@@ -174,8 +174,8 @@ def inertia_lower(A: torch.Tensor, shift: float, work: torch.Tensor) -> tuple[fl
         return None
     g, u = gamma(n + 1), unit_roundoff()
     # |a_ii − ℓ| ≤ |b_ii|/(1 − u); the factor 1 + 8u covers the rounding of this line itself
-    error = _up((g * trace / (1.0 - g) + u / (1.0 - u) * spread) * (1.0 + 8.0 * u))
-    bound = _down(shift - error)
+    error = next_up((g * trace / (1.0 - g) + u / (1.0 - u) * spread) * (1.0 + 8.0 * u))
+    bound = next_down(shift - error)
     return bound, (
         f"inertia: the float64 Cholesky factorization of A − ℓI, ℓ = {shift:.12g}, completed "
         f"(all pivots positive), so λ_min ≥ ℓ − γ_(n+1)tr(A − ℓI)/(1 − γ_(n+1)) − "
@@ -300,9 +300,9 @@ def _factorize_below(
     )
 
 
-def _up(x: float) -> float:
+def next_up(x: float) -> float:
     return math.nextafter(x, math.inf)
 
 
-def _down(x: float) -> float:
+def next_down(x: float) -> float:
     return math.nextafter(x, -math.inf)

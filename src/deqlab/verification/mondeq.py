@@ -54,6 +54,7 @@ from deqlab.theory.brackets import Bracket
 from deqlab.theory.gauss_newton import GaussNewton, gauss_newton
 from deqlab.theory.spectra import least_eigenvalue_large
 from deqlab.train.mondeq_gd import MonDEQGD
+from deqlab.verification.equilibrium_error import mondeq_error, sigma_min_of_equilibrium
 from deqlab.verification.inputs import Inputs
 from deqlab.verification.progress import Progress, silent
 from deqlab.verification.stand_ins import measured_rate
@@ -104,21 +105,17 @@ class MonDEQInit:
         return replace(self, constants=c, conditions=_conditions(c))
 
 
-def sigma_min_bracket(Z: torch.Tensor) -> Bracket:
-    """A certified bracket of σ_min(Z) = √λ_min(ZᵀZ) for Z (n, N): [0, 0] when n < N (rank);
-    else the square roots of λ_min(ZᵀZ)'s bracket (:mod:`deqlab.theory.brackets`)."""
+def sigma_min_bracket(model: MonDEQ, X: torch.Tensor, Z: torch.Tensor) -> Bracket:
+    """A certified bracket of λ_0 = σ_min(Z*) of the exact equilibrium Z* (n, N) from the
+    computed Z: [0, 0] when n < N (rank); else from λ_min(fl(ZᵀZ))'s bracket
+    (:mod:`deqlab.theory.brackets`) widened by the product's rounding and the solve's error
+    (:mod:`deqlab.verification.equilibrium_error`)."""
     n, N = Z.shape
     if n < N:
         proof = f"rank(Z(0)) ≤ n = {n} < N = {N}: σ_min = 0 exactly"
         return Bracket(0.0, 0.0, proof, proof)
     found = least_eigenvalue_large(Z.T @ Z).bracket
-    return Bracket(
-        math.sqrt(max(found.lower, 0.0)),
-        math.sqrt(max(found.upper, 0.0)),
-        f"√ of λ_min(Z(0)ᵀZ(0)) ≥ {found.lower:.10g}: {found.lower_proof}",
-        f"√ of λ_min(Z(0)ᵀZ(0)) ≤ {found.upper:.10g}: {found.upper_proof}",
-        found.at_floor,
-    )
+    return sigma_min_of_equilibrium(found, Z, *mondeq_error(model, X, Z))
 
 
 def _model(d: int, width: int, monotonicity: float, seed: int) -> MonDEQ:
@@ -181,7 +178,7 @@ def initialize(
     curvature = _gauss_newton(model, inputs) if width * inputs.n <= STANDIN_LIMIT else None
     return MonDEQInit(
         inputs, width, monotonicity, radius, seed, model, c, lemma, _conditions(c), fits,
-        fit_widths, curvature, sigma_min_bracket(Z.detach()),
+        fit_widths, curvature, sigma_min_bracket(model, inputs.X, Z.detach()),
     )  # fmt: skip
 
 

@@ -137,8 +137,8 @@ def lines(numbers: dict[str, Any]) -> list[str]:
         ]
     out = [
         "certified brackets (lower sides: a float64 Cholesky factorization of the matrix "
-        "shifted; upper: Rayleigh quotients; rounding bounded; --json has the proofs): "
-        + "; ".join(found)
+        "shifted; upper: Rayleigh quotients; rounding bounded; λ_0 also the equilibrium "
+        "solve's error; --json has the proofs): " + "; ".join(found)
     ]
     undecided = numbers.get("undecided") or []
     if not undecided:

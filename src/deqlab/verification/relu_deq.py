@@ -6,8 +6,10 @@ initialization (the statements built from it: :mod:`deqlab.verification.relu_deq
   off K with its ``gram`` option), each with a certified bracket
   (:mod:`deqlab.theory.brackets`) at most ``precision`` wide; K does not depend on the
   width (:func:`kernels`, reused by a width sweep);
-- a network drawn from Assumption 1 (``seed``): λ_0 = λ_min(Z(0)ᵀZ(0)) with its bracket
-  and Theorem 2's mλ*/2 beside it (λ_0 = 0 exactly when m < n: Z(0)ᵀZ(0) has rank ≤ m);
+- a network drawn from Assumption 1 (``seed``): λ_0 = λ_min(Z(0)ᵀZ(0)) with a bracket of
+  the exact equilibrium's λ_0 (the solve's error and the product's rounding included:
+  :mod:`deqlab.verification.equilibrium_error`) and Theorem 2's mλ*/2 beside it (λ_0 = 0
+  exactly when m < n: Z(0)ᵀZ(0) has rank ≤ m);
 - Condition 1, Eqs. (7)–(9), each with its margin lhs/rhs, at the δ that maximizes the
   smallest margin (:func:`deqlab.papers.ling2023.theory.best_delta`);
 - the smallest width at which Condition 1 would hold (:func:`widths_needed`), under
@@ -59,6 +61,11 @@ from deqlab.theory.spectra import (
     spectral_norm_lanczos,
 )
 from deqlab.verification import subsample
+from deqlab.verification.equilibrium_error import (
+    relu_deq_error,
+    sigma_min_of_equilibrium,
+    squared,
+)
 from deqlab.verification.inputs import Inputs
 from deqlab.verification.progress import Progress, silent
 
@@ -230,7 +237,9 @@ def initialize(
         )  # fmt: skip
     Z = model.equilibrium(X, tol=SOLVE_TOL).raise_if_failed("forward").Z  # (m, n)
     residual = model.predict(Z).detach() - y  # (n,)
-    gram0 = _gram_lambda_min(Z) if sample is None else subsample.rank_zero(width, inputs.n)
+    gram0 = (
+        _gram_lambda_min(model, X, Z) if sample is None else subsample.rank_zero(width, inputs.n)
+    )
     constants = Constants(
         gram0.value,
         W_norm,
@@ -274,15 +283,20 @@ def _norm(A: torch.Tensor) -> float:
     return spectral_norm_lanczos(A, tol=1e-12, max_iter=500)[0]
 
 
-def _gram_lambda_min(Z: torch.Tensor) -> LeastEigenvalue:
-    """λ_min(ZᵀZ) for Z (m, n) with its bracket: 0 exactly when m < n (rank ≤ m), 0 when
-    singular to working precision."""
+def _gram_lambda_min(model: ReLUDEQ, X: torch.Tensor, Z: torch.Tensor) -> LeastEigenvalue:
+    """λ_0 = λ_min(Z*ᵀZ*) of the exact equilibrium Z* (m, n), estimated on the computed Z,
+    with a bracket of λ_0 itself: λ_min(fl(ZᵀZ))'s widened by the product's rounding and
+    the solve's error (:mod:`deqlab.verification.equilibrium_error`); 0 exactly when m < n
+    (rank ≤ m), 0 when singular to working precision."""
     m, n = Z.shape
     if m < n:
         proof = f"rank(Z(0)ᵀZ(0)) ≤ m = {m} < n = {n}: λ_0 = 0 exactly"
         reason = f"m = {m} < n = {n}: Z(0)ᵀZ(0) has rank ≤ m"
         return LeastEigenvalue(0.0, 0.0, math.nan, 0.0, True, reason, Bracket(0, 0, proof, proof))
-    return least_eigenvalue_large(Z.T @ Z)
+    found = least_eigenvalue_large(Z.T @ Z)
+    error, how = relu_deq_error(model, X, Z)
+    sigma = sigma_min_of_equilibrium(found.bracket, Z, error, how)
+    return replace(found, bracket=squared(sigma))
 
 
 @functools.lru_cache(maxsize=64)
