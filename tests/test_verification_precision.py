@@ -9,6 +9,8 @@ from dataclasses import dataclass, replace
 import pytest
 
 from deqlab.papers import LING
+from deqlab.papers.ling2023 import network
+from deqlab.papers.ling2023.theory import theorem2_scale
 from deqlab.statements import Verdict
 from deqlab.theory.brackets import Bracket
 from deqlab.verification import precision
@@ -147,3 +149,41 @@ def test_a_real_answer_whose_bracket_holds_its_threshold_is_said_undecided():
     start = printed.index("  undecided at these brackets:")
     assert printed[start + 1].startswith("    Theorem 3 (ii): λ* > 0 (K strictly positive")
     assert any(line.startswith("    why: the brackets cannot be") for line in printed[start:])
+
+
+def _theorem2(init: Toy):
+    """Theorem 2's statements as verify makes them at n = 10, m = 40 000, λ_0 = 2971, t = 0.01,
+    λ* = ``init.lam``: its width hypotheses, then λ_0 ≥ mλ*/2 guarded by them."""
+    n, m, lambda0 = 10, 40_000, 2971.0
+    scale = theorem2_scale(n, init.lam, 0.01)
+    given = [network.theorem2_width(n, m), network.theorem2_scale(m, scale, t=0.01)]
+    check = network.theorem2(lambda0, m * init.lam / 2, given, m=m, seed=0, scale=scale, t=0.01)
+    return [*given, check], {"lambda_star": init.lam}
+
+
+def test_a_guarded_theorem_not_monotone_in_the_bracket_is_undecided():
+    """NOT APPLICABLE at both ends of λ* ∈ [0.148378, 0.148601] (below: the width hypothesis
+    unmet; above: a FAIL resting on the constant the paper does not give), PASS inside: the
+    corners agreeing decided NOT APPLICABLE; the theorem's check alone and the hypothesis now
+    differ between them, so it is undecided."""
+    verdicts = [_theorem2(Toy(lam, _toy(lam, lam).bracket))[0][-1].verdict for lam in LAMBDAS]
+    assert verdicts == [Verdict.NOT_APPLICABLE, Verdict.PASS, Verdict.NOT_APPLICABLE]
+    settled = precision.settle(_toy(LAMBDAS[0], LAMBDAS[-1]), _theorem2, _no_answer)
+    theorem = settled.statements[-1]
+    assert theorem.verdict is Verdict.NOT_MEASURED
+    assert "its check alone PASS" in theorem.detail and "its check alone FAIL" in theorem.detail
+    assert settled.undecided[-2].startswith("Theorem 2: λ_0 ≥ mλ*/2: NOT APPLICABLE (its check")
+
+
+def test_a_guarded_theorem_decided_at_every_corner_stays_decided():
+    """Both ends above the window: the hypotheses hold and the check fails throughout."""
+    settled = precision.settle(_toy(0.1487, 0.1488), _theorem2, _no_answer)
+    assert settled.statements[-1].verdict is Verdict.NOT_APPLICABLE and settled.undecided == []
+
+
+#: λ* below, inside and above the window where Theorem 2 PASSes (n = 10, m = 40 000).
+LAMBDAS = (0.148378, 0.148482, 0.148601)
+
+
+def _no_answer(init: Toy, numbers: dict, statements) -> list[Answer]:
+    return []

@@ -1,15 +1,23 @@
 """Precision driven by the decision: are verify's answers decided by the certified brackets?
 
 Every least eigenvalue verify reads (λ*, λ_min of the DEQ NTK, λ_0; λ_min(D_0) of the DELM)
-comes as a certified bracket (:mod:`deqlab.theory.brackets`). Each statement's verdict,
-each answer's status and each number the answers print is a function of these values that
-is monotone in each of them — Condition 1's margins grow with λ_0 and (through the scaling
-λ_0 = mλ*/2) with λ*, the widths it needs shrink, Theorem 2's width scale shrinks with λ*,
-λ_0/(mλ*/2) grows with λ_0 and shrinks with λ*, the rates fall — so over the box of brackets
-it takes its extremes at the box's corners. :func:`settle` evaluates the check at the best
-estimates and at every corner:
+comes as a certified bracket (:mod:`deqlab.theory.brackets`). Each number the answers print
+and each single inequality on one — a hypothesis, a theorem's check alone (its ``value``
+against its ``threshold``), an observation — is a function of these values that is monotone
+in each of them — Condition 1's margins grow with λ_0 and (through the scaling λ_0 = mλ*/2)
+with λ*, the widths it needs shrink, Theorem 2's width scale shrinks with λ*, λ_0/(mλ*/2)
+grows with λ_0 and shrinks with λ*, the rates fall — so over the box of brackets it takes its
+extremes at the box's corners. A theorem guarded by hypotheses is not: Theorem 2 at n = 10,
+m = 40 000 is NOT APPLICABLE at λ* = 0.148378 (its width hypothesis unmet), PASS at 0.148482
+and NOT APPLICABLE again at 0.148601 (a FAIL that rests on a constant the paper does not
+give), so its verdict agreeing at the corners decides nothing. The check alone and the
+hypotheses are settled separately and combined: a theorem is decided where its verdict and
+its check alone agree at every corner and, where a hypothesis changed its verdict at some
+corner, every hypothesis does (each is then constant over the box, and so is the theorem).
+:func:`settle` evaluates the check at the best estimates and at every corner:
 
-- a verdict or status that is the same at every corner is *decided* by the brackets;
+- a verdict or status that is the same at every corner is *decided* by the brackets (a
+  theorem's: as said above);
 - where one differs, the brackets are narrowed (``refine``: a new computation at a
   thousandth of the width, down to :data:`FLOOR`) and the check evaluated again;
 - what is still undecided when they cannot be narrowed further — their rounding floor, or a
@@ -28,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from deqlab._format import number
-from deqlab.statements import Statement, Verdict
+from deqlab.statements import RELATIONS, Kind, Statement, Verdict, measures
 from deqlab.theory.brackets import Bracket
 from deqlab.verification.answers import UNDECIDED_AT_BRACKETS, Answer, bracket_text
 
@@ -82,7 +90,7 @@ def settle(
     refine: Callable[[Any, float], Any] | None = None,
 ) -> Settled:
     """The module docstring's loop. ``init`` has ``brackets()`` (name → Bracket), ``at(corner)``
-    and, where ``refine`` is given, ``precision`` (the relative width its brackets were
+    and, where its brackets can be refined, ``precision`` (the relative width they were
     asked); ``evaluate(init)`` gives (statements, numbers), ``answer(init,
     numbers, statements)`` the answers; ``refine(init, precision)`` measures again with
     narrower brackets (it, or its result, None: they cannot be)."""
@@ -97,8 +105,11 @@ def settle(
         split_answers = _split_answers(answers, said)
         if not (split_statements or split_answers) or refine is None:
             break
-        narrower = init.precision * NARROWING
         open_ = [b for b in init.brackets().values() if not b.at_floor and b.width > 0]
+        asked = getattr(init, "precision", None)  # none: its brackets are not refined
+        if not open_ or asked is None:
+            break
+        narrower = asked * NARROWING
         if narrower < FLOOR or all(b.relative_width <= narrower for b in open_):
             break
         better = refine(init, narrower)
@@ -107,6 +118,9 @@ def settle(
         init = better
     reason = AT_FLOOR
     marked = [_undecided_statement(s, split_statements.get(s.name), reason) for s in statements]
+    for a, b in zip(answers, answer(init, numbers, marked), strict=True):
+        if (a.status, a.why) != (b.status, b.why):  # it reads an undecided statement
+            split_answers.setdefault(a.theorem, _statuses(a.theorem, said))
     told = [_undecided_answer(a, split_answers.get(a.theorem), reason) for a in answers]
     lines = [
         f"{name}: {_readings(readings)}"
@@ -168,30 +182,71 @@ def _leaves(tree: Any, prefix: str = ""):
 
 
 def _split_statements(statements, at_corners) -> dict[str, list[tuple[Corner, str]]]:
-    """name → (corner, verdict) pairs, for the statements whose verdict differs between
-    corners (or from the estimate's)."""
+    """name → (corner, reading) pairs, for the statements undecided over the box (module
+    docstring): a verdict or a theorem's check alone that differs between corners (or from
+    the estimate's), or a theorem its hypotheses changed at some corner beside a hypothesis
+    that differs."""
+    pairs = {s.name: [(None, s)] for s in statements}
+    for corner, _, found, _ in at_corners:
+        named = {t.name: t for t in found}
+        for name, readings in pairs.items():
+            readings.append((corner, named.get(name)))
+    hypotheses_split = any(
+        len({_verdict(t) for _, t in pairs[s.name]}) > 1
+        for s in statements
+        if s.kind is Kind.HYPOTHESIS
+    )
     out = {}
     for s in statements:
-        readings = [(None, s.verdict.value)]
-        for corner, _, found, _ in at_corners:
-            match = next((t for t in found if t.name == s.name), None)
-            readings.append((corner, "absent" if match is None else match.verdict.value))
-        if len({verdict for _, verdict in readings}) > 1:
-            out[s.name] = readings
+        readings = pairs[s.name]
+        verdicts = {_verdict(t) for _, t in readings}
+        alone = {_alone(t) for _, t in readings}
+        guarded = any(t is not None and _alone(t) != t.verdict.value for _, t in readings)
+        if len(verdicts) > 1 or len(alone) > 1 or (guarded and hypotheses_split):
+            out[s.name] = [(corner, _reading(t, hypotheses_split)) for corner, t in readings]
     return out
+
+
+def _verdict(s: Statement | None) -> str:
+    return "absent" if s is None else s.verdict.value
+
+
+def _alone(s: Statement | None) -> str:
+    """The verdict of a theorem's check alone (its value against its threshold, hypotheses
+    aside); a statement's own verdict otherwise."""
+    if s is None or s.kind is not Kind.THEOREM or s.relation not in RELATIONS:
+        return _verdict(s)
+    if s.threshold is None or not measures(s.value, s.relation, s.threshold):
+        return Verdict.NOT_MEASURED.value
+    holds = RELATIONS[s.relation](s.value, s.threshold)
+    return (Verdict.PASS if holds else Verdict.FAIL).value
+
+
+def _reading(s: Statement | None, hypotheses_split: bool) -> str:
+    """The verdict, and for a theorem its hypotheses changed, its check alone."""
+    if s is None or _alone(s) == s.verdict.value:
+        return _verdict(s)
+    split = ", a hypothesis differing between the corners" if hypotheses_split else ""
+    return f"{s.verdict.value} (its check alone {_alone(s)}{split})"
 
 
 def _split_answers(answers: list[Answer], said) -> dict[str, list[tuple[Corner, str]]]:
     """theorem → (corner, status) pairs, for the answers whose status differs."""
     out = {}
     for a in answers:
-        readings = [(None, a.status)]
-        for corner, found in said:
-            match = next((b for b in found if b.theorem == a.theorem), None)
-            readings.append((corner, "absent" if match is None else match.status))
+        readings = [(None, a.status), *_statuses(a.theorem, said)]
         if len({status for _, status in readings}) > 1:
             out[a.theorem] = readings
     return out
+
+
+def _statuses(theorem: str, said) -> list[tuple[Corner, str]]:
+    """(corner, status) of the answer on ``theorem`` at each corner."""
+    found = []
+    for corner, answers in said:
+        match = next((b for b in answers if b.theorem == theorem), None)
+        found.append((corner, "absent" if match is None else match.status))
+    return found
 
 
 def _readings(readings: list[tuple[Corner | None, str]]) -> str:
