@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
 
 from deqlab._memory import MemoryRefusal
 from deqlab.cli.app import _finite
-from deqlab.statements import Statement
+from deqlab.papers.hieu2022.mondeq import step_size_bound
+from deqlab.statements import Statement, Verdict
 from deqlab.verification import (
     DELMCheck,
     InputError,
@@ -227,3 +229,39 @@ def test_each_model_is_a_check_and_its_memory_need_is_refused_by_one_rule():
 
     with pytest.raises(MemoryRefusal, match=r"`X`: .*a test's n×n arrays"):
         check_memory(Huge(), 10**6, 3, train=0, subject="`X`")
+
+
+@dataclass(frozen=True)
+class _WideMonDEQ(MonDEQCheck):
+    """The monotone DEQ with λ_0's bracket up to 100 λ_0: η_max (4/λ_0² there) differs
+    between its corners."""
+
+    def initialize(self, inputs, seed, progress, device="cpu"):
+        init = super().initialize(inputs, seed, progress, device)
+        lam = init.lambda0_bracket
+        return replace(init, lambda0_bracket=replace(lam, upper=100 * lam.upper, at_floor=True))
+
+
+def _step_size(found) -> Statement:
+    return next(s for s in found.statements if s.name.startswith("η within the step-size bound"))
+
+
+def test_training_statements_are_settled_at_the_corners_and_eta_from_the_least_bound():
+    """The training's statements were computed at the estimates only and replaced the
+    settled ones of the same name: η = η_max(λ_0 estimate) was 'within the bound' though the
+    bound is smaller at a corner; the default η is now the least bound over the corners."""
+    x, y, name = load_dataset("sphere", n=6, d=4, seed=2)
+    check = _WideMonDEQ(width=24, monotonicity=0.2)
+    found = verify(x, y, check, name=name, train=2)
+    init, lam = found.initial, found.initial.lambda0_bracket
+    ends = [step_size_bound(init.at({"lambda0": v}).constants) for v in (lam.lower, lam.upper)]
+    assert ends[1] < ends[0] / 10
+    assert found.training["eta"] == ends[1]
+    assert "its least over the certified brackets" in found.training["eta_source"]
+    assert _step_size(found).verdict is Verdict.HOLDS
+    estimate = step_size_bound(init.constants)
+    given = verify(x, y, check, name=name, train=2, eta=estimate)
+    assert _step_size(given).verdict is Verdict.NOT_MEASURED  # HOLDS at one corner only
+    assert any(
+        line.startswith("η within the step-size bound") for line in given.numbers["undecided"]
+    )

@@ -93,8 +93,12 @@ class Check(Protocol):
     def statements(self, init: Any, eta: float | None) -> list[Statement]:
         """The paper's claims at initialization."""
 
-    def train(self, init: Any, steps: int, eta: float, progress: Progress) -> tuple:
-        """(the run, the claims on it, its numbers) of ``steps`` GD steps of size ``eta``."""
+    def train(self, init: Any, steps: int, eta: float, progress: Progress) -> Any:
+        """The run of ``steps`` GD steps of size ``eta`` from ``init``'s network."""
+
+    def on_run(self, init: Any, run: Any, eta: float) -> tuple[list[Statement], dict[str, Any]]:
+        """(the claims on ``run``, its numbers), with ``init`` at its estimates or at a corner
+        of its brackets."""
 
     def numbers(self, init: Any, eta: float | None) -> dict[str, Any]:
         """Every number measured at initialization, under stable keys."""
@@ -185,9 +189,11 @@ class ReLUDEQCheck:
         return found if sample is None else subsample.one_sided(found, sample)
 
     def train(self, init, steps: int, eta: float, progress: Progress):
-        run = relu_deq_train.train(init, steps=steps, eta=eta, progress=progress)
+        return relu_deq_train.train(init, steps=steps, eta=eta, progress=progress)
+
+    def on_run(self, init, run, eta: float):
         found = relu_deq_train.statements(init, run, relu_deq_statements.guards(init, eta))
-        return run, found, relu_deq_train.numbers(init, run)
+        return found, relu_deq_train.numbers(init, run)
 
     def numbers(self, init, eta: float | None) -> dict[str, Any]:
         return relu_deq_numbers.numbers(init, eta)
@@ -249,8 +255,10 @@ class MonDEQCheck:
         return mondeq.statements(init, eta)
 
     def train(self, init, steps: int, eta: float, progress: Progress):
-        run = mondeq.train(init, steps=steps, eta=eta, progress=progress)
-        return run, mondeq.train_statements(init, run), mondeq.train_numbers(init, run)
+        return mondeq.train(init, steps=steps, eta=eta, progress=progress)
+
+    def on_run(self, init, run, eta: float):
+        return mondeq.train_statements(init, run), mondeq.train_numbers(init, run)
 
     def numbers(self, init, eta: float | None) -> dict[str, Any]:
         return mondeq.numbers(init, eta)
@@ -310,9 +318,11 @@ class DELMCheck:
         return delm.statements(init, eta)
 
     def train(self, init, steps: int, eta: float, progress: Progress):
-        run = delm_train.train(init, steps=steps, eta=eta, progress=progress)
+        return delm_train.train(init, steps=steps, eta=eta, progress=progress)
+
+    def on_run(self, init, run, eta: float):
         found = delm_train.train_statements(init, run, self.epsilon)
-        return run, found, delm_train.train_numbers(init, run, self.epsilon)
+        return found, delm_train.train_numbers(init, run, self.epsilon)
 
     def numbers(self, init, eta: float | None) -> dict[str, Any]:
         return {**delm.numbers(init, eta, self.epsilon), "label_map": init.label_map}

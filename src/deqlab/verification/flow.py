@@ -49,24 +49,49 @@ def run_check(
     init = check.initialize(inputs, seed, progress, device)
     eta_source = "given (--eta)"
     if train and eta is None:
-        eta, eta_source = check.default_eta(init)
-    training, run, more = None, None, []
-    if train:
-        run, more, training = check.train(init, train, eta, progress)
-        training = {**training, "eta_source": eta_source}
+        eta, eta_source = _default_eta(check, init)
+    run = check.train(init, train, eta, progress) if train else None
 
     def evaluate(at) -> tuple[list[Statement], dict[str, Any]]:
-        return check.statements(at, eta), check.numbers(at, eta)
+        found, numbers = check.statements(at, eta), check.numbers(at, eta)
+        if run is None:
+            return found, numbers
+        more, trained = check.on_run(at, run, eta)  # at the corners too
+        return _unique([*found, *more]), {**numbers, TRAINING: trained}
+
+    def training_of(numbers: dict[str, Any]) -> dict[str, Any] | None:
+        trained = numbers.get(TRAINING)
+        return None if trained is None else {**trained, "eta_source": eta_source}
 
     def answer(at, numbers: dict[str, Any], statements: list[Statement]):
-        return check.answers(at, numbers, training, statements)
+        return check.answers(at, numbers, training_of(numbers), statements)
 
     def refine(at, width: float):
         return check.refine(at, width, progress, device)
 
     settled = precision.settle(init, evaluate, answer, refine)
-    found = _unique([*settled.statements, *more])
-    return Outcome(settled.init, eta, found, settled.numbers, training, run, settled.answers)
+    training = training_of(settled.numbers)
+    numbers = {k: v for k, v in settled.numbers.items() if k != TRAINING}
+    found = settled.statements
+    return Outcome(settled.init, eta, found, numbers, training, run, settled.answers)
+
+
+#: Where the training's numbers travel with the numbers through the corners.
+TRAINING = "training"
+
+
+def _default_eta(check: Check, init: Any) -> tuple[float, str]:
+    """The model's default step size and why, the least over the estimates and the corners of
+    ``init``'s brackets (a bound on η there holds wherever the eigenvalues lie in them)."""
+    eta, why = check.default_eta(init)
+    for corner in precision.corners(init.brackets()):
+        try:
+            found, said = check.default_eta(init.at(corner))
+        except ValueError:  # no default there: the estimate's stands
+            continue
+        if found < eta:
+            eta, why = found, f"{said}, its least over the certified brackets"
+    return eta, why
 
 
 def _unique(statements: list[Statement]) -> list[Statement]:
