@@ -16,8 +16,10 @@ system are kept in at least float32: ``torch.linalg`` has no float16/bfloat16 so
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from deqlab._checks import check_int, check_real
@@ -59,22 +61,16 @@ class Anderson(Solver):
 class AndersonState:
     """What Anderson keeps between steps: the last ``m`` damped images ``x_i + β g_i`` (what
     the weights mix) and residuals ``g_i``, and the Gram matrix ``G Gᵀ`` ``(B, m, m)``,
-    updated one row per step. Where the weights are unusable they are set to the newest slot
-    alone, so that the mix gives that row's plain step exactly (no second ``(B, N)`` select).
-
-    Buffers and their views (Gram rows and columns, the identity's rows) are made once per
-    solve, so that a step of a full history is a fixed, short sequence of batched operations.
+    updated one row per step (:class:`GramSystem`). Where the weights are unusable they are
+    set to the newest slot alone, so that the mix gives that row's plain step exactly (no
+    second ``(B, N)`` select). The textbook step it must equal:
+    :func:`deqlab.solvers.anderson_reference.reference_step`.
     """
 
     def __init__(self, solver: Anderson) -> None:
         self.solver = solver
         self.steps, self.gs = History(solver.history), History(solver.history)
-        self.gram: torch.Tensor | None = None  # G Gᵀ (B, m, m), in at least float32
-        self.gram_rows: list[torch.Tensor] = []  # gram[:, i, :] and gram[:, :, i], (B, m)
-        self.gram_columns: list[torch.Tensor] = []
-        self.eye: torch.Tensor | None = None  # I (m, m), its columns (m, 1), and 1 (m, 1)
-        self.eye_columns: list[torch.Tensor] = []
-        self.ones: torch.Tensor | None = None
+        self.system: GramSystem | None = None
 
     def __call__(
         self, z: torch.Tensor, fz: torch.Tensor, g: torch.Tensor | None = None
@@ -85,11 +81,12 @@ class AndersonState:
         plain = fz if beta == 1.0 else z + beta * g  # this row's plain step
         slot = self.gs.push(g)
         self.steps.push(plain)
-        H = self._update_gram(g, slot)
-        n = len(self.gs)
-        if n == 1:
+        if self.system is None:
+            self.system = GramSystem(self.solver, self.gs)
+        H = self.system.update(self.gs, g, slot)
+        if len(self.gs) == 1:
             return plain
-        alpha = self._weights(H, slot)  # (B, 1, n)
+        alpha = self.system.weights(H, slot)  # (B, 1, n)
         if alpha.dtype != z.dtype:
             alpha = alpha.to(z.dtype)
         return torch.bmm(alpha, self.steps.stacked()).view_as(z)
@@ -98,47 +95,94 @@ class AndersonState:
         """The history slot the next residual ``g`` goes to (written there by the loop)."""
         return self.gs.next_slot(z)
 
-    def _update_gram(self, g: torch.Tensor, slot: int) -> torch.Tensor:
-        """Write row and column ``slot`` of ``G Gᵀ`` (``g_i · g_new``); in place, except when
-        autograd records the solve (``Unrolled``). Returns ``G Gᵀ`` of the stored ``n``."""
-        if self.gram is None:
-            work = torch.promote_types(g.dtype, torch.float32)  # >= float32
-            m = self.solver.history
-            self.gram = g.new_zeros(g.shape[0], m, m, dtype=work)
-            self.gram_rows, self.gram_columns = list(self.gram.unbind(1)), list(self.gram.unbind(2))
-        H, n = self.gram, len(self.gs)
-        G = self.gs.stacked()  # (B, n, N)
-        if G.dtype != H.dtype:
-            G, g = G.to(H.dtype), g.to(H.dtype)
-        row = torch.bmm(g.unsqueeze(1), G.mT).view(g.shape[0], n)  # gᵀGᵀ: a fast bmm layout
-        if torch.is_grad_enabled() and (row.requires_grad or H.requires_grad):
-            H = H.clone()
-            H[:, slot, :n] = row
-            H[:, :n, slot] = row
-            self.gram = H
-            self.gram_rows, self.gram_columns = list(H.unbind(1)), list(H.unbind(2))
-        elif n == self.solver.history:
-            self.gram_rows[slot].copy_(row)
-            self.gram_columns[slot].copy_(row)
-        else:
-            H[:, slot, :n] = row
-            H[:, :n, slot] = row
-        return H if n == self.solver.history else H[:, :n, :n]
 
-    def _weights(self, H: torch.Tensor, slot: int) -> torch.Tensor:
-        """``α = y / 1ᵀy`` with ``(H + λI) y = 1``, as a row ``(B, 1, n)``; where that is
-        unusable (singular, or not finite) ``α = e_slot``, the newest step alone."""
-        m, n = self.solver.history, H.shape[1]
-        if self.eye is None:  # the constants, made once per solve
-            self.eye = torch.eye(m, dtype=H.dtype, device=H.device)
-            self.eye_columns = [row[None, :] for row in self.eye.unbind(0)]  # e_i as (1, m)
-            self.ones = torch.ones(m, 1, dtype=H.dtype, device=H.device)
-        eye, ones = (self.eye, self.ones) if n == m else (self.eye[:n, :n], self.ones[:n])
-        lam = self.solver.tikhonov * H.diagonal(dim1=1, dim2=2).mean(dim=1, keepdim=True)
+class GramSystem:
+    """The small system of one solve: ``H = G Gᵀ`` ``(B, m, m)`` in at least float32 (updated
+    one row and column per step, in place unless autograd records the solve), and the weights
+    ``α = y / 1ᵀy`` with ``(H + λI) y = 1``.
+
+    Every view a step of a full history needs (``H``'s row ``i`` as a ``(B, 1, m)`` product
+    target, its column ``i``, its diagonal, ``g_i`` as a ``(B, 1, N)`` row, ``Gᵀ``) is made once
+    per solve, so that such a step is a fixed sequence of ten batched operations; on the CPU the
+    weights are checked in numpy (one check, a fraction of a torch dispatch).
+    """
+
+    def __init__(self, solver: Anderson, gs: History) -> None:
+        assert gs.buffer is not None
+        self.m, self.tikhonov = solver.history, solver.tikhonov
+        work = torch.promote_types(gs.buffer.dtype, torch.float32)  # linalg needs >= float32
+        self.gram = gs.buffer.new_zeros(gs.buffer.shape[0], self.m, self.m, dtype=work)
+        self.eye = torch.eye(self.m, dtype=work, device=self.gram.device)
+        self.ones = torch.ones(self.m, 1, dtype=work, device=self.gram.device)
+        self.host = self.gram.device.type == "cpu"
+        self.residuals = gs.buffer  # the history the views below are of
+        self.g_rows = [gs.buffer[:, i : i + 1] for i in range(self.m)]  # g_i (B, 1, N)
+        self.residuals_t = gs.buffer.mT  # Gᵀ (B, N, m)
+        self.row = self.gram.new_empty(self.gram.shape[0], 1, self.m)  # (a strided out= is slow)
+        self.row_flat = self.row[:, 0]  # (B, m)
+        self.alpha = self.gram.new_empty(self.gram.shape[0], self.m, 1)  # α of a full history
+        self.alpha_host = self.alpha.numpy() if self.host else None
+        self._views()
+
+    def _views(self) -> None:
+        """Views of the Gram buffer (made again where autograd replaced it)."""
+        H = self.gram
+        self.rows = [H[:, i : i + 1] for i in range(self.m)]  # row i (B, 1, m)
+        self.columns = list(H.unbind(2))  # column i (B, m)
+        self.diagonal = H.diagonal(dim1=1, dim2=2).unsqueeze(1)  # (B, 1, m)
+
+    def update(self, gs: History, g: torch.Tensor, slot: int) -> torch.Tensor:
+        """Row and column ``slot`` of ``H`` become ``G g`` (``g`` the newest residual, stored in
+        ``slot`` of ``gs``); returns ``H`` of the stored ``n``."""
+        n, H, G = len(gs), self.gram, gs.stacked()
+        if torch.is_grad_enabled() and (G.requires_grad or H.requires_grad):
+            row = torch.bmm(g.unsqueeze(1), G.mT).view(g.shape[0], n)
+            self.gram = H = H.clone()  # out of place: autograd keeps the old H
+            H[:, slot, :n] = row
+            H[:, :n, slot] = row
+            self._views()
+        elif G.dtype != H.dtype:  # a float16/bfloat16 history, multiplied in float32
+            row = torch.bmm(g.to(H.dtype).unsqueeze(1), G.to(H.dtype).mT).view(g.shape[0], n)
+            H[:, slot, :n] = row
+            H[:, :n, slot] = row
+        elif n == self.m and G is self.residuals:  # gᵀGᵀ: a fast bmm layout
+            row = torch.bmm(self.g_rows[slot], self.residuals_t, out=self.row)  # (B, 1, m)
+            self.rows[slot].copy_(row)
+            self.columns[slot].copy_(self.row_flat)
+        else:
+            row = torch.bmm(G[:, slot : slot + 1], G.mT)[:, 0]  # (B, n)
+            H[:, slot, :n] = row
+            H[:, :n, slot] = row
+        return H if n == self.m else H[:, :n, :n]
+
+    def weights(self, H: torch.Tensor, slot: int) -> torch.Tensor:
+        """``α = y / 1ᵀy`` with ``(H + λI) y = 1``, ``λ = tikhonov · tr(H) / n``, as a row
+        ``(B, 1, n)``; where that is unusable (singular, or not finite) ``α = e_slot``, the
+        newest step alone."""
+        n = H.shape[1]
+        full = n == self.m
+        diagonal = self.diagonal if full else H.diagonal(dim1=1, dim2=2).unsqueeze(1)
+        eye, ones = (self.eye, self.ones) if full else (self.eye[:n, :n], self.ones[:n])
         # H + λI: λ·1 and λ·0 are exact, so the fused form equals the textbook sum
-        y, info = torch.linalg.solve_ex(torch.addcmul(H, lam.unsqueeze(2), eye), ones)
-        alpha = (y / y.sum(dim=1, keepdim=True)).mT  # (B, 1, n)
-        # 1ᵀα is finite exactly when every α_i is (they sum to 1 when finite)
-        ok = (info == 0).view(-1, 1, 1) & torch.isfinite(alpha.sum(dim=2, keepdim=True))
-        e_slot = self.eye_columns[slot] if n == m else self.eye_columns[slot][:, :n]
-        return torch.where(ok, alpha, e_slot)  # no NaN in the mix
+        A = torch.addcmul(H, diagonal.mean(dim=2, keepdim=True), eye, value=self.tikhonov)
+        y, info = torch.linalg.solve_ex(A, ones)  # (B, n, 1)
+        total = y.sum(dim=1, keepdim=True)
+        if self.host and not y.requires_grad:  # the safeguard in numpy, on α's memory
+            alpha = torch.div(y, total, out=self.alpha) if full else y / total
+            _safeguard(self.alpha_host if full else alpha.numpy(), info.numpy(), slot)
+            return alpha.mT
+        alpha = y / total  # (B, n, 1)
+        ok = (info == 0).view(-1, 1, 1) & torch.isfinite(alpha).all(dim=1, keepdim=True)
+        return torch.where(ok, alpha, eye[:, slot : slot + 1]).mT  # no NaN in the mix
+
+
+def _safeguard(alpha: np.ndarray, info: np.ndarray, slot: int) -> None:
+    """``α_b = e_slot`` in place where system ``b`` was singular (``info`` not 0) or its
+    weights are not finite (rows of frozen samples repeat one residual: singular). The sum
+    of all weights is finite only when every weight is (NaN and ±inf propagate; an overflow
+    of a finite sum only sends the solve to the row-by-row test)."""
+    if not np.count_nonzero(info) and math.isfinite(alpha.sum()):
+        return
+    unusable = (info != 0) | ~np.isfinite(alpha).all(axis=(1, 2))
+    alpha[unusable] = 0.0
+    alpha[unusable, slot] = 1.0

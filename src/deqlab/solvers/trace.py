@@ -88,6 +88,10 @@ class IterationTrace:
         self.rows_trace: dict[str, list[torch.Tensor]] | None = None
         if solver.trace_samples:
             self.rows_trace = {"abs": [], "rel": []}
+        # on the host the residual norms go to two (B,) buffers seen by numpy (no conversion)
+        if self.host:
+            norms = z0.new_empty(2, rows)
+            self.norms, self.norms_host = norms.unbind(0), norms.numpy()
         self.observe(z0, fz0, out)
 
     def observe(self, z: torch.Tensor, fz: torch.Tensor, out: torch.Tensor | None = None) -> None:
@@ -97,14 +101,7 @@ class IterationTrace:
         recorded = torch.is_grad_enabled() and (fz.requires_grad or z.requires_grad)
         self.fz, self.g = fz, fz - z if out is None or recorded else torch.sub(fz, z, out=out)
         g, fz = (self.g.detach(), fz.detach()) if self.g.requires_grad else (self.g, fz)
-        r_abs = torch.linalg.vector_norm(g, dim=1)  # (B,)
-        if self.relative or self.rows_trace is not None:
-            size = torch.linalg.vector_norm(fz, dim=1)  # (B,) ‖f(z)‖
-        if self.rows_trace is not None:
-            self.rows_trace["abs"].append(r_abs)
-            self.rows_trace["rel"].append(relative_residual(r_abs, fz))
-        if self.host:
-            r_abs, size = r_abs.numpy(), size.numpy() if self.relative else None
+        r_abs, size = self._norms(g, fz)  # (B,) ‖f(z) − z‖ and ‖f(z)‖ (None if not needed)
         with np.errstate(all="ignore") if self.host else contextlib.nullcontext():
             r = relative_residual(r_abs, size=size) if self.relative else r_abs
             improved, kept, blown_up = self._update(r, r_abs)
@@ -113,8 +110,8 @@ class IterationTrace:
         if n_kept == self.rows:  # no copy: iterates are never modified in place
             self.best_z = z
         elif n_improved:
-            mask = torch.from_numpy(improved) if self.host else improved
-            self.best_z = torch.where(mask[:, None], z, self.best_z)
+            mask = torch.from_numpy(improved[:, None]) if self.host else improved[:, None]
+            self.best_z = torch.where(mask, z, self.best_z)
         self.residuals.append(worst)
         self.settled, self.n_active = n_active < self.rows, n_active
         if not math.isfinite(largest_abs) or n_blown_up:
@@ -124,6 +121,25 @@ class IterationTrace:
             self.done = True
         elif len(self.residuals) >= self.solver.max_iter:
             self.done = True
+
+    def _norms(self, g: torch.Tensor, fz: torch.Tensor) -> tuple:
+        """``‖g‖`` and, for the relative rule, ``‖f(z)‖`` of each row: numpy views of the
+        host buffers, else tensors; with ``trace_samples`` both residuals are kept."""
+        need_size = self.relative or self.rows_trace is not None
+        if self.host:
+            r_abs, size = self.norms
+            torch.linalg.vector_norm(g, dim=1, out=r_abs)
+            if need_size:
+                torch.linalg.vector_norm(fz, dim=1, out=size)
+        else:
+            r_abs = torch.linalg.vector_norm(g, dim=1)
+            size = torch.linalg.vector_norm(fz, dim=1) if need_size else None
+        if self.rows_trace is not None:
+            self.rows_trace["abs"].append(r_abs.clone())
+            self.rows_trace["rel"].append(relative_residual(r_abs, size=size))
+        if self.host:
+            return self.norms_host[0], self.norms_host[1] if self.relative else None
+        return r_abs, size
 
     def _update(self, r, r_abs) -> tuple:
         """Each row's best residual, least absolute residual, state and steps after the
