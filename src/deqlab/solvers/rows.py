@@ -95,6 +95,29 @@ def evaluation_rows(active: torch.Tensor | np.ndarray) -> tuple[torch.Tensor, to
     return evaluated, active.index_select(0, evaluated).nonzero()[:, 0]
 
 
+#: from this many entries on, the host selects rows by index (a copy, and a gather of the rows
+#: that differ) instead of ``torch.where``, whose CPU kernel is a scalar loop (measured, thread
+#: CPU time: 78 µs against 26–51 µs on 64 × 2048 floats, 590 against 153–390 on 64 × 16384,
+#: 6.7 against 8.4–9.7 on 64 × 128)
+SELECT_BY_INDEX = 1 << 14
+
+
+def select_rows(
+    mask: torch.Tensor | np.ndarray, a: torch.Tensor, b: torch.Tensor
+) -> torch.Tensor:
+    """Row ``i`` of ``a`` where ``mask[i]``, else of ``b`` (``a``, ``b`` ``(B, N)``; ``mask``
+    ``(B,)``, numpy on the host): ``torch.where(mask[:, None], a, b)``."""
+    if isinstance(mask, torch.Tensor):
+        return torch.where(mask[:, None], a, b)
+    if a.numel() < SELECT_BY_INDEX:
+        return torch.where(torch.from_numpy(mask[:, None]), a, b)
+    if 2 * np.count_nonzero(mask) <= mask.shape[0]:  # copy b, put a's rows in
+        index = torch.from_numpy(np.flatnonzero(mask))
+        return b.index_copy(0, index, a.index_select(0, index))
+    index = torch.from_numpy(np.flatnonzero(~mask))
+    return a.index_copy(0, index, b.index_select(0, index))
+
+
 def evaluate_frozen(
     f: Callable[[torch.Tensor], torch.Tensor],
     z: torch.Tensor,
@@ -105,9 +128,8 @@ def evaluate_frozen(
     """The next iterate and its image ``(B, N)`` with ``f`` evaluated on every row: the
     ``active`` rows step to ``z_next``, the others keep ``z`` and ``f(z)`` (cheaper than
     gathering rows while most are active)."""
-    mask = (torch.from_numpy(active) if isinstance(active, np.ndarray) else active)[:, None]
-    z = torch.where(mask, z_next, z)
-    return z, torch.where(mask, f(z), fz)
+    z = select_rows(active, z_next, z)
+    return z, select_rows(active, f(z), fz)
 
 
 def evaluate_pending(

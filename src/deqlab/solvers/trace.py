@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from deqlab.solvers.options import SolverOptions
+from deqlab.solvers.rows import select_rows
 from deqlab.solvers.solution import Solution, Status, relative_residual
 
 #: dtypes whose per-row bookkeeping runs in numpy when the iterates are on the CPU: a numpy
@@ -110,8 +111,7 @@ class IterationTrace:
         if n_kept == self.rows:  # no copy: iterates are never modified in place
             self.best_z = z
         elif n_improved:
-            mask = torch.from_numpy(improved[:, None]) if self.host else improved[:, None]
-            self.best_z = torch.where(mask, z, self.best_z)
+            self.best_z = select_rows(improved, z, self.best_z)
         self.residuals.append(worst)
         self.settled, self.n_active = n_active < self.rows, n_active
         if not math.isfinite(largest_abs) or n_blown_up:
