@@ -105,16 +105,16 @@ class IterationTrace:
         r_abs, size = self._norms(g, fz)  # (B,) ‖f(z) − z‖ and ‖f(z)‖ (None if not needed)
         with np.errstate(all="ignore") if self.host else contextlib.nullcontext():
             r = relative_residual(r_abs, size=size) if self.relative else r_abs
-            improved, kept, blown_up = self._update(r, r_abs)
-        counts = self._sync(r, r_abs, [self.active, self.pending, blown_up, improved, kept])
-        worst, largest_abs, n_active, n_pending, n_blown_up, n_improved, n_kept = counts
+            improved, kept = self._update(r, r_abs)
+            state = self._sync(r, r_abs, improved, kept)
+        worst, largest_abs, n_active, n_pending, blown_up, n_improved, n_kept = state
         if n_kept == self.rows:  # no copy: iterates are never modified in place
             self.best_z = z
         elif n_improved:
             self.best_z = select_rows(improved, z, self.best_z)
         self.residuals.append(worst)
         self.settled, self.n_active = n_active < self.rows, n_active
-        if not math.isfinite(largest_abs) or n_blown_up:
+        if not math.isfinite(largest_abs) or blown_up:
             self.status, self.done = Status.DIVERGED, True
         elif not n_active:
             self.status = Status.STALLED if n_pending else Status.CONVERGED
@@ -144,7 +144,7 @@ class IterationTrace:
     def _update(self, r, r_abs) -> tuple:
         """Each row's best residual, least absolute residual, state and steps after the
         residuals ``r`` (rule ``stop``) and ``r_abs`` of this evaluation; returns the rows
-        that improved, that keep their iterate, and that blew up."""
+        that improved and that keep their iterate."""
         self.steps += self.active  # (B,) evaluations until the row converged or stalled
         improved = r < self.best_r  # (B,); False where r is NaN
         # rows done before this step kept their iterate; a converged one is its best
@@ -152,18 +152,39 @@ class IterationTrace:
         self.best_r = self.xp.where(improved, r, self.best_r)
         self.least_abs = self.xp.fmin(self.least_abs, r_abs)
         self.pending = self.best_r > self.tol
-        blown_up = self.pending & (r_abs > self.factor * self.least_abs)
         self.active = self._active()
-        return improved, kept, blown_up
+        return improved, kept
 
-    def _sync(self, r, r_abs, flags: list) -> list[float]:
-        """``[max r, max r_abs, counts of each flag]`` on the host (NaN propagates through the
-        maxima); one device sync for tensors."""
-        if self.host:
-            return [float(r.max()), float(r_abs.max()), *map(np.count_nonzero, flags)]
-        maxima = torch.stack([r, r_abs]).amax(dim=1).double()
-        counts = torch.stack(flags).sum(dim=1, dtype=torch.float64)
-        return torch.cat([maxima, counts]).tolist()
+    def _blown_up(self, r_abs):
+        """Pending rows whose absolute residual exceeds ``divergence_factor`` times the least
+        one seen."""
+        return self.pending & (r_abs > self.factor * self.least_abs)
+
+    def _sync(self, r, r_abs, improved, kept) -> tuple:
+        """``(max r, max r_abs, active, pending, blown up, improved, kept)`` on the host: the
+        maxima (NaN propagates) and the counts of rows; one device sync for tensors. On the
+        host a count the decision does not read is not taken: pending only when no row is
+        active, improved only when some row does not keep its iterate, blown up only when
+        the largest residual exceeds the factor times the least (else no row can)."""
+        if not self.host:
+            flags = [self.active, self.pending, self._blown_up(r_abs), improved, kept]
+            maxima = torch.stack([r, r_abs]).amax(dim=1).double()
+            counts = torch.stack(flags).sum(dim=1, dtype=torch.float64)
+            return tuple(torch.cat([maxima, counts]).tolist())
+        largest_abs = r_abs.max()
+        n_active, n_kept = np.count_nonzero(self.active), np.count_nonzero(kept)
+        blown_up = not largest_abs <= self.factor * self.least_abs.min() and np.count_nonzero(
+            self._blown_up(r_abs)
+        )
+        return (
+            float(r.max()),
+            float(largest_abs),
+            n_active,
+            n_active or np.count_nonzero(self.pending),
+            blown_up,
+            n_kept < self.rows and np.count_nonzero(improved),
+            n_kept,
+        )
 
     def _active(self):
         """Pending rows that have not stalled: still active, and their best residual
@@ -173,8 +194,12 @@ class IterationTrace:
             return self.pending
         k, w = len(self.residuals), len(self.window)
         earlier = self.window[k % w]  # r* of w evaluations ago
+        power = (self.solver.max_iter - k - 1) / w
+        if k < w and power > 0:  # r*(k − w) is inf: the projection is 0 or NaN, no stall
+            earlier[:] = self.best_r
+            return self.active & self.pending
         rate = self.best_r / earlier  # (B,) the residual's fall over the window
-        projected = self.best_r * rate ** ((self.solver.max_iter - k - 1) / w)
+        projected = self.best_r * rate**power
         earlier[:] = self.best_r
         return self.active & self.pending & ~(projected > self.tol)
 
