@@ -27,6 +27,9 @@ from deqlab.solvers.base import Solver
 from deqlab.solvers.history import History
 from deqlab.solvers.solution import register
 
+#: devices whose weights are checked in numpy (on a GPU the select stays on the device)
+HOST_DEVICES = {"cpu"}
+
 
 @register("anderson")
 @dataclass(frozen=True, kw_only=True)
@@ -114,7 +117,7 @@ class GramSystem:
         self.gram = gs.buffer.new_zeros(gs.buffer.shape[0], self.m, self.m, dtype=work)
         self.eye = torch.eye(self.m, dtype=work, device=self.gram.device)
         self.ones = torch.ones(self.m, 1, dtype=work, device=self.gram.device)
-        self.host = self.gram.device.type == "cpu"
+        self.host = self.gram.device.type in HOST_DEVICES
         self.residuals = gs.buffer  # the history the views below are of
         self.g_rows = [gs.buffer[:, i : i + 1] for i in range(self.m)]  # g_i (B, 1, N)
         self.residuals_t = gs.buffer.mT  # Gᵀ (B, N, m)

@@ -102,9 +102,7 @@ def evaluation_rows(active: torch.Tensor | np.ndarray) -> tuple[torch.Tensor, to
 SELECT_BY_INDEX = 1 << 14
 
 
-def select_rows(
-    mask: torch.Tensor | np.ndarray, a: torch.Tensor, b: torch.Tensor
-) -> torch.Tensor:
+def select_rows(mask: torch.Tensor | np.ndarray, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Row ``i`` of ``a`` where ``mask[i]``, else of ``b`` (``a``, ``b`` ``(B, N)``; ``mask``
     ``(B,)``, numpy on the host): ``torch.where(mask[:, None], a, b)``."""
     if isinstance(mask, torch.Tensor):

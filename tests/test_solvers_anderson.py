@@ -1,0 +1,81 @@
+"""Anderson's batched step against its plain specification, one sample at a time
+(deqlab.solvers.anderson_reference): the Gram matrix updated by rows in place, the views and
+buffers reused, the safeguard taken in numpy on the host (issue 31)."""
+
+import pytest
+import torch
+
+from deqlab.solvers import Anderson, anderson
+from deqlab.solvers.anderson_reference import reference_step
+
+B, N = 5, 7
+
+
+def cell(x: torch.Tensor, A: torch.Tensor):
+    """Per sample ``tanh(A z + x)``, except sample 3: ``z + 0.5`` (the same residual at every
+    step: a singular Gram matrix) and sample 4: the zero map (at its fixed point from step 2:
+    ``G = 0``)."""
+
+    def f(z):
+        out = torch.tanh(z @ A.T + x)
+        out[3] = z[3] + 0.5
+        out[4] = 0.0
+        return out
+
+    return f
+
+
+def run_both(history: int, damping: float, tikhonov: float, steps: int = 12):
+    """The batched stepper's iterates and the reference's from the same histories."""
+    gen = torch.Generator().manual_seed(history)
+    A = 0.9 * torch.linalg.qr(torch.randn(N, N, generator=gen, dtype=torch.float64))[0]
+    f = cell(torch.randn(B, N, generator=gen, dtype=torch.float64), A)
+    stepper = Anderson(history=history, damping=damping, tikhonov=tikhonov).stepper()
+    images, residuals = [[] for _ in range(B)], [[] for _ in range(B)]
+    z = torch.zeros(B, N, dtype=torch.float64)
+    pairs = []
+    for _ in range(steps):
+        fz = f(z)
+        g = fz - z
+        for b in range(B):
+            images[b] = (images[b] + [z[b] + damping * g[b]])[-history:]
+            residuals[b] = (residuals[b] + [g[b]])[-history:]
+        expected = torch.stack(
+            [
+                reference_step(images[b], residuals[b], len(images[b]) - 1, tikhonov)
+                for b in range(B)
+            ]
+        )
+        z = stepper(z, fz)
+        pairs.append((z, expected))
+    return pairs
+
+
+@pytest.mark.parametrize("history", [1, 3, 5])
+@pytest.mark.parametrize("damping", [1.0, 0.6])
+@pytest.mark.parametrize("tikhonov", [0.0, 1e-8])
+def test_batched_step_is_the_reference_step_of_each_sample(history, damping, tikhonov):
+    for z, expected in run_both(history, damping, tikhonov):
+        well = [0, 1, 2, 4]  # sample 3's system has condition ~ n / tikhonov: looser there
+        torch.testing.assert_close(z[well], expected[well], rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(z[3], expected[3], rtol=1e-6, atol=0)
+
+
+def test_the_safeguard_takes_the_plain_step_exactly_where_the_system_fails():
+    # tikhonov 0: sample 3 repeats one residual (H = c 11ᵀ, a zero pivot), sample 4 has G = 0
+    for z, expected in run_both(history=3, damping=0.6, tikhonov=0.0)[2:]:
+        assert torch.equal(z[3:], expected[3:])  # the plain step, bit for bit
+        assert torch.isfinite(z).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_host_safeguard_and_device_select_agree_to_the_bit(dtype, monkeypatch):
+    gen = torch.Generator().manual_seed(1)
+    A = 0.9 * torch.linalg.qr(torch.randn(N, N, generator=gen, dtype=torch.float64))[0]
+    f = cell(torch.randn(B, N, generator=gen, dtype=torch.float64), A)
+    solver = Anderson(tikhonov=0.0, per_sample=True, tol=1e-30, max_iter=15, throw=False)
+    with torch.no_grad():
+        host = solver(lambda z: f(z.double()).to(dtype), torch.zeros(B, N, dtype=dtype))
+        monkeypatch.setattr(anderson, "HOST_DEVICES", set())  # the torch path, as on a GPU
+        device = solver(lambda z: f(z.double()).to(dtype), torch.zeros(B, N, dtype=dtype))
+    assert host.residuals == device.residuals and torch.equal(host.z, device.z)
