@@ -103,7 +103,9 @@ def test_a_tuple_state_and_its_diagnosis_agree_with_the_cpu():
     for a, b in zip(g_cpu, g_gpu, strict=True):
         assert torch.allclose(b.cpu(), a, rtol=1e-7, atol=1e-9)
     y = torch.randn(16, 32, dtype=torch.float64)  # the state (h, c) read as one vector
-    here, there = diagnose(cpu, x, y), diagnose(gpu, x.to(GPU), y.to(GPU))
+    # Arnoldi's random starts differ between the devices: converged to 1e-8 they agree
+    here, there = diagnose(cpu, x, y, rtol=1e-8), diagnose(gpu, x.to(GPU), y.to(GPU), rtol=1e-8)
     assert there.ntk.lambda_min == pytest.approx(here.ntk.lambda_min, rel=1e-6)
-    rho = (here.wellposed.spectral_radius.value, there.wellposed.spectral_radius.value.cpu())
-    assert torch.allclose(rho[1], rho[0], rtol=1e-4)
+    rho = (here.wellposed.spectral_radius, there.wellposed.spectral_radius)
+    assert bool(rho[0].converged.all()) and bool(rho[1].converged.all())
+    assert torch.allclose(rho[1].value.cpu(), rho[0].value, rtol=1e-6)
