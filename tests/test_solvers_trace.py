@@ -7,6 +7,8 @@ import torch
 from deqlab.solvers import Anderson, Broyden, Picard, trace
 from deqlab.solvers.rows import RowMap
 
+CPU = torch.device("cpu")
+
 #: per-sample rates of a tanh map (fast, slow, slower); the last sample z ↦ z + 0.1 has no
 #: fixed point, so every solver stalls on it
 RATES = torch.tensor([0.3, 0.7, 0.95, 1.0])
@@ -32,7 +34,7 @@ def test_numpy_and_torch_bookkeeping_agree_to_the_bit(solver_cls, dtype, compact
     f = problem(dtype)
     with torch.no_grad():
         host = solver(f if compact else f.f, torch.zeros(4, 6, dtype=dtype))
-        monkeypatch.setattr(trace, "HOST_DTYPES", {})  # the device path, as on a GPU
+        monkeypatch.setattr(trace, "HOST_DTYPES", {})  # the device path (float16, bfloat16)
         device = solver(f if compact else f.f, torch.zeros(4, 6, dtype=dtype))
     assert host.status is device.status and host.residuals == device.residuals
     assert host.evaluations == device.evaluations and host.residual == device.residual
@@ -51,11 +53,11 @@ def test_compacted_evaluations_take_a_few_batch_sizes(rows):
     gen = torch.Generator().manual_seed(rows)
     for _ in range(20):
         active = torch.rand(rows, generator=gen) < torch.rand(1, generator=gen)
-        evaluated, positions = evaluation_rows(active)
-        on_host = evaluation_rows(active.numpy())
+        evaluated, positions = evaluation_rows(active, CPU)
+        on_host = evaluation_rows(active.numpy(), CPU)
         assert torch.equal(evaluated, on_host[0]) and torch.equal(positions, on_host[1])
         assert len(evaluated) == bucketed(int(active.sum()), rows)  # a multiple of the bucket
         assert torch.equal(evaluated[positions], active.nonzero()[:, 0])  # the active rows
         assert len(set(evaluated.tolist())) == len(evaluated)  # each row once
     assert bucketed(5, 3) == 3 and bucketed(5, 64) == 8 and bucketed(9, 16) == 12
-    assert np.array_equal(evaluation_rows(np.ones(4, dtype=bool))[0].numpy(), np.arange(4))
+    assert np.array_equal(evaluation_rows(np.ones(4, dtype=bool), CPU)[0].numpy(), np.arange(4))

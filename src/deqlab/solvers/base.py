@@ -130,7 +130,7 @@ class Solver(SolverOptions, ABC):
         while not trace.done:
             z_next = step(z, trace.fz, trace.g)
             if compact and 2 * trace.n_active <= batch:  # evaluate only the active rows
-                rows = evaluation_rows(trace.active)
+                rows = evaluation_rows(trace.active, z.device)
                 z, fz = evaluate_pending(f, z, z_next, trace.fz, rows, shape)
                 trace.rows_evaluated += len(rows[0])
             elif compact and trace.settled:  # the others keep z and f(z), all are evaluated

@@ -74,10 +74,12 @@ def bucketed(count: int, rows: int) -> int:
     return min(rows, -(-count // bucket) * bucket)
 
 
-def evaluation_rows(active: torch.Tensor | np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+def evaluation_rows(
+    active: torch.Tensor | np.ndarray, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """For the mask ``active`` ``(B,)`` (numpy on the host, else a tensor): the rows to
     evaluate, the active ones topped up with the first done ones to :func:`bucketed` of their
-    count, and the positions of the active ones among them."""
+    count, and the positions of the active ones among them (on ``device``)."""
     rows = active.shape[0]
     if isinstance(active, np.ndarray):
         index = np.flatnonzero(active)
@@ -86,7 +88,7 @@ def evaluation_rows(active: torch.Tensor | np.ndarray) -> tuple[torch.Tensor, to
         chosen[np.flatnonzero(~active)[: size - len(index)]] = True
         evaluated = np.flatnonzero(chosen)
         positions = np.flatnonzero(active[evaluated])
-        return torch.from_numpy(evaluated), torch.from_numpy(positions)
+        return _on(device, evaluated), _on(device, positions)
     index = active.nonzero()[:, 0]
     size = bucketed(len(index), rows)
     done = (~active).nonzero()[:, 0][: size - len(index)]
@@ -107,13 +109,19 @@ def select_rows(mask: torch.Tensor | np.ndarray, a: torch.Tensor, b: torch.Tenso
     ``(B,)``, numpy on the host): ``torch.where(mask[:, None], a, b)``."""
     if isinstance(mask, torch.Tensor):
         return torch.where(mask[:, None], a, b)
-    if a.numel() < SELECT_BY_INDEX:
-        return torch.where(torch.from_numpy(mask[:, None]), a, b)
+    if a.numel() < SELECT_BY_INDEX or a.device.type != "cpu":
+        return torch.where(_on(a.device, mask[:, None]), a, b)
     if 2 * np.count_nonzero(mask) <= mask.shape[0]:  # copy b, put a's rows in
         index = torch.from_numpy(np.flatnonzero(mask))
         return b.index_copy(0, index, a.index_select(0, index))
     index = torch.from_numpy(np.flatnonzero(~mask))
     return a.index_copy(0, index, b.index_select(0, index))
+
+
+def _on(device: torch.device, array: np.ndarray) -> torch.Tensor:
+    """``array`` as a tensor on ``device`` (on the CPU, its memory)."""
+    found = torch.from_numpy(array)
+    return found if device.type == "cpu" else found.to(device, non_blocking=True)
 
 
 def evaluate_frozen(

@@ -35,8 +35,9 @@ from deqlab.solvers.options import SolverOptions
 from deqlab.solvers.rows import select_rows
 from deqlab.solvers.solution import Solution, Status, relative_residual
 
-#: dtypes whose per-row bookkeeping runs in numpy when the iterates are on the CPU: a numpy
-#: operation on ``B`` numbers costs a fraction of a torch dispatch, and float32/float64
+#: dtypes whose per-row bookkeeping runs in numpy on the host, on any device: a numpy
+#: operation on ``B`` numbers costs a fraction of a torch dispatch (on a GPU, of a kernel
+#: launch; the residual norms come to the host in the step's one sync), and float32/float64
 #: comparisons, ``where``, ``fmin`` and one division round exactly as torch's
 HOST_DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
 
@@ -49,7 +50,7 @@ class IterationTrace:
     the active rows). ``out``: where to write the first residual (see :meth:`observe`).
 
     The per-row vectors (best residual, state, steps) are numpy arrays for float32/float64
-    iterates on the CPU and tensors on the iterates' device otherwise (``xp``); the same
+    iterates (on any device) and tensors on the iterates' device otherwise (``xp``); the same
     expressions serve both. The residual norms and the best iterate stay tensors.
     """
 
@@ -69,7 +70,7 @@ class IterationTrace:
         self.status, self.done, self.settled = Status.MAX_STEPS, False, False
         self.n_active, self.rows_evaluated = rows, rows  # f(z0): every row
         self.best_z = z0
-        self.host = z0.device.type == "cpu" and z0.dtype in HOST_DTYPES
+        self.host, self.device = z0.dtype in HOST_DTYPES, z0.device
         self.xp: ModuleType = np if self.host else torch
         if self.host:
             inf = np.full(rows, np.inf, dtype=HOST_DTYPES[z0.dtype])
@@ -89,10 +90,14 @@ class IterationTrace:
         self.rows_trace: dict[str, list[torch.Tensor]] | None = None
         if solver.trace_samples:
             self.rows_trace = {"abs": [], "rel": []}
-        # on the host the residual norms go to two (B,) buffers seen by numpy (no conversion)
+        # on the host the residual norms go to two (B,) buffers seen by numpy (no conversion;
+        # from a GPU, one copy into pinned memory)
         if self.host:
             norms = z0.new_empty(2, rows)
-            self.norms, self.norms_host = norms.unbind(0), norms.numpy()
+            on_cpu = z0.device.type == "cpu"
+            self.norms_copy = norms if on_cpu else norms.new_empty(2, rows, device="cpu")
+            self.norms_device, self.norms = norms, norms.unbind(0)
+            self.norms_host = self.norms_copy.numpy()
         self.observe(z0, fz0, out)
 
     def observe(self, z: torch.Tensor, fz: torch.Tensor, out: torch.Tensor | None = None) -> None:
@@ -131,6 +136,8 @@ class IterationTrace:
             torch.linalg.vector_norm(g, dim=1, out=r_abs)
             if need_size:
                 torch.linalg.vector_norm(fz, dim=1, out=size)
+            if self.norms_copy is not self.norms_device:  # from the GPU: the step's one sync
+                self.norms_copy.copy_(self.norms_device)
         else:
             r_abs = torch.linalg.vector_norm(g, dim=1)
             size = torch.linalg.vector_norm(fz, dim=1) if need_size else None
@@ -225,4 +232,4 @@ class IterationTrace:
         )
 
     def _tensor(self, values) -> torch.Tensor:
-        return torch.from_numpy(values) if self.host else values
+        return torch.from_numpy(values).to(self.device) if self.host else values
