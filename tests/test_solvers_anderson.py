@@ -76,6 +76,6 @@ def test_host_safeguard_and_device_select_agree_to_the_bit(dtype, monkeypatch):
     solver = Anderson(tikhonov=0.0, per_sample=True, tol=1e-30, max_iter=15, throw=False)
     with torch.no_grad():
         host = solver(lambda z: f(z.double()).to(dtype), torch.zeros(B, N, dtype=dtype))
-        monkeypatch.setattr(anderson, "HOST_DEVICES", set())  # the torch path, as on a GPU
+        monkeypatch.setattr(anderson, "HOST_DEVICES", set())  # H apart, its row copied: as on a GPU
         device = solver(lambda z: f(z.double()).to(dtype), torch.zeros(B, N, dtype=dtype))
     assert host.residuals == device.residuals and torch.equal(host.z, device.z)

@@ -27,7 +27,9 @@ from deqlab.solvers.base import Solver
 from deqlab.solvers.history import History
 from deqlab.solvers.solution import register
 
-#: devices whose weights are checked in numpy (on a GPU the select stays on the device)
+#: devices whose small system is solved where it lives; elsewhere (a GPU) ``G Gᵀ`` is kept on
+#: the host, each step's new row copied over: a batched ``m × m`` solve and its check cost
+#: a few launches' time on a CPU and a dozen launches (~300 µs) on a GPU
 HOST_DEVICES = {"cpu"}
 
 
@@ -90,8 +92,8 @@ class AndersonState:
         if len(self.gs) == 1:
             return plain
         alpha = self.system.weights(H, slot)  # (B, 1, n)
-        if alpha.dtype != z.dtype:
-            alpha = alpha.to(z.dtype)
+        if alpha.dtype != z.dtype or alpha.device != z.device:
+            alpha = alpha.to(z.device, z.dtype)
         return torch.bmm(alpha, self.steps.stacked()).view_as(z)
 
     def residual_out(self, z: torch.Tensor) -> torch.Tensor | None:
@@ -106,23 +108,28 @@ class GramSystem:
 
     Every view a step of a full history needs (``H``'s row ``i`` as a ``(B, 1, m)`` product
     target, its column ``i``, its diagonal, ``g_i`` as a ``(B, 1, N)`` row, ``Gᵀ``) is made once
-    per solve, so that such a step is a fixed sequence of ten batched operations; on the CPU the
-    weights are checked in numpy (one check, a fraction of a torch dispatch).
+    per solve, so that such a step is a fixed sequence of ten batched operations; the weights
+    are checked in numpy (one check, a fraction of a torch dispatch). On a GPU ``H`` lives on
+    the host (:data:`HOST_DEVICES`) unless autograd records the solve.
     """
 
     def __init__(self, solver: Anderson, gs: History) -> None:
         assert gs.buffer is not None
         self.m, self.tikhonov = solver.history, solver.tikhonov
         work = torch.promote_types(gs.buffer.dtype, torch.float32)  # linalg needs >= float32
-        self.gram = gs.buffer.new_zeros(gs.buffer.shape[0], self.m, self.m, dtype=work)
+        recorded = torch.is_grad_enabled() and gs.buffer.requires_grad
+        local = recorded or gs.buffer.device.type in HOST_DEVICES
+        where = gs.buffer.device if local else torch.device("cpu")
+        batch = gs.buffer.shape[0]
+        self.gram = gs.buffer.new_zeros(batch, self.m, self.m, dtype=work, device=where)
         self.eye = torch.eye(self.m, dtype=work, device=self.gram.device)
         self.ones = torch.ones(self.m, 1, dtype=work, device=self.gram.device)
         self.host = self.gram.device.type in HOST_DEVICES
         self.residuals = gs.buffer  # the history the views below are of
         self.g_rows = [gs.buffer[:, i : i + 1] for i in range(self.m)]  # g_i (B, 1, N)
         self.residuals_t = gs.buffer.mT  # Gᵀ (B, N, m)
-        self.row = self.gram.new_empty(self.gram.shape[0], 1, self.m)  # (a strided out= is slow)
-        self.row_flat = self.row[:, 0]  # (B, m)
+        self.row = gs.buffer.new_empty(self.gram.shape[0], 1, self.m)  # (a strided out= is slow)
+        self.row_host = self.row if local else self.gram.new_empty(self.row.shape)
         self.alpha = self.gram.new_empty(self.gram.shape[0], self.m, 1)  # α of a full history
         self.alpha_host = self.alpha.numpy() if self.host else None
         self._views()
@@ -146,14 +153,17 @@ class GramSystem:
             self._views()
         elif G.dtype != H.dtype:  # a float16/bfloat16 history, multiplied in float32
             row = torch.bmm(g.to(H.dtype).unsqueeze(1), G.to(H.dtype).mT).view(g.shape[0], n)
+            row = row.to(H.device)
             H[:, slot, :n] = row
             H[:, :n, slot] = row
         elif n == self.m and G is self.residuals:  # gᵀGᵀ: a fast bmm layout
             row = torch.bmm(self.g_rows[slot], self.residuals_t, out=self.row)  # (B, 1, m)
+            if self.row_host is not row:  # H on the host: one copy of the row
+                row = self.row_host.copy_(row)
             self.rows[slot].copy_(row)
-            self.columns[slot].copy_(self.row_flat)
+            self.columns[slot].copy_(row[:, 0])
         else:
-            row = torch.bmm(G[:, slot : slot + 1], G.mT)[:, 0]  # (B, n)
+            row = torch.bmm(G[:, slot : slot + 1], G.mT)[:, 0].to(H.device)  # (B, n)
             H[:, slot, :n] = row
             H[:, :n, slot] = row
         return H if n == self.m else H[:, :n, :n]
