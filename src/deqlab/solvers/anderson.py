@@ -92,7 +92,7 @@ class AndersonState:
         if len(self.gs) == 1:
             return plain
         alpha = self.system.weights(H, slot)  # (B, 1, n)
-        if alpha.dtype != z.dtype or alpha.device != z.device:
+        if alpha.dtype != z.dtype or self.system.apart:
             alpha = alpha.to(z.device, z.dtype)
         return torch.bmm(alpha, self.steps.stacked()).view_as(z)
 
@@ -129,7 +129,9 @@ class GramSystem:
         self.g_rows = [gs.buffer[:, i : i + 1] for i in range(self.m)]  # g_i (B, 1, N)
         self.residuals_t = gs.buffer.mT  # Gᵀ (B, N, m)
         self.row = gs.buffer.new_empty(self.gram.shape[0], 1, self.m)  # (a strided out= is slow)
-        self.row_host = self.row if local else self.gram.new_empty(self.row.shape)
+        self.apart = not local  # H on the host, the history on a GPU
+        self.row_host = self.gram.new_empty(self.row.shape) if self.apart else self.row
+        self.row_flat = self.row_host[:, 0]  # (B, m)
         self.alpha = self.gram.new_empty(self.gram.shape[0], self.m, 1)  # α of a full history
         self.alpha_host = self.alpha.numpy() if self.host else None
         self._views()
@@ -158,10 +160,10 @@ class GramSystem:
             H[:, :n, slot] = row
         elif n == self.m and G is self.residuals:  # gᵀGᵀ: a fast bmm layout
             row = torch.bmm(self.g_rows[slot], self.residuals_t, out=self.row)  # (B, 1, m)
-            if self.row_host is not row:  # H on the host: one copy of the row
+            if self.apart:  # one copy of the row to the host
                 row = self.row_host.copy_(row)
             self.rows[slot].copy_(row)
-            self.columns[slot].copy_(row[:, 0])
+            self.columns[slot].copy_(self.row_flat)
         else:
             row = torch.bmm(G[:, slot : slot + 1], G.mT)[:, 0].to(H.device)  # (B, n)
             H[:, slot, :n] = row
