@@ -1,9 +1,11 @@
 """The engine on a CUDA device computes what it computes on the CPU.
 
-On the CPU the per-row bookkeeping (the trace's best residuals and stall projection, Anderson's
-safeguard) runs in numpy; on a GPU it stays in torch on the device (:data:`deqlab.solvers.trace.
-HOST_DTYPES`, :data:`deqlab.solvers.anderson.HOST_DEVICES`). These tests run the same float64
-solves, gradients and diagnostics on both and compare them; they skip without CUDA.
+On a GPU the cell, the histories, Anderson's mix and the row selects run on the device while
+the per-row bookkeeping (best residuals, stall projection) and Anderson's ``G Gᵀ`` with its
+safeguard live on the host (:data:`deqlab.solvers.trace.HOST_DTYPES`,
+:data:`deqlab.solvers.anderson.HOST_DEVICES`), the residual norms and each new Gram row copied
+over. These tests run the same float64 solves, gradients and diagnostics on both devices and
+compare them; they skip without CUDA.
 """
 
 from __future__ import annotations
@@ -15,35 +17,11 @@ import torch
 from torch import nn
 
 from deqlab import DEQ, Anderson, ConvergenceWarning, Implicit, Phantom, diagnose
+from test_implicit_training import MLPCell, TupleCell
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 GPU = "cuda"
-
-
-class MLPCell(nn.Module):
-    def __init__(self, width: int) -> None:
-        super().__init__()
-        self.linear = nn.Linear(width, width)
-
-    def forward(self, z, x):
-        return torch.tanh(self.linear(z) + x)
-
-
-class TupleCell(nn.Module):
-    """``(h, c) ↦ (tanh(B c' + h / 2), c')`` with ``c' = tanh(A h + x)``."""
-
-    def __init__(self, width: int) -> None:
-        super().__init__()
-        self.a, self.b = nn.Linear(width, width), nn.Linear(width, width)
-
-    def forward(self, z, x):
-        h, _ = z
-        c = torch.tanh(self.a(h) + x)
-        return torch.tanh(self.b(c) + 0.5 * h), c
-
-    def initial_state(self, x):
-        return torch.zeros_like(x), torch.zeros_like(x)
 
 
 def _pair(cell: nn.Module, **options) -> tuple[DEQ, DEQ]:
