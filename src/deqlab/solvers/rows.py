@@ -109,10 +109,8 @@ def select_rows(mask: torch.Tensor | np.ndarray, a: torch.Tensor, b: torch.Tenso
     ``(B,)``, numpy on the host): ``torch.where(mask[:, None], a, b)``."""
     if isinstance(mask, torch.Tensor):
         return torch.where(mask[:, None], a, b)
-    if not a.is_cpu:
+    if not a.is_cpu or a.numel() < SELECT_BY_INDEX:  # (the index route is for the CPU's where)
         return torch.where(_on(a.device, mask[:, None]), a, b)
-    if a.numel() < SELECT_BY_INDEX:
-        return torch.where(torch.from_numpy(mask[:, None]), a, b)
     if 2 * np.count_nonzero(mask) <= mask.shape[0]:  # copy b, put a's rows in
         index = torch.from_numpy(np.flatnonzero(mask))
         return b.index_copy(0, index, a.index_select(0, index))

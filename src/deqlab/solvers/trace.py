@@ -91,7 +91,7 @@ class IterationTrace:
         if solver.trace_samples:
             self.rows_trace = {"abs": [], "rel": []}
         # on the host the residual norms go to two (B,) buffers seen by numpy (no conversion;
-        # from a GPU, one copy into pinned memory)
+        # from a GPU, one copy into a host buffer per step)
         if self.host:
             norms = z0.new_empty(2, rows)
             on_cpu = z0.device.type == "cpu"
