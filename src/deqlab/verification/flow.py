@@ -72,8 +72,7 @@ def run_check(
     settled = precision.settle(init, evaluate, answer, refine)
     training = training_of(settled.numbers)
     numbers = {k: v for k, v in settled.numbers.items() if k != TRAINING}
-    found = settled.statements
-    return Outcome(settled.init, eta, found, numbers, training, run, settled.answers)
+    return Outcome(settled.init, eta, settled.statements, numbers, training, run, settled.answers)
 
 
 #: Where the training's numbers travel with the numbers through the corners.
@@ -97,9 +96,4 @@ def _default_eta(check: Check, init: Any) -> tuple[float, str]:
 def _unique(statements: list[Statement]) -> list[Statement]:
     """One statement per name, the last one measured (training supersedes initialization),
     in the order names first appear."""
-    latest = {s.name: s for s in statements}
-    seen: list[str] = []
-    for s in statements:
-        if s.name not in seen:
-            seen.append(s.name)
-    return [latest[name] for name in seen]
+    return list({s.name: s for s in statements}.values())  # a key keeps its first place
