@@ -23,7 +23,11 @@ Per library, kind and seed:
   1e-8), over the parameters upstream of the fixed point (stem and cell: the head's gradient
   does not go through the backward), at initialisation and at the end of training, on those
   of ``--grad-images`` fixed training images whose float64 forward solve converges (where the
-  implicit gradient exists; the count is in the JSON rows); and the ``exact`` labels.
+  implicit gradient exists; the count is in the JSON rows); and the ``exact`` labels. Where
+  each run ends depends on its trajectory (at its own trained weights a cosine varies with
+  the seed far more than between the libraries), so the end is also compared at the same
+  weights: ``cos same`` is the library's cosine averaged over every run's trained weights of
+  that kind and seed (its own and the others').
 
 ``--baseline-src DIR`` adds ``before``: the deqlab package under DIR (another commit's
 ``src``), imported in the same process (its defaults), for an A/B of two versions.
@@ -173,10 +177,10 @@ def upstream_grad(model: Net) -> torch.Tensor:
     return torch.cat([p.grad.reshape(-1).double() for p in params])
 
 
-def gradient_cosine(model: Net, kind: str, images, labels) -> tuple[float, int]:
-    """Cosine of ``model``'s gradient (its own layer, training mode) with the exact gradient at
-    the same weights, and the number of images it is taken on: those whose float64 forward
-    solve converges (where the implicit gradient exists); NaN where an adjoint does not."""
+def exact_gradient(model: Net, kind: str, images, labels):
+    """The exact implicit gradient at ``model``'s weights (stem and cell parameters, float64),
+    with the images it is taken on: those whose float64 forward solve converges (where the
+    implicit gradient exists). None where no image qualifies or an adjoint does not converge."""
     reference = Net(kind, ExactLayer, 0).to(images.device).double()
     for part in ("stem", "cell", "head"):
         getattr(reference, part).load_state_dict(getattr(model, part).state_dict())
@@ -185,18 +189,48 @@ def gradient_cosine(model: Net, kind: str, images, labels) -> tuple[float, int]:
     keep = reference.layer.stats.forward.sample_residuals <= ExactLayer.SOLVER.tol
     images, labels = images[keep], labels[keep]
     if not len(images):
-        return math.nan, 0
+        return None, images, labels
     reference.zero_grad()
     nn.functional.cross_entropy(reference(images.double()), labels).backward()
     if reference.layer.stats.unconverged_backward or reference.layer.stats.unconverged_forward:
-        return math.nan, len(images)
+        return None, images, labels
+    return upstream_grad(reference), images, labels
+
+
+def gradient_cosine(model: Net, kind: str, images, labels) -> tuple[float, int]:
+    """Cosine of ``model``'s gradient (its own layer, training mode) with the exact gradient at
+    the same weights, and the number of images it is taken on (:func:`exact_gradient`); NaN
+    where there is no exact gradient."""
+    exact, images, labels = exact_gradient(model, kind, images, labels)
+    return _cosine(model, exact, images, labels), len(images)
+
+
+def _cosine(model: Net, exact, images, labels) -> float:
+    if exact is None:
+        return math.nan
     model.zero_grad()
     nn.functional.cross_entropy(model(images), labels).backward()
-    ours, exact = upstream_grad(model), upstream_grad(reference)
-    return float(ours @ exact / (ours.norm() * exact.norm())), len(images)
+    ours = upstream_grad(model)
+    return float(ours @ exact / (ours.norm() * exact.norm()))
 
 
-def make_runs(kind: str, seed: int, args, device) -> list[TrainingRun]:
+def end_cosines(runs: list[TrainingRun], layers: dict, kind: str, images, labels) -> dict:
+    """``{(weights, library): (cosine, images)}``: each library's cosine with the exact gradient
+    at *every* run's trained weights, its own and the others' (a comparison at the same
+    weights, free of where each training run happened to end)."""
+    cosines = {}
+    for trained in runs:
+        exact, kept, kept_labels = exact_gradient(trained.model, kind, images, labels)
+        for name, layer in layers.items():
+            model = Net(kind, layer, 0).to(images.device)
+            for part in ("stem", "cell", "head"):
+                getattr(model, part).load_state_dict(getattr(trained.model, part).state_dict())
+            cosines[trained.name, name] = (_cosine(model, exact, kept, kept_labels), len(kept))
+    return cosines
+
+
+def library_layers(args) -> dict:
+    """The layer of each library (or variant) being compared, by name."""
     layers = {}
     if "deqlab" in args.libraries:
         layers["deqlab"] = DeqlabLayer
@@ -207,8 +241,12 @@ def make_runs(kind: str, seed: int, args, device) -> list[TrainingRun]:
     for text in args.variant:
         options = variant_spec(text)
         layers[f"deqlab[{text}]"] = lambda cell, o=options: DeqlabLayer(cell, **o)
+    return layers
+
+
+def make_runs(kind: str, seed: int, args, device) -> list[TrainingRun]:
     runs = []
-    for name, layer in layers.items():
+    for name, layer in library_layers(args).items():
         model = Net(kind, layer, seed).to(device)
         opt = torch.optim.Adam(model.parameters(), lr=args.lr)
         runs.append(TrainingRun(name, model, opt, model.layer.label))
@@ -240,9 +278,12 @@ def measure(kind: str, seed: int, data, args, device, sync) -> list[dict]:
     cosine = (lambda *_: (math.nan, 0)) if args.no_cosine else gradient_cosine
     at_init = [cosine(run.model, kind, *grad_batch) for run in runs]
     train(runs, data, probe, args, sync)
+    layers = library_layers(args)
+    at_end = {} if args.no_cosine else end_cosines(runs, layers, kind, *grad_batch)
     rows = []
     for run, (cosine_init, images_init) in zip(runs, at_init, strict=True):
-        cosine_end, images_end = cosine(run.model, kind, *grad_batch)
+        cosine_end, images_end = at_end.get((run.name, run.name), (math.nan, 0))
+        paired = [at_end[weights.name, run.name][0] for weights in runs if at_end]
         n = run.reached or len(run.cpu)
         rows.append({
             "kind": kind, "seed": seed, "library": run.name, "reached_at_step": run.reached,
@@ -253,6 +294,7 @@ def measure(kind: str, seed: int, data, args, device, sync) -> list[dict]:
             "vjps_per_step": statistics.mean(run.vjps),
             "exact_gradients": run.labels.count("exact"),
             "cosine_init": cosine_init, "cosine_end": cosine_end,
+            "cosine_end_paired": statistics.mean(paired) if paired else math.nan,
             "cosine_images": [images_init, images_end],
         })  # fmt: skip
     return rows
@@ -262,7 +304,7 @@ def progress(row: dict) -> str:
     """One library's result on one kind and seed, for the progress lines."""
     return (
         f"{row['library']} {row['reached_at_step'] or '—'} steps {row['cpu_seconds']:.2f} s "
-        f"cos {row['cosine_init']:.3f}/{row['cosine_end']:.3f}"
+        f"cos {row['cosine_init']:.3f}/{row['cosine_end']:.3f}/{row['cosine_end_paired']:.3f}"
     )
 
 
@@ -281,7 +323,8 @@ def summarise(rows: list[dict]) -> list[dict]:
                 "wall_seconds": mean("wall_seconds") if reached else None,
                 "cpu_seconds_all_steps": mean("cpu_seconds"),
                 **{k: mean(k) for k in ("cpu_ms_per_step", "cell_evaluations_per_step",
-                                         "vjps_per_step", "cosine_init", "cosine_end")},
+                                         "vjps_per_step", "cosine_init", "cosine_end",
+                                         "cosine_end_paired")},
             })  # fmt: skip
     return out
 
@@ -296,7 +339,7 @@ def _fmt(value, spec: str) -> str:
 def print_table(summary: list[dict]) -> None:
     print(f"\n{'kind':<12} {'library':<28} {'steps':>6} {'CPU s':>7} {'wall s':>7} "
           f"{'ms/step':>8} {'evals':>6} {'VJPs':>5} {'cos init':>8} {'cos end':>8} "
-          f"{'td/this':>7}")  # fmt: skip
+          f"{'cos same':>8} {'td/this':>7}")  # fmt: skip
     for row in summary:
         torchdeq = next((r for r in summary if r["kind"] == row["kind"]
                          and r["library"] == "torchdeq"), None)  # fmt: skip
@@ -309,7 +352,8 @@ def print_table(summary: list[dict]) -> None:
               f"{_fmt(row['cpu_seconds'], '7.2f')} {_fmt(row['wall_seconds'], '7.2f')} "
               f"{row['cpu_ms_per_step']:>8.1f} {row['cell_evaluations_per_step']:>6.1f} "
               f"{row['vjps_per_step']:>5.1f} {_fmt(row['cosine_init'], '8.3f')} "
-              f"{_fmt(row['cosine_end'], '8.3f')} {mark}{_fmt(ratio, '6.2f'):>6}")  # fmt: skip
+              f"{_fmt(row['cosine_end'], '8.3f')} {_fmt(row['cosine_end_paired'], '8.3f')} "
+              f"{mark}{_fmt(ratio, '6.2f'):>6}")  # fmt: skip
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -44,6 +44,10 @@ def test_tiny_run_reports_work_labels_and_cosines(tmp_path):
         jfb = rows[kind, f"deqlab[{variant}]"]
         assert jfb["vjps_per_step"] == 0
         assert jfb["cosine_init"] == pytest.approx(torchdeq["cosine_init"], abs=0.05)
+        # and at the end, averaged over the same trained weights (every run's)
+        assert jfb["cosine_end_paired"] == pytest.approx(torchdeq["cosine_end_paired"], abs=0.05)
+        for row in (jfb, torchdeq, rows[kind, "deqlab"]):
+            assert -1 <= row["cosine_end"] <= 1 and -1 <= row["cosine_end_paired"] <= 1
     assert "td/this" in done.stdout
 
 
