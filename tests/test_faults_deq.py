@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from deqlab import DEQ, Implicit, fixed_point
+from deqlab import DEQ, Implicit, Phantom, fixed_point
 from deqlab.fixed_point_stats import ConvergenceWarning
 from deqlab.implicit import TRAINING_SOLVER
 from deqlab.solvers import Anderson, Broyden, Picard, SolverError, Status
@@ -93,6 +93,29 @@ def test_nan_in_the_backward_pass_says_it_is_the_backward_pass():
         r"vector-Jacobian product at z\* is not",
     ):
         z.sum().backward()
+
+
+@pytest.mark.parametrize("on_failure", ["warn", "raise", "record"])
+def test_nan_in_the_phantom_backward_is_named_whatever_the_policy(on_failure):
+    cell = Cell()
+    deq = DEQ(cell, backward=Phantom(3, 0.8), on_failure=on_failure)
+    z = deq(x_batch())
+    cell.nan_from = 0  # its VJPs at z* are NaN: a gradient of NaN must not reach the weights
+    with pytest.raises(
+        ValueError,
+        match=r"^backward pass: the phantom gradient's damped steps u ← λ\(g \+ J_f\(z\*\)ᵀu\) "
+        r"\+ \(1 − λ\)u met 32 NaN/Inf entries; the gradient g reaching z\* is finite, so the "
+        r"cell's vector-Jacobian product at z\* is not",
+    ):
+        z.sum().backward()
+    assert all(p.grad is None for p in cell.parameters())
+
+
+def test_a_finite_phantom_backward_passes_the_check():
+    cell = Cell()
+    z = DEQ(cell, backward=Phantom(3, 0.8))(x_batch())
+    z.sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in cell.parameters())
 
 
 def test_nan_in_x_names_x():

@@ -33,7 +33,14 @@ from dataclasses import dataclass
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from deqlab._checks import check_bool, check_choice, check_int, check_real
+from deqlab._checks import (
+    NonFiniteError,
+    check_bool,
+    check_choice,
+    check_int,
+    check_real,
+    check_tensor,
+)
 from deqlab.fixed_point_stats import BackwardRecord, FixedPointStats, Hint, OnFailure, solve
 from deqlab.gradient import Adjoint, GradientSpec, attach
 from deqlab.solvers import Broyden, Solution, Solver
@@ -256,8 +263,22 @@ class Phantom(Backward):
         for _ in range(self.steps - 1):  # u ← λ (g + J_fᵀu) + (1 − λ) u, three operations
             step = torch.add(g, vjp(u)).mul_(lam)
             u = step if lam == 1.0 else step.add_(u, alpha=1 - lam)
+        if self.steps > 1:  # g is finite (checked): a NaN/Inf came from the cell's VJPs
+            try:
+                check_tensor("u", u)
+            except NonFiniteError as err:
+                raise NonFiniteError("u", err.count, _PHANTOM_NON_FINITE) from None
         reason = f"phantom gradient: {self.steps} damped steps (λ = {lam})"
         return u, problem.approximate("phantom", reason)
+
+
+#: A phantom gradient whose damped steps met NaN/Inf (the same cause as an adjoint solve's).
+_PHANTOM_NON_FINITE = (
+    "backward pass: the phantom gradient's damped steps u ← λ(g + J_f(z*)ᵀu) + (1 − λ)u met "
+    "{count} NaN/Inf entries; the gradient g reaching z* is finite, so the cell's "
+    "vector-Jacobian product at z* is not (a derivative that is infinite there: sqrt or log "
+    "at 0, a division), or the steps overflowed"
+)
 
 
 @dataclass(frozen=True)
