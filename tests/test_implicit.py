@@ -264,6 +264,33 @@ def test_deq_state_wider_than_input_asks_for_z0():
     torch.testing.assert_close(z, torch.tanh(z @ W.T + x @ U.T), atol=1e-12, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
+def test_an_x_of_another_dtype_than_the_weights_is_named_as_a_dtype_error(dtype):
+    # float32 weights, the state zeros_like(x): a later x in float64 is not a shape problem
+    module_deq = DEQ(TanhLinear(torch.nn.Linear(3, 3, dtype=torch.float32)))
+    module_deq(torch.randn(4, 3, dtype=torch.float32))  # float32 first: fine
+    name = str(dtype).removeprefix("torch.")
+    with pytest.raises(
+        TypeError,
+        match=rf"^`x` is {name} but the cell's parameters are float32, and the cell rejected "
+        rf"the state of x's dtype: it raised RuntimeError: .*dtype.*\. Cast x to the "
+        rf"parameters' dtype \(x\.to\(torch\.float32\)\) or the layer to x's "
+        rf"\(deq\.to\(torch\.{name}\)\)$",
+    ):
+        module_deq(torch.randn(4, 3, dtype=dtype))
+    z = module_deq.to(dtype)(torch.randn(4, 3, dtype=dtype))  # the remedy the message names
+    assert z.dtype == dtype
+
+
+class TanhLinear(torch.nn.Module):
+    def __init__(self, linear: torch.nn.Linear) -> None:
+        super().__init__()
+        self.linear = linear
+
+    def forward(self, z, x):
+        return torch.tanh(self.linear(z) / 2 + x)
+
+
 def test_deq_blames_the_zeros_z0_only_for_the_first_call():
     calls = []
 

@@ -222,7 +222,8 @@ class DEQ(nn.Module):
     ``forward(x, z0=None)``: if ``z0`` is None the starting point is
     ``cell.initial_state(x)`` when the cell defines that method, else ``zeros_like(x)``
     (for cells whose state has the input's shape; a cell that rejects it raises a
-    ValueError naming ``z0``; an integer ``x`` then raises a TypeError naming ``x``). A
+    ValueError naming ``z0``, or a TypeError naming both dtypes where ``x``'s is none of the
+    cell's parameter dtypes; an integer ``x`` then raises a TypeError naming ``x``). A
     ``z0`` on another device than ``x`` is refused; NaN/Inf in ``x`` is named as such; a
     batch of 0 samples gives the empty equilibrium. A cell module's normalised layers
     (:mod:`deqlab.norm`) are recomputed and its variational-dropout masks
@@ -335,7 +336,7 @@ class DEQ(nn.Module):
         if z0 is None:
             z0 = self.initial_state(x)
             if self._cell_init is None:
-                f = explaining_zeros_z0(f, z0)
+                f = explaining_zeros_z0(f, z0, self.cell)
         check_same_device(z0, x)
         mixes = samples_coupled(self.cell) is not None
         solver = self.solver

@@ -2,7 +2,8 @@
 and how it names them when a solve rejects them.
 
 The default ``z0`` is ``zeros_like(x)`` (a cell without ``initial_state(x)``): an integer
-``x`` is named then, and a cell that rejects the zeros is told where they came from. A
+``x`` is named then, and a cell that rejects the zeros is told where they came from (or,
+where ``x``'s dtype is not its parameters', that the dtypes differ). A
 ``z0`` on another device than ``x`` is refused before any evaluation. A NaN/Inf met at the
 solve's first evaluation is blamed on ``x`` where ``x`` holds it, else on the cell.
 """
@@ -34,12 +35,18 @@ def default_z0(x: torch.Tensor) -> torch.Tensor:
 _NOT_SHAPE_ERRORS = (torch.OutOfMemoryError, SolverError)  # never blamed on the zeros z0
 
 
-def explaining_zeros_z0(f: Callable[[Any], Any], z0: torch.Tensor) -> Callable[[Any], Any]:
+def explaining_zeros_z0(
+    f: Callable[[Any], Any], z0: torch.Tensor, cell: Any = None
+) -> Callable[[Any], Any]:
     """``f`` whose first call, at DEQ's default ``z0 = zeros_like(x)``, turns a rejection
-    (a shape error, or an output of another shape) into a ValueError naming ``z0``.
+    (a shape error, or an output of another shape) into a ValueError naming ``z0``; where
+    ``x``'s dtype is none of the ``cell`` module's parameter dtypes, into a TypeError naming
+    both dtypes.
 
     Reason: a cell whose state is wider than ``x`` otherwise fails with a bare "mat1 and
-    mat2 shapes cannot be multiplied" that does not say where the zeros came from.
+    mat2 shapes cannot be multiplied" that does not say where the zeros came from, and an
+    ``x`` of another dtype than the weights (a layer called with float64 after float32) is
+    not a matter of the state's shape.
     """
     called = False
 
@@ -53,12 +60,34 @@ def explaining_zeros_z0(f: Callable[[Any], Any], z0: torch.Tensor) -> Callable[[
         except _NOT_SHAPE_ERRORS:
             raise
         except (RuntimeError, IndexError) as err:
-            raise ValueError(_zeros_z0_message(z0, f"raised {type(err).__name__}: {err}")) from err
+            rejection = f"raised {type(err).__name__}: {err}"
+            weights = _parameter_dtypes(cell)
+            if weights and z0.dtype not in weights:
+                raise TypeError(_dtype_message(z0.dtype, weights, rejection)) from err
+            raise ValueError(_zeros_z0_message(z0, rejection)) from err
         if isinstance(fz, torch.Tensor) and fz.shape != z0.shape:
             raise ValueError(_zeros_z0_message(z0, f"returned shape {tuple(fz.shape)}"))
         return fz
 
     return checked
+
+
+def _parameter_dtypes(cell: Any) -> list[torch.dtype]:
+    """The floating dtypes of ``cell``'s parameters (none for a plain callable)."""
+    if not isinstance(cell, torch.nn.Module):
+        return []
+    found = {p.dtype for p in cell.parameters() if p.is_floating_point()}
+    return sorted(found, key=str)
+
+
+def _dtype_message(dtype: torch.dtype, weights: list[torch.dtype], rejection: str) -> str:
+    names = " and ".join(str(w).removeprefix("torch.") for w in weights)
+    return (
+        f"`x` is {str(dtype).removeprefix('torch.')} but the cell's parameters are {names}, "
+        f"and the cell rejected the state of x's dtype: it {rejection}. Cast x to the "
+        f"parameters' dtype (x.to(torch.{names.split()[0]})) or the layer to x's "
+        f"(deq.to({dtype}))"
+    )
 
 
 def _zeros_z0_message(z0: torch.Tensor, rejection: str) -> str:
