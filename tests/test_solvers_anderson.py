@@ -25,12 +25,12 @@ def cell(x: torch.Tensor, A: torch.Tensor):
     return f
 
 
-def run_both(history: int, damping: float, tikhonov: float, steps: int = 12):
+def run_both(history: int, damping: float, tikhonov: float, steps: int = 12, fused=False):
     """The batched stepper's iterates and the reference's from the same histories."""
     gen = torch.Generator().manual_seed(history)
     A = 0.9 * torch.linalg.qr(torch.randn(N, N, generator=gen, dtype=torch.float64))[0]
     f = cell(torch.randn(B, N, generator=gen, dtype=torch.float64), A)
-    stepper = Anderson(history=history, damping=damping, tikhonov=tikhonov).stepper()
+    stepper = Anderson(history=history, damping=damping, tikhonov=tikhonov, fused=fused).stepper()
     images, residuals = [[] for _ in range(B)], [[] for _ in range(B)]
     z = torch.zeros(B, N, dtype=torch.float64)
     pairs = []
@@ -54,16 +54,18 @@ def run_both(history: int, damping: float, tikhonov: float, steps: int = 12):
 @pytest.mark.parametrize("history", [1, 3, 5])
 @pytest.mark.parametrize("damping", [1.0, 0.6])
 @pytest.mark.parametrize("tikhonov", [0.0, 1e-8])
-def test_batched_step_is_the_reference_step_of_each_sample(history, damping, tikhonov):
-    for z, expected in run_both(history, damping, tikhonov):
+@pytest.mark.parametrize("fused", [False, True], ids=["torch", "fused"])
+def test_batched_step_is_the_reference_step_of_each_sample(history, damping, tikhonov, fused):
+    for z, expected in run_both(history, damping, tikhonov, fused=fused):
         well = [0, 1, 2, 4]  # sample 3's system has condition ~ n / tikhonov: looser there
         torch.testing.assert_close(z[well], expected[well], rtol=1e-10, atol=1e-12)
         torch.testing.assert_close(z[3], expected[3], rtol=1e-6, atol=0)
 
 
-def test_the_safeguard_takes_the_plain_step_exactly_where_the_system_fails():
+@pytest.mark.parametrize("fused", [False, True], ids=["torch", "fused"])
+def test_the_safeguard_takes_the_plain_step_exactly_where_the_system_fails(fused):
     # tikhonov 0: sample 3 repeats one residual (H = c 11ᵀ, a zero pivot), sample 4 has G = 0
-    for z, expected in run_both(history=3, damping=0.6, tikhonov=0.0)[2:]:
+    for z, expected in run_both(history=3, damping=0.6, tikhonov=0.0, fused=fused)[2:]:
         assert torch.equal(z[3:], expected[3:])  # the plain step, bit for bit
         assert torch.isfinite(z).all()
 
@@ -79,3 +81,28 @@ def test_host_safeguard_and_device_select_agree_to_the_bit(dtype, monkeypatch):
         monkeypatch.setattr(anderson, "HOST_DEVICES", set())  # H apart, its row copied: as on a GPU
         device = solver(lambda z: f(z.double()).to(dtype), torch.zeros(B, N, dtype=dtype))
     assert host.residuals == device.residuals and torch.equal(host.z, device.z)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_fused_solve_reaches_the_torch_paths_fixed_point(dtype):
+    gen = torch.Generator().manual_seed(2)
+    A = 0.8 * torch.linalg.qr(torch.randn(N, N, generator=gen, dtype=torch.float64))[0]
+    x = torch.randn(64, N, generator=gen, dtype=torch.float64)
+    A, x = A.to(dtype), x.to(dtype)
+    tol = 1e-10 if dtype == torch.float64 else 1e-5
+    with torch.no_grad():
+        torch_path, fused = (
+            Anderson(per_sample=True, tol=tol, fused=f)(lambda z: torch.tanh(z @ A.T + x), 0 * x)
+            for f in (False, True)
+        )
+    assert torch_path.converged and fused.converged
+    torch.testing.assert_close(fused.z, torch_path.z, rtol=0, atol=10 * tol)
+
+
+def test_an_unrolled_solve_takes_the_torch_path_and_its_gradient():
+    A = 0.5 * torch.eye(N, dtype=torch.float64)
+    x = torch.randn(B, N, dtype=torch.float64, requires_grad=True)
+    solver = Anderson(per_sample=True, tol=1e-12, max_iter=30, fused=True)
+    z = solver(lambda z: torch.tanh(z @ A.T + x), torch.zeros(B, N, dtype=torch.float64)).z
+    (grad,) = torch.autograd.grad(z.sum(), x)  # through the recorded steps: no numpy in them
+    assert torch.isfinite(grad).all() and grad.abs().sum() > 0

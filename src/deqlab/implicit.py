@@ -94,7 +94,7 @@ Map = Callable[[torch.Tensor], torch.Tensor]
 #: five (1.13–3.56× torchdeq's time) but not the default: at the same trained weights its
 #: gradient is less accurate than torchdeq's on the tuple cell (cosine 0.24 against 0.34).
 #: With ``backward=Implicit()`` the adjoint uses it too.
-TRAINING_SOLVER = Anderson(tol=1e-3, max_iter=30, per_sample=True, stall_window=8)
+TRAINING_SOLVER = Anderson(tol=1e-3, max_iter=30, per_sample=True, stall_window=8, fused=True)
 #: The DEQ layer's default backward, for training: the phantom gradient of Geng et al. 2021
 #: with 3 damped steps (λ = 0.8), 2 VJPs, APPROXIMATE and labelled so in ``last_backward``.
 #: Reason (ours, benchmarks/bench_train_cells.py, five cells, 3 seeds): its cosine with the
