@@ -24,7 +24,8 @@ The baseline is a copy of another commit's ``src/deqlab/solvers`` whose imports 
 of the thread (``time.thread_time``: other processes do not add to it; run with one intra-op
 thread), the medians reported, with the time of the map's evaluations alone subtracted.
 Both must take the same steps to iterates that differ by rounding only; the script prints both,
-and the evaluations (rows evaluated / B) of each, baseline / new.
+and the evaluations (rows evaluated / B) of each, baseline / new. ``--fused``: the new one as
+``Anderson(fused=True)`` (the DEQ layer's default: the small systems in one compiled loop).
 
     git show REF:src/deqlab/solvers/FILE.py | sed 's/deqlab\\.solvers/oldsolvers/g'  # each FILE
     OMP_NUM_THREADS=1 python benchmarks/bench_solver_overhead.py --baseline /tmp/old --repeats 30
@@ -116,7 +117,8 @@ def compare(name: str, make, options: dict, z0, old, args) -> str:
     for repeat in range(args.repeats):
         for key in list(impls) if repeat % 2 == 0 else list(impls)[::-1]:
             cls, row_map = impls[key]
-            solve = cls(history=args.history, per_sample=True, **options)
+            fused = {"fused": True} if key == "new" and args.fused else {}
+            solve = cls(history=args.history, per_sample=True, **options, **fused)
             f = make(row_map)
             seconds, solution = timed(solve, f, z0)
             per_iter[key].append((seconds - map_seconds(f, solution, z0)) / solution.n_steps)
@@ -145,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=None, help="override every size's N")
     parser.add_argument("--history", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--fused", action="store_true", help="new: Anderson(fused=True)")
     args = parser.parse_args(argv)
     sys.path.insert(0, args.baseline)
     old = importlib.import_module("oldsolvers")
@@ -152,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"torch {torch.__version__}, threads {torch.get_num_threads()}, history "
         f"{args.history}, {args.repeats} repeats, A/B in turn, thread CPU time"
+        + (", new with fused=True (iterates differ by rounding)" if args.fused else "")
     )
     for size in args.sizes:
         batch, shape = SIZES[size]

@@ -32,3 +32,15 @@ def test_tiny_run_against_itself_is_identical(tmp_path):
         assert float(re.search(r"new (\S+)", row).group(1)) > 0
         assert re.search(r"cell evaluations: baseline \S+, new \S+\)$", row)
     assert " 40  " in rows[0]  # busy: the tolerance is unreachable, all 40 iterations run
+
+
+def test_tiny_fused_run_differs_from_the_torch_path_by_rounding(tmp_path):
+    renamed_copy(tmp_path)
+    args = [sys.executable, str(SCRIPT), "--baseline", str(tmp_path), "--sizes", "mlp",
+            "--batch", "4", "--width", "16", "--repeats", "2", "--fused"]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "new with fused=True" in done.stdout
+    rows = [line for line in done.stdout.splitlines() if "ms/iteration" in line]
+    for row in rows:  # float32 iterates, the small systems in float64 on one side
+        assert float(re.search(r"max \|Δz\|/max\|z\| (\S+)", row).group(1)) < 1e-4
