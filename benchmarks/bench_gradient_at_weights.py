@@ -2,14 +2,17 @@
 
 Trains one cell of :mod:`train_cells` with one deqlab configuration (``--train``, default
 deqlab's defaults) for ``--steps`` steps on digits (minibatches of 64, Adam 1e-3, float32),
-then, at those weights, takes the cosine of each configuration's gradient (``--variant``,
-as in bench_train_cells.py: ``BACKWARD@SOLVER``; an empty part keeps the default) and of
-torchdeq 0.1.0's default with the exact implicit gradient (bench_train_cells.py's
-``exact_gradient``: float64, on the fixed images whose float64 solve converges).
+then, at those weights (``--seed`` sets the initial weights; the minibatches are those of
+bench_train_cells.py, the same for every seed), takes the cosine of each configuration's
+gradient (``--variant``, as in bench_train_cells.py: ``BACKWARD@SOLVER``; an empty part
+keeps the default) and of torchdeq 0.1.0's default with the exact implicit gradient
+(bench_train_cells.py's ``exact_gradient``: float64, on the fixed images whose float64 solve
+converges).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_gradient_at_weights.py --kind tuple --seed 1 \\
         --steps 80 --train "@anderson:tol=1e-3,max_iter=20,per_sample=True,stall_window=8" \\
-        --variant "@anderson:tol=1e-3,max_iter=20,per_sample=True,stall_window=8" "" \\
+        --variant "@anderson:tol=1e-3,max_iter=20,per_sample=True,stall_window=8" \\
+        "@anderson:tol=1e-3,max_iter=30,per_sample=True,stall_window=8" \\
         "@anderson:tol=1e-5,max_iter=100,per_sample=True"
 """
 
@@ -32,7 +35,7 @@ def trained(kind: str, seed: int, steps: int, options: dict) -> Net:
     """``kind``'s network trained ``steps`` steps with ``DEQ(cell, **options)``."""
     model = Net(kind, lambda cell: DeqlabLayer(cell, **options), seed)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    stream = batches(*digits(torch.device("cpu")), 64, seed)
+    stream = batches(*digits(torch.device("cpu")), 64, 0)  # bench_train_cells' minibatches
     for _ in range(steps):
         images, labels = next(stream)
         opt.zero_grad()

@@ -27,7 +27,8 @@ Per library, kind and seed:
   each run ends depends on its trajectory (at its own trained weights a cosine varies with
   the seed far more than between the libraries), so the end is also compared at the same
   weights: ``cos same`` is the library's cosine averaged over every run's trained weights of
-  that kind and seed (its own and the others').
+  that kind and seed (its own and the others'; weights without an exact gradient left out).
+  The set of weights is that invocation's runs: compare ``cos same`` within one table.
 
 ``--baseline-src DIR`` adds ``before``: the deqlab package under DIR (another commit's
 ``src``), imported in the same process (its defaults), for an A/B of two versions.
@@ -284,6 +285,7 @@ def measure(kind: str, seed: int, data, args, device, sync) -> list[dict]:
     for run, (cosine_init, images_init) in zip(runs, at_init, strict=True):
         cosine_end, images_end = at_end.get((run.name, run.name), (math.nan, 0))
         paired = [at_end[weights.name, run.name][0] for weights in runs if at_end]
+        paired = [c for c in paired if not math.isnan(c)]  # weights without an exact gradient
         n = run.reached or len(run.cpu)
         rows.append({
             "kind": kind, "seed": seed, "library": run.name, "reached_at_step": run.reached,

@@ -2,10 +2,15 @@
 (deqlab.solvers.anderson_reference): the Gram matrix updated by rows in place, the views and
 buffers reused, the safeguard taken in numpy on the host (issue 31)."""
 
+import subprocess
+import sys
+
+import numpy as np
 import pytest
 import torch
 
 from deqlab.solvers import Anderson, anderson
+from deqlab.solvers.anderson_fused import fused_weights
 from deqlab.solvers.anderson_reference import reference_step
 
 B, N = 5, 7
@@ -102,7 +107,57 @@ def test_a_fused_solve_reaches_the_torch_paths_fixed_point(dtype):
 def test_an_unrolled_solve_takes_the_torch_path_and_its_gradient():
     A = 0.5 * torch.eye(N, dtype=torch.float64)
     x = torch.randn(B, N, dtype=torch.float64, requires_grad=True)
-    solver = Anderson(per_sample=True, tol=1e-12, max_iter=30, fused=True)
-    z = solver(lambda z: torch.tanh(z @ A.T + x), torch.zeros(B, N, dtype=torch.float64)).z
-    (grad,) = torch.autograd.grad(z.sum(), x)  # through the recorded steps: no numpy in them
-    assert torch.isfinite(grad).all() and grad.abs().sum() > 0
+    grads = []
+    for fused in (True, False):
+        solver = Anderson(per_sample=True, tol=1e-12, max_iter=30, fused=fused)
+        z = solver(lambda z: torch.tanh(z @ A.T + x), torch.zeros(B, N, dtype=torch.float64)).z
+        grads.append(torch.autograd.grad(z.sum(), x)[0])  # through the recorded steps
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)  # the same (torch) path
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_fused_loop_solves_each_system_or_takes_the_newest_slot(dtype):
+    gen = np.random.default_rng(3)
+    G = gen.standard_normal((4, 3, 6))
+    H = np.zeros((4, 5, 5), dtype=dtype)
+    H[:, :3, :3] = G @ G.transpose(0, 2, 1)  # a history of 3 of 5: the top-left block
+    H[1, :3, :3] = np.diag([1.0, -1.0, 1.0])  # indefinite but regular: α = y = (1, −1, 1)
+    H[2, :3, :3] = np.diag([1.0, -1.0, 0.0])  # a zero pivot
+    H[3, 0, 1] = np.nan  # not finite
+    alpha = np.full((4, 5), 7.0, dtype=dtype)
+    fused_weights(H, 3, 1, 0.0, alpha)
+    y = np.linalg.solve(H[0, :3, :3].astype(np.float64), np.ones(3))
+    np.testing.assert_allclose(
+        alpha[0, :3], y / y.sum(), rtol=1e-5 if dtype == np.float32 else 1e-12
+    )
+    np.testing.assert_array_equal(alpha[1, :3], [1.0, -1.0, 1.0])
+    for b in (2, 3):
+        np.testing.assert_array_equal(alpha[b, :3], [0.0, 1.0, 0.0])  # e_slot, slot 1
+    assert (alpha[:, 3:] == 7.0).all()  # beyond the stored history: untouched
+
+
+def test_a_zero_sum_of_weights_takes_the_newest_slot_not_an_exception():
+    H = np.zeros((1, 2, 2))
+    H[0] = np.diag([1.0, -1.0])  # y = (1, −1): 1ᵀy = 0, α = ±inf
+    alpha = np.zeros((1, 2))
+    fused_weights(H, 2, 0, 0.0, alpha)
+    np.testing.assert_array_equal(alpha[0], [1.0, 0.0])
+
+
+def test_the_fused_loop_compiles_without_a_writable_cache(tmp_path):
+    code = (
+        "import numba, numpy as np\n"
+        "real = numba.njit\n"
+        "def njit(*args, **options):\n"
+        "    if options.get('cache'):\n"
+        "        raise RuntimeError('cannot cache function: no locator available for file')\n"
+        "    return real(*args, **options)\n"
+        "numba.njit = njit\n"
+        "from deqlab.solvers.anderson_fused import fused_weights\n"
+        "alpha = np.zeros((1, 2))\n"
+        "fused_weights(np.eye(2)[None], 2, 0, 0.0, alpha)\n"
+        "print(alpha.tolist())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[[0.5, 0.5]]"

@@ -91,10 +91,10 @@ Map = Callable[[torch.Tensor], torch.Tensor]
 #: than one of 40 on all five cells (multi-scale 1.64× torchdeq's time against 1.06×) at the
 #: same gradient accuracy; a fixed-ratio stall rule stopped samples that were converging and
 #: slowed training on the tuple cell, this one does not. A cap of 20 is faster still on all
-#: five (1.13–3.56× torchdeq's time) but not the default: at the same trained weights its
-#: gradient is less accurate than torchdeq's on the tuple cell (cosine 0.24 against 0.34).
-#: ``fused=True``: the per-sample small systems in one compiled loop, 1.17–1.91× torchdeq's
-#: time on the five cells against 0.99–1.79× on the torch path (same process).
+#: five (torchdeq takes 1.13–3.56× its time) but not the default: at the same trained weights
+#: its gradient's cosine is lower than torchdeq's on the tuple cell (0.24 against 0.34, mean
+#: of 3 seeds). ``fused=True``: the per-sample small systems in one compiled loop (torchdeq
+#: takes 1.17–1.91× deqlab's time on the five cells, 0.99–1.79× on the torch path).
 #: With ``backward=Implicit()`` the adjoint uses it too.
 TRAINING_SOLVER = Anderson(tol=1e-3, max_iter=30, per_sample=True, stall_window=8, fused=True)
 #: The DEQ layer's default backward, for training: the phantom gradient of Geng et al. 2021

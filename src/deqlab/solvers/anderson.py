@@ -43,7 +43,7 @@ class Anderson(Solver):
         tikhonov: relative regularization ``λ / (tr(GGᵀ)/n)`` of the least-squares system.
         damping: mixing ``β`` in ``(0, 1]``.
         fused: solve every sample's small system in one compiled loop, in float64
-            (:mod:`deqlab.solvers.anderson_fused`, numba): ~75 µs less per step for 64
+            (:mod:`deqlab.solvers.anderson_fused`, numba): ~65 µs less per step for 64
             systems of 5 × 5 on the host; iterates differ from the default path by
             rounding. Autograd-recorded solves (``Unrolled``) take the default path.
         (others: see :class:`deqlab.solvers.base.Solver`)

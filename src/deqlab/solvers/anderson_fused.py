@@ -13,20 +13,31 @@ batched LAPACK call alone ~30 µs); this loop takes ~9 µs, a large share of a c
 iteration. Its iterates differ from the torch path's by rounding (float64 here), so it is
 an option: the experiments keep the LAPACK path bit for bit.
 
-numba compiles the loop on first use (about a second, cached on disk after that); this module
-is imported only by a fused solve (importing numba takes a fraction of a second).
+numba compiles the loop on first use (about a second, cached on disk after that, or kept in
+memory where no cache directory is writable); this module is imported only by a fused solve
+(importing numba takes a fraction of a second). Arithmetic follows numpy's error model: a
+division by zero gives inf/NaN (then the safeguard), never an exception.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numba
 import numpy as np
 
 
-@numba.njit(cache=True, nogil=True)
-def fused_weights(H, n, slot, tikhonov, alpha):  # pragma: no cover (runs compiled)
+def _compiled(function: Callable) -> Callable:
+    """``function`` compiled by numba, its machine code cached on disk where it can be."""
+    options = {"nogil": True, "error_model": "numpy"}
+    try:
+        return numba.njit(cache=True, **options)(function)
+    except RuntimeError:  # "cannot cache function ...: no locator available" (read-only)
+        return numba.njit(**options)(function)
+
+
+def _fused_weights(H, n, slot, tikhonov, alpha):  # pragma: no cover (runs compiled)
     """Write each sample's weights ``α_b`` into ``alpha[b, :n]`` from ``H[b, :n, :n]``
     (``H`` ``(B, m, m)``, ``alpha`` ``(B, m)``, both float32 or float64 host arrays)."""
     A, y = np.empty((n, n)), np.empty(n)
@@ -47,14 +58,13 @@ def fused_weights(H, n, slot, tikhonov, alpha):  # pragma: no cover (runs compil
                 total += y[i]
             for i in range(n):
                 alpha[b, i] = y[i] / total
-                usable = usable and math.isfinite(y[i] / total)
+                usable = usable and math.isfinite(alpha[b, i])  # as stored (float32: overflow)
         if not usable:
             for i in range(n):
                 alpha[b, i] = 0.0
             alpha[b, slot] = 1.0
 
 
-@numba.njit(cache=True, nogil=True)
 def _eliminate(A, y, n):  # pragma: no cover (runs compiled)
     """``y ← A⁻¹ y`` in place by elimination with partial pivoting; False at a zero pivot."""
     for k in range(n):
@@ -79,3 +89,7 @@ def _eliminate(A, y, n):  # pragma: no cover (runs compiled)
             s -= A[i, j] * y[j]
         y[i] = s / A[i, i]
     return True
+
+
+_eliminate = _compiled(_eliminate)
+fused_weights = _compiled(_fused_weights)
