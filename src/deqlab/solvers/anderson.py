@@ -188,7 +188,7 @@ class GramSystem:
         ``(B, 1, n)``; where that is unusable (singular, or not finite) ``α = e_slot``, the
         newest step alone."""
         n = H.shape[1]
-        if self.fused and not H.requires_grad:
+        if self.fused and not H.requires_grad:  # (a recorded H is a copy: not gram_host's)
             self.fused_weights(self.gram_host, n, slot, self.tikhonov, self.alpha_rows_host)
             return self.alpha_rows[:, :, :n]
         full = n == self.m
