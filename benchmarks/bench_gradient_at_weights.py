@@ -28,7 +28,7 @@ import torch
 
 import deqlab
 from bench_train_cells import DeqlabLayer, TorchdeqLayer, _cosine, exact_gradient, variant_spec
-from train_cells import KINDS, Net, batches, digits
+from train_cells import KINDS, Net, batches, digits, with_weights
 
 
 def trained(kind: str, seed: int, steps: int, options: dict) -> Net:
@@ -42,14 +42,6 @@ def trained(kind: str, seed: int, steps: int, options: dict) -> Net:
         torch.nn.functional.cross_entropy(model(images), labels).backward()
         opt.step()
     return model
-
-
-def cosine_at(weights: Net, kind: str, layer, exact, images, labels) -> float:
-    """The cosine of ``layer``'s gradient at ``weights`` with ``exact``."""
-    model = Net(kind, layer, 0)
-    for part in ("stem", "cell", "head"):
-        getattr(model, part).load_state_dict(getattr(weights, part).state_dict())
-    return _cosine(model, exact, images, labels)
 
 
 def main(argv=None) -> int:
@@ -86,7 +78,8 @@ def main(argv=None) -> int:
         layers["torchdeq"] = TorchdeqLayer
     cosines = {}
     for name, layer in layers.items():
-        cosines[name] = cosine_at(weights, args.kind, layer, exact, kept, kept_labels)
+        model = with_weights(args.kind, layer, weights)
+        cosines[name] = _cosine(model, exact, kept, kept_labels)
         print(f"  {name:<60} cos {cosines[name]:.3f}")
     if args.json:
         with open(args.json, "w") as out:

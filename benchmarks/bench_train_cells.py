@@ -58,7 +58,15 @@ from torch import nn
 import deqlab
 from beside import load_deqlab
 from deqlab import Anderson, Implicit, JacobianFree, Phantom, fixed_point, get_solver
-from train_cells import KINDS, Net, TrainingRun, batches, digits, training_device
+from train_cells import (
+    KINDS,
+    Net,
+    TrainingRun,
+    batches,
+    digits,
+    training_device,
+    with_weights,
+)
 
 
 def backward_spec(text: str):
@@ -182,9 +190,7 @@ def exact_gradient(model: Net, kind: str, images, labels):
     """The exact implicit gradient at ``model``'s weights (stem and cell parameters, float64),
     with the images it is taken on: those whose float64 forward solve converges (where the
     implicit gradient exists). None where no image qualifies or an adjoint does not converge."""
-    reference = Net(kind, ExactLayer, 0).to(images.device).double()
-    for part in ("stem", "cell", "head"):
-        getattr(reference, part).load_state_dict(getattr(model, part).state_dict())
+    reference = with_weights(kind, ExactLayer, model).double()
     with torch.no_grad():
         reference(images.double())
     keep = reference.layer.stats.forward.sample_residuals <= ExactLayer.SOLVER.tol
@@ -223,9 +229,7 @@ def end_cosines(runs: list[TrainingRun], layers: dict, kind: str, images, labels
     for trained in runs:
         exact, kept, kept_labels = exact_gradient(trained.model, kind, images, labels)
         for name, layer in layers.items():
-            model = Net(kind, layer, 0).to(images.device)
-            for part in ("stem", "cell", "head"):
-                getattr(model, part).load_state_dict(getattr(trained.model, part).state_dict())
+            model = with_weights(kind, layer, trained.model)
             cosines[trained.name, name] = (_cosine(model, exact, kept, kept_labels), len(kept))
     return cosines
 

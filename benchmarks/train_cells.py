@@ -267,3 +267,12 @@ class Net(nn.Module):
 
     def forward(self, images):
         return self.head(self.layer(self.stem(images)))
+
+
+def with_weights(kind: str, layer, weights: Net) -> Net:
+    """``kind``'s network with the DEQ ``layer`` (another library, another solver) carrying the
+    stem, cell and head of ``weights``: two libraries' gradients at the same weights."""
+    model = Net(kind, layer, 0).to(next(weights.parameters()).device)
+    for part in ("stem", "cell", "head"):
+        getattr(model, part).load_state_dict(getattr(weights, part).state_dict())
+    return model

@@ -81,11 +81,11 @@ def _parameter_dtypes(cell: Any) -> list[torch.dtype]:
 
 
 def _dtype_message(dtype: torch.dtype, weights: list[torch.dtype], rejection: str) -> str:
-    names = " and ".join(str(w).removeprefix("torch.") for w in weights)
+    names = [str(w).removeprefix("torch.") for w in weights]
     return (
-        f"`x` is {str(dtype).removeprefix('torch.')} but the cell's parameters are {names}, "
-        f"and the cell rejected the state of x's dtype: it {rejection}. Cast x to the "
-        f"parameters' dtype (x.to(torch.{names.split()[0]})) or the layer to x's "
+        f"`x` is {str(dtype).removeprefix('torch.')} but the cell's parameters are "
+        f"{' and '.join(names)}, and the cell rejected the state of x's dtype: it {rejection}. "
+        f"Cast x to the parameters' dtype (x.to({weights[0]})) or the layer to x's "
         f"(deq.to({dtype}))"
     )
 

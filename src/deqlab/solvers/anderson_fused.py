@@ -8,10 +8,10 @@ weights of :mod:`deqlab.solvers.anderson`,
 by Gaussian elimination with partial pivoting in float64, and ``α_b = e_slot`` (the plain
 step) where a pivot is exactly zero or ``α_b`` is not finite: the safeguard of the batched
 torch path, whose LU stops at the same zero pivots. Why: in eager torch these are six batched
-operations and a host check, ~75 µs per step inside a solve for 64 systems of 5 × 5 (the
-batched LAPACK call alone ~30 µs); this loop takes ~9 µs, a large share of a cheap cell's
-iteration. Its iterates differ from the torch path's by rounding (float64 here), so it is
-an option: the experiments keep the LAPACK path bit for bit.
+operations and a host check; one loop instead takes ~0.07 ms off each iteration of a solve of
+64 samples with history 5 (``benchmarks/bench_solver_overhead.py --fused``), a third of the
+solver's own work beside a cheap cell. Its iterates differ from the torch path's by rounding
+(float64 here), so it is an option: the experiments keep the LAPACK path bit for bit.
 
 numba compiles the loop on first use (about a second, cached on disk after that, or kept in
 memory where no cache directory is writable); this module is imported only by a fused solve
